@@ -1,0 +1,41 @@
+# Targets match the README's quick start: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test test-fast lint format bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[all]'
+	touch $(STAMP)
+
+# The main job: the end-to-end showcase.
+demo: setup
+	$(BIN)/quorumlog demo
+
+# The whole suite, slow real-cluster tests included (this is what CI runs).
+test: setup
+	$(BIN)/python -m pytest -q
+
+# Everything but the slow real-cluster tests, for a quick local loop.
+test-fast: setup
+	$(BIN)/python -m pytest -q -m 'not slow'
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: setup
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

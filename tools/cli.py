@@ -1,0 +1,11 @@
+"""The `quorumlog` command line: one click group, one module per command family."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="quorumlog")
+def main() -> None:
+    """quorumlog: a Kafka-compatible, Raft-based log service."""
