@@ -1,0 +1,308 @@
+"""Node configuration: Kafka's property names, read from one TOML file per node.
+
+A node's directory holds `node.toml`; keys are Kafka's dotted names, written either quoted
+(`"log.segment.bytes" = 1048576`) or as TOML dotted keys (`log.segment.bytes = 1048576`, which
+TOML nests and we flatten back). Every key is declared once below with its type, default and
+meaning; an unknown key or a value of the wrong type is a `ConfigError` naming the key, so a typo
+never silently falls back to a default.
+
+Listeners: `listeners` is Kafka's `PLAINTEXT://host:port` (clients) plus `CONTROLLER://host:port`
+(controller RPCs from brokers) on controller nodes. The Raft transport (pysyncobj, its own wire
+format) needs a port of its own: `controller.quorum.raft.voters`, `id@host:port` like Kafka's
+`controller.quorum.voters`, which lists the CONTROLLER listeners.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+NODE_CONFIG_FILE = "node.toml"
+
+
+class ConfigError(ValueError):
+    """A bad node configuration: the message names the key and what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    name: str
+    kind: type
+    default: Any
+    doc: str
+
+
+# Kafka's names and defaults (org.apache.kafka.server.config / KafkaConfig), plus our few own.
+CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("node.id", int, None, "this node's id (required, >= 0)"),
+    ConfigKey("process.roles", str, "broker,controller", "broker, controller, or both"),
+    ConfigKey("cluster.id", str, None, "the cluster's id, written at format time (required)"),
+    ConfigKey("listeners", str, "PLAINTEXT://127.0.0.1:9092", "listeners, NAME://host:port,..."),
+    ConfigKey("advertised.listeners", str, "", "what clients are told (default: listeners)"),
+    ConfigKey("log.dirs", str, "kafka-logs", "partition log directory (relative to node dir)"),
+    ConfigKey("metadata.log.dir", str, "metadata", "metadata quorum directory (relative)"),
+    ConfigKey("controller.quorum.voters", str, "", "id@host:port of each controller listener"),
+    ConfigKey("controller.quorum.raft.voters", str, "", "id@host:port of each Raft endpoint"),
+    ConfigKey("controller.quorum.password", str, "", "shared secret of the Raft transport"),
+    ConfigKey("num.partitions", int, 1, "partitions of auto-created topics"),
+    ConfigKey("default.replication.factor", int, 1, "replication factor of auto-created topics"),
+    ConfigKey("auto.create.topics.enable", bool, True, "create unknown topics on metadata/produce"),
+    ConfigKey("min.insync.replicas", int, 1, "ISR size below which acks=all fails"),
+    ConfigKey("unclean.leader.election.enable", bool, False, "elect out-of-ISR replicas"),
+    ConfigKey("message.max.bytes", int, 1048588, "largest record batch accepted"),
+    ConfigKey("socket.request.max.bytes", int, 104857600, "largest request frame accepted"),
+    ConfigKey("queued.max.requests", int, 500, "requests queued across connections"),
+    ConfigKey("max.inflight.requests.per.connection", int, 5, "requests read ahead per connection"),
+    ConfigKey("log.segment.bytes", int, 1073741824, "segment size before rolling"),
+    ConfigKey("log.roll.ms", int, 604800000, "segment age before rolling"),
+    ConfigKey(
+        "log.retention.ms", int, 604800000, "age after which segments are deleted, -1 = never"
+    ),
+    ConfigKey("log.retention.bytes", int, -1, "partition size above which old segments go"),
+    ConfigKey("log.retention.check.interval.ms", int, 300000, "how often retention runs"),
+    ConfigKey("log.index.interval.bytes", int, 4096, "bytes between offset index entries"),
+    ConfigKey("log.index.size.max.bytes", int, 10485760, "offset index size before rolling"),
+    ConfigKey("log.flush.interval.messages", int, -1, "records between forced fsyncs, -1 = never"),
+    ConfigKey("log.flush.interval.ms", int, -1, "time between forced fsyncs, -1 = never"),
+    ConfigKey("log.cleanup.policy", str, "delete", "delete or compact"),
+    ConfigKey("log.message.timestamp.type", str, "CreateTime", "CreateTime or LogAppendTime"),
+    ConfigKey("replica.lag.time.max.ms", int, 30000, "follower lag before leaving the ISR"),
+    ConfigKey("replica.fetch.max.bytes", int, 1048576, "bytes per partition per follower fetch"),
+    ConfigKey("replica.fetch.response.max.bytes", int, 10485760, "bytes per follower fetch"),
+    ConfigKey("replica.fetch.wait.max.ms", int, 500, "follower fetch long-poll"),
+    ConfigKey("replica.fetch.min.bytes", int, 1, "follower fetch minimum bytes"),
+    ConfigKey("replica.fetch.backoff.ms", int, 1000, "back-off of a partition after an error"),
+    ConfigKey("num.replica.fetchers", int, 1, "fetcher tasks per source broker"),
+    ConfigKey("replica.high.watermark.checkpoint.interval.ms", int, 5000, "HW checkpoint period"),
+    ConfigKey("broker.heartbeat.interval.ms", int, 2000, "broker heartbeat period"),
+    ConfigKey("broker.session.timeout.ms", int, 9000, "missed heartbeats before fencing"),
+    ConfigKey("controlled.shutdown.enable", bool, True, "move leaderships away before stopping"),
+    ConfigKey("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
+    ConfigKey("offsets.topic.replication.factor", int, 3, "replication of __consumer_offsets"),
+    ConfigKey("producer.id.expiration.ms", int, 86400000, "idle producer state expiry"),
+    ConfigKey(
+        "metadata.log.max.record.count.between.snapshots", int, 20000, "records per checkpoint"
+    ),
+    ConfigKey("metadata.log.max.snapshot.interval.ms", int, 3600000, "time between checkpoints"),
+    ConfigKey("metadata.max.retention.checkpoints", int, 3, "checkpoints kept"),
+    ConfigKey("metrics.port", int, 0, "Prometheus /metrics port, 0 = off"),
+)
+_KEYS = {key.name: key for key in CONFIG_KEYS}
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Voter:
+    node_id: int
+    host: str
+    port: int
+
+
+def parse_listeners(value: str, key: str = "listeners") -> tuple[Endpoint, ...]:
+    endpoints = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        name, sep, address = item.partition("://")
+        host, _, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"{key}: {item!r} is not NAME://host:port")
+        endpoints.append(Endpoint(name.upper(), host, int(port)))
+    names = [e.listener for e in endpoints]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{key}: listener names repeat in {value!r}")
+    return tuple(endpoints)
+
+
+def parse_voters(value: str, key: str) -> tuple[Voter, ...]:
+    voters = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        node_id, sep, address = item.partition("@")
+        host, _, port = address.rpartition(":")
+        if not sep or not node_id.isdigit() or not host or not port.isdigit():
+            raise ConfigError(f"{key}: {item!r} is not id@host:port")
+        voters.append(Voter(int(node_id), host, int(port)))
+    ids = [v.node_id for v in voters]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{key}: voter ids repeat in {value!r}")
+    return tuple(voters)
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for name, value in table.items():
+        full = f"{prefix}{name}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, full + "."))
+        else:
+            flat[full] = value
+    return flat
+
+
+def _coerce(key: ConfigKey, value: Any) -> Any:
+    # bool is an int in Python: check it first so `num.partitions = true` is refused.
+    if key.kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+    elif key.kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+    elif key.kind is str and isinstance(value, str):
+        return value
+    raise ConfigError(f"{key.name}: expected {key.kind.__name__}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """A node's validated configuration. `props` holds every key with defaults applied."""
+
+    node_dir: Path
+    props: Mapping[str, Any]
+
+    @classmethod
+    def from_properties(cls, node_dir: Path, values: Mapping[str, Any]) -> NodeConfig:
+        props = {key.name: key.default for key in CONFIG_KEYS}
+        for name, value in values.items():
+            key = _KEYS.get(name)
+            if key is None:
+                raise ConfigError(f"unknown configuration key {name!r}")
+            props[name] = _coerce(key, value)
+        config = cls(Path(node_dir), props)
+        config.validate()
+        return config
+
+    @classmethod
+    def load(cls, node_dir: Path) -> NodeConfig:
+        path = Path(node_dir) / NODE_CONFIG_FILE
+        try:
+            with open(path, "rb") as f:
+                table = tomllib.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such file (format the node first)") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        return cls.from_properties(Path(node_dir), _flatten(table))
+
+    def validate(self) -> None:
+        p = self.props
+        for required in ("node.id", "cluster.id"):
+            if p[required] is None:
+                raise ConfigError(f"{required} is required")
+        if p["node.id"] < 0:
+            raise ConfigError("node.id must be >= 0")
+        roles = {r.strip() for r in p["process.roles"].split(",") if r.strip()}
+        if not roles or not roles <= {"broker", "controller"}:
+            raise ConfigError(f"process.roles: {p['process.roles']!r} is not broker/controller")
+        listeners = {e.listener for e in self.listeners}
+        if "broker" in roles and "PLAINTEXT" not in listeners:
+            raise ConfigError("listeners: a broker needs a PLAINTEXT listener")
+        if "controller" in roles:
+            if "CONTROLLER" not in listeners:
+                raise ConfigError("listeners: a controller needs a CONTROLLER listener")
+            if self.node_id not in {v.node_id for v in self.raft_voters}:
+                raise ConfigError("controller.quorum.raft.voters must list this node")
+            if not p["controller.quorum.password"]:
+                raise ConfigError("controller.quorum.password is required (Raft traffic is pickle)")
+        if {v.node_id for v in self.controller_voters} != {v.node_id for v in self.raft_voters}:
+            raise ConfigError(
+                "controller.quorum.voters and controller.quorum.raft.voters name different ids"
+            )
+        if not self.controller_voters:
+            raise ConfigError("controller.quorum.voters is required")
+        positive = ("num.partitions", "default.replication.factor", "min.insync.replicas")
+        for name in positive + ("message.max.bytes", "socket.request.max.bytes"):
+            if p[name] < 1:
+                raise ConfigError(f"{name} must be >= 1")
+        if p["log.segment.bytes"] < 14:  # Kafka's floor: LegacyRecord.RECORD_OVERHEAD_V0
+            raise ConfigError("log.segment.bytes must be >= 14")
+        if p["broker.heartbeat.interval.ms"] >= p["broker.session.timeout.ms"]:
+            raise ConfigError(
+                "broker.heartbeat.interval.ms must be below broker.session.timeout.ms "
+                "(a broker must heartbeat at least once per session)"
+            )
+        if p["log.cleanup.policy"] not in ("delete", "compact", "compact,delete", "delete,compact"):
+            raise ConfigError(f"log.cleanup.policy: {p['log.cleanup.policy']!r}")
+        if p["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
+            raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
+
+    # Convenience views -------------------------------------------------------------------
+    @property
+    def node_id(self) -> int:
+        return self.props["node.id"]
+
+    @property
+    def roles(self) -> frozenset[str]:
+        return frozenset(r.strip() for r in self.props["process.roles"].split(",") if r.strip())
+
+    @property
+    def listeners(self) -> tuple[Endpoint, ...]:
+        return parse_listeners(self.props["listeners"])
+
+    def listener(self, name: str) -> Endpoint:
+        for endpoint in self.listeners:
+            if endpoint.listener == name:
+                return endpoint
+        raise ConfigError(f"listeners: no {name} listener")
+
+    @property
+    def advertised_listeners(self) -> tuple[Endpoint, ...]:
+        value = self.props["advertised.listeners"]
+        return parse_listeners(value, "advertised.listeners") if value else self.listeners
+
+    @property
+    def controller_voters(self) -> tuple[Voter, ...]:
+        return parse_voters(self.props["controller.quorum.voters"], "controller.quorum.voters")
+
+    @property
+    def raft_voters(self) -> tuple[Voter, ...]:
+        return parse_voters(
+            self.props["controller.quorum.raft.voters"], "controller.quorum.raft.voters"
+        )
+
+    def _dir(self, key: str) -> Path:
+        path = Path(self.props[key])
+        return path if path.is_absolute() else self.node_dir / path
+
+    @property
+    def log_dir(self) -> Path:
+        return self._dir("log.dirs")
+
+    @property
+    def metadata_dir(self) -> Path:
+        return self._dir("metadata.log.dir")
+
+    def replace(self, **changes: Any) -> NodeConfig:
+        props = dict(self.props)
+        props.update({name.replace("_", "."): value for name, value in changes.items()})
+        return dataclasses.replace(self, props=props)
+
+
+def to_toml(values: Mapping[str, Any]) -> str:
+    """Render properties as TOML with quoted Kafka names, one per line, in declaration order."""
+    lines = ["# quorumlog node configuration: Kafka's property names."]
+    order = {key.name: i for i, key in enumerate(CONFIG_KEYS)}
+    for name in sorted(values, key=lambda n: order.get(n, len(order))):
+        value = values[name]
+        if isinstance(value, bool):
+            rendered = "true" if value else "false"
+        elif isinstance(value, int):
+            rendered = str(value)
+        else:
+            rendered = '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+        lines.append(f'"{name}" = {rendered}')
+    return "\n".join(lines) + "\n"

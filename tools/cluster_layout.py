@@ -1,0 +1,104 @@
+"""Formatting a local cluster directory: one sub-directory and `node.toml` per node.
+
+`DIR/node-i` (i = 1..N) holds node i's config, its partition logs and its metadata quorum
+files. Node i serves Kafka on base_port + i - 1, controller RPCs on controller_base_port + i - 1
+and Raft on raft_base_port + i - 1, all on 127.0.0.1. Every node is a combined controller+broker
+up to `max_controllers` (3, a quorum that survives one failure); further nodes are brokers only.
+Formatting an already formatted directory changes nothing, so `up` restarts the same cluster.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from log.server.config import NODE_CONFIG_FILE, NodeConfig, to_toml
+
+MAX_CONTROLLERS = 3
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterLayout:
+    data_dir: Path
+    node_count: int
+    base_port: int = 9092
+    controller_base_port: int | None = None
+    raft_base_port: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.node_count < 1:
+            raise ValueError("--nodes must be at least 1")
+        top = max(self.base_port, self.controller_port(1), self.raft_port(1)) + self.node_count
+        if self.base_port < 1024 or top > 65535:
+            raise ValueError(f"ports {self.base_port}..{top} are outside 1024..65535")
+
+    def controller_port(self, node_id: int) -> int:
+        base = self.controller_base_port or self.base_port + 100
+        return base + node_id - 1
+
+    def raft_port(self, node_id: int) -> int:
+        base = self.raft_base_port or self.base_port + 200
+        return base + node_id - 1
+
+    def kafka_port(self, node_id: int) -> int:
+        return self.base_port + node_id - 1
+
+    def node_dir(self, node_id: int) -> Path:
+        return self.data_dir / f"node-{node_id}"
+
+    @property
+    def node_ids(self) -> range:
+        return range(1, self.node_count + 1)
+
+    @property
+    def controller_ids(self) -> range:
+        return range(1, min(self.node_count, MAX_CONTROLLERS) + 1)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{HOST}:{self.kafka_port(i)}" for i in self.node_ids)
+
+    def node_properties(self, node_id: int, cluster_id: str, password: str) -> dict[str, object]:
+        is_controller = node_id in self.controller_ids
+        listeners = f"PLAINTEXT://{HOST}:{self.kafka_port(node_id)}"
+        if is_controller:
+            listeners += f",CONTROLLER://{HOST}:{self.controller_port(node_id)}"
+        voters = ",".join(f"{i}@{HOST}:{self.controller_port(i)}" for i in self.controller_ids)
+        raft = ",".join(f"{i}@{HOST}:{self.raft_port(i)}" for i in self.controller_ids)
+        return {
+            "node.id": node_id,
+            "process.roles": "broker,controller" if is_controller else "broker",
+            "cluster.id": cluster_id,
+            "listeners": listeners,
+            "controller.quorum.voters": voters,
+            "controller.quorum.raft.voters": raft,
+            "controller.quorum.password": password,
+        }
+
+
+def format_cluster(layout: ClusterLayout) -> list[NodeConfig]:
+    """Create missing node directories and configs; keep existing ones as they are."""
+    existing = sorted(layout.data_dir.glob(f"node-*/{NODE_CONFIG_FILE}"))
+    cluster_id = password = None
+    if existing:
+        first = NodeConfig.load(existing[0].parent)
+        cluster_id = first.props["cluster.id"]
+        password = first.props["controller.quorum.password"]
+    cluster_id = cluster_id or uuid.uuid4().hex
+    password = password or secrets.token_hex(16)
+    configs = []
+    for node_id in layout.node_ids:
+        node_dir = layout.node_dir(node_id)
+        path = node_dir / NODE_CONFIG_FILE
+        if not path.exists():
+            node_dir.mkdir(parents=True, exist_ok=True)
+            props = layout.node_properties(node_id, cluster_id, password)
+            NodeConfig.from_properties(node_dir, props)  # validate before writing
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(to_toml(props))
+            tmp.replace(path)
+        configs.append(NodeConfig.load(node_dir))
+    return configs
