@@ -23,6 +23,7 @@ is reported on stderr with the file name and the exit status is 1; never a trace
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -286,6 +287,7 @@ def dump_time_index(path: Path, verify: bool) -> None:
     base_offset = base_offset_of(path)
     entries = read_index_entries(_read_file(path), TIME_INDEX_ENTRY, path)
     batches = [header for _, header in _segment_batches(path)] if verify else []
+    base_offsets = [b.base_offset for b in batches]
     problems = []
     previous = (-(2**63), -1)
     for timestamp_ms, relative_offset in entries:
@@ -295,8 +297,9 @@ def dump_time_index(path: Path, verify: bool) -> None:
             problems.append(f"entry timestamp {timestamp_ms} offset {offset} goes backwards")
         previous = (timestamp_ms, offset)
         if verify:
-            holder = next((b for b in batches if b.base_offset <= offset <= b.last_offset), None)
-            if holder is None:
+            index = bisect.bisect_right(base_offsets, offset) - 1
+            holder = batches[index] if index >= 0 else None
+            if holder is None or holder.last_offset < offset:
                 problems.append(f"timestamp {timestamp_ms}: offset {offset} is not in the segment")
             elif holder.max_timestamp != timestamp_ms:
                 problems.append(

@@ -7,6 +7,8 @@ import struct
 import crc32c
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from log.records.batch_header import read_header
 from log.records.builder import Header, Record, assemble_batch, build_batch
@@ -277,3 +279,22 @@ def test_bad_state_files_and_unknown_paths(tmp_path):
     assert "missing.log: no such file" in result.stderr
     assert "baseOffset: 100" in result.stdout  # the good file after the bad ones still dumps
     assert "Traceback" not in result.output
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_mutated_segments_never_crash(tmp_path_factory, data):
+    """Random byte flips, cuts and splices: exit 0 or 1 with a message, never an exception."""
+    tmp_path = tmp_path_factory.mktemp("fuzz")
+    path, _, _ = make_segment(tmp_path)
+    raw = bytearray(path.read_bytes())
+    for _ in range(data.draw(st.integers(1, 4))):
+        position = data.draw(st.integers(0, len(raw) - 1))
+        raw[position] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(raw)))
+    path.write_bytes(bytes(raw[:cut]))
+    result = CliRunner().invoke(main, ["dump-log", "--records", str(path)])
+    assert result.exit_code in (0, 1), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    if result.exit_code == 1:
+        assert f"Error: {path}:" in result.stderr

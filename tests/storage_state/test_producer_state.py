@@ -390,3 +390,12 @@ def test_random_client_retries_never_append_twice():
             sent.append((next_seq, count))
             next_seq += count
     assert leader.log_end_offset == next_seq
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_random_bytes_are_never_an_untyped_error(data):
+    try:
+        decode_snapshot(data)
+    except CorruptSnapshotError:
+        pass
