@@ -295,14 +295,15 @@ class ProducerStateManager:
     def check_append(self, header: BatchHeader, now_ms: int) -> BatchMetadata | None:
         """Validate a client batch as leader: the duplicate's metadata, or None to append it.
 
-        A producer whose state has expired at `now_ms` counts as unknown (as if
-        remove_expired_producers had just run). Raises InvalidProducerEpochError,
+        A producer whose state has expired at `now_ms` is forgotten here and counts as unknown
+        (as if remove_expired_producers had just run). Raises InvalidProducerEpochError,
         OutOfOrderSequenceError or InvalidRecordError.
         """
         if not header.has_producer_id:
             return None
         entry = self._producers.get(header.producer_id)
         if entry is not None and self.is_producer_expired(entry, now_ms):
+            del self._producers[header.producer_id]
             entry = None
         if entry is None:
             self._check_sequence_present(header)

@@ -192,11 +192,13 @@ def test_expired_producers_are_removed_and_forgotten():
     )
     # At 1000 producer 1 is expired: it counts as unknown, so any sequence is fine.
     assert manager.check_append(header(producer_id=1, base_sequence=9), 1000) is None
+    assert manager.last_entry(1) is None  # forgotten, so the new batch starts a fresh entry
     with pytest.raises(OutOfOrderSequenceError):
         manager.check_append(header(producer_id=2, base_sequence=9), 1000)
     assert manager.remove_expired_producers(999) == []
-    assert manager.remove_expired_producers(1000) == [1]
-    assert sorted(manager.active_producers) == [2, 3]  # 3 has an open transaction
+    assert manager.remove_expired_producers(1499) == []
+    assert manager.remove_expired_producers(1500) == [2]
+    assert sorted(manager.active_producers) == [3]  # 3 has an open transaction
 
 
 def test_snapshot_codec_round_trip_and_layout():
