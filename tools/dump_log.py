@@ -17,6 +17,8 @@ offset index entry must point at a batch boundary whose batch contains the entry
 writes the batch's last offset); a time index entry's offset must lie in a batch whose
 maxTimestamp is the entry's timestamp.
 
+A directory argument stands for the dumpable files directly inside it, in name order.
+
 Bad input (truncated or corrupt batches, CRC mismatches, malformed files, index mismatches)
 is reported on stderr with the file name and the exit status is 1; never a traceback.
 """
@@ -356,6 +358,22 @@ def dump_path(path: Path, print_records: bool, verify_index: bool) -> None:
         )
 
 
+def _is_dumpable(path: Path) -> bool:
+    name = path.name
+    return name.endswith((".log", ".index", ".timeindex", ".snapshot", "-checkpoint"))
+
+
+def _expand(paths: tuple[Path, ...]) -> list[Path]:
+    """A directory (a partition or a log dir) stands for the dumpable files directly in it."""
+    expanded: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            expanded.extend(p for p in sorted(path.iterdir()) if p.is_file() and _is_dumpable(p))
+        else:
+            expanded.append(path)
+    return expanded
+
+
 @click.command("dump-log")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--records", "print_records", is_flag=True, help="Also print every record.")
@@ -363,9 +381,13 @@ def dump_path(path: Path, print_records: bool, verify_index: bool) -> None:
     "--verify-index", is_flag=True, help="Check index entries against the sibling .log segment."
 )
 def dump_log(paths: tuple[Path, ...], print_records: bool, verify_index: bool) -> None:
-    """Print the batches of log segments, or the entries of indexes and state files."""
+    """Print the batches of log segments, or the entries of indexes and state files.
+
+    PATHS are files, or directories (a partition directory dumps every segment, index,
+    snapshot and checkpoint in it).
+    """
     failed = 0
-    for path in paths:
+    for path in _expand(paths):
         try:
             dump_path(path, print_records, verify_index)
         except (DumpError, KafkaError, OSError, UnicodeDecodeError) as exc:

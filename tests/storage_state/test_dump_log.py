@@ -298,3 +298,22 @@ def test_mutated_segments_never_crash(tmp_path_factory, data):
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     if result.exit_code == 1:
         assert f"Error: {path}:" in result.stderr
+
+
+def test_partition_directory_dumps_every_known_file(tmp_path):
+    partition_dir = tmp_path / "orders-0"
+    partition_dir.mkdir()
+    make_segment(partition_dir)
+    write_offset_index(partition_dir / "00000000000000000100.index", 100, [(101, 0)])
+    LeaderEpochFileCache(partition_dir / "leader-epoch-checkpoint").assign(3, 100)
+    (partition_dir / "partition.metadata").write_text("version: 0\n")
+    result = run(partition_dir, "--verify-index")
+    assert result.exit_code == 0, result.output
+    dumped = [
+        line.split("/")[-1] for line in result.stdout.splitlines() if line.startswith("Dumping")
+    ]
+    assert dumped == [
+        "00000000000000000100.index",
+        "00000000000000000100.log",
+        "leader-epoch-checkpoint",
+    ]
