@@ -169,8 +169,8 @@ def scan_batches(buf: bytes) -> Iterator[tuple[int, BatchHeader]]:
         position += header.size_bytes
 
 
-def dump_segment(path: Path, print_records: bool) -> int:
-    """Print every batch; return the number of batches that failed their CRC."""
+def dump_segment(path: Path, print_records: bool) -> None:
+    """Print every batch; DumpError afterwards if any failed its CRC."""
     buf = _read_file(path)
     click.echo(f"Log starting offset: {base_offset_of(path)}")
     invalid_count = 0
@@ -199,7 +199,6 @@ def dump_segment(path: Path, print_records: bool) -> int:
                 click.echo(line)
     if invalid_count:
         raise DumpError(f"{invalid_count} batch(es) failed the CRC check")
-    return invalid_count
 
 
 def _record_lines(buf: bytes, position: int, header: BatchHeader, timestamp_kind: str) -> list[str]:
