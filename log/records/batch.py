@@ -298,8 +298,8 @@ def parse_batch(buf: bytes | bytearray | memoryview, position: int = 0) -> Decod
     except ConstructError as exc:
         raise _corrupt(f"batch at position {position}", exc) from exc
     header = BatchHeader(**{name: parsed.header[name] for name in _HEADER_FIELDS})
-    if header.record_count < 0:
-        raise CorruptRecordError(f"negative record count {header.record_count}")
+    if header.record_count < 0 or header.last_offset_delta < 0:
+        raise CorruptRecordError(f"negative record count or last offset delta at {position}")
     if crc32c.crc32c(data[ATTRIBUTES_OFFSET : header.size_bytes]) != header.crc:
         raise CorruptRecordError(f"CRC mismatch in batch at position {position}")
     records_bytes = decompress(header.compression_type, parsed.records_payload)

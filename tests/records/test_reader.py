@@ -1,0 +1,170 @@
+"""The fast reader against the construct specification: round trips, agreement, strictness."""
+
+import random
+
+import crc32c
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from log.protocol.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from log.records.batch import parse_batch
+from log.records.batch_header import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_BYTES,
+    LOG_OVERHEAD,
+    validate_batch,
+)
+from log.records.builder import Header, Record, build_batch
+from log.records.compression import CompressionType
+from log.records.reader import decode_batch, decode_batches, iter_records
+
+CODECS = list(CompressionType)
+
+headers_st = st.lists(
+    st.builds(Header, st.text(max_size=6), st.none() | st.binary(max_size=12)), max_size=3
+).map(tuple)
+record_st = st.builds(
+    Record,
+    value=st.none() | st.binary(max_size=48),
+    key=st.none() | st.binary(max_size=12),
+    headers=headers_st,
+    timestamp_ms=st.none() | st.integers(-1, 1 << 42),
+)
+records_st = st.lists(record_st, min_size=1, max_size=12)
+
+
+def _expected_timestamps(records):
+    given_ms = [r.timestamp_ms for r in records if r.timestamp_ms is not None]
+    base_ms = min(given_ms) if given_ms else 0
+    return [base_ms if r.timestamp_ms is None else r.timestamp_ms for r in records]
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=[c.name for c in CODECS])
+@settings(max_examples=60, deadline=None)
+@given(records=records_st, base_offset=st.integers(0, (1 << 62)))
+def test_round_trip_each_codec(codec, records, base_offset):
+    raw = build_batch(records, base_offset=base_offset, compression_type=codec)
+    batch = decode_batch(raw)
+    assert batch == parse_batch(raw)
+    assert batch.header.compression_type == codec
+    assert batch.header.record_count == len(records)
+    assert [r.offset for r in batch.records] == [base_offset + i for i in range(len(records))]
+    assert [r.timestamp_ms for r in batch.records] == _expected_timestamps(records)
+    assert [(r.key, r.value, r.headers) for r in batch.records] == [
+        (r.key, r.value, r.headers) for r in records
+    ]
+
+
+def test_log_append_time_gives_every_record_the_max_timestamp():
+    raw = build_batch(
+        [Record(b"a", timestamp_ms=5), Record(b"b", timestamp_ms=9)], log_append_time=True
+    )
+    assert [r.timestamp_ms for r in iter_records(raw)] == [9, 9]
+    assert parse_batch(raw) == decode_batch(raw)
+
+
+def test_decode_batches_walks_a_concatenation():
+    a = build_batch([Record(b"a")], base_offset=0, compression_type=CompressionType.GZIP)
+    b = build_batch([Record(b"b"), Record(b"c")], base_offset=1)
+    assert [r.value for batch in decode_batches(a + b) for r in batch.records] == [b"a", b"b", b"c"]
+    with pytest.raises(CorruptRecordError):
+        list(decode_batches(a + b[:-1]))
+
+
+def _sample_batches():
+    rng = random.Random(1234)
+    out = []
+    for codec in CODECS:
+        records = [
+            Record(
+                rng.randbytes(rng.randrange(20)) if i % 3 else None,
+                key=rng.randbytes(4) if i % 2 else None,
+                headers=(Header("h", rng.randbytes(3)), Header("n", None)) if i % 4 == 0 else (),
+                timestamp_ms=1_700_000_000_000 + rng.randrange(1000),
+            )
+            for i in range(4)
+        ]
+        out.append(build_batch(records, base_offset=100, compression_type=codec))
+    return out
+
+
+def _assert_corrupt(raw):
+    with pytest.raises(CorruptRecordError):
+        validate_batch(raw)
+    with pytest.raises(CorruptRecordError):
+        decode_batch(raw)
+    with pytest.raises(CorruptRecordError):
+        parse_batch(raw)
+
+
+@pytest.mark.parametrize("raw", _sample_batches(), ids=[c.name for c in CODECS])
+def test_truncation_at_every_position_is_corrupt(raw):
+    for length in range(len(raw)):
+        _assert_corrupt(raw[:length])
+
+
+@pytest.mark.parametrize("raw", _sample_batches(), ids=[c.name for c in CODECS])
+def test_every_single_bit_flip_is_corrupt_unless_outside_the_crc(raw):
+    original = decode_batch(raw)
+    for bit in range(len(raw) * 8):
+        flipped = bytearray(raw)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        position = bit // 8
+        if position < 8 or 12 <= position < 16:
+            # baseOffset / partitionLeaderEpoch: outside the CRC by design, still a valid batch
+            batch = decode_batch(flipped)
+            assert [(r.key, r.value) for r in batch.records] == [
+                (r.key, r.value) for r in original.records
+            ]
+            continue
+        _assert_corrupt(bytes(flipped))
+
+
+def _with_fixed_crc(raw: bytearray) -> bytes:
+    """Rewrite batchLength and the CRC so only the records section's own checks can object."""
+    raw[8:12] = (len(raw) - LOG_OVERHEAD).to_bytes(4, "big", signed=True)
+    raw[CRC_OFFSET:ATTRIBUTES_OFFSET] = crc32c.crc32c(raw[ATTRIBUTES_OFFSET:]).to_bytes(4, "big")
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("raw", _sample_batches(), ids=[c.name for c in CODECS])
+def test_truncated_records_section_with_valid_crc_is_corrupt(raw):
+    for length in range(HEADER_BYTES, len(raw)):
+        data = _with_fixed_crc(bytearray(raw[:length]))
+        validate_batch(data)  # header and CRC are fine: only the records can tell
+        with pytest.raises(CorruptRecordError):
+            decode_batch(data)
+        with pytest.raises(CorruptRecordError):
+            parse_batch(data)
+
+
+def _outcome(decode, raw):
+    try:
+        return decode(raw)
+    except (CorruptRecordError, UnsupportedCompressionTypeError) as exc:
+        return type(exc)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    raw=st.sampled_from(_sample_batches()),
+    edits=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), min_size=1, max_size=4),
+    cut=st.integers(0, 8),
+)
+def test_mutations_behind_a_valid_crc_agree_with_the_spec(raw, edits, cut):
+    """Random edits after the CRC (CRC recomputed): reader and spec agree, errors are typed."""
+    mutated = bytearray(raw[: len(raw) - cut])
+    for index, byte in edits:
+        mutated[ATTRIBUTES_OFFSET + index % (len(mutated) - ATTRIBUTES_OFFSET)] = byte
+    data = _with_fixed_crc(mutated)
+    assert _outcome(decode_batch, data) == _outcome(parse_batch, data)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(min_size=0, max_size=200))
+def test_arbitrary_bytes_never_raise_untyped_errors(data):
+    fixed = _with_fixed_crc(bytearray(data)) if len(data) >= HEADER_BYTES else data
+    for candidate in (data, fixed):
+        assert _outcome(decode_batch, candidate) == _outcome(parse_batch, candidate)
