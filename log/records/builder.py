@@ -158,6 +158,7 @@ def assemble_batch(
     log_append_time: bool = False,
 ) -> bytes:
     """Wrap already-encoded (uncompressed) records in a batch header, compressing if asked."""
+    assert 0 < record_count < 1 << 31, "a built batch holds 1 .. 2**31-1 records"
     payload = compress(compression_type, records_bytes)
     attributes = int(compression_type)
     if log_append_time:
