@@ -104,15 +104,15 @@ def decode_records(
             position += 1
         else:
             offset_delta, position = varint(data, position, end, limit32, 5)
-        if position < end and (byte := data[position]) < 0x80 and byte != 1:
-            stop = position + 1 + (byte >> 1)  # a non-negative one-byte length
+        if position < end and (byte := data[position]) < 0x80 and not byte & 1:
+            stop = position + 1 + (byte >> 1)  # even one-byte zigzag: a length 0..63
             if stop > end:
                 raise CorruptRecordError("key overruns its record")
             key = data[position + 1 : stop]
             position = stop
         else:
             key, position = _nullable_bytes(data, position, end)
-        if position < end and (byte := data[position]) < 0x80 and byte != 1:
+        if position < end and (byte := data[position]) < 0x80 and not byte & 1:
             stop = position + 1 + (byte >> 1)
             if stop > end:
                 raise CorruptRecordError("value overruns its record")

@@ -168,3 +168,34 @@ def test_arbitrary_bytes_never_raise_untyped_errors(data):
     fixed = _with_fixed_crc(bytearray(data)) if len(data) >= HEADER_BYTES else data
     for candidate in (data, fixed):
         assert _outcome(decode_batch, candidate) == _outcome(parse_batch, candidate)
+
+
+@pytest.mark.parametrize("field", ["key", "value", "header value"])
+@pytest.mark.parametrize("length_byte", [0x03, 0x05, 0x7F])  # zigzag -2, -3, -64
+def test_negative_lengths_other_than_minus_one_are_corrupt(field, length_byte):
+    # One record: attributes, timestampDelta 0, offsetDelta 0, then key, value, headers.
+    key, value, headers = b"\x01", b"\x01", b"\x00"  # null key, null value, no headers
+    if field == "key":
+        key = bytes([length_byte]) + b"xy"
+    elif field == "value":
+        value = bytes([length_byte]) + b"xy"
+    else:
+        headers = b"\x02\x02h" + bytes([length_byte]) + b"xy"  # one header "h"
+    body = b"\x00\x00\x00" + key + value + headers
+    section = bytes([len(body) * 2]) + body
+    raw = bytearray(build_batch([Record(None)]))
+    raw = _with_fixed_crc(raw[:HEADER_BYTES] + section)
+    with pytest.raises(CorruptRecordError):
+        decode_batch(raw)
+    with pytest.raises(CorruptRecordError):
+        parse_batch(raw)
+
+
+def test_hand_built_section_decodes_like_the_spec():
+    body = b"\x00\x00\x00" + b"\x04ab" + b"\x01" + b"\x02\x02h\x01"  # key b"ab", null value
+    raw = _with_fixed_crc(
+        bytearray(build_batch([Record(None)]))[:HEADER_BYTES] + bytes([len(body) * 2]) + body
+    )
+    (record,) = decode_batch(raw).records
+    assert (record.key, record.value, record.headers) == (b"ab", None, (Header("h", None),))
+    assert decode_batch(raw) == parse_batch(raw)
