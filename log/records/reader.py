@@ -160,7 +160,11 @@ def records_bytes(buf: bytes | bytearray | memoryview, position: int, header: Ba
 def iter_records(
     buf: bytes | bytearray | memoryview, position: int = 0, *, check_crc: bool = True
 ) -> Iterator[DecodedRecord]:
-    """Yield the records of the batch at `position` with absolute offsets and timestamps."""
+    """Yield the records of the batch at `position` with absolute offsets and timestamps.
+
+    Lazy: a corrupt record (or trailing garbage) raises only when reached, after the records
+    before it were yielded. Use `decode_batch` to accept a batch all or nothing.
+    """
     header = _checked_header(buf, position, check_crc)
     data = records_bytes(buf, position, header)
     base_offset = header.base_offset
