@@ -185,6 +185,8 @@ def set_max_timestamp_log_append(
     buf: bytearray | memoryview, position: int, header: BatchHeader, timestamp_ms: int
 ) -> None:
     """LogAppendTime: set the timestamp type bit and maxTimestamp, then recompute the CRC."""
-    struct.pack_into(">h", buf, position + ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_MASK)
+    struct.pack_into(
+        ">h", buf, position + ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_MASK
+    )
     _INT64.pack_into(buf, position + 35, timestamp_ms)
     _UINT32.pack_into(buf, position + CRC_OFFSET, compute_crc(buf, position, header.size_bytes))

@@ -7,7 +7,15 @@ A record inside a batch (all integers zigzag varints unless noted)::
     headerCount, [headerKeyLength, headerKey (utf-8), headerValueLength (-1 = null), value]...
 
 The records section is compressed as a whole when the batch's compression bits say so; the CRC is
-computed last, over attributes .. end (see batch_header.py for the header layout).
+computed last, over attributes .. end (see batch.py for the full layout, which is the spec).
+
+Three ways in:
+- `build_batch(records)`: a list of `Record`s to one batch (tests, tools, control batches).
+- `BatchBuilder`: the producer accumulator's unit; `try_append` one record at a time, refused once
+  the batch would exceed `batch_size_bytes` (batch.size), then `build()` with the producer
+  state the sender assigns at drain time (base_sequence etc.).
+- `build_batch_from_columns(keys, values)`: many records at once with little per-record work
+  (precomputed varints, one join), for bulk writers such as the Spark sink.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from log.records.batch_header import (
     TRANSACTIONAL_FLAG,
 )
 from log.records.compression import CompressionType, compress
-from log.records.varint import encode_varint
+from log.records.varint import encode_varint, varint_size
 
 _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")
 _HEADER_BEFORE_CRC = struct.Struct(">qiib")
@@ -150,6 +158,7 @@ def assemble_batch(
     log_append_time: bool = False,
 ) -> bytes:
     """Wrap already-encoded (uncompressed) records in a batch header, compressing if asked."""
+    assert 0 < record_count < 1 << 31, "a built batch holds 1 .. 2**31-1 records"
     payload = compress(compression_type, records_bytes)
     attributes = int(compression_type)
     if log_append_time:
@@ -177,3 +186,231 @@ def assemble_batch(
     out = head + _UINT32.pack(crc) + after_crc
     assert len(head) + 4 == ATTRIBUTES_OFFSET
     return out
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    encode_varint(value, out)
+    return bytes(out)
+
+
+# Zigzag varints of -1 .. 16382 precomputed: lengths, offset deltas and small timestamp deltas
+# of bulk records almost always fall here, and a tuple lookup beats an encoding loop.
+_SMALL_VARINT_LIMIT = 1 << 14
+_SMALL_VARINTS = tuple(_varint_bytes(v) for v in range(-1, _SMALL_VARINT_LIMIT - 1))
+_NULL_LENGTH = _SMALL_VARINTS[0]  # -1
+_ZERO = _SMALL_VARINTS[1]
+_NO_HEADERS = _ZERO  # headerCount 0
+
+
+def _fast_varint(value: int) -> bytes:
+    if -1 <= value < _SMALL_VARINT_LIMIT - 1:
+        return _SMALL_VARINTS[value + 1]
+    return _varint_bytes(value)
+
+
+def build_batch_from_columns(
+    keys: Sequence[bytes | None] | None,
+    values: Sequence[bytes | None],
+    *,
+    timestamps_ms: Sequence[int] | None = None,
+    timestamp_ms: int = 0,
+    headers: Sequence[Sequence[Header]] | None = None,
+    base_offset: int = 0,
+    compression_type: int = CompressionType.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    is_transactional: bool = False,
+) -> bytes:
+    """One batch from parallel columns: record i is (keys[i], values[i], timestamps_ms[i]).
+
+    `keys` None means every key is null; `timestamps_ms` None means every record has
+    `timestamp_ms`; `headers` None means no record has headers. Same bytes as `build_batch`.
+    """
+    record_count = len(values)
+    assert record_count > 0, "a batch holds at least one record"
+    assert keys is None or len(keys) == record_count
+    assert timestamps_ms is None or len(timestamps_ms) == record_count
+    assert headers is None or len(headers) == record_count
+    if timestamps_ms is None:
+        base_timestamp_ms = max_timestamp_ms = timestamp_ms
+    else:
+        base_timestamp_ms, max_timestamp_ms = min(timestamps_ms), max(timestamps_ms)
+    parts: list[bytes] = []
+    append = parts.append
+    timestamp_delta_bytes = _ZERO
+    for offset_delta in range(record_count):
+        key = None if keys is None else keys[offset_delta]
+        value = values[offset_delta]
+        if timestamps_ms is not None:
+            timestamp_delta_bytes = _fast_varint(timestamps_ms[offset_delta] - base_timestamp_ms)
+        if headers is not None and headers[offset_delta]:
+            body = bytearray()
+            encode_record(
+                body,
+                offset_delta,
+                0 if timestamps_ms is None else timestamps_ms[offset_delta] - base_timestamp_ms,
+                key,
+                value,
+                headers[offset_delta],
+            )
+            append(bytes(body))
+            continue
+        offset_delta_bytes = _fast_varint(offset_delta)
+        key_length_bytes = _NULL_LENGTH if key is None else _fast_varint(len(key))
+        value_length_bytes = _NULL_LENGTH if value is None else _fast_varint(len(value))
+        body_bytes = (
+            2  # attributes + headerCount
+            + len(timestamp_delta_bytes)
+            + len(offset_delta_bytes)
+            + len(key_length_bytes)
+            + (0 if key is None else len(key))
+            + len(value_length_bytes)
+            + (0 if value is None else len(value))
+        )
+        append(_fast_varint(body_bytes))
+        append(b"\x00")
+        append(timestamp_delta_bytes)
+        append(offset_delta_bytes)
+        append(key_length_bytes)
+        if key is not None:
+            append(key)
+        append(value_length_bytes)
+        if value is not None:
+            append(value)
+        append(_NO_HEADERS)
+    return assemble_batch(
+        b"".join(parts),
+        record_count=record_count,
+        base_offset=base_offset,
+        base_timestamp_ms=base_timestamp_ms,
+        max_timestamp_ms=max_timestamp_ms,
+        compression_type=compression_type,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch,
+        is_transactional=is_transactional,
+    )
+
+
+def record_size_bytes(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] = (),
+) -> int:
+    """Exact encoded size of one record, its length prefix included."""
+    body_bytes = 1 + varint_size(timestamp_delta) + varint_size(offset_delta)
+    body_bytes += 1 if key is None else varint_size(len(key)) + len(key)
+    body_bytes += 1 if value is None else varint_size(len(value)) + len(value)
+    body_bytes += varint_size(len(headers))
+    for header in headers:
+        key_bytes = len(header.key.encode())
+        body_bytes += varint_size(key_bytes) + key_bytes
+        body_bytes += (
+            1 if header.value is None else varint_size(len(header.value)) + len(header.value)
+        )
+    return varint_size(body_bytes) + body_bytes
+
+
+class BatchBuilder:
+    """Collects records for one future batch and knows how big it is getting.
+
+    The producer's accumulator keeps one open builder per partition: `try_append` returns False
+    once the record would push the batch past `batch_size_bytes` (Kafka's batch.size), and the
+    caller then closes this builder and opens a new one. The first record is always accepted, so
+    a record larger than batch.size still gets a batch of its own (max.request.size is the
+    caller's check). The size is exact for uncompressed batches and an upper estimate for
+    compressed ones (the uncompressed size; codecs rarely expand real data).
+
+    Offsets, producer id/epoch and base_sequence are given to `build`, because the sender
+    assigns sequences when it drains the batch, not when records are appended.
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size_bytes: int,
+        compression_type: int = CompressionType.NONE,
+        is_transactional: bool = False,
+    ) -> None:
+        assert batch_size_bytes > HEADER_BYTES, "batch.size must exceed the 61-byte header"
+        self.batch_size_bytes = batch_size_bytes
+        self.compression_type = compression_type
+        self.is_transactional = is_transactional
+        self._records = bytearray()
+        self._record_count = 0
+        self._base_timestamp_ms = 0
+        self._max_timestamp_ms = 0
+
+    @property
+    def record_count(self) -> int:
+        return self._record_count
+
+    @property
+    def is_empty(self) -> bool:
+        return self._record_count == 0
+
+    @property
+    def estimated_size_bytes(self) -> int:
+        return HEADER_BYTES + len(self._records)
+
+    @property
+    def base_timestamp_ms(self) -> int:
+        return self._base_timestamp_ms
+
+    @property
+    def max_timestamp_ms(self) -> int:
+        return self._max_timestamp_ms
+
+    def try_append(
+        self,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Sequence[Header] = (),
+        *,
+        timestamp_ms: int,
+    ) -> bool:
+        """Append one record unless it would make a non-empty batch exceed batch.size."""
+        if self._record_count == 0:
+            self._base_timestamp_ms = self._max_timestamp_ms = timestamp_ms
+        timestamp_delta = timestamp_ms - self._base_timestamp_ms
+        if self._record_count and (
+            self.estimated_size_bytes
+            + record_size_bytes(self._record_count, timestamp_delta, key, value, headers)
+            > self.batch_size_bytes
+        ):
+            return False
+        encode_record(self._records, self._record_count, timestamp_delta, key, value, headers)
+        self._record_count += 1
+        self._max_timestamp_ms = max(self._max_timestamp_ms, timestamp_ms)
+        return True
+
+    def build(
+        self,
+        *,
+        base_offset: int = 0,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    ) -> bytes:
+        """The batch's bytes (compressed and CRC'd); the builder stays usable for retries."""
+        assert self._record_count > 0, "a batch holds at least one record"
+        return assemble_batch(
+            bytes(self._records),
+            record_count=self._record_count,
+            base_offset=base_offset,
+            base_timestamp_ms=self._base_timestamp_ms,
+            max_timestamp_ms=self._max_timestamp_ms,
+            compression_type=self.compression_type,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            partition_leader_epoch=partition_leader_epoch,
+            is_transactional=self.is_transactional,
+        )

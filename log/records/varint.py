@@ -1,4 +1,9 @@
-"""Zigzag varints (protobuf style), as Kafka's records use for lengths, deltas and counts."""
+"""Zigzag varints (protobuf style), as Kafka's records use for lengths, deltas and counts.
+
+Kafka has two widths: a varint holds an int32 (at most 5 bytes), a varlong an int64 (at most 10
+bytes). Decoding is strict: a longer encoding, or one whose value does not fit the width, is
+CorruptRecordError (Java would silently wrap; we refuse instead).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from log.protocol.errors import CorruptRecordError
 
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10
+_UNSIGNED_LIMIT = {MAX_VARINT_BYTES: 1 << 32, MAX_VARLONG_BYTES: 1 << 64}
 
 
 def encode_varint(value: int, out: bytearray) -> None:
@@ -21,17 +27,22 @@ def encode_varint(value: int, out: bytearray) -> None:
 def decode_varint(
     buf: bytes | bytearray | memoryview, position: int, max_bytes: int = MAX_VARLONG_BYTES
 ) -> tuple[int, int]:
-    """Decode a zigzag varint at `position`; return (value, next position)."""
+    """Decode a zigzag varint at `position`; return (value, next position).
+
+    `max_bytes` is MAX_VARINT_BYTES for an int32 field, MAX_VARLONG_BYTES for an int64 field.
+    """
     result = 0
     shift = 0
     end = len(buf)
-    for i in range(max_bytes):
+    for _ in range(max_bytes):
         if position >= end:
             raise CorruptRecordError("varint runs past the end of the buffer")
         byte = buf[position]
         position += 1
         result |= (byte & 0x7F) << shift
         if not byte & 0x80:
+            if result >= _UNSIGNED_LIMIT.get(max_bytes, 1 << 64):
+                raise CorruptRecordError(f"varint value overflows {max_bytes} bytes' width")
             return (result >> 1) ^ -(result & 1), position
         shift += 7
     raise CorruptRecordError(f"varint longer than {max_bytes} bytes")
