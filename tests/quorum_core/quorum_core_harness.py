@@ -35,7 +35,13 @@ class Cluster:
         self.offset += 1 + gap
         self.proposal_id += 1
         epoch = self.controller_epoch if controller_epoch is None else controller_epoch
-        payload = encode_batch(records, epoch, self.proposal_id)
+        return self._apply_payload(encode_batch(records, epoch, self.proposal_id))
+
+    def apply_raw(self, payload: bytes) -> ApplyResult:
+        self.offset += 1
+        return self._apply_payload(payload)
+
+    def _apply_payload(self, payload: bytes) -> ApplyResult:
         self.payloads.append((self.offset, payload))
         return self.sm.apply(self.offset, payload)
 

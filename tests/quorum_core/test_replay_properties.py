@@ -108,8 +108,7 @@ def _random_step(cluster: Cluster, rng: random.Random, clock: dict) -> None:
             b = rng.choice(brokers)
             cluster.apply([FenceBrokerRecord(b, image.brokers[b].broker_epoch)])
         else:
-            cluster.offset += 1
-            cluster.sm.apply(cluster.offset, rng.randbytes(rng.randrange(40)))
+            cluster.apply_raw(rng.randbytes(rng.randrange(40)))
     elif op == 10:
         # Controller fail-over: the new controller commits its ActiveControllerRecord first.
         cluster.controller_epoch += 1
