@@ -436,7 +436,7 @@ def _check_controller_epoch(image: MetadataImage, batch: MetadataBatch) -> None:
     if opens_epoch:
         first = batch.records[0]
         assert isinstance(first, ActiveControllerRecord)
-        if first.controller_epoch != batch.controller_epoch:
+        if first.controller_epoch != batch.controller_epoch or first.controller_epoch < 0:
             raise MetadataReplayError("ActiveControllerRecord epoch differs from the batch's")
         if first.controller_epoch <= image.controller_epoch:
             raise MetadataReplayError(
@@ -444,7 +444,7 @@ def _check_controller_epoch(image: MetadataImage, batch: MetadataBatch) -> None:
                 f"{image.controller_epoch}",
                 error_code=ErrorCode.STALE_CONTROLLER_EPOCH,
             )
-    elif batch.controller_epoch != image.controller_epoch:
+    elif batch.controller_epoch != image.controller_epoch or image.controller_epoch < 0:
         raise MetadataReplayError(
             f"controller_epoch {batch.controller_epoch} was never activated "
             f"(current {image.controller_epoch})",
