@@ -7,11 +7,12 @@ Layout (big-endian)::
          4     1  version (= 1)
          5     8  metadata_offset        last offset the image reflects (-1: empty image)
         13     4  body_length            <= MAX_CHECKPOINT_BYTES
-        17     4  crc                    CRC-32C of the body
+        17     4  crc                    CRC-32C of bytes 4..16 (version, offset, length) + body
         21     n  body                   count-prefixed record frames (records.encode_records):
                                          the records that rebuild the image from empty
 
-The body is the image as records (`MetadataImage.to_records()`), so the checkpoint reuses the one
+The CRC covers every byte but the magic and itself, so a flipped offset is caught too. The body
+is the image as records (`MetadataImage.to_records()`), so the checkpoint reuses the one
 record definition and the loader reuses replay (with all its invariant checks). The CRC is always
 verified; a bad checkpoint raises `CorruptCheckpointError` and is never half-loaded.
 
@@ -61,15 +62,15 @@ def encode_checkpoint(image: MetadataImage) -> bytes:
     body = encode_records(image.to_records())
     if len(body) > MAX_CHECKPOINT_BYTES:
         raise CorruptCheckpointError(f"checkpoint body of {len(body)} bytes is too large")
-    header = _Header.build(
-        {
-            "version": CHECKPOINT_VERSION,
-            "metadata_offset": image.last_offset,
-            "body_length": len(body),
-            "crc": crc32c.crc32c(body),
-        }
-    )
-    return header + body
+    fields = {
+        "version": CHECKPOINT_VERSION,
+        "metadata_offset": image.last_offset,
+        "body_length": len(body),
+        "crc": 0,
+    }
+    header = _Header.build(fields)
+    fields["crc"] = crc32c.crc32c(header[4:17] + body)
+    return _Header.build(fields) + body
 
 
 def decode_checkpoint(data: bytes) -> MetadataImage:
@@ -83,7 +84,7 @@ def decode_checkpoint(data: bytes) -> MetadataImage:
     body = bytes(data[HEADER_BYTES:])
     if len(body) != header.body_length:
         raise CorruptCheckpointError(f"body is {len(body)} bytes, header says {header.body_length}")
-    if crc32c.crc32c(body) != header.crc:
+    if crc32c.crc32c(bytes(data[4:17]) + body) != header.crc:
         raise CorruptCheckpointError("checkpoint CRC mismatch")
     try:
         return replay_checkpoint_records(decode_records(body), header.metadata_offset)
