@@ -28,6 +28,7 @@ from quorum.image import MAX_PRODUCER_ID, MetadataImage, PartitionState, topic_n
 from quorum.records import (
     CONFIG_RESOURCE_TOPIC,
     NO_LEADER,
+    ActiveControllerRecord,
     ConfigRecord,
     Endpoint,
     FenceBrokerRecord,
@@ -39,6 +40,7 @@ from quorum.records import (
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
 )
 
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
@@ -202,6 +204,17 @@ def _check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int)
     return ErrorCode.NONE
 
 
+# -- controller activation ------------------------------------------------------------------------
+
+
+def activate_controller(controller_id: int, controller_epoch: int) -> list[MetadataRecord]:
+    """The batch a newly elected controller proposes (with batch controller_epoch equal to
+    `controller_epoch`, e.g. the Raft term) before anything else. Once it applies, the image holds
+    everything earlier controllers committed and their stale in-flight batches are rejected;
+    only then may the controller serve requests."""
+    return [ActiveControllerRecord(controller_id, controller_epoch)]
+
+
 # -- broker registration and heartbeats -----------------------------------------------------------
 
 
@@ -350,6 +363,31 @@ def controlled_shutdown(
         (r.topic_id, r.partition) for r in records if isinstance(r, PartitionChangeRecord)
     )
     return records, ControlledShutdownResponse(ErrorCode.NONE, moved)
+
+
+@dataclass(frozen=True)
+class UnregisterBrokerRequest:
+    broker_id: int
+
+
+@dataclass(frozen=True)
+class UnregisterBrokerResponse:
+    error_code: ErrorCode
+
+
+def unregister_broker(
+    image: MetadataImage, request: UnregisterBrokerRequest
+) -> tuple[list[MetadataRecord], UnregisterBrokerResponse]:
+    """Forget a decommissioned broker: it leaves every ISR and leadership first (same rules as
+    fencing), then its registration is removed. Its id may stay in replica lists."""
+    broker = image.brokers.get(request.broker_id)
+    if broker is None:
+        return [], UnregisterBrokerResponse(ErrorCode.BROKER_ID_NOT_REGISTERED)
+    records: list[MetadataRecord] = list(
+        _remove_brokers_records(image, frozenset([request.broker_id]))
+    )
+    records.append(UnregisterBrokerRecord(request.broker_id, broker.broker_epoch))
+    return records, UnregisterBrokerResponse(ErrorCode.NONE)
 
 
 # -- topics ---------------------------------------------------------------------------------------

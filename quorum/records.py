@@ -22,7 +22,7 @@ Record layout::
          2     4  payload_length         bytes of payload
          6     n  payload                the record's own construct Struct, fields in order
 
-Payload field encodings: int8/16/32/64 signed; str = int16 length + UTF-8 (<= MAX_STRING_BYTES);
+Payload field encodings: int8/16/32/64 signed; str = uint16 length + UTF-8 (<= 65535 bytes);
 uuid = 16 raw bytes; list = int32 count + items (<= MAX_LIST_ITEMS); optional = 1 flag byte
 (0 absent / 1 present) then the value when present.
 
@@ -45,7 +45,6 @@ from log.protocol.errors import CorruptRecordError, ErrorCode
 BATCH_VERSION = 1
 MAX_BATCH_BYTES = 8 * 1024 * 1024  # a metadata batch is a handful of records; bound it anyway
 MAX_RECORDS_PER_BATCH = 100_000  # a create of many partitions still fits
-MAX_STRING_BYTES = 32_767  # int16 length prefix
 MAX_LIST_ITEMS = 100_000
 NO_LEADER = -1
 

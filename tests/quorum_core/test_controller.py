@@ -17,6 +17,8 @@ from quorum.controller import (
     CreatePartitionsTopic,
     CreateTopicsRequest,
     DeleteTopicsRequest,
+    UnregisterBrokerRequest,
+    activate_controller,
     allocate_producer_ids,
     alter_partition,
     alter_topic_configs,
@@ -28,6 +30,7 @@ from quorum.controller import (
     heartbeat,
     place_replicas,
     register_broker,
+    unregister_broker,
 )
 from quorum.image import MAX_PRODUCER_ID
 from quorum.records import (
@@ -419,3 +422,25 @@ def test_leader_change_record_must_bump_leader_epoch():
     cluster.commit([good])
     back = PartitionChangeRecord(topic_id, 0, leader_epoch=0, partition_epoch=2, leader=0)
     assert not cluster.apply([back]).accepted
+
+
+def test_unregister_broker_leaves_isrs_then_disappears():
+    cluster = Cluster()
+    for b in range(3):
+        cluster.add_broker(b)
+    topic_id = cluster.create_topic("t", 3, 2)
+    records, response = unregister_broker(cluster.image, UnregisterBrokerRequest(1))
+    assert response.error_code == ErrorCode.NONE
+    cluster.commit(records)
+    assert 1 not in cluster.image.brokers
+    for state in cluster.image.topics[topic_id].partitions.values():
+        assert 1 not in state.isr and state.leader != 1
+    _, response = unregister_broker(cluster.image, UnregisterBrokerRequest(1))
+    assert response.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
+
+
+def test_activate_controller_batch_opens_a_new_epoch():
+    cluster = Cluster(controller_epoch=1)
+    cluster.controller_epoch = 2
+    cluster.commit(activate_controller(5, 2))
+    assert (cluster.image.controller_id, cluster.image.controller_epoch) == (5, 2)
