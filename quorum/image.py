@@ -492,3 +492,34 @@ def replay_checkpoint_records(records: Iterable[MetadataRecord], last_offset: in
     builder.liveness_changed = True  # check every partition
     builder.check_invariants()
     return builder.build(last_offset)
+
+
+@dataclass(frozen=True)
+class PartitionChange:
+    """One partition that differs between two images (None: absent on that side)."""
+
+    topic_id: uuid.UUID
+    topic_name: str
+    partition: int
+    old: PartitionState | None
+    new: PartitionState | None
+
+
+def partition_changes(old: MetadataImage, new: MetadataImage) -> list[PartitionChange]:
+    """Partitions created, changed or removed from `old` to `new`, in (name, partition) order.
+    A broker replaying metadata uses this to become leader or follower with the new leader_epoch.
+    Cheap: replay copies only the topics it touches, so untouched topics are the same object."""
+    changes = []
+    for topic_id in old.topics.keys() | new.topics.keys():
+        before, after = old.topics.get(topic_id), new.topics.get(topic_id)
+        if before is after:
+            continue
+        name = (after or before).name  # type: ignore[union-attr]
+        old_parts = before.partitions if before else {}
+        new_parts = after.partitions if after else {}
+        for p in old_parts.keys() | new_parts.keys():
+            if old_parts.get(p) != new_parts.get(p):
+                changes.append(
+                    PartitionChange(topic_id, name, p, old_parts.get(p), new_parts.get(p))
+                )
+    return sorted(changes, key=lambda c: (c.topic_name, c.partition, c.new is None))

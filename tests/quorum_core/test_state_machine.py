@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 from quorum_core_harness import Cluster
 
 from log.protocol.errors import ErrorCode
-from quorum.image import MetadataImage, MetadataReplayError, replay_batch
+from quorum.image import MetadataImage, MetadataReplayError, partition_changes, replay_batch
 from quorum.records import (
     ActiveControllerRecord,
     BrokerRegistrationOffsetRecord,
@@ -127,3 +127,22 @@ def test_replay_batch_is_pure():
         assert e.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
     else:
         raise AssertionError("a second ActiveControllerRecord of the same epoch was accepted")
+
+
+def test_partition_changes_between_images():
+    cluster = Cluster()
+    for b in range(2):
+        cluster.add_broker(b)
+    empty = cluster.image
+    a = cluster.create_topic("a", 2, 2)
+    with_a = cluster.image
+    changes = partition_changes(empty, with_a)
+    assert [(c.topic_name, c.partition, c.old) for c in changes] == [("a", 0, None), ("a", 1, None)]
+    cluster.create_topic("b", 1, 1)
+    cluster.commit([PartitionChangeRecord(a, 1, 1, 1, leader=0, isr=(0,))])
+    changes = partition_changes(with_a, cluster.image)
+    assert [(c.topic_name, c.partition) for c in changes] == [("a", 1), ("b", 0)]
+    assert changes[0].new.leader == 0 and changes[0].new.leader_epoch == 1
+    assert partition_changes(cluster.image, cluster.image) == []
+    gone = partition_changes(cluster.image, empty)
+    assert {(c.topic_name, c.new) for c in gone} == {("a", None), ("b", None)}
