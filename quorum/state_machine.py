@@ -8,8 +8,15 @@ controller epoch, producer ids going back, a stale partition epoch, ...), is rej
 the rejection is counted and remembered (bounded), the image content stays as it was, and
 `last_applied_offset` still advances (the entry has been applied, as a no-op).
 
+An entry at or below `last_applied_offset` (the journal replayed after a checkpoint was loaded)
+is skipped: counted in `skipped_count`, not as a rejection, and nothing changes.
+
 `image` is immutable and replaced wholesale on each accepted batch, so another thread may read
 `state_machine.image` (one reference load) without locking.
+
+Checkpoints: `to_checkpoint()` is the whole state (image + last applied offset) in checkpoint.py's
+CRC-checked format; a pysyncobj serializer writes these bytes (plus its own small tuple) and the
+deserializer calls `from_checkpoint()`, which raises only CorruptCheckpointError.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ class MetadataStateMachine:
     def __init__(self, image: MetadataImage | None = None) -> None:
         self.image: MetadataImage = image if image is not None else MetadataImage()
         self.rejected_count = 0
+        self.skipped_count = 0
         self.rejected: collections.deque[ApplyResult] = collections.deque(
             maxlen=MAX_REMEMBERED_REJECTIONS
         )
@@ -55,8 +63,12 @@ class MetadataStateMachine:
         try:
             if not isinstance(metadata_offset, int) or metadata_offset <= self.image.last_offset:
                 # A replayed entry (e.g. journal replay after a checkpoint): already reflected.
-                return self._reject(
-                    metadata_offset, -1, -1, ErrorCode.INVALID_REQUEST, "offset already applied"
+                self.skipped_count += 1
+                return ApplyResult(
+                    metadata_offset,
+                    False,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    reason="offset already applied",
                 )
             batch = decode_batch(payload)
             proposal_id, controller_epoch = batch.proposal_id, batch.controller_epoch

@@ -33,7 +33,7 @@ def test_apply_never_raises_on_wrong_types():
     sm = MetadataStateMachine()
     for offset, payload in [(1, None), ("x", b""), (None, b"\x01"), (2, 12345), (3, "text")]:
         assert not sm.apply(offset, payload).accepted  # type: ignore[arg-type]
-    assert sm.rejected_count == 5
+    assert sm.rejected_count + sm.skipped_count == 5
 
 
 def test_rejected_batch_leaves_content_untouched_but_advances_offset():
@@ -59,6 +59,7 @@ def test_offsets_must_increase_gaps_allowed():
         result = cluster.sm.apply(offset, payload)
         assert not result.accepted and "already applied" in result.reason
     assert cluster.image.last_offset == 7
+    assert (cluster.sm.skipped_count, cluster.sm.rejected_count) == (2, 0)
 
 
 def test_controller_epoch_fencing():
