@@ -337,6 +337,33 @@ def fence_expired_brokers(
     return _fence_records(image, expired), expired
 
 
+class BrokerHeartbeatTracker:
+    """Last contact per broker, kept by the active controller only (never replicated: a new
+    controller starts everyone at its activation time, which is the grace period)."""
+
+    def __init__(self, session_timeout_ms: int) -> None:
+        assert session_timeout_ms > 0
+        self.session_timeout_ms = session_timeout_ms
+        self.last_heartbeat_ms_by_broker: dict[int, int] = {}
+
+    def on_activate(self, image: MetadataImage, now_ms: int) -> None:
+        self.last_heartbeat_ms_by_broker = {b: now_ms for b in image.brokers}
+
+    def touch(self, broker_id: int, now_ms: int) -> None:
+        """Call on every heartbeat and registration that passed the broker-epoch check."""
+        self.last_heartbeat_ms_by_broker[broker_id] = now_ms
+
+    def fence_expired(
+        self, image: MetadataImage, now_ms: int
+    ) -> tuple[list[MetadataRecord], list[int]]:
+        for broker_id in list(self.last_heartbeat_ms_by_broker):
+            if broker_id not in image.brokers:
+                del self.last_heartbeat_ms_by_broker[broker_id]
+        return fence_expired_brokers(
+            image, self.last_heartbeat_ms_by_broker, now_ms, self.session_timeout_ms
+        )
+
+
 @dataclass(frozen=True)
 class ControlledShutdownRequest:
     broker_id: int

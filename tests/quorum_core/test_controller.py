@@ -10,6 +10,7 @@ from quorum.controller import (
     AlterConfigsRequest,
     AlterPartitionRequest,
     BrokerHeartbeatRequest,
+    BrokerHeartbeatTracker,
     BrokerRegistrationRequest,
     ControlledShutdownRequest,
     CreatableTopic,
@@ -444,3 +445,19 @@ def test_activate_controller_batch_opens_a_new_epoch():
     cluster.controller_epoch = 2
     cluster.commit(activate_controller(5, 2))
     assert (cluster.image.controller_id, cluster.image.controller_epoch) == (5, 2)
+
+
+def test_heartbeat_tracker_gives_a_grace_period_after_activation():
+    cluster = Cluster()
+    for b in range(2):
+        cluster.add_broker(b)
+    tracker = BrokerHeartbeatTracker(session_timeout_ms=100)
+    tracker.on_activate(cluster.image, now_ms=1000)
+    assert tracker.fence_expired(cluster.image, 1100) == ([], [])
+    tracker.touch(0, 1050)
+    records, fenced = tracker.fence_expired(cluster.image, 1101)
+    assert fenced == [1]
+    cluster.commit(records)
+    assert tracker.fence_expired(cluster.image, 1140) == ([], [])  # 1 is fenced already
+    records, fenced = tracker.fence_expired(cluster.image, 1151)
+    assert fenced == [0]
