@@ -230,3 +230,20 @@ def error_for(code: int, message: str = "") -> KafkaError:
         if cls.error_code == error_code:
             return cls(message)
     return KafkaError(message, error_code=error_code)
+
+
+# Added by quorum-core (metadata controller and broker-side ProducerIdManager).
+StaleControllerEpochError = _define("StaleControllerEpochError", ErrorCode.STALE_CONTROLLER_EPOCH)
+CoordinatorLoadInProgressError = _define(
+    "CoordinatorLoadInProgressError", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+)
+InvalidUpdateVersionError = _define("InvalidUpdateVersionError", ErrorCode.INVALID_UPDATE_VERSION)
+IneligibleReplicaError = _define("IneligibleReplicaError", ErrorCode.INELIGIBLE_REPLICA)
+BrokerIdNotRegisteredError = _define(
+    "BrokerIdNotRegisteredError", ErrorCode.BROKER_ID_NOT_REGISTERED
+)
+DuplicateBrokerRegistrationError = _define(
+    "DuplicateBrokerRegistrationError", ErrorCode.DUPLICATE_BROKER_REGISTRATION
+)
+UnknownTopicIdError = _define("UnknownTopicIdError", ErrorCode.UNKNOWN_TOPIC_ID)
+UnknownServerError = _define("UnknownServerError", ErrorCode.UNKNOWN_SERVER_ERROR)

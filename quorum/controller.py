@@ -1,0 +1,819 @@
+"""Controller decisions, sans-IO: `(image, request, ...) -> (records, response)`.
+
+The active controller calls these with its current image; it proposes the returned records as one
+batch (records.encode_batch with its controller epoch) and answers the request only after the
+batch applied with `accepted=True`. Nothing here reads a clock or draws random numbers: `now_ms`,
+replica-placement start indexes and new topic ids are the caller's. Expected failures come back as
+an `error_code` in the response (and no records), never as an exception.
+
+Replay re-checks what matters (epochs, producer ids, ISR rules), so a decision taken on an image
+that another batch has since changed is rejected on apply rather than applied wrong; a controller
+that pipelines proposals should decide on an image with its in-flight batches already replayed
+(image.replay_batch), or wait for each apply.
+
+Leader election (Kafka's offline-partition election, unclean election off): the new leader is the
+first member of the ISR, in ISR order, that is live (registered and unfenced) and not being
+removed; leader_epoch + 1 on every leader change, partition_epoch + 1 on every change. With no
+such member the partition becomes leaderless and keeps its last ISR member (see image.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from log.protocol.errors import ErrorCode
+from quorum.image import MAX_PRODUCER_ID, MetadataImage, PartitionState, topic_name_error
+from quorum.records import (
+    CONFIG_RESOURCE_TOPIC,
+    NO_LEADER,
+    ActiveControllerRecord,
+    ConfigRecord,
+    Endpoint,
+    FenceBrokerRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+MAX_PARTITIONS_PER_TOPIC = 10_000  # a limit on everything: one CreateTopics fits one batch
+MAX_TOPICS_PER_REQUEST = 1_000
+
+
+# -- topic configs --------------------------------------------------------------------------------
+
+
+def _long(minimum: int) -> Callable[[str], bool]:
+    def check(value: str) -> bool:
+        try:
+            return minimum <= int(value) <= 2**63 - 1
+        except ValueError:
+            return False
+
+    return check
+
+
+def _one_of(*choices: str) -> Callable[[str], bool]:
+    return lambda value: value in choices
+
+
+def _ratio(value: str) -> bool:
+    try:
+        return 0.0 <= float(value) <= 1.0
+    except ValueError:
+        return False
+
+
+def _cleanup_policy(value: str) -> bool:
+    parts = [p.strip() for p in value.split(",")]
+    return bool(parts) and all(p in ("delete", "compact") for p in parts)
+
+
+_BOOLEAN = _one_of("true", "false")
+
+# Kafka's topic-level configuration names (TopicConfig) with a validator for their values.
+TOPIC_CONFIGS: Mapping[str, Callable[[str], bool]] = {
+    "cleanup.policy": _cleanup_policy,
+    "compression.type": _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "delete.retention.ms": _long(0),
+    "file.delete.delay.ms": _long(0),
+    "flush.messages": _long(1),
+    "flush.ms": _long(0),
+    "index.interval.bytes": _long(0),
+    "local.retention.bytes": _long(-2),
+    "local.retention.ms": _long(-2),
+    "max.compaction.lag.ms": _long(1),
+    "max.message.bytes": _long(0),
+    "message.timestamp.after.max.ms": _long(0),
+    "message.timestamp.before.max.ms": _long(0),
+    "message.timestamp.difference.max.ms": _long(0),
+    "message.timestamp.type": _one_of("CreateTime", "LogAppendTime"),
+    "min.cleanable.dirty.ratio": _ratio,
+    "min.compaction.lag.ms": _long(0),
+    "min.insync.replicas": _long(1),
+    "preallocate": _BOOLEAN,
+    "retention.bytes": _long(-1),
+    "retention.ms": _long(-1),
+    "segment.bytes": _long(14),
+    "segment.index.bytes": _long(4),
+    "segment.jitter.ms": _long(0),
+    "segment.ms": _long(1),
+    "unclean.leader.election.enable": _BOOLEAN,
+}
+
+
+def topic_config_error(key: str, value: str | None) -> str | None:
+    """None when `key=value` is a valid topic config (value None = delete, always valid)."""
+    check = TOPIC_CONFIGS.get(key)
+    if check is None:
+        return f"unknown topic config {key!r}"
+    if value is not None and not check(value):
+        return f"invalid value {value!r} for topic config {key!r}"
+    return None
+
+
+# -- leader election ------------------------------------------------------------------------------
+
+
+def _elect(
+    image: MetadataImage,
+    topic_id: uuid.UUID,
+    partition: int,
+    state: PartitionState,
+    removed: frozenset[int],
+) -> PartitionChangeRecord | None:
+    """Take `removed` brokers out of the ISR and the leadership of one partition; None if the
+    partition does not change."""
+    isr = tuple(b for b in state.isr if b not in removed)
+    leader = state.leader
+    if leader in removed or leader == NO_LEADER:
+        leader = next((b for b in isr if image.is_live(b)), NO_LEADER)
+    if leader == NO_LEADER and not isr:
+        # Unclean election is off: keep the last ISR member (Kafka does the same) so that it can
+        # lead again once it comes back.
+        last = state.leader if state.leader != NO_LEADER else state.isr[0] if state.isr else None
+        isr = (last,) if last is not None else ()
+    if leader == state.leader and isr == state.isr:
+        return None
+    leader_changed = leader != state.leader
+    return PartitionChangeRecord(
+        topic_id,
+        partition,
+        leader_epoch=state.leader_epoch + (1 if leader_changed else 0),
+        partition_epoch=state.partition_epoch + 1,
+        leader=leader if leader_changed else None,
+        isr=isr if isr != state.isr else None,
+    )
+
+
+def _remove_brokers_records(
+    image: MetadataImage, broker_ids: frozenset[int]
+) -> list[PartitionChangeRecord]:
+    records = []
+    for topic_id, p, state in image.iter_partitions():
+        if state.leader in broker_ids or broker_ids & set(state.isr):
+            change = _elect(image, topic_id, p, state, broker_ids)
+            if change is not None:
+                records.append(change)
+    return records
+
+
+def _fence_records(image: MetadataImage, broker_ids: Sequence[int]) -> list[MetadataRecord]:
+    """FenceBrokerRecords plus the ISR/leader moves that keep the image invariant."""
+    live = frozenset(b for b in broker_ids if image.is_live(b))
+    records: list[MetadataRecord] = [
+        FenceBrokerRecord(b, image.brokers[b].broker_epoch) for b in sorted(live)
+    ]
+    records.extend(_remove_brokers_records(image, live))
+    return records
+
+
+def _unfence_records(image: MetadataImage, broker_id: int) -> list[MetadataRecord]:
+    """UnfenceBrokerRecord plus leadership for leaderless partitions whose last ISR member is
+    this broker."""
+    broker = image.brokers[broker_id]
+    records: list[MetadataRecord] = [UnfenceBrokerRecord(broker_id, broker.broker_epoch)]
+    for topic_id, p, state in image.iter_partitions():
+        if state.leader == NO_LEADER and state.isr == (broker_id,):
+            records.append(
+                PartitionChangeRecord(
+                    topic_id,
+                    p,
+                    leader_epoch=state.leader_epoch + 1,
+                    partition_epoch=state.partition_epoch + 1,
+                    leader=broker_id,
+                )
+            )
+    return records
+
+
+def _check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> ErrorCode:
+    broker = image.brokers.get(broker_id)
+    if broker is None:
+        return ErrorCode.BROKER_ID_NOT_REGISTERED
+    if broker.broker_epoch != broker_epoch:
+        return ErrorCode.STALE_BROKER_EPOCH
+    return ErrorCode.NONE
+
+
+# -- controller activation ------------------------------------------------------------------------
+
+
+def activate_controller(controller_id: int, controller_epoch: int) -> list[MetadataRecord]:
+    """The batch a newly elected controller proposes (with batch controller_epoch equal to
+    `controller_epoch`, e.g. the Raft term) before anything else. Once it applies, the image holds
+    everything earlier controllers committed and their stale in-flight batches are rejected;
+    only then may the controller serve requests."""
+    return [ActiveControllerRecord(controller_id, controller_epoch)]
+
+
+# -- broker registration and heartbeats -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BrokerRegistrationRequest:
+    broker_id: int
+    incarnation_id: uuid.UUID
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class BrokerRegistrationResponse:
+    error_code: ErrorCode
+    broker_epoch: int = -1
+
+
+def register_broker(
+    image: MetadataImage,
+    request: BrokerRegistrationRequest,
+    *,
+    previous_session_alive: bool = False,
+) -> tuple[list[MetadataRecord], BrokerRegistrationResponse]:
+    """A (re-)registration. The new broker_epoch is greater than the broker's previous epoch and
+    than the image's last offset, so epochs increase across re-registrations and controller
+    fail-over. A retry of the same incarnation gets its existing epoch back. A different
+    incarnation while the old one's session is still alive is DUPLICATE_BROKER_REGISTRATION.
+    The broker starts fenced; a known broker's old incarnation leaves every ISR in the same batch."""
+    if request.broker_id < 0:
+        return [], BrokerRegistrationResponse(ErrorCode.INVALID_REQUEST)
+    if len({e.name for e in request.endpoints}) != len(request.endpoints):
+        return [], BrokerRegistrationResponse(ErrorCode.INVALID_REQUEST)
+    old = image.brokers.get(request.broker_id)
+    if old is not None:
+        if old.incarnation_id == request.incarnation_id:
+            return [], BrokerRegistrationResponse(ErrorCode.NONE, old.broker_epoch)
+        if previous_session_alive and not old.fenced:
+            return [], BrokerRegistrationResponse(ErrorCode.DUPLICATE_BROKER_REGISTRATION)
+    broker_epoch = max(image.last_offset + 1, 0 if old is None else old.broker_epoch + 1)
+    records: list[MetadataRecord] = [
+        RegisterBrokerRecord(
+            request.broker_id,
+            broker_epoch,
+            request.incarnation_id,
+            request.endpoints,
+            request.rack,
+            fenced=True,
+        )
+    ]
+    if old is not None:
+        records.extend(_remove_brokers_records(image, frozenset([request.broker_id])))
+    return records, BrokerRegistrationResponse(ErrorCode.NONE, broker_epoch)
+
+
+@dataclass(frozen=True)
+class BrokerHeartbeatRequest:
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int  # the newest metadata offset the broker has replayed
+    want_fence: bool = False
+    want_shut_down: bool = False
+
+
+@dataclass(frozen=True)
+class BrokerHeartbeatResponse:
+    error_code: ErrorCode
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+def heartbeat(
+    image: MetadataImage, request: BrokerHeartbeatRequest
+) -> tuple[list[MetadataRecord], BrokerHeartbeatResponse]:
+    """A broker heartbeat. The driver records `now_ms` as the broker's last contact. A fenced broker
+    that has replayed up to its own registration is unfenced (and takes back the leadership of
+    partitions where it is the last ISR member); `want_shut_down` is a controlled shutdown."""
+    error = _check_broker_epoch(image, request.broker_id, request.broker_epoch)
+    if error != ErrorCode.NONE:
+        return [], BrokerHeartbeatResponse(error)
+    broker = image.brokers[request.broker_id]
+    caught_up = request.current_metadata_offset >= broker.registered_offset
+    if request.want_shut_down:
+        records, response = controlled_shutdown(
+            image, ControlledShutdownRequest(request.broker_id, request.broker_epoch)
+        )
+        return records, BrokerHeartbeatResponse(
+            response.error_code, caught_up, is_fenced=True, should_shut_down=True
+        )
+    if request.want_fence:
+        return _fence_records(image, [request.broker_id]), BrokerHeartbeatResponse(
+            ErrorCode.NONE, caught_up, is_fenced=True
+        )
+    if broker.fenced and caught_up:
+        return _unfence_records(image, request.broker_id), BrokerHeartbeatResponse(
+            ErrorCode.NONE, True, is_fenced=False
+        )
+    return [], BrokerHeartbeatResponse(ErrorCode.NONE, caught_up, is_fenced=broker.fenced)
+
+
+def fence_expired_brokers(
+    image: MetadataImage,
+    last_heartbeat_ms_by_broker: Mapping[int, int],
+    now_ms: int,
+    session_timeout_ms: int,
+) -> tuple[list[MetadataRecord], list[int]]:
+    """Fence every unfenced broker whose last heartbeat is older than session_timeout_ms, moving
+    its leaderships to the first live ISR member (leader_epoch + 1) and taking it out of every
+    ISR. A broker missing from the map is not fenced: the driver seeds the map with `now_ms`
+    for every broker when it becomes the active controller (a grace period, as Kafka does)."""
+    assert session_timeout_ms > 0
+    expired = [
+        b
+        for b in image.live_broker_ids()
+        if b in last_heartbeat_ms_by_broker
+        and now_ms - last_heartbeat_ms_by_broker[b] > session_timeout_ms
+    ]
+    if not expired:
+        return [], []
+    return _fence_records(image, expired), expired
+
+
+class BrokerHeartbeatTracker:
+    """Last contact per broker, kept by the active controller only (never replicated: a new
+    controller starts everyone at its activation time, which is the grace period)."""
+
+    def __init__(self, session_timeout_ms: int) -> None:
+        assert session_timeout_ms > 0
+        self.session_timeout_ms = session_timeout_ms
+        self.last_heartbeat_ms_by_broker: dict[int, int] = {}
+
+    def on_activate(self, image: MetadataImage, now_ms: int) -> None:
+        self.last_heartbeat_ms_by_broker = {b: now_ms for b in image.brokers}
+
+    def touch(self, broker_id: int, now_ms: int) -> None:
+        """Call on every heartbeat and registration that passed the broker-epoch check."""
+        self.last_heartbeat_ms_by_broker[broker_id] = now_ms
+
+    def fence_expired(
+        self, image: MetadataImage, now_ms: int
+    ) -> tuple[list[MetadataRecord], list[int]]:
+        for broker_id in list(self.last_heartbeat_ms_by_broker):
+            if broker_id not in image.brokers:
+                del self.last_heartbeat_ms_by_broker[broker_id]
+        return fence_expired_brokers(
+            image, self.last_heartbeat_ms_by_broker, now_ms, self.session_timeout_ms
+        )
+
+
+@dataclass(frozen=True)
+class ControlledShutdownRequest:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class ControlledShutdownResponse:
+    error_code: ErrorCode
+    moved_partitions: tuple[tuple[uuid.UUID, int], ...] = ()
+
+
+def controlled_shutdown(
+    image: MetadataImage, request: ControlledShutdownRequest
+) -> tuple[list[MetadataRecord], ControlledShutdownResponse]:
+    """Move every leadership off a broker that is shutting down, take it out of every ISR and
+    fence it; once the batch is applied the broker may stop without making partitions
+    unavailable (except those where it was the last ISR member: they go leaderless)."""
+    error = _check_broker_epoch(image, request.broker_id, request.broker_epoch)
+    if error != ErrorCode.NONE:
+        return [], ControlledShutdownResponse(error)
+    records = _fence_records(image, [request.broker_id])
+    moved = tuple(
+        (r.topic_id, r.partition) for r in records if isinstance(r, PartitionChangeRecord)
+    )
+    return records, ControlledShutdownResponse(ErrorCode.NONE, moved)
+
+
+@dataclass(frozen=True)
+class UnregisterBrokerRequest:
+    broker_id: int
+
+
+@dataclass(frozen=True)
+class UnregisterBrokerResponse:
+    error_code: ErrorCode
+
+
+def unregister_broker(
+    image: MetadataImage, request: UnregisterBrokerRequest
+) -> tuple[list[MetadataRecord], UnregisterBrokerResponse]:
+    """Forget a decommissioned broker: it leaves every ISR and leadership first (same rules as
+    fencing), then its registration is removed. Its id may stay in replica lists."""
+    broker = image.brokers.get(request.broker_id)
+    if broker is None:
+        return [], UnregisterBrokerResponse(ErrorCode.BROKER_ID_NOT_REGISTERED)
+    records: list[MetadataRecord] = list(
+        _remove_brokers_records(image, frozenset([request.broker_id]))
+    )
+    records.append(UnregisterBrokerRecord(request.broker_id, broker.broker_epoch))
+    return records, UnregisterBrokerResponse(ErrorCode.NONE)
+
+
+# -- topics ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreatableTopic:
+    name: str
+    num_partitions: int = -1  # -1: the default
+    replication_factor: int = -1  # -1: the default
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CreateTopicsRequest:
+    topics: tuple[CreatableTopic, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True)
+class CreatableTopicResult:
+    name: str
+    error_code: ErrorCode
+    error_message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+@dataclass(frozen=True)
+class CreateTopicsResponse:
+    results: tuple[CreatableTopicResult, ...]
+
+
+def place_replicas(
+    live_broker_ids: Sequence[int],
+    first_partition: int,
+    num_partitions: int,
+    replication_factor: int,
+    start_index: int,
+) -> list[tuple[int, ...]]:
+    """Round-robin placement: partition p's replicas are the `replication_factor` brokers that
+    follow position (start_index + p) in the sorted live broker list; its first replica (the
+    preferred leader) therefore rotates across brokers."""
+    brokers = sorted(live_broker_ids)
+    n = len(brokers)
+    assert 1 <= replication_factor <= n
+    return [
+        tuple(brokers[(start_index + p + k) % n] for k in range(replication_factor))
+        for p in range(first_partition, first_partition + num_partitions)
+    ]
+
+
+def _partition_records(
+    topic_id: uuid.UUID, assignments: list[tuple[int, ...]], first_partition: int
+) -> list[MetadataRecord]:
+    return [
+        PartitionRecord(topic_id, first_partition + i, replicas, replicas, replicas[0], 0, 0)
+        for i, replicas in enumerate(assignments)
+    ]
+
+
+def _validate_topic(
+    image: MetadataImage, topic: CreatableTopic, num_partitions: int, replication_factor: int
+) -> tuple[ErrorCode, str] | None:
+    error = topic_name_error(topic.name)
+    if error:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, error
+    if topic.name in image.topic_ids_by_name:
+        return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists"
+    collides = topic.name.replace(".", "_")
+    for existing in image.topic_ids_by_name:
+        if existing.replace(".", "_") == collides:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, f"{topic.name!r} collides with {existing!r}"
+    if not 1 <= num_partitions <= MAX_PARTITIONS_PER_TOPIC:
+        return ErrorCode.INVALID_PARTITIONS, f"num_partitions must be 1..{MAX_PARTITIONS_PER_TOPIC}"
+    live = len(image.live_broker_ids())
+    if replication_factor < 1 or replication_factor > live:
+        return (
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"replication factor {replication_factor} with {live} live brokers",
+        )
+    for key, value in topic.configs.items():
+        error = topic_config_error(key, value)
+        if error:
+            return ErrorCode.INVALID_CONFIG, error
+    return None
+
+
+def create_topics(
+    image: MetadataImage,
+    request: CreateTopicsRequest,
+    *,
+    start_index: int,
+    topic_ids: Sequence[uuid.UUID],
+    default_num_partitions: int = 1,
+    default_replication_factor: int = 1,
+) -> tuple[list[MetadataRecord], CreateTopicsResponse]:
+    """Validate and create topics. `topic_ids[i]` (caller-drawn, e.g. uuid4) is the id of
+    `request.topics[i]`; `start_index` (caller-drawn) is where round-robin placement starts."""
+    if len(request.topics) > MAX_TOPICS_PER_REQUEST or len(topic_ids) < len(request.topics):
+        results = tuple(
+            CreatableTopicResult(t.name, ErrorCode.INVALID_REQUEST, "too many topics / ids")
+            for t in request.topics
+        )
+        return [], CreateTopicsResponse(results)
+    names = [t.name for t in request.topics]
+    records: list[MetadataRecord] = []
+    results = []
+    used_ids = set(image.topics)
+    live = image.live_broker_ids()
+    for topic, topic_id in zip(request.topics, topic_ids, strict=False):
+        num_partitions = (
+            default_num_partitions if topic.num_partitions == -1 else topic.num_partitions
+        )
+        replication_factor = (
+            default_replication_factor
+            if topic.replication_factor == -1
+            else topic.replication_factor
+        )
+        if names.count(topic.name) > 1:
+            failure: tuple[ErrorCode, str] | None = (
+                ErrorCode.INVALID_REQUEST,
+                f"topic {topic.name!r} appears more than once",
+            )
+        elif topic_id in used_ids:
+            failure = (ErrorCode.INVALID_REQUEST, f"topic id {topic_id} is already used")
+        else:
+            failure = _validate_topic(image, topic, num_partitions, replication_factor)
+        if failure is not None:
+            results.append(CreatableTopicResult(topic.name, failure[0], failure[1]))
+            continue
+        used_ids.add(topic_id)
+        results.append(
+            CreatableTopicResult(
+                topic.name, ErrorCode.NONE, None, topic_id, num_partitions, replication_factor
+            )
+        )
+        if request.validate_only:
+            continue
+        records.append(TopicRecord(topic.name, topic_id))
+        assignments = place_replicas(live, 0, num_partitions, replication_factor, start_index)
+        records.extend(_partition_records(topic_id, assignments, 0))
+        for key in sorted(topic.configs):
+            records.append(ConfigRecord(CONFIG_RESOURCE_TOPIC, topic.name, key, topic.configs[key]))
+    return records, CreateTopicsResponse(tuple(results))
+
+
+@dataclass(frozen=True)
+class DeleteTopicsRequest:
+    topic_names: tuple[str, ...] = ()
+    topic_ids: tuple[uuid.UUID, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeletableTopicResult:
+    name: str | None
+    topic_id: uuid.UUID | None
+    error_code: ErrorCode
+
+
+@dataclass(frozen=True)
+class DeleteTopicsResponse:
+    results: tuple[DeletableTopicResult, ...]
+
+
+def delete_topics(
+    image: MetadataImage, request: DeleteTopicsRequest
+) -> tuple[list[MetadataRecord], DeleteTopicsResponse]:
+    records: list[MetadataRecord] = []
+    results = []
+    removed: set[uuid.UUID] = set()
+    for name in request.topic_names:
+        topic_id = image.topic_ids_by_name.get(name)
+        if topic_id is None:
+            results.append(DeletableTopicResult(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        results.append(DeletableTopicResult(name, topic_id, ErrorCode.NONE))
+        if topic_id not in removed:
+            removed.add(topic_id)
+            records.append(RemoveTopicRecord(topic_id))
+    for topic_id in request.topic_ids:
+        topic = image.topics.get(topic_id)
+        if topic is None:
+            results.append(DeletableTopicResult(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
+            continue
+        results.append(DeletableTopicResult(topic.name, topic_id, ErrorCode.NONE))
+        if topic_id not in removed:
+            removed.add(topic_id)
+            records.append(RemoveTopicRecord(topic_id))
+    return records, DeleteTopicsResponse(tuple(results))
+
+
+@dataclass(frozen=True)
+class CreatePartitionsTopic:
+    name: str
+    count: int  # the new total number of partitions
+
+
+@dataclass(frozen=True)
+class CreatePartitionsRequest:
+    topics: tuple[CreatePartitionsTopic, ...]
+    validate_only: bool = False
+
+
+@dataclass(frozen=True)
+class CreatePartitionsTopicResult:
+    name: str
+    error_code: ErrorCode
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class CreatePartitionsResponse:
+    results: tuple[CreatePartitionsTopicResult, ...]
+
+
+def create_partitions(
+    image: MetadataImage, request: CreatePartitionsRequest, *, start_index: int
+) -> tuple[list[MetadataRecord], CreatePartitionsResponse]:
+    """Increase a topic's partition count (never decrease); new partitions keep the topic's
+    replication factor and are placed round-robin from `start_index`."""
+    records: list[MetadataRecord] = []
+    results = []
+    live = image.live_broker_ids()
+    names = [t.name for t in request.topics]
+    for item in request.topics:
+        topic = image.topic(item.name)
+        if names.count(item.name) > 1:
+            results.append(
+                CreatePartitionsTopicResult(item.name, ErrorCode.INVALID_REQUEST, "duplicate topic")
+            )
+            continue
+        if topic is None:
+            results.append(
+                CreatePartitionsTopicResult(item.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            )
+            continue
+        current = len(topic.partitions)
+        if item.count <= current or item.count > MAX_PARTITIONS_PER_TOPIC:
+            message = f"topic has {current} partitions; the new count must be more"
+            results.append(
+                CreatePartitionsTopicResult(item.name, ErrorCode.INVALID_PARTITIONS, message)
+            )
+            continue
+        replication_factor = len(topic.partitions[0].replicas) if topic.partitions else 1
+        if replication_factor > len(live):
+            message = f"replication factor {replication_factor} with {len(live)} live brokers"
+            results.append(
+                CreatePartitionsTopicResult(
+                    item.name, ErrorCode.INVALID_REPLICATION_FACTOR, message
+                )
+            )
+            continue
+        results.append(CreatePartitionsTopicResult(item.name, ErrorCode.NONE))
+        if request.validate_only:
+            continue
+        assignments = place_replicas(
+            live, current, item.count - current, replication_factor, start_index
+        )
+        records.extend(_partition_records(topic.topic_id, assignments, current))
+    return records, CreatePartitionsResponse(tuple(results))
+
+
+@dataclass(frozen=True)
+class AlterConfigsRequest:
+    """Topic config changes: value None deletes the key (incremental alter)."""
+
+    topic_name: str
+    changes: Mapping[str, str | None]
+
+
+@dataclass(frozen=True)
+class AlterConfigsResponse:
+    error_code: ErrorCode
+    error_message: str | None = None
+
+
+def alter_topic_configs(
+    image: MetadataImage, request: AlterConfigsRequest
+) -> tuple[list[MetadataRecord], AlterConfigsResponse]:
+    if request.topic_name not in image.topic_ids_by_name:
+        return [], AlterConfigsResponse(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    for key, value in request.changes.items():
+        error = topic_config_error(key, value)
+        if error:
+            return [], AlterConfigsResponse(ErrorCode.INVALID_CONFIG, error)
+    records: list[MetadataRecord] = [
+        ConfigRecord(CONFIG_RESOURCE_TOPIC, request.topic_name, key, request.changes[key])
+        for key in sorted(request.changes)
+    ]
+    return records, AlterConfigsResponse(ErrorCode.NONE)
+
+
+# -- ISR changes from partition leaders (AlterPartition) ------------------------------------------
+
+
+@dataclass(frozen=True)
+class AlterPartitionRequest:
+    broker_id: int  # the leader asking
+    broker_epoch: int
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    partition_epoch: int  # the partition epoch the leader's ISR view is based on
+    new_isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AlterPartitionResponse:
+    error_code: ErrorCode
+    leader: int = NO_LEADER
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+
+
+def alter_partition(
+    image: MetadataImage, request: AlterPartitionRequest
+) -> tuple[list[MetadataRecord], AlterPartitionResponse]:
+    """A leader's ISR shrink/expand. Rejected with STALE_BROKER_EPOCH, UNKNOWN_TOPIC_ID /
+    UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH (leader epoch
+    mismatch), INVALID_UPDATE_VERSION (stale partition epoch), INVALID_REQUEST (ISR not a subset
+    of the replicas or without the leader), INELIGIBLE_REPLICA (a fenced broker in the ISR)."""
+    error = _check_broker_epoch(image, request.broker_id, request.broker_epoch)
+    if error == ErrorCode.BROKER_ID_NOT_REGISTERED:
+        error = ErrorCode.STALE_BROKER_EPOCH
+    if error != ErrorCode.NONE:
+        return [], AlterPartitionResponse(error)
+    topic = image.topics.get(request.topic_id)
+    if topic is None:
+        return [], AlterPartitionResponse(ErrorCode.UNKNOWN_TOPIC_ID)
+    state = topic.partitions.get(request.partition)
+    if state is None:
+        return [], AlterPartitionResponse(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+    def fail(code: ErrorCode) -> tuple[list[MetadataRecord], AlterPartitionResponse]:
+        return [], AlterPartitionResponse(
+            code, state.leader, state.leader_epoch, state.isr, state.partition_epoch
+        )
+
+    if state.leader != request.broker_id:
+        return fail(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    if request.leader_epoch != state.leader_epoch:
+        return fail(ErrorCode.FENCED_LEADER_EPOCH)
+    if request.partition_epoch != state.partition_epoch:
+        return fail(ErrorCode.INVALID_UPDATE_VERSION)
+    new_isr = tuple(request.new_isr)
+    if (
+        len(set(new_isr)) != len(new_isr)
+        or not set(new_isr) <= set(state.replicas)
+        or state.leader not in new_isr
+    ):
+        return fail(ErrorCode.INVALID_REQUEST)
+    if any(not image.is_live(b) for b in new_isr):
+        return fail(ErrorCode.INELIGIBLE_REPLICA)
+    if new_isr == state.isr:
+        return fail(ErrorCode.NONE)
+    record = PartitionChangeRecord(
+        request.topic_id,
+        request.partition,
+        leader_epoch=state.leader_epoch,
+        partition_epoch=state.partition_epoch + 1,
+        isr=new_isr,
+    )
+    response = AlterPartitionResponse(
+        ErrorCode.NONE, state.leader, state.leader_epoch, new_isr, state.partition_epoch + 1
+    )
+    return [record], response
+
+
+# -- producer ids ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AllocateProducerIdsRequest:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class AllocateProducerIdsResponse:
+    error_code: ErrorCode
+    producer_id_start: int = -1
+    producer_id_len: int = 0
+
+
+def allocate_producer_ids(
+    image: MetadataImage, request: AllocateProducerIdsRequest
+) -> tuple[list[MetadataRecord], AllocateProducerIdsResponse]:
+    """The next block of PRODUCER_ID_BLOCK_SIZE ids, starting at image.next_producer_id; the
+    ProducerIdsRecord moves next_producer_id past it (replay refuses to move it back)."""
+    error = _check_broker_epoch(image, request.broker_id, request.broker_epoch)
+    if error != ErrorCode.NONE:
+        return [], AllocateProducerIdsResponse(ErrorCode.STALE_BROKER_EPOCH)
+    first = image.next_producer_id
+    if first > MAX_PRODUCER_ID - PRODUCER_ID_BLOCK_SIZE:
+        return [], AllocateProducerIdsResponse(ErrorCode.UNKNOWN_SERVER_ERROR)
+    record = ProducerIdsRecord(
+        request.broker_id, request.broker_epoch, first + PRODUCER_ID_BLOCK_SIZE
+    )
+    return [record], AllocateProducerIdsResponse(ErrorCode.NONE, first, PRODUCER_ID_BLOCK_SIZE)

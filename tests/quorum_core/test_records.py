@@ -1,0 +1,128 @@
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quorum.records import (
+    ActiveControllerRecord,
+    ConfigRecord,
+    Endpoint,
+    FenceBrokerRecord,
+    MetadataRecordError,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+    decode_batch,
+    decode_records,
+    encode_batch,
+    encode_records,
+)
+
+i32 = st.integers(-(2**31), 2**31 - 1)
+i64 = st.integers(-(2**63), 2**63 - 1)
+text = st.text(max_size=20)
+uuids = st.uuids()
+int_lists = st.lists(i32, max_size=5).map(tuple)
+
+records = st.one_of(
+    st.builds(
+        RegisterBrokerRecord,
+        i32,
+        i64,
+        uuids,
+        st.lists(st.builds(Endpoint, text, text, st.integers(0, 65535)), max_size=3).map(tuple),
+        st.none() | text,
+        st.booleans(),
+    ),
+    st.builds(UnregisterBrokerRecord, i32, i64),
+    st.builds(FenceBrokerRecord, i32, i64),
+    st.builds(UnfenceBrokerRecord, i32, i64),
+    st.builds(TopicRecord, text, uuids),
+    st.builds(PartitionRecord, uuids, i32, int_lists, int_lists, i32, i32, i32),
+    st.builds(
+        PartitionChangeRecord,
+        uuids,
+        i32,
+        i32,
+        i32,
+        st.none() | i32,
+        st.none() | int_lists,
+        st.none() | int_lists,
+    ),
+    st.builds(RemoveTopicRecord, uuids),
+    st.builds(ConfigRecord, st.sampled_from([2, 4]), text, text, st.none() | text),
+    st.builds(ProducerIdsRecord, i32, i64, i64),
+    st.builds(ActiveControllerRecord, i32, i32),
+    st.just(NoOpRecord()),
+)
+
+
+@settings(max_examples=150)
+@given(st.lists(records, max_size=8), i32, i64)
+def test_batch_round_trip(batch_records, controller_epoch, proposal_id):
+    batch = decode_batch(encode_batch(batch_records, controller_epoch, proposal_id))
+    assert batch.records == tuple(batch_records)
+    assert (batch.controller_epoch, batch.proposal_id) == (controller_epoch, proposal_id)
+    assert decode_records(encode_records(batch_records)) == tuple(batch_records)
+
+
+@settings(max_examples=200)
+@given(st.binary(max_size=200))
+def test_garbage_raises_only_typed_error(data):
+    for decode in (decode_batch, decode_records):
+        try:
+            decode(data)
+        except MetadataRecordError:
+            pass
+
+
+@settings(max_examples=150)
+@given(st.lists(records, min_size=1, max_size=4), st.data())
+def test_any_flipped_byte_is_detected(batch_records, data):
+    raw = bytearray(encode_batch(batch_records, 1, 1))
+    index = data.draw(st.integers(0, len(raw) - 1))
+    raw[index] ^= data.draw(st.integers(1, 255))
+    with pytest.raises(MetadataRecordError):
+        decode_batch(bytes(raw))
+
+
+@settings(max_examples=100)
+@given(st.lists(records, min_size=1, max_size=4), st.binary(max_size=30))
+def test_record_list_with_trailing_or_cut_bytes_is_typed_error(batch_records, junk):
+    raw = encode_records(batch_records)
+    for bad in (raw + junk if junk else raw + b"\0", raw[:-1]):
+        try:
+            decode_records(bad)
+        except MetadataRecordError:
+            pass
+        else:
+            raise AssertionError("accepted a damaged record list")
+
+
+def test_unknown_version_and_type_are_typed_errors():
+    raw = encode_batch([NoOpRecord()], 1, 1)
+    with pytest.raises(MetadataRecordError, match="version"):
+        decode_batch(b"\x07" + raw[1:])
+    body = bytearray(encode_records([NoOpRecord()]))
+    body[4] = 200  # record_type of the first frame
+    with pytest.raises(MetadataRecordError, match="unknown record type"):
+        decode_records(bytes(body))
+    body[4], body[5] = 12, 9  # NoOpRecord with record_version 9
+    with pytest.raises(MetadataRecordError, match="version"):
+        decode_records(bytes(body))
+
+
+def test_unencodable_values_are_typed_errors():
+    with pytest.raises(MetadataRecordError):
+        encode_batch([FenceBrokerRecord(2**40, 1)], 1, 1)
+    with pytest.raises(MetadataRecordError):
+        encode_batch([TopicRecord("x" * 70000, uuid.uuid4())], 1, 1)
+    with pytest.raises(MetadataRecordError):
+        encode_batch(["not a record"], 1, 1)  # type: ignore[list-item]
