@@ -47,6 +47,7 @@ from log.protocol.errors import (
     MessageTooLargeError,
     UnknownTopicOrPartitionError,
 )
+from log.records.batch_header import HEADER_BYTES
 from log.records.builder import Header
 from producer.buffer_pool import BufferPool
 from producer.cluster_view import ClusterView, TopicPartition
@@ -476,10 +477,18 @@ class RecordAccumulator:
         queue.insert(index, batch)
 
     def split_and_reenqueue(self, batch: ProducerBatch, now_ms: int) -> list[ProducerBatch]:
-        """MESSAGE_TOO_LARGE: split into batch.size batches, queued first, order preserved."""
+        """MESSAGE_TOO_LARGE: split into smaller batches, queued first, order preserved.
+
+        Parts are at most batch.size and at most half the failed batch (Kafka splits by
+        batch.size only, which cannot make progress when the broker's limit is below it); a
+        record that is too large on its own ends alone in a batch and fails next time.
+        """
         if self.idempotence is not None:
             self.idempotence.remove_in_flight_batch(batch)
-        parts = batch.split(self.config.batch_size, now_ms)
+        split_size_bytes = min(
+            self.config.batch_size, max(batch.estimated_size_bytes // 2, HEADER_BYTES + 1)
+        )
+        parts = batch.split(split_size_bytes, now_ms)
         self.deallocate(batch)
         queue = self._queue(batch.topic_partition)
         for part in reversed(parts):
