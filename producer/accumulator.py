@@ -29,8 +29,11 @@ The sender loop, each turn, with its clock's `now_ms`:
    stopping before `max_request_size` would be exceeded (a single oversized first batch still
    goes). Muted partitions (max.in.flight = 1) and, with idempotence, partitions whose order must
    wait (see IdempotenceManager.should_stop_drain) are skipped; sequences are assigned here.
-4. On responses: `complete(...)`, or `reenqueue` (front of the queue, in sequence order) for a
-   retry, or `split_and_reenqueue` after MESSAGE_TOO_LARGE.
+4. Each partition's produce response goes to `handle_partition_response`, which completes the
+   batch, re-enqueues it (front of the queue, in sequence order) for a retry, splits it after
+   MESSAGE_TOO_LARGE, or fails it, keeping the idempotence bookkeeping (Kafka's
+   Sender.completeBatch). Its lower-level steps (`complete`, `can_retry`, `reenqueue`,
+   `split_and_reenqueue`) are public too.
 """
 
 from __future__ import annotations
@@ -40,16 +43,17 @@ import enum
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from log.protocol.errors import (
     ErrorCode,
     KafkaError,
     MessageTooLargeError,
     UnknownTopicOrPartitionError,
+    error_for,
 )
 from log.records.batch_header import HEADER_BYTES
 from log.records.builder import Header
-from producer.buffer_pool import BufferPool
 from producer.cluster_view import ClusterView, TopicPartition
 from producer.config import ProducerConfig
 from producer.errors import DeliveryTimeoutError, ProducerClosedError
@@ -60,6 +64,9 @@ from producer.producer_batch import (
     RecordHandle,
     estimate_batch_size_upper_bound,
 )
+
+if TYPE_CHECKING:  # the pool's waiting is trio; this core only uses its synchronous side
+    from producer.buffer_pool import BufferPool
 
 # Kafka's sender sleeps "forever" (Long.MAX_VALUE) when nothing is pending; drivers cap this
 # with their own timers (metadata refresh, request timeouts).
@@ -81,6 +88,37 @@ class AppendResult:
     new_batch_created: bool = False
     batch_is_full: bool = False  # wake the sender: a batch is ready regardless of linger
     buffer_size_bytes: int = 0  # with NEEDS_BUFFER: allocate this much
+
+
+class ResponseAction(enum.Enum):
+    COMPLETED = "completed"  # success (or a duplicate the broker already had)
+    RETRY = "retry"  # re-enqueued; sendable again after its backoff
+    SPLIT = "split"  # MESSAGE_TOO_LARGE: replaced by smaller batches at the queue front
+    FAILED = "failed"  # handles failed with the error
+    IGNORED = "ignored"  # the batch had already expired or been aborted
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseOutcome:
+    action: ResponseAction
+    refresh_metadata: bool = False  # the error says our leader information is stale
+
+
+_METADATA_ERRORS = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.NETWORK_EXCEPTION,
+    }
+)
+
+
+def _needs_metadata_refresh(error_code: int) -> bool:
+    return error_code in _METADATA_ERRORS
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,6 +537,73 @@ class RecordAccumulator:
             else:
                 queue.appendleft(part)
         return parts
+
+    def handle_partition_response(
+        self,
+        batch: ProducerBatch,
+        error_code: int,
+        now_ms: int,
+        *,
+        base_offset: int = -1,
+        log_append_time_ms: int = -1,
+        log_start_offset: int = -1,
+    ) -> ResponseOutcome:
+        """Apply one partition's produce response (or a synthesized network error) to `batch`."""
+        idempotence = self.idempotence
+        if batch.is_done:  # expired or aborted while in flight: nothing left to decide
+            if idempotence is not None:
+                idempotence.remove_in_flight_batch(batch)
+            self.deallocate(batch)
+            return ResponseOutcome(ResponseAction.IGNORED)
+        refresh = _needs_metadata_refresh(error_code)
+        if error_code == ErrorCode.MESSAGE_TOO_LARGE and batch.record_count > 1:
+            self.split_and_reenqueue(batch, now_ms)
+            return ResponseOutcome(ResponseAction.SPLIT)
+        duplicate = error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER or (
+            error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            and idempotence is not None
+            and idempotence.is_already_acked(batch)
+        )
+        if error_code == ErrorCode.NONE or duplicate:
+            if duplicate and error_code != ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                base_offset = -1
+            if idempotence is not None:
+                idempotence.handle_completed_batch(batch, base_offset)
+            self.complete(batch, base_offset, log_append_time_ms)
+            return ResponseOutcome(ResponseAction.COMPLETED)
+        if self.can_retry(batch, error_code, now_ms, log_start_offset):
+            self.reenqueue(batch, now_ms)
+            return ResponseOutcome(ResponseAction.RETRY, refresh)
+        error = error_for(error_code)
+        if idempotence is not None:
+            # Reassigning sequences is only safe if the batch did not exhaust its retries: then
+            # we know the broker rejected it; otherwise it might have been written.
+            idempotence.handle_failed_batch(batch, error, batch.attempts < self.config.retries)
+        self.complete(batch, error=error)
+        return ResponseOutcome(ResponseAction.FAILED, refresh)
+
+    def fail_expired_batches(
+        self, now_ms: int, in_flight: Sequence[ProducerBatch] = ()
+    ) -> list[ProducerBatch]:
+        """Fail queued batches past delivery.timeout.ms and the given expired in-flight ones.
+
+        For the idempotent producer a batch that was sent before (in retry) leaves its
+        partition's sequence unresolved: no new batch is drained there until it is settled.
+        """
+        expired = self.expired_batches(now_ms) + [
+            batch
+            for batch in in_flight
+            if not batch.is_done
+            and batch.has_reached_delivery_timeout(self.config.delivery_timeout_ms, now_ms)
+        ]
+        for batch in expired:
+            error = self.delivery_timeout_error(batch, now_ms)
+            if self.idempotence is not None:
+                if batch.in_retry or batch.in_flight_request:
+                    self.idempotence.mark_sequence_unresolved(batch)
+                self.idempotence.handle_failed_batch(batch, error, adjust_sequence_numbers=False)
+            self.complete(batch, error=error)
+        return expired
 
     def expired_batches(self, now_ms: int) -> list[ProducerBatch]:
         """Remove and return queued batches older than delivery.timeout.ms (oldest first).

@@ -27,7 +27,9 @@ Responses (for a batch with the current producer id):
 - NONE, or DUPLICATE_SEQUENCE_NUMBER (the broker already has it; offsets may be unknown, -1):
   success; `last_acked_sequence` advances, the batch leaves the in-flight list.
 - retriable errors (NOT_LEADER_OR_FOLLOWER, ...): retried with the same sequence and position.
-- OUT_OF_ORDER_SEQUENCE_NUMBER: if the batch is not the next expected one (an earlier in-flight
+- OUT_OF_ORDER_SEQUENCE_NUMBER for a batch at or below the last acked sequence: the broker wrote
+  it (it accepted later sequences) but forgot it; completed like a duplicate (`is_already_acked`).
+- OUT_OF_ORDER_SEQUENCE_NUMBER otherwise: if the batch is not the next expected one (an earlier in-flight
   batch may still land) it is retried as-is; if it *is* next (a real gap: an earlier batch was
   lost) the partition requests an epoch bump and the batch is retried after re-sequencing.
 - UNKNOWN_PRODUCER_ID (the broker lost our state, e.g. retention removed it): retried; with a
@@ -193,6 +195,8 @@ class IdempotenceManager:
         if not self.has_producer_id or self.has_fatal_error:
             return True
         tp = first.topic_partition
+        if tp in self._partitions_to_rewrite_sequences:
+            return True  # about to be re-sequenced under a new epoch: send nothing meanwhile
         if not first.has_sequence:
             if self.has_in_flight_batches(tp) and self.has_stale_producer_id_and_epoch(tp):
                 return True  # old-epoch batches still in flight: new epoch must wait for them
@@ -254,6 +258,21 @@ class IdempotenceManager:
                 entry.last_acked_offset, base_offset + batch.record_count - 1
             )
         self.remove_in_flight_batch(batch)
+
+    def is_already_acked(self, batch: ProducerBatch) -> bool:
+        """The broker accepted a later sequence of the same epoch, so it wrote this batch.
+
+        An OUT_OF_ORDER_SEQUENCE_NUMBER for such a batch means the broker no longer remembers
+        it (only the last 5 batches are kept): it is a duplicate, completed with unknown
+        offsets instead of being retried forever.
+        """
+        entry = self._entry(batch.topic_partition)
+        if not batch.has_sequence or entry.last_acked_sequence == NO_LAST_ACKED_SEQUENCE:
+            return False
+        if (batch.producer_id, batch.producer_epoch) != (entry.producer_id, entry.producer_epoch):
+            return False
+        behind = (entry.last_acked_sequence - batch.last_sequence) % SEQUENCE_MODULUS
+        return behind < SEQUENCE_MODULUS // 2
 
     def can_retry(self, batch: ProducerBatch, error_code: int, log_start_offset: int = -1) -> bool:
         """Sequence-wise, may this failed batch be retried? (Kafka's TransactionManager.canRetry)

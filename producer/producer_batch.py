@@ -81,8 +81,16 @@ class RecordMetadata:
 class RecordHandle:
     """The future of one record's delivery; sans-IO: drivers hook `add_callback`."""
 
-    __slots__ = ("topic_partition", "timestamp_ms", "_key_size", "_value_size", "_result")
-    __slots__ += ("_error", "_callbacks", "_done")
+    __slots__ = (
+        "topic_partition",
+        "timestamp_ms",
+        "_key_size",
+        "_value_size",
+        "_result",
+        "_error",
+        "_callbacks",
+        "_done",
+    )
 
     def __init__(
         self,
