@@ -1,5 +1,7 @@
 """BufferPool: pooled reuse, FIFO blocking, wake-up order, timeouts (trio MockClock autojump)."""
 
+import random
+
 import pytest
 import trio
 import trio.testing
@@ -169,3 +171,30 @@ async def test_close_wakes_waiters(autojump_clock):
         await trio.testing.wait_all_tasks_blocked()
         pool.close()
     assert len(errors) == 1 and pool.queued_waiter_count == 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+async def test_random_workload_keeps_accounting_and_returns_everything(seed, autojump_clock):
+    rng = random.Random(seed)
+    pool = BufferPool(total_memory_bytes=4096, pooled_size_bytes=512)
+    outcomes = {"ok": 0, "timeout": 0}
+
+    async def worker():
+        for _ in range(30):
+            size = 512 if rng.random() < 0.6 else rng.randrange(1, 3000)
+            try:
+                buffer = await pool.allocate(size, max_time_to_block_ms=rng.randrange(1, 400))
+            except BufferExhaustedError:
+                outcomes["timeout"] += 1
+                continue
+            assert len(buffer) == size
+            outcomes["ok"] += 1
+            await trio.sleep(rng.random() / 5)
+            pool.deallocate(buffer)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(8):
+            nursery.start_soon(worker)
+    assert outcomes["ok"] > 0 and outcomes["timeout"] > 0, (seed, outcomes)
+    assert pool.allocated_bytes == 0 and pool.queued_waiter_count == 0
+    assert pool.available_memory_bytes == 4096
