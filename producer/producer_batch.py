@@ -31,12 +31,13 @@ from dataclasses import dataclass
 from log.records.batch_header import HEADER_BYTES, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from log.records.builder import Header, assemble_batch, encode_record
 from log.records.compression import CompressionType
+from log.records.varint import varint_size
 from producer.cluster_view import TopicPartition
 
 NO_TIMESTAMP = -1
-# A record re-encoded in another batch may get larger deltas: varint of an int32 offset delta
-# takes at most 5 bytes, of an int64 timestamp delta at most 10 (vs 1 each at delta 0).
-_DELTA_GROWTH_BYTES = 4 + 9
+# Worst-case varint sizes of a record's deltas: an int32 offset delta, an int64 timestamp delta.
+_MAX_OFFSET_DELTA_BYTES = 5
+_MAX_TIMESTAMP_DELTA_BYTES = 10
 
 
 def compressed_upper_bound(compression_type: int, size_bytes: int) -> int:
@@ -60,11 +61,26 @@ def encoded_record(
     return out
 
 
+def record_size_upper_bound(
+    key: bytes | None, value: bytes | None, headers: Sequence[Header]
+) -> int:
+    """Encoded size of a record at any offset/timestamp delta, computed without encoding it."""
+    body = 1 + _MAX_TIMESTAMP_DELTA_BYTES + _MAX_OFFSET_DELTA_BYTES
+    body += _bytes_size(key) + _bytes_size(value) + varint_size(len(headers))
+    for header in headers:
+        body += _bytes_size(header.key.encode()) + _bytes_size(header.value)
+    return varint_size(body) + body
+
+
+def _bytes_size(data: bytes | None) -> int:
+    return 1 if data is None else varint_size(len(data)) + len(data)
+
+
 def estimate_batch_size_upper_bound(
     compression_type: int, key: bytes | None, value: bytes | None, headers: Sequence[Header]
 ) -> int:
     """Bytes a batch holding only this record can take when built (for sizing its buffer)."""
-    record_bytes = len(encoded_record(0, 0, key, value, headers)) + _DELTA_GROWTH_BYTES
+    record_bytes = record_size_upper_bound(key, value, headers)
     return HEADER_BYTES + compressed_upper_bound(compression_type, record_bytes)
 
 

@@ -109,3 +109,21 @@ def test_split_preserves_order_records_handles_and_sequences():
 def test_empty_buffer_too_small_is_a_bug():
     with pytest.raises(AssertionError):
         ProducerBatch(TP, bytearray(HEADER_BYTES), 0)
+
+
+def test_record_size_upper_bound_covers_any_encoding():
+    from producer.producer_batch import encoded_record, record_size_upper_bound
+
+    rng = random.Random(77)
+    for _ in range(500):
+        key = None if rng.random() < 0.3 else rng.randbytes(rng.randrange(0, 300))
+        value = None if rng.random() < 0.1 else rng.randbytes(rng.randrange(0, 3000))
+        headers = tuple(
+            Header(f"h{i}", None if rng.random() < 0.2 else rng.randbytes(rng.randrange(50)))
+            for i in range(rng.randrange(0, 4))
+        )
+        bound = record_size_upper_bound(key, value, headers)
+        for offset_delta, timestamp_delta in ((0, 0), (2**31 - 1, -(2**62)), (70, 10**6)):
+            actual = len(encoded_record(offset_delta, timestamp_delta, key, value, headers))
+            assert actual <= bound
+        assert bound - len(encoded_record(0, 0, key, value, headers)) <= 15
