@@ -41,11 +41,11 @@ def append(acc, cluster, topic, partition=None, value=b"v" * 100, key=None, now_
     return result
 
 
-@pytest.fixture(name="make_accumulator")
+@pytest.fixture(name="make_accumulator", scope="session")
 def _make_accumulator_fixture():
     return make_accumulator
 
 
-@pytest.fixture(name="append")
+@pytest.fixture(name="append", scope="session")
 def _append_fixture():
     return append
