@@ -1,0 +1,27 @@
+"""Client-side producer failures, typed and carrying the Kafka error code a user would expect.
+
+Kafka's client raises `TimeoutException` (REQUEST_TIMED_OUT) both when `buffer.memory` stays
+exhausted for `max.block.ms` and when a batch outlives `delivery.timeout.ms`.
+"""
+
+from __future__ import annotations
+
+from log.protocol.errors import ErrorCode, KafkaError
+
+
+class BufferExhaustedError(KafkaError):
+    """No memory became free in the buffer pool within max_block_ms."""
+
+    error_code = ErrorCode.REQUEST_TIMED_OUT
+
+
+class DeliveryTimeoutError(KafkaError):
+    """A batch was not acknowledged within delivery_timeout_ms of its creation."""
+
+    error_code = ErrorCode.REQUEST_TIMED_OUT
+
+
+class ProducerClosedError(KafkaError):
+    """The producer (or its buffer pool / accumulator) was closed while the call was pending."""
+
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
