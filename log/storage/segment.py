@@ -107,9 +107,7 @@ class LogSegment:
     # -- creation and loading -----------------------------------------------------------------
 
     @classmethod
-    def create(
-        cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int
-    ) -> LogSegment:
+    def create(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
         """A new, empty segment (any leftover files at that name are replaced)."""
         for suffix in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
             path = os.path.join(dir_path, filename_prefix(base_offset) + suffix)

@@ -1,0 +1,830 @@
+"""UnifiedLog: one partition's log -- segments, offsets, high watermark, epochs, producer state.
+
+Theory of operation (Kafka's `UnifiedLog` + `LocalLog`, minus tiered storage):
+
+* Segments are kept sorted by base offset; the last one is *active* and takes appends. Offsets
+  live in `[log_start_offset, log_end_offset)`; `high_watermark` (what consumers may read) and
+  `recovery_point` (everything below it is fsynced) lie in that range.
+* `append_as_leader` validates every batch header and CRC-32C (never decoding records), checks the
+  producer state for duplicates / sequence gaps / fenced producer epochs, assigns offsets and the
+  leader epoch by patching the headers in place (LogAppendTime also rewrites maxTimestamp and the
+  CRC), rolls the segment when a roll rule fires (retention.py), and writes the received bytes.
+  A duplicate batch is not written; the append answers with the original offsets.
+* `append_as_follower` keeps the leader's offsets (they must not go below the log end offset) and
+  takes leader epochs from the batches.
+* Retention deletes whole segments below the high watermark (retention.py) and advances
+  `log_start_offset`; truncation (follower divergence) cuts at batch boundaries and truncates the
+  leader-epoch cache and producer state with it.
+* `UnifiedLog.load` is the recovery path (Kafka's `LogLoader`): see its docstring.
+
+All methods are synchronous and take `now_ms`; the only I/O is through `LogSegment` and the state
+files owned by the leader-epoch cache and producer-state manager.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from log.protocol.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    InvalidRecordError,
+    KafkaError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from log.records.batch_header import (
+    HEADER_BYTES,
+    NO_PARTITION_LEADER_EPOCH,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    set_base_offset,
+    set_max_timestamp_log_append,
+    set_partition_leader_epoch,
+    validate_batch,
+)
+from log.records.compression import decompress
+from log.records.varint import decode_varint
+from log.storage.config import LogConfig
+from log.storage.retention import SegmentSummary, deletable_segment_count, roll_reason
+from log.storage.segment import (
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    LogSegment,
+)
+
+# Kafka's ListOffsets special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+NO_TIMESTAMP = -1
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
+
+
+class UnexpectedAppendOffsetError(KafkaError):
+    """A follower append whose first offset is below the log end offset (Kafka's
+    UnexpectedAppendOffsetException): the fetcher must truncate or refetch."""
+
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetMetadata:
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position_in_segment: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    first_offset: int  # -1 when nothing was appended (empty input)
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    shallow_count: int  # batches
+    valid_bytes: int
+    last_leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+    duplicate: bool = False  # True: an idempotent retry, answered with the original offsets
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    fetch_offset_metadata: LogOffsetMetadata
+    records: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    timestamp_ms: int
+    offset: int
+    leader_epoch: int | None
+
+
+def _scan_records(records: bytes | bytearray | memoryview) -> list[tuple[int, BatchHeader]]:
+    """Validate every batch of a request; CorruptRecordError on trailing or broken bytes."""
+    batches: list[tuple[int, BatchHeader]] = []
+    position = 0
+    end = len(records)
+    while position < end:
+        header = validate_batch(records, position)
+        batches.append((position, header))
+        position += header.size_bytes
+    return batches
+
+
+class UnifiedLog:
+    """One partition's log in `dir_path` (`<topic>-<partition>`)."""
+
+    def __init__(
+        self,
+        dir_path: str,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        high_watermark: int,
+        leader_epoch_cache: Any,
+        producer_state_manager: Any,
+    ) -> None:
+        assert segments, "a log always has an active segment"
+        self.dir_path = dir_path
+        self.config = config
+        self._segments = segments
+        self._base_offsets = [s.base_offset for s in segments]
+        assert self._base_offsets == sorted(self._base_offsets)
+        self.leader_epoch_cache = leader_epoch_cache
+        self.producer_state_manager = producer_state_manager
+        self._log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self._recovery_point = min(max(recovery_point, self._log_start_offset), self.log_end_offset)
+        self._high_watermark = min(max(high_watermark, self._log_start_offset), self.log_end_offset)
+        self.last_flush_ms = 0
+        self.is_closed = False
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size_bytes for s in self._segments)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        epoch = self.leader_epoch_cache.latest_epoch
+        return None if epoch is None or epoch < 0 else epoch
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark clamped to [log_start_offset, log_end_offset]; return it."""
+        self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+        return self._high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """Advance (never lower) the high watermark; True when it moved."""
+        new = min(max(offset, self._log_start_offset), self.log_end_offset)
+        if new > self._high_watermark:
+            self._high_watermark = new
+            return True
+        return False
+
+    # -- appends ------------------------------------------------------------------------------
+
+    def _check_sizes(self, batches: list[tuple[int, BatchHeader]], total_bytes: int) -> None:
+        for _, header in batches:
+            if header.size_bytes > self.config.max_message_bytes:
+                raise MessageTooLargeError(
+                    f"batch of {header.size_bytes} bytes exceeds max.message.bytes "
+                    f"{self.config.max_message_bytes}"
+                )
+        if total_bytes > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{total_bytes} bytes exceed segment.bytes {self.config.segment_bytes}"
+            )
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+    ) -> LogAppendInfo:
+        """Validate, deduplicate, assign offsets and `leader_epoch`, and append `records`."""
+        assert not self.is_closed
+        buf = bytearray(records)
+        batches = _scan_records(buf)
+        if not batches:
+            return self._empty_append_info()
+        self._check_sizes(batches, len(buf))
+        for _, header in batches:
+            if header.record_count != header.last_offset_delta + 1:
+                raise InvalidRecordError(
+                    f"record count {header.record_count} disagrees with last offset delta "
+                    f"{header.last_offset_delta}"
+                )
+            if header.has_producer_id and header.base_sequence < 0:
+                raise InvalidRecordError("batch with a producer id but no base sequence")
+        log_append_time = self.config.is_log_append_time
+        next_offset = self.log_end_offset
+        patched: list[tuple[int, BatchHeader]] = []
+        for position, header in batches:
+            set_base_offset(buf, position, next_offset)
+            set_partition_leader_epoch(buf, position, leader_epoch)
+            changes: dict[str, int] = {
+                "base_offset": next_offset,
+                "partition_leader_epoch": leader_epoch,
+            }
+            if log_append_time:
+                set_max_timestamp_log_append(buf, position, header, now_ms)
+                changes["max_timestamp"] = now_ms
+                changes["attributes"] = header.attributes | TIMESTAMP_TYPE_MASK
+            header = dataclasses.replace(header, **changes)
+            patched.append((position, header))
+            next_offset = header.next_offset
+        duplicate = self._check_producer_state(patched, now_ms)
+        if duplicate is not None:
+            return duplicate
+        if leader_epoch >= 0:
+            self._assign_epoch(leader_epoch, patched[0][1].base_offset)
+        return self._append(
+            buf, patched, now_ms, log_append_time_ms=now_ms if log_append_time else -1
+        )
+
+    def _check_producer_state(
+        self, batches: list[tuple[int, BatchHeader]], now_ms: int
+    ) -> LogAppendInfo | None:
+        """Raise on a sequence gap or fenced producer; the original append for a duplicate."""
+        for _, header in batches:
+            if not header.has_producer_id:
+                continue
+            duplicate = self.producer_state_manager.check_append(header, now_ms)
+            if duplicate is not None:
+                first_offset = _attr(duplicate, "first_offset")
+                last_offset = _attr(duplicate, "last_offset")
+                timestamp = _attr(duplicate, "timestamp", -1)
+                return LogAppendInfo(
+                    first_offset=first_offset,
+                    last_offset=last_offset,
+                    max_timestamp=timestamp,
+                    offset_of_max_timestamp=last_offset,
+                    log_append_time_ms=timestamp if self.config.is_log_append_time else -1,
+                    log_start_offset=self._log_start_offset,
+                    shallow_count=0,
+                    valid_bytes=0,
+                    duplicate=True,
+                )
+        return None
+
+    def append_as_follower(
+        self, records: bytes | bytearray | memoryview, now_ms: int = 0
+    ) -> LogAppendInfo:
+        """Append the leader's batches as they are: offsets kept, epochs taken from them."""
+        assert not self.is_closed
+        batches = _scan_records(records)
+        if not batches:
+            return self._empty_append_info()
+        self._check_sizes(batches, len(records))
+        first = batches[0][1]
+        if first.base_offset < self.log_end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"follower append at {first.base_offset} below log end offset "
+                f"{self.log_end_offset}",
+                first.base_offset,
+                batches[-1][1].last_offset,
+            )
+        previous_last = first.base_offset - 1
+        for _, header in batches:
+            if header.base_offset <= previous_last:
+                raise CorruptRecordError(
+                    f"follower batch offsets not increasing at {header.base_offset}"
+                )
+            previous_last = header.last_offset
+        for _, header in batches:
+            if header.partition_leader_epoch >= 0:
+                self._assign_epoch(header.partition_leader_epoch, header.base_offset)
+        return self._append(records, batches, now_ms, log_append_time_ms=-1)
+
+    def _assign_epoch(self, leader_epoch: int, start_offset: int) -> None:
+        latest = self.leader_epoch_cache.latest_epoch
+        if latest is None or leader_epoch > latest:
+            self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
+    def _append(
+        self,
+        records: bytes | bytearray | memoryview,
+        batches: list[tuple[int, BatchHeader]],
+        now_ms: int,
+        *,
+        log_append_time_ms: int,
+    ) -> LogAppendInfo:
+        first = batches[0][1]
+        last = batches[-1][1]
+        max_timestamp = NO_TIMESTAMP
+        offset_of_max_timestamp = first.base_offset
+        for _, header in batches:
+            if header.max_timestamp > max_timestamp:
+                max_timestamp = header.max_timestamp
+                offset_of_max_timestamp = header.last_offset
+        segment = self._maybe_roll(
+            len(records), max_timestamp, first.base_offset, last.last_offset, now_ms
+        )
+        segment.append(records, batches)
+        for _, header in batches:
+            self.producer_state_manager.on_batch_appended(header)
+        if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
+            self.flush(now_ms=now_ms)
+        return LogAppendInfo(
+            first_offset=first.base_offset,
+            last_offset=last.last_offset,
+            max_timestamp=max_timestamp,
+            offset_of_max_timestamp=offset_of_max_timestamp,
+            log_append_time_ms=log_append_time_ms,
+            log_start_offset=self._log_start_offset,
+            shallow_count=len(batches),
+            valid_bytes=len(records),
+            last_leader_epoch=last.partition_leader_epoch,
+        )
+
+    def _empty_append_info(self) -> LogAppendInfo:
+        return LogAppendInfo(
+            first_offset=-1,
+            last_offset=-1,
+            max_timestamp=NO_TIMESTAMP,
+            offset_of_max_timestamp=-1,
+            log_append_time_ms=-1,
+            log_start_offset=self._log_start_offset,
+            shallow_count=0,
+            valid_bytes=0,
+        )
+
+    # -- roll ---------------------------------------------------------------------------------
+
+    def _maybe_roll(
+        self,
+        records_size_bytes: int,
+        records_max_timestamp_ms: int,
+        first_offset: int,
+        last_offset: int,
+        now_ms: int,
+    ) -> LogSegment:
+        segment = self.active_segment
+        reason = roll_reason(
+            self.config,
+            segment_base_offset=segment.base_offset,
+            segment_size_bytes=segment.size_bytes,
+            segment_first_batch_timestamp_ms=segment.first_batch_timestamp,
+            segment_created_ms=segment.created_ms,
+            index_full=segment.offset_index.is_full or segment.time_index.is_full,
+            records_size_bytes=records_size_bytes,
+            records_max_timestamp_ms=records_max_timestamp_ms,
+            records_last_offset=last_offset,
+            now_ms=now_ms,
+        )
+        if reason is None:
+            return segment
+        return self.roll(now_ms, expected_next_offset=first_offset)
+
+    def roll(self, now_ms: int, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, log_end_offset)."""
+        new_offset = max(expected_next_offset or 0, self.log_end_offset)
+        active = self.active_segment
+        if active.base_offset == new_offset:
+            assert active.size_bytes == 0, "roll onto a non-empty segment with the same base"
+            return active
+        active.on_become_inactive()
+        segment = LogSegment.create(self.dir_path, new_offset, self.config, now_ms)
+        segment.next_offset = new_offset
+        self._segments.append(segment)
+        self._base_offsets.append(new_offset)
+        # Kafka snapshots producer state at every roll so recovery starts at a segment boundary.
+        self.producer_state_manager.take_snapshot()
+        return segment
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._base_offsets, offset) - 1)
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        upper_bound_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchDataInfo:
+        """File bytes of whole batches from the one holding `start_offset`, below
+        `upper_bound_offset` (the high watermark for consumers, None for followers)."""
+        log_end_offset = self.log_end_offset
+        if start_offset < self._log_start_offset or start_offset > log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} outside [{self._log_start_offset}, {log_end_offset}]"
+            )
+        bound = log_end_offset if upper_bound_offset is None else upper_bound_offset
+        empty = FetchDataInfo(LogOffsetMetadata(start_offset), b"")
+        if start_offset >= bound or max_bytes < 0:
+            return empty
+        index = self._segment_index_for(start_offset)
+        while index < len(self._segments):
+            segment = self._segments[index]
+            if segment.base_offset >= bound:
+                break
+            max_position = None
+            if bound < segment.next_offset:
+                found = segment.translate_offset(bound)
+                max_position = found[0] if found is not None else None
+            result = segment.read(start_offset, max_bytes, max_position, min_one_batch)
+            if result is not None:
+                metadata = LogOffsetMetadata(start_offset, segment.base_offset, result.position)
+                return FetchDataInfo(metadata, result.records)
+            index += 1
+        return empty
+
+    def iter_batch_headers(
+        self, start_offset: int = 0
+    ) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """(segment, position, header) of every batch whose last offset >= `start_offset`."""
+        for segment in self._segments[self._segment_index_for(start_offset) :]:
+            for position, header in segment.iter_batch_headers(start_offset):
+                yield segment, position, header
+
+    # -- leader epochs and timestamps ---------------------------------------------------------
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) as OffsetsForLeaderEpoch answers; (-1, -1) when unknown."""
+        result = self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+        if result is None:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        return result
+
+    def _epoch_for_offset(self, offset: int) -> int | None:
+        epoch = None
+        for entry in self.leader_epoch_cache.entries:
+            entry_epoch, start_offset = _epoch_entry(entry)
+            if start_offset <= offset:
+                epoch = entry_epoch
+        return epoch
+
+    def fetch_offset_by_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
+        """ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or the first offset whose
+        record timestamp >= `timestamp_ms` (None when every record is older)."""
+        if timestamp_ms == EARLIEST_TIMESTAMP:
+            offset = self._log_start_offset
+            return TimestampAndOffset(NO_TIMESTAMP, offset, self._epoch_for_offset(offset))
+        if timestamp_ms == LATEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, self.log_end_offset, self.latest_epoch)
+        if timestamp_ms == MAX_TIMESTAMP:
+            best = None
+            for segment in self._segments:
+                if segment.size_bytes and (
+                    best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far
+                ):
+                    best = segment
+            if best is None or best.max_timestamp_so_far < 0:
+                return None
+            offset = best.offset_of_max_timestamp_so_far
+            return TimestampAndOffset(
+                best.max_timestamp_so_far, offset, self._epoch_for_offset(offset)
+            )
+        if timestamp_ms < 0:
+            raise InvalidRecordError(f"invalid ListOffsets timestamp {timestamp_ms}")
+        for segment in self._segments:
+            if segment.size_bytes == 0 or segment.largest_timestamp < timestamp_ms:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
+            if found is None:
+                continue
+            position, header = found
+            record = first_record_at_or_after(
+                segment.read_batch(position, header), timestamp_ms, self._log_start_offset
+            )
+            if record is None:
+                continue
+            offset, record_timestamp = record
+            return TimestampAndOffset(record_timestamp, offset, self._epoch_for_offset(offset))
+        return None
+
+    # -- retention and truncation -------------------------------------------------------------
+
+    def _summaries(self) -> list[SegmentSummary]:
+        summaries = []
+        for index, segment in enumerate(self._segments):
+            is_last = index == len(self._segments) - 1
+            upper = self.log_end_offset if is_last else self._segments[index + 1].base_offset
+            summaries.append(
+                SegmentSummary(
+                    segment.base_offset, upper, segment.size_bytes, segment.largest_timestamp
+                )
+            )
+        return summaries
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Apply retention.ms / retention.bytes / log start offset; return segments deleted."""
+        retention_ms = self.config.retention_ms
+        retention_bytes = self.config.retention_bytes
+        if "delete" not in self.config.cleanup_policy:
+            retention_ms = retention_bytes = -1  # compacted-only topics keep everything
+        count, _ = deletable_segment_count(
+            self._summaries(),
+            high_watermark=self._high_watermark,
+            log_start_offset=self._log_start_offset,
+            retention_ms=retention_ms,
+            retention_bytes=retention_bytes,
+            now_ms=now_ms,
+        )
+        if count == 0:
+            return 0
+        if count == len(self._segments):
+            self.roll(now_ms)
+        self._delete_oldest(count)
+        self._maybe_increment_log_start_offset(self._segments[0].base_offset)
+        return count
+
+    def _maybe_increment_log_start_offset(self, offset: int) -> None:
+        if offset <= self._log_start_offset:
+            return
+        self._log_start_offset = offset
+        self._high_watermark = max(self._high_watermark, offset)
+        self._recovery_point = max(self._recovery_point, offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state_manager.delete_snapshots_before(self._segments[0].base_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: raise the log start offset to `offset` (<= high watermark), then drop
+        segments wholly below it. Returns the new log start offset."""
+        if offset > self._high_watermark or offset < 0:
+            raise OffsetOutOfRangeError(
+                f"cannot delete before {offset}: high watermark is {self._high_watermark}"
+            )
+        self._maybe_increment_log_start_offset(offset)
+        count = 0
+        while (
+            count + 1 < len(self._segments)
+            and self._segments[count + 1].base_offset <= self._log_start_offset
+        ):
+            count += 1
+        self._delete_oldest(count)
+        return self._log_start_offset
+
+    def _delete_oldest(self, count: int) -> None:
+        doomed = self._segments[:count]
+        del self._segments[:count]
+        del self._base_offsets[:count]
+        for segment in doomed:
+            segment.delete()
+
+    def truncate_to(self, offset: int, now_ms: int = 0) -> bool:
+        """Remove everything at or after `offset` (follower divergence); True if anything went."""
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"cannot truncate to {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset, now_ms)
+            return True
+        keep = self._segment_index_for(offset)
+        doomed = self._segments[keep + 1 :]
+        del self._segments[keep + 1 :]
+        del self._base_offsets[keep + 1 :]
+        for segment in doomed:
+            segment.delete()
+        self.active_segment.truncate_to(offset)
+        end = self.log_end_offset
+        self._high_watermark = min(self._high_watermark, end)
+        self._recovery_point = min(self._recovery_point, end)
+        self._log_start_offset = min(self._log_start_offset, end)
+        self.leader_epoch_cache.truncate_from_end(end)
+        self.producer_state_manager.truncate_and_reload(self._log_start_offset, end, now_ms)
+        self._replay_producer_state()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int = 0) -> None:
+        """Drop every segment and restart empty at `offset` (a follower far behind the leader)."""
+        assert offset >= 0
+        for segment in self._segments:
+            segment.delete()
+        self._segments = [LogSegment.create(self.dir_path, offset, self.config, now_ms)]
+        self._base_offsets = [offset]
+        self._log_start_offset = offset
+        self._high_watermark = offset
+        self._recovery_point = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state_manager.truncate_fully_and_start_at(offset)
+
+    def _replay_producer_state(self) -> None:
+        """Feed batches after the producer state's map end offset back into it."""
+        start = self.producer_state_manager.map_end_offset
+        if start >= self.log_end_offset:
+            return
+        for _, _, header in self.iter_batch_headers(start):
+            if header.base_offset >= start:
+                self.producer_state_manager.on_batch_appended(header)
+
+    # -- durability and lifecycle -------------------------------------------------------------
+
+    def flush(self, up_to_offset: int | None = None, now_ms: int = 0) -> None:
+        """fsync every segment holding offsets in [recovery_point, up_to_offset); advance the
+        recovery point."""
+        end = (
+            self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
+        )
+        if end <= self._recovery_point:
+            return
+        for segment in self._segments:
+            if segment.next_offset > self._recovery_point and segment.base_offset < end:
+                segment.flush()
+        self._recovery_point = end
+        self.last_flush_ms = now_ms
+
+    def close(self) -> None:
+        """Snapshot producer state (so a clean restart need not replay) and close the files."""
+        if self.is_closed:
+            return
+        self.producer_state_manager.take_snapshot()
+        for segment in self._segments:
+            segment.close()
+        self.is_closed = True
+
+    def delete(self) -> None:
+        """Remove every file of this log (the manager removes the directory)."""
+        for segment in self._segments:
+            segment.delete()
+        self._segments = []
+        self.is_closed = True
+
+    def __repr__(self) -> str:
+        return (
+            f"UnifiedLog({self.dir_path!r}, log_start_offset={self._log_start_offset}, "
+            f"log_end_offset={self.log_end_offset}, high_watermark={self._high_watermark})"
+        )
+
+
+def _attr(obj: Any, name: str, default: int | None = None) -> int:
+    value = getattr(obj, name, default)
+    assert value is not None, f"{type(obj).__name__} has no {name}"
+    return int(value)
+
+
+def _epoch_entry(entry: Any) -> tuple[int, int]:
+    if isinstance(entry, tuple):
+        return int(entry[0]), int(entry[1])
+    return int(entry.epoch), int(entry.start_offset)
+
+
+# -- loading (Kafka's LogLoader) --------------------------------------------------------------
+
+
+def remove_temporary_files(dir_path: str) -> None:
+    """Delete `.deleted` and `.cleaned` leftovers, orphan indexes, and `.swap` files.
+
+    Kafka completes an interrupted swap (a cleaner's `.log.swap` replaces the segments it
+    covers). We have no log cleaner, so a `.swap` can only be a stray: it is deleted and the
+    originals, which a swap deletes last, are kept. TODO: real swap completion with compaction.
+    """
+    names = os.listdir(dir_path)
+    for name in names:
+        if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)):
+            os.remove(os.path.join(dir_path, name))
+    logs = {n[: -len(LOG_FILE_SUFFIX)] for n in os.listdir(dir_path) if n.endswith(LOG_FILE_SUFFIX)}
+    for name in os.listdir(dir_path):
+        for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
+            if name.endswith(suffix) and name[: -len(suffix)] not in logs:
+                os.remove(os.path.join(dir_path, name))
+
+
+def segment_base_offsets(dir_path: str) -> list[int]:
+    offsets = []
+    for name in os.listdir(dir_path):
+        if name.endswith(LOG_FILE_SUFFIX):
+            stem = name[: -len(LOG_FILE_SUFFIX)]
+            if len(stem) == 20 and stem.isdigit():
+                offsets.append(int(stem))
+    return sorted(offsets)
+
+
+def load_log(
+    dir_path: str,
+    config: LogConfig,
+    *,
+    leader_epoch_cache: Any,
+    producer_state_manager: Any,
+    log_start_offset: int = 0,
+    recovery_point: int = 0,
+    high_watermark: int = 0,
+    had_clean_shutdown: bool = False,
+    now_ms: int = 0,
+) -> UnifiedLog:
+    """Open a partition directory, recovering what a crash may have torn.
+
+    1. Remove temporary files (see `remove_temporary_files`).
+    2. Open every segment. A segment whose indexes are missing, torn, or fail the sanity check
+       is recovered (rebuilt from its log) whatever the shutdown was.
+    3. Unclean shutdown: recover every segment from the one holding `recovery_point` onwards;
+       the first one that loses bytes (torn or corrupt tail) is cut there and every later
+       segment is deleted. Clean shutdown: trust the files but scan the last segment's tail
+       from its last index entry, recovering it if that scan fails.
+    4. The leader-epoch cache drops entries beyond the log end offset / below the log start;
+       producer state loads its newest snapshot and replays the batches after it.
+    """
+    os.makedirs(dir_path, exist_ok=True)
+    remove_temporary_files(dir_path)
+    base_offsets = segment_base_offsets(dir_path)
+    segments = [LogSegment(dir_path, base, config, now_ms) for base in base_offsets]
+    needs_recovery = [not segment.load_lightly() for segment in segments]
+    if not had_clean_shutdown:
+        for index in range(len(segments)):
+            upper = segments[index + 1].base_offset if index + 1 < len(segments) else None
+            if upper is None or upper > recovery_point:
+                needs_recovery[index] = True
+
+    def on_batch(header: BatchHeader) -> None:
+        if header.partition_leader_epoch >= 0:
+            latest = leader_epoch_cache.latest_epoch
+            if latest is None or header.partition_leader_epoch > latest:
+                leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+
+    kept: list[LogSegment] = []
+    for index, segment in enumerate(segments):
+        truncated = segment.recover(on_batch) if needs_recovery[index] else 0
+        if kept and segment.base_offset < kept[-1].next_offset:
+            truncated = -1  # overlaps its predecessor: this one and later ones go
+        else:
+            kept.append(segment)
+        if truncated:
+            for later in segments[index + (0 if truncated < 0 else 1) :]:
+                later.delete()
+            break
+    kept = _drop_empty_inactive(kept)
+    if not kept:
+        kept = [LogSegment.create(dir_path, max(log_start_offset, 0), config, now_ms)]
+    log = UnifiedLog(
+        dir_path,
+        config,
+        kept,
+        log_start_offset=log_start_offset,
+        recovery_point=recovery_point,
+        high_watermark=high_watermark,
+        leader_epoch_cache=leader_epoch_cache,
+        producer_state_manager=producer_state_manager,
+    )
+    if any(needs_recovery):
+        log.flush(now_ms=now_ms)  # the recovered prefix is now durable
+    log.leader_epoch_cache.truncate_from_end(log.log_end_offset)
+    log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
+    log.producer_state_manager.load(log.log_start_offset, log.log_end_offset)
+    log._replay_producer_state()
+    return log
+
+
+def _drop_empty_inactive(segments: list[LogSegment]) -> list[LogSegment]:
+    """An empty segment is only legal as the active one; drop empty ones before it."""
+    result = [s for s in segments[:-1] if s.size_bytes > 0]
+    for segment in segments[:-1]:
+        if segment.size_bytes == 0:
+            segment.delete()
+    if segments:
+        result.append(segments[-1])
+    return result
+
+
+def first_record_at_or_after(
+    batch: bytes, timestamp_ms: int, min_offset: int
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record in `batch` with timestamp >= `timestamp_ms` and
+    offset >= `min_offset`. ListOffsets only -- the one place the log decodes records."""
+    header = validate_batch(batch)
+    if header.timestamp_type == 1:  # LogAppendTime: every record carries maxTimestamp
+        if header.max_timestamp < timestamp_ms or header.last_offset < min_offset:
+            return None
+        return max(header.base_offset, min_offset), header.max_timestamp
+    body: bytes | memoryview = memoryview(batch)[HEADER_BYTES:]
+    if header.compression_type:
+        body = decompress(header.compression_type, body)
+    position = 0
+    for _ in range(header.record_count):
+        length, position = decode_varint(body, position, 5)
+        record_end = position + length
+        if length < 0 or record_end > len(body):
+            raise CorruptRecordError("record runs past the end of its batch")
+        timestamp_delta, cursor = decode_varint(body, position + 1)
+        offset_delta, _ = decode_varint(body, cursor, 5)
+        offset = header.base_offset + offset_delta
+        timestamp = header.base_timestamp + timestamp_delta
+        if timestamp >= timestamp_ms and offset >= min_offset:
+            return offset, timestamp
+        position = record_end
+    return None
