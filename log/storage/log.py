@@ -28,7 +28,7 @@ import dataclasses
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 from log.protocol.errors import (
     CorruptRecordError,
@@ -52,6 +52,8 @@ from log.records.batch_header import (
 from log.records.compression import decompress
 from log.records.varint import decode_varint
 from log.storage.config import LogConfig
+from log.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochFileCache
+from log.storage.producer_state import ProducerStateManager
 from log.storage.retention import SegmentSummary, deletable_segment_count, roll_reason
 from log.storage.segment import (
     DELETED_FILE_SUFFIX,
@@ -142,8 +144,8 @@ class UnifiedLog:
         log_start_offset: int,
         recovery_point: int,
         high_watermark: int,
-        leader_epoch_cache: Any,
-        producer_state_manager: Any,
+        leader_epoch_cache: LeaderEpochFileCache,
+        producer_state_manager: ProducerStateManager,
     ) -> None:
         assert segments, "a log always has an active segment"
         self.dir_path = dir_path
@@ -230,6 +232,10 @@ class UnifiedLog:
         batches = _scan_records(buf)
         if not batches:
             return self._empty_append_info()
+        if len(batches) != 1:
+            raise InvalidRecordError(
+                f"a produce request carries exactly one v2 batch per partition, got {len(batches)}"
+            )
         self._check_sizes(batches, len(buf))
         for _, header in batches:
             if header.record_count != header.last_offset_delta + 1:
@@ -274,9 +280,9 @@ class UnifiedLog:
                 continue
             duplicate = self.producer_state_manager.check_append(header, now_ms)
             if duplicate is not None:
-                first_offset = _attr(duplicate, "first_offset")
-                last_offset = _attr(duplicate, "last_offset")
-                timestamp = _attr(duplicate, "timestamp", -1)
+                first_offset = duplicate.first_offset
+                last_offset = duplicate.last_offset
+                timestamp = duplicate.timestamp_ms
                 return LogAppendInfo(
                     first_offset=first_offset,
                     last_offset=last_offset,
@@ -320,9 +326,8 @@ class UnifiedLog:
         return self._append(records, batches, now_ms, log_append_time_ms=-1)
 
     def _assign_epoch(self, leader_epoch: int, start_offset: int) -> None:
-        latest = self.leader_epoch_cache.latest_epoch
-        if latest is None or leader_epoch > latest:
-            self.leader_epoch_cache.assign(leader_epoch, start_offset)
+        # The cache ignores a repeat of its latest epoch (Kafka's maybeAssignEpochStartOffset).
+        self.leader_epoch_cache.assign(leader_epoch, start_offset)
 
     def _append(
         self,
@@ -411,7 +416,9 @@ class UnifiedLog:
         segment.next_offset = new_offset
         self._segments.append(segment)
         self._base_offsets.append(new_offset)
-        # Kafka snapshots producer state at every roll so recovery starts at a segment boundary.
+        # Kafka snapshots producer state at every roll, at the new segment's base offset, so
+        # recovery can start from a segment boundary.
+        self.producer_state_manager.update_map_end_offset(new_offset)
         self.producer_state_manager.take_snapshot()
         return segment
 
@@ -466,18 +473,10 @@ class UnifiedLog:
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """(epoch, end offset) as OffsetsForLeaderEpoch answers; (-1, -1) when unknown."""
-        result = self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
-        if result is None:
-            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        return result
+        return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
 
     def _epoch_for_offset(self, offset: int) -> int | None:
-        epoch = None
-        for entry in self.leader_epoch_cache.entries:
-            entry_epoch, start_offset = _epoch_entry(entry)
-            if start_offset <= offset:
-                epoch = entry_epoch
-        return epoch
+        return self.leader_epoch_cache.epoch_for_offset(offset)
 
     def fetch_offset_by_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
         """ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or the first offset whose
@@ -673,18 +672,6 @@ class UnifiedLog:
         )
 
 
-def _attr(obj: Any, name: str, default: int | None = None) -> int:
-    value = getattr(obj, name, default)
-    assert value is not None, f"{type(obj).__name__} has no {name}"
-    return int(value)
-
-
-def _epoch_entry(entry: Any) -> tuple[int, int]:
-    if isinstance(entry, tuple):
-        return int(entry[0]), int(entry[1])
-    return int(entry.epoch), int(entry.start_offset)
-
-
 # -- loading (Kafka's LogLoader) --------------------------------------------------------------
 
 
@@ -720,8 +707,8 @@ def load_log(
     dir_path: str,
     config: LogConfig,
     *,
-    leader_epoch_cache: Any,
-    producer_state_manager: Any,
+    leader_epoch_cache: LeaderEpochFileCache | None = None,
+    producer_state_manager: ProducerStateManager | None = None,
     log_start_offset: int = 0,
     recovery_point: int = 0,
     high_watermark: int = 0,
@@ -742,6 +729,10 @@ def load_log(
     """
     os.makedirs(dir_path, exist_ok=True)
     remove_temporary_files(dir_path)
+    if leader_epoch_cache is None:
+        leader_epoch_cache = LeaderEpochFileCache(Path(dir_path) / LEADER_EPOCH_CHECKPOINT_FILE)
+    if producer_state_manager is None:
+        producer_state_manager = ProducerStateManager(Path(dir_path))
     base_offsets = segment_base_offsets(dir_path)
     segments = [LogSegment(dir_path, base, config, now_ms) for base in base_offsets]
     needs_recovery = [not segment.load_lightly() for segment in segments]
@@ -753,9 +744,7 @@ def load_log(
 
     def on_batch(header: BatchHeader) -> None:
         if header.partition_leader_epoch >= 0:
-            latest = leader_epoch_cache.latest_epoch
-            if latest is None or header.partition_leader_epoch > latest:
-                leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
 
     kept: list[LogSegment] = []
     for index, segment in enumerate(segments):
@@ -785,7 +774,7 @@ def load_log(
         log.flush(now_ms=now_ms)  # the recovered prefix is now durable
     log.leader_epoch_cache.truncate_from_end(log.log_end_offset)
     log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
-    log.producer_state_manager.load(log.log_start_offset, log.log_end_offset)
+    log.producer_state_manager.load(log.log_start_offset, log.log_end_offset, now_ms)
     log._replay_producer_state()
     return log
 
