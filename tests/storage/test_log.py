@@ -1,0 +1,217 @@
+"""UnifiedLog append/read/truncate/roll invariants, producer state, epochs, timestamps."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from log.protocol.errors import (
+    CorruptRecordError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+)
+from log.records.batch_header import iter_batches, read_header
+from log.storage.config import LogConfig
+from log.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, UnexpectedAppendOffsetError
+
+from .conftest import make_batch
+
+
+def read_all(log, max_bytes=1 << 20, upper_bound=None):
+    """Every batch from log start to the end via repeated reads, as (header, bytes)."""
+    out = []
+    offset = log.log_start_offset
+    end = log.log_end_offset if upper_bound is None else upper_bound
+    while offset < end:
+        data = log.read(offset, max_bytes, upper_bound).records
+        assert data, f"no progress at {offset}"
+        for position, header in iter_batches(data):
+            out.append((header, bytes(data[position : position + header.size_bytes])))
+        offset = out[-1][0].next_offset
+    return out
+
+
+def linear_translate(segment, offset):
+    position = 0
+    data = segment.read_all()
+    for position, header in iter_batches(data):
+        if header.last_offset >= offset:
+            return position, header
+    return None
+
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 6), st.integers(1, 400)),
+        st.tuples(st.just("truncate"), st.integers(0, 100), st.just(0)),
+        st.tuples(st.just("roll"), st.just(0), st.just(0)),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=operations, read_size=st.integers(1, 5000))
+def test_append_read_truncate_roll_invariants(tmp_path_factory, ops, read_size):
+    from log.storage.log import load_log
+
+    config = LogConfig(segment_bytes=3000, index_interval_bytes=300, segment_index_bytes=64)
+    log = load_log(str(tmp_path_factory.mktemp("log") / "t-0"), config)
+    expected: list[bytes] = []
+    now_ms = 0
+    for kind, a, b in ops:
+        now_ms += 1
+        if kind == "append":
+            epoch = now_ms // 10
+            info = log.append_as_leader(
+                make_batch(a, value_bytes=b, timestamp_ms=now_ms, tag=now_ms), epoch, now_ms
+            )
+            assert info.first_offset == (read_header(expected[-1]).next_offset if expected else 0)
+            assert info.last_offset == info.first_offset + a - 1
+            expected.append(
+                make_batch(
+                    a,
+                    value_bytes=b,
+                    timestamp_ms=now_ms,
+                    tag=now_ms,
+                    base_offset=info.first_offset,
+                    partition_leader_epoch=epoch,
+                )
+            )
+        elif kind == "truncate":
+            target = min(a, log.log_end_offset)
+            log.truncate_to(target)
+            expected = [e for e in expected if read_header(e).last_offset < target]
+        else:
+            log.roll(now_ms)
+        next_offset = read_header(expected[-1]).next_offset if expected else 0
+        assert log.log_end_offset == next_offset
+    batches = read_all(log, read_size)
+    assert [data for _, data in batches] == expected
+    offsets = [h.base_offset for h, _ in batches]
+    assert offsets == sorted(offsets)
+    for previous, current in zip(batches, batches[1:], strict=False):
+        assert current[0].base_offset == previous[0].next_offset  # contiguous
+    for segment in log.segments:
+        for offset in range(segment.base_offset, segment.next_offset + 1):
+            assert segment.translate_offset(offset) == linear_translate(segment, offset)
+        assert segment.size_bytes <= config.segment_bytes
+    log.close()
+
+
+def test_read_bounds_and_min_one_batch(log_factory):
+    log = log_factory()
+    for i in range(5):
+        log.append_as_leader(make_batch(2, value_bytes=500, tag=i), 0, i)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(11, 100)
+    assert log.read(10, 100).records == b""
+    one = log.read(3, 1)  # smaller than a batch: still one whole batch
+    assert [h.base_offset for _, h in iter_batches(one.records)] == [2]
+    assert log.read(0, 100, upper_bound_offset=0).records == b""
+    bounded = log.read(0, 1 << 20, upper_bound_offset=6)
+    assert [h.base_offset for _, h in iter_batches(bounded.records)] == [0, 2, 4]
+    assert log.read(4, 1, min_one_batch=False).records == b""
+
+
+def test_leader_validation_errors(log_factory):
+    log = log_factory(LogConfig(max_message_bytes=300))
+    with pytest.raises(MessageTooLargeError):
+        log.append_as_leader(make_batch(1, value_bytes=400), 0, 0)
+    good = bytearray(make_batch(1))
+    good[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(bytes(good), 0, 0)
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(make_batch(1) + b"\x00\x01", 0, 0)
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(make_batch(1) + make_batch(1), 0, 0)
+    assert log.log_end_offset == 0
+    assert log.append_as_leader(b"", 0, 0).first_offset == -1
+
+
+def test_log_append_time_rewrites_max_timestamp(log_factory):
+    log = log_factory(LogConfig(message_timestamp_type="LogAppendTime"))
+    info = log.append_as_leader(make_batch(3, timestamp_ms=5), 0, 777)
+    assert info.log_append_time_ms == 777 and info.max_timestamp == 777
+    header = next(iter_batches(log.read(0, 1 << 20).records))[1]  # CRC re-validated here
+    assert header.max_timestamp == 777 and header.timestamp_type == 1
+
+
+def test_idempotent_duplicate_returns_original_offsets(log_factory):
+    log = log_factory()
+    log.append_as_leader(make_batch(2), 0, 0)
+    first = make_batch(3, producer_id=42, producer_epoch=1, base_sequence=0)
+    info = log.append_as_leader(first, 0, 1)
+    log.append_as_leader(make_batch(1, producer_id=42, producer_epoch=1, base_sequence=3), 0, 2)
+    end = log.log_end_offset
+    retry = log.append_as_leader(first, 0, 3)
+    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (2, 4)
+    assert (info.first_offset, info.last_offset) == (2, 4)
+    assert log.log_end_offset == end
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_as_leader(make_batch(1, producer_id=42, producer_epoch=1, base_sequence=9), 0, 4)
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(make_batch(1, producer_id=42, producer_epoch=0, base_sequence=4), 0, 4)
+    assert log.log_end_offset == end
+    # After a restart the snapshot + replay still knows the last batch.
+    log.close()
+    again = log_factory()
+    retry = again.append_as_leader(
+        make_batch(1, producer_id=42, producer_epoch=1, base_sequence=3), 0, 5
+    )
+    assert retry.duplicate and retry.first_offset == 5
+
+
+def test_end_offset_for_epoch_and_follower_append(log_factory):
+    leader = log_factory(name="leader-0")
+    for epoch, count in ((0, 3), (0, 2), (2, 4), (5, 1)):
+        leader.append_as_leader(make_batch(count), epoch, 0)
+    assert leader.end_offset_for_epoch(0) == (0, 5)
+    assert leader.end_offset_for_epoch(1) == (0, 5)
+    assert leader.end_offset_for_epoch(2) == (2, 9)
+    assert leader.end_offset_for_epoch(5) == (5, 10)
+    assert leader.end_offset_for_epoch(6) == (-1, -1)
+    follower = log_factory(name="follower-0")
+    data = leader.read(0, 1 << 20).records
+    follower.append_as_follower(data)
+    assert follower.log_end_offset == 10
+    assert follower.end_offset_for_epoch(2) == (2, 9)
+    assert follower.read(0, 1 << 20).records == data
+    with pytest.raises(UnexpectedAppendOffsetError):
+        follower.append_as_follower(data)
+    # Divergence: truncate to the end of epoch 2 and append a different epoch-3 history.
+    follower.truncate_to(9)
+    assert follower.end_offset_for_epoch(5) == (-1, -1)
+    follower.append_as_follower(make_batch(2, base_offset=9, partition_leader_epoch=3))
+    assert follower.end_offset_for_epoch(3) == (3, 11)
+
+
+def test_fetch_offset_by_timestamp(log_factory):
+    log = log_factory(LogConfig(segment_bytes=600, index_interval_bytes=50))
+    rng = random.Random(3)
+    timestamps = []
+    for i in range(30):
+        base = 1000 + 10 * i
+        log.append_as_leader(make_batch(3, timestamp_ms=base), 0, 0)
+        timestamps.extend([base, base + 1, base + 2])
+    assert len(log.segments) > 3
+    for _ in range(40):
+        target = rng.randint(990, 1300)
+        result = log.fetch_offset_by_timestamp(target)
+        expected = next((i for i, t in enumerate(timestamps) if t >= target), None)
+        if expected is None:
+            assert result is None
+        else:
+            assert result.offset == expected and result.timestamp_ms == timestamps[expected]
+    assert log.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP).offset == 0
+    assert log.fetch_offset_by_timestamp(LATEST_TIMESTAMP).offset == 90
