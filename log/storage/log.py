@@ -24,9 +24,8 @@ files owned by the leader-epoch cache and producer-state manager.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,10 +39,11 @@ from log.protocol.errors import (
     RecordListTooLargeError,
 )
 from log.records.batch_header import (
+    CRC_OFFSET,
     HEADER_BYTES,
     NO_PARTITION_LEADER_EPOCH,
-    TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    read_header,
     set_base_offset,
     set_max_timestamp_log_append,
     set_partition_leader_epoch,
@@ -53,14 +53,17 @@ from log.records.compression import decompress
 from log.records.varint import decode_varint
 from log.storage.config import LogConfig
 from log.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochFileCache
-from log.storage.producer_state import ProducerStateManager
+from log.storage.producer_state import BatchMetadata, ProducerStateManager
 from log.storage.retention import SegmentSummary, deletable_segment_count, roll_reason
 from log.storage.segment import (
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
+    BatchSpan,
+    Buffer,
     LogSegment,
+    batch_span,
 )
 
 # Kafka's ListOffsets special timestamps.
@@ -93,7 +96,7 @@ class LogOffsetMetadata:
     relative_position_in_segment: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built on every append, frozen init costs ~2x
 class LogAppendInfo:
     first_offset: int  # -1 when nothing was appended (empty input)
     last_offset: int
@@ -111,6 +114,9 @@ class LogAppendInfo:
 class FetchDataInfo:
     fetch_offset_metadata: LogOffsetMetadata
     records: bytes
+    # Where a sequential reader continues: after the last returned batch (the fetch offset
+    # itself when nothing was returned). Saves callers a walk over the returned headers.
+    next_fetch_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,13 +217,12 @@ class UnifiedLog:
 
     # -- appends ------------------------------------------------------------------------------
 
-    def _check_sizes(self, batches: list[tuple[int, BatchHeader]], total_bytes: int) -> None:
-        for _, header in batches:
-            if header.size_bytes > self.config.max_message_bytes:
-                raise MessageTooLargeError(
-                    f"batch of {header.size_bytes} bytes exceeds max.message.bytes "
-                    f"{self.config.max_message_bytes}"
-                )
+    def _check_sizes(self, largest_batch_bytes: int, total_bytes: int) -> None:
+        if largest_batch_bytes > self.config.max_message_bytes:
+            raise MessageTooLargeError(
+                f"batch of {largest_batch_bytes} bytes exceeds max.message.bytes "
+                f"{self.config.max_message_bytes}"
+            )
         if total_bytes > self.config.segment_bytes:
             raise RecordListTooLargeError(
                 f"{total_bytes} bytes exceed segment.bytes {self.config.segment_bytes}"
@@ -226,75 +231,80 @@ class UnifiedLog:
     def append_as_leader(
         self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
     ) -> LogAppendInfo:
-        """Validate, deduplicate, assign offsets and `leader_epoch`, and append `records`."""
-        assert not self.is_closed
-        buf = bytearray(records)
-        batches = _scan_records(buf)
-        if not batches:
-            return self._empty_append_info()
-        if len(batches) != 1:
-            raise InvalidRecordError(
-                f"a produce request carries exactly one v2 batch per partition, got {len(batches)}"
-            )
-        self._check_sizes(batches, len(buf))
-        for _, header in batches:
-            if header.record_count != header.last_offset_delta + 1:
-                raise InvalidRecordError(
-                    f"record count {header.record_count} disagrees with last offset delta "
-                    f"{header.last_offset_delta}"
-                )
-            if header.has_producer_id and header.base_sequence < 0:
-                raise InvalidRecordError("batch with a producer id but no base sequence")
-        log_append_time = self.config.is_log_append_time
-        next_offset = self.log_end_offset
-        patched: list[tuple[int, BatchHeader]] = []
-        for position, header in batches:
-            set_base_offset(buf, position, next_offset)
-            set_partition_leader_epoch(buf, position, leader_epoch)
-            changes: dict[str, int] = {
-                "base_offset": next_offset,
-                "partition_leader_epoch": leader_epoch,
-            }
-            if log_append_time:
-                set_max_timestamp_log_append(buf, position, header, now_ms)
-                changes["max_timestamp"] = now_ms
-                changes["attributes"] = header.attributes | TIMESTAMP_TYPE_MASK
-            header = dataclasses.replace(header, **changes)
-            patched.append((position, header))
-            next_offset = header.next_offset
-        duplicate = self._check_producer_state(patched, now_ms)
-        if duplicate is not None:
-            return duplicate
-        if leader_epoch >= 0:
-            self._assign_epoch(leader_epoch, patched[0][1].base_offset)
-        return self._append(
-            buf, patched, now_ms, log_append_time_ms=now_ms if log_append_time else -1
-        )
+        """Validate, deduplicate, assign offsets and `leader_epoch`, and append `records`.
 
-    def _check_producer_state(
-        self, batches: list[tuple[int, BatchHeader]], now_ms: int
-    ) -> LogAppendInfo | None:
-        """Raise on a sequence gap or fenced producer; the original append for a duplicate."""
-        for _, header in batches:
-            if not header.has_producer_id:
-                continue
+        A v2 produce request carries exactly one batch per partition (Kafka's LogValidator).
+        """
+        assert not self.is_closed
+        if not records:
+            return self._empty_append_info()
+        header = validate_batch(records)  # bounds, magic, CRC-32C
+        if header.size_bytes != len(records):
+            _scan_records(records)  # CorruptRecordError for trailing garbage, else:
+            raise InvalidRecordError("a produce request carries exactly one batch per partition")
+        self._check_sizes(header.size_bytes, header.size_bytes)
+        if header.record_count != header.last_offset_delta + 1:
+            raise InvalidRecordError(
+                f"record count {header.record_count} disagrees with last offset delta "
+                f"{header.last_offset_delta}"
+            )
+        if header.has_producer_id and header.base_sequence < 0 and not header.is_control:
+            raise InvalidRecordError("batch with a producer id but no base sequence")
+        base_offset = self.log_end_offset
+        log_append_time_ms = -1
+        parts: tuple[Buffer, ...]
+        if self.config.is_log_append_time:  # maxTimestamp is under the CRC: copy and re-CRC
+            buf = bytearray(records)
+            set_base_offset(buf, 0, base_offset)
+            set_partition_leader_epoch(buf, 0, leader_epoch)
+            set_max_timestamp_log_append(buf, 0, header, now_ms)
+            log_append_time_ms = now_ms
+            header = read_header(buf)
+            parts = (buf,)
+        else:  # only the 17 bytes before the CRC change: patch a copy of them, not the batch
+            prefix = bytearray(memoryview(records)[:CRC_OFFSET])
+            set_base_offset(prefix, 0, base_offset)
+            set_partition_leader_epoch(prefix, 0, leader_epoch)
+            parts = (prefix, memoryview(records)[CRC_OFFSET:])
+            if header.producer_id >= 0:
+                header = read_header(prefix + memoryview(records)[CRC_OFFSET:HEADER_BYTES])
+        headers: tuple[BatchHeader, ...] = ()
+        if header.producer_id >= 0:
             duplicate = self.producer_state_manager.check_append(header, now_ms)
             if duplicate is not None:
-                first_offset = duplicate.first_offset
-                last_offset = duplicate.last_offset
-                timestamp = duplicate.timestamp_ms
-                return LogAppendInfo(
-                    first_offset=first_offset,
-                    last_offset=last_offset,
-                    max_timestamp=timestamp,
-                    offset_of_max_timestamp=last_offset,
-                    log_append_time_ms=timestamp if self.config.is_log_append_time else -1,
-                    log_start_offset=self._log_start_offset,
-                    shallow_count=0,
-                    valid_bytes=0,
-                    duplicate=True,
-                )
-        return None
+                return self._duplicate_append_info(duplicate)
+            headers = (header,)
+        if leader_epoch >= 0 and leader_epoch != self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, base_offset)
+        last_offset = base_offset + header.last_offset_delta
+        span = (0, base_offset, last_offset, header.max_timestamp, header.size_bytes)
+        self._append(parts, (span,), headers, now_ms)
+        return LogAppendInfo(
+            base_offset,
+            last_offset,
+            header.max_timestamp,
+            last_offset,
+            log_append_time_ms,
+            self._log_start_offset,
+            1,
+            header.size_bytes,
+            leader_epoch,
+        )
+
+    def _duplicate_append_info(self, duplicate: BatchMetadata) -> LogAppendInfo:
+        """An idempotent retry: answer with the original append's offsets."""
+        timestamp = duplicate.timestamp_ms
+        return LogAppendInfo(
+            first_offset=duplicate.first_offset,
+            last_offset=duplicate.last_offset,
+            max_timestamp=timestamp,
+            offset_of_max_timestamp=duplicate.last_offset,
+            log_append_time_ms=timestamp if self.config.is_log_append_time else -1,
+            log_start_offset=self._log_start_offset,
+            shallow_count=0,
+            valid_bytes=0,
+            duplicate=True,
+        )
 
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, now_ms: int = 0
@@ -304,7 +314,7 @@ class UnifiedLog:
         batches = _scan_records(records)
         if not batches:
             return self._empty_append_info()
-        self._check_sizes(batches, len(records))
+        self._check_sizes(max(h.size_bytes for _, h in batches), len(records))
         first = batches[0][1]
         if first.base_offset < self.log_end_offset:
             raise UnexpectedAppendOffsetError(
@@ -322,48 +332,49 @@ class UnifiedLog:
             previous_last = header.last_offset
         for _, header in batches:
             if header.partition_leader_epoch >= 0:
-                self._assign_epoch(header.partition_leader_epoch, header.base_offset)
-        return self._append(records, batches, now_ms, log_append_time_ms=-1)
-
-    def _assign_epoch(self, leader_epoch: int, start_offset: int) -> None:
-        # The cache ignores a repeat of its latest epoch (Kafka's maybeAssignEpochStartOffset).
-        self.leader_epoch_cache.assign(leader_epoch, start_offset)
-
-    def _append(
-        self,
-        records: bytes | bytearray | memoryview,
-        batches: list[tuple[int, BatchHeader]],
-        now_ms: int,
-        *,
-        log_append_time_ms: int,
-    ) -> LogAppendInfo:
-        first = batches[0][1]
-        last = batches[-1][1]
-        max_timestamp = NO_TIMESTAMP
-        offset_of_max_timestamp = first.base_offset
+                # The cache ignores a repeat of its latest epoch (maybeAssignEpochStartOffset).
+                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        spans = [batch_span(position, header) for position, header in batches]
+        self._append((records,), spans, [h for _, h in batches], now_ms)
+        max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, first.base_offset
         for _, header in batches:
             if header.max_timestamp > max_timestamp:
-                max_timestamp = header.max_timestamp
-                offset_of_max_timestamp = header.last_offset
-        segment = self._maybe_roll(
-            len(records), max_timestamp, first.base_offset, last.last_offset, now_ms
-        )
-        segment.append(records, batches)
-        for _, header in batches:
-            self.producer_state_manager.on_batch_appended(header)
-        if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
-            self.flush(now_ms=now_ms)
+                max_timestamp, offset_of_max_timestamp = header.max_timestamp, header.last_offset
+        last = batches[-1][1]
         return LogAppendInfo(
             first_offset=first.base_offset,
             last_offset=last.last_offset,
             max_timestamp=max_timestamp,
             offset_of_max_timestamp=offset_of_max_timestamp,
-            log_append_time_ms=log_append_time_ms,
+            log_append_time_ms=-1,
             log_start_offset=self._log_start_offset,
             shallow_count=len(batches),
             valid_bytes=len(records),
             last_leader_epoch=last.partition_leader_epoch,
         )
+
+    def _append(
+        self,
+        parts: Sequence[Buffer],
+        spans: Sequence[BatchSpan],
+        headers: Sequence[BatchHeader],
+        now_ms: int,
+    ) -> None:
+        """Roll if needed, write, and record the batches in the producer state. `headers` need
+        only hold the batches with a producer id (final offsets)."""
+        max_timestamp = max(span[3] for span in spans) if len(spans) > 1 else spans[0][3]
+        size_bytes = spans[-1][0] + spans[-1][4]
+        segment = self._maybe_roll(size_bytes, max_timestamp, spans[0][1], spans[-1][2], now_ms)
+        segment.append(parts, spans)
+        producer_state_manager = self.producer_state_manager
+        for header in headers:
+            if header.producer_id >= 0:
+                producer_state_manager.on_batch_appended(header)
+        # Batches without a producer id only move the state's map end offset.
+        if producer_state_manager.map_end_offset < spans[-1][2] + 1:
+            producer_state_manager.update_map_end_offset(spans[-1][2] + 1)
+        if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
+            self.flush(now_ms=now_ms)
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(
@@ -442,7 +453,7 @@ class UnifiedLog:
                 f"offset {start_offset} outside [{self._log_start_offset}, {log_end_offset}]"
             )
         bound = log_end_offset if upper_bound_offset is None else upper_bound_offset
-        empty = FetchDataInfo(LogOffsetMetadata(start_offset), b"")
+        empty = FetchDataInfo(LogOffsetMetadata(start_offset), b"", start_offset)
         if start_offset >= bound or max_bytes < 0:
             return empty
         index = self._segment_index_for(start_offset)
@@ -457,7 +468,7 @@ class UnifiedLog:
             result = segment.read(start_offset, max_bytes, max_position, min_one_batch)
             if result is not None:
                 metadata = LogOffsetMetadata(start_offset, segment.base_offset, result.position)
-                return FetchDataInfo(metadata, result.records)
+                return FetchDataInfo(metadata, result.records, result.next_offset)
             index += 1
         return empty
 

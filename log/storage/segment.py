@@ -23,14 +23,14 @@ Nothing here is fsynced unless `flush` is called (Kafka's default).
 from __future__ import annotations
 
 import os
-import struct
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Union
 
 from log.protocol.errors import CorruptRecordError, KafkaStorageError
 from log.records.batch_header import (
     HEADER_BYTES,
-    LOG_OVERHEAD,
     BatchHeader,
     read_header,
     validate_batch,
@@ -44,7 +44,6 @@ INDEX_FILE_SUFFIX = ".index"
 TIME_INDEX_FILE_SUFFIX = ".timeindex"
 DELETED_FILE_SUFFIX = ".deleted"
 NO_TIMESTAMP = -1
-_BATCH_LENGTH = struct.Struct(">i")
 # Kafka keeps relative offsets within a signed int; the u32 index field could hold more, but a
 # segment never spans more than Int.MaxValue offsets so every relative offset fits either way.
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
@@ -59,23 +58,26 @@ def log_file_path(dir_path: str, base_offset: int) -> str:
     return os.path.join(dir_path, filename_prefix(base_offset) + LOG_FILE_SUFFIX)
 
 
-def whole_batches_length(buf: bytes | memoryview, max_bytes: int) -> int:
-    """Length of the longest prefix of `buf` made of whole batches and at most `max_bytes`."""
-    position = 0
-    end = min(len(buf), max_bytes)
-    while position + LOG_OVERHEAD <= end:
-        size = _BATCH_LENGTH.unpack_from(buf, position + 8)[0] + LOG_OVERHEAD
-        if size <= LOG_OVERHEAD or position + size > end:
-            break
-        position += size
-    return position
+Buffer = Union[bytes, bytearray, memoryview]  # noqa: UP007 - runtime alias
+# (position within the appended bytes, base offset, last offset, max timestamp, size in bytes)
+BatchSpan = tuple[int, int, int, int, int]
+
+
+def batch_span(position: int, header: BatchHeader) -> BatchSpan:
+    return (
+        position,
+        header.base_offset,
+        header.last_offset,
+        header.max_timestamp,
+        header.size_bytes,
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class SegmentReadResult:
     position: int  # where the returned bytes start in the .log file
     records: bytes
-    first_header: BatchHeader
+    next_offset: int  # where the next fetch continues: after the last returned batch
 
 
 class LogSegment:
@@ -168,40 +170,48 @@ class LogSegment:
 
     # -- append -------------------------------------------------------------------------------
 
-    def append(
-        self, records: bytes | bytearray | memoryview, batches: Sequence[tuple[int, BatchHeader]]
-    ) -> None:
-        """Write `records` (already validated) at the end; index it batch by batch.
+    def append(self, parts: Sequence[Buffer], batches: Sequence[BatchSpan]) -> None:
+        """Write the concatenation of `parts` (validated batches) at the end with one
+        `pwritev`; index it batch by batch. Parts let the leader write a patched 17-byte
+        header prefix and the caller's untouched remainder without copying the batch.
 
-        `batches` lists (position within `records`, header) for every batch, in order.
+        `batches` lists a BatchSpan (position within `records`, base offset, last offset, max
+        timestamp, size) for every batch, in order -- plain tuples, so the leader's hot path
+        builds no header objects for them.
         """
         assert self.is_open
-        assert batches and batches[0][1].base_offset >= self.next_offset
-        assert self.can_hold(batches[-1][1].last_offset)
+        assert batches and batches[0][1] >= self.next_offset
+        assert self.can_hold(batches[-1][2])
         start = self.size_bytes
-        view = memoryview(records)
-        written = 0
-        while written < len(view):
-            written += os.pwrite(self._fd, view[written:], start + written)
+        total = sum(len(part) for part in parts)
+        written = os.pwritev(self._fd, parts, start)
+        if written < total:  # a short write (rare): finish it byte-exactly
+            rest = memoryview(b"".join(parts))[written:]
+            while rest:
+                count = os.pwrite(self._fd, rest, start + written)
+                written += count
+                rest = rest[count:]
         self.size_bytes = start + written
         if self.first_batch_timestamp is None:
-            self.first_batch_timestamp = batches[0][1].max_timestamp
-        for position, header in batches:
-            self._index_batch(start + position, header)
-        self.next_offset = batches[-1][1].next_offset
+            self.first_batch_timestamp = batches[0][3]
+        for position, _, last_offset, max_timestamp, size_bytes in batches:
+            self._index_batch(start + position, last_offset, max_timestamp, size_bytes)
+        self.next_offset = batches[-1][2] + 1
 
-    def _index_batch(self, position: int, header: BatchHeader) -> None:
-        if header.max_timestamp > self.max_timestamp_so_far:
-            self.max_timestamp_so_far = header.max_timestamp
-            self.offset_of_max_timestamp_so_far = header.last_offset
+    def _index_batch(
+        self, position: int, last_offset: int, max_timestamp: int, size_bytes: int
+    ) -> None:
+        if max_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = max_timestamp
+            self.offset_of_max_timestamp_so_far = last_offset
         if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
             if not self.offset_index.is_full:
-                self.offset_index.append(header.last_offset, position)
+                self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(
                 self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
             )
             self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += header.size_bytes
+        self.bytes_since_last_index_entry += size_bytes
 
     def can_hold(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= MAX_RELATIVE_OFFSET
@@ -263,7 +273,11 @@ class LogSegment:
         """Whole batches from the first one holding `start_offset`, within `max_bytes` and below
         `max_position`; the first batch is returned even when larger than `max_bytes` if
         `min_one_batch` (Kafka's rule, so a consumer always progresses). None when no batch at
-        or after `start_offset` lies below `max_position`."""
+        or after `start_offset` lies below `max_position`.
+
+        The end is found without reading the data: the offset index gives the last batch start
+        within reach, and only the headers after it are read; then one exact `pread`.
+        """
         limit = self.size_bytes if max_position is None else min(max_position, self.size_bytes)
         found = self.translate_offset(start_offset)
         if found is None:
@@ -271,15 +285,35 @@ class LogSegment:
         position, header = found
         if position + header.size_bytes > limit:
             return None
-        want = min(limit - position, max_bytes)
-        if min_one_batch:
-            want = max(want, header.size_bytes)
-        if want < header.size_bytes:
-            return SegmentReadResult(position, b"", header)
-        data = os.pread(self._fd, want, position)
-        length = whole_batches_length(data, want)
-        assert length >= header.size_bytes
-        return SegmentReadResult(position, data[:length] if length < len(data) else data, header)
+        end_cap = min(position + max_bytes, limit)
+        if position + header.size_bytes > end_cap:
+            if not min_one_batch:
+                return SegmentReadResult(position, b"", header.base_offset)
+            end_cap = position + header.size_bytes
+        positions = self.offset_index.positions
+        walk = position
+        slot = bisect_right(positions, end_cap) - 1
+        if slot >= 0 and positions[slot] > position:
+            walk = positions[slot]  # a batch start: everything before it fits
+        end = walk
+        next_offset = header.base_offset if walk == position else None
+        while walk < end_cap:
+            batch = header if walk == position else self._header_at(walk)
+            if batch is None:
+                break
+            if walk + batch.size_bytes > end_cap:
+                next_offset = batch.base_offset
+                break
+            walk += batch.size_bytes
+            end = walk
+            next_offset = batch.next_offset
+        if next_offset is None:  # the index entry sat exactly at end_cap
+            following = self._header_at(end)
+            next_offset = following.base_offset if following is not None else self.next_offset
+        assert end > position
+        return SegmentReadResult(
+            position, os.pread(self._fd, end - position, position), next_offset
+        )
 
     def read_all(self, position: int = 0) -> bytes:
         """The file's bytes from `position` (tests and tools; reads whole segments)."""
@@ -358,7 +392,7 @@ class LogSegment:
                 break
             if self.first_batch_timestamp is None:
                 self.first_batch_timestamp = header.max_timestamp
-            self._index_batch(position, header)
+            self._index_batch(position, header.last_offset, header.max_timestamp, header.size_bytes)
             self.next_offset = header.next_offset
             if on_batch is not None:
                 on_batch(header)

@@ -29,11 +29,13 @@ def read_all(log, max_bytes=1 << 20, upper_bound=None):
     offset = log.log_start_offset
     end = log.log_end_offset if upper_bound is None else upper_bound
     while offset < end:
-        data = log.read(offset, max_bytes, upper_bound).records
+        fetched = log.read(offset, max_bytes, upper_bound)
+        data = fetched.records
         assert data, f"no progress at {offset}"
         for position, header in iter_batches(data):
             out.append((header, bytes(data[position : position + header.size_bytes])))
         offset = out[-1][0].next_offset
+        assert fetched.next_fetch_offset == offset
     return out
 
 
