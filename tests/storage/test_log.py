@@ -217,3 +217,76 @@ def test_fetch_offset_by_timestamp(log_factory):
             assert result.offset == expected and result.timestamp_ms == timestamps[expected]
     assert log.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP).offset == 0
     assert log.fetch_offset_by_timestamp(LATEST_TIMESTAMP).offset == 90
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    sizes=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 300)), min_size=1, max_size=25),
+    high_watermark=st.integers(0, 100),
+    read_size=st.integers(1, 3000),
+)
+def test_reads_below_high_watermark_return_whole_batches_below_it(
+    tmp_path_factory, sizes, high_watermark, read_size
+):
+    from log.storage.log import load_log
+
+    config = LogConfig(segment_bytes=2000, index_interval_bytes=100)
+    log = load_log(str(tmp_path_factory.mktemp("hw") / "t-0"), config)
+    for i, (count, value_bytes) in enumerate(sizes):
+        log.append_as_leader(make_batch(count, value_bytes=value_bytes, tag=i), 0, i)
+    log.update_high_watermark(high_watermark)
+    assert log.high_watermark == min(high_watermark, log.log_end_offset)
+    batch_ends = []
+    offset = 0
+    while offset < log.high_watermark:
+        fetched = log.read(offset, read_size, upper_bound_offset=log.high_watermark)
+        if not fetched.records:  # the high watermark sits inside the next batch
+            break
+        for _, header in iter_batches(fetched.records):
+            assert header.last_offset < log.high_watermark
+            batch_ends.append(header.next_offset)
+        offset = fetched.next_fetch_offset
+    everything = [h.next_offset for h, _ in read_all(log)]
+    assert batch_ends == [end for end in everything if end <= log.high_watermark]
+    log.close()
+
+
+def test_flush_messages_and_segment_ms_roll(log_factory):
+    log = log_factory(LogConfig(flush_messages=3, segment_ms=1_000))
+    log.append_as_leader(make_batch(2, timestamp_ms=0), 0, 0)
+    assert log.recovery_point == 0
+    log.append_as_leader(make_batch(1, timestamp_ms=500), 0, 0)
+    assert log.recovery_point == 3  # flushed: 3 unflushed messages
+    log.append_as_leader(make_batch(1, timestamp_ms=1_000), 0, 0)
+    assert len(log.segments) == 1
+    log.append_as_leader(make_batch(1, timestamp_ms=1_002), 0, 0)  # > 1000 ms past max ts 1
+    assert [s.base_offset for s in log.segments] == [0, 4]
+    log.flush(up_to_offset=4)
+    assert log.recovery_point == 4
+    log.flush()
+    assert log.recovery_point == log.log_end_offset == 5
+
+
+def test_follower_keeps_offsets_with_gaps_and_snapshots_at_roll(log_factory):
+    follower = log_factory(LogConfig(segment_bytes=500))
+    offsets = [0, 5, 9, 30, 32, 60]
+    for base in offsets:
+        follower.append_as_follower(
+            make_batch(2, value_bytes=150, base_offset=base, partition_leader_epoch=1)
+        )
+    assert follower.log_end_offset == 62
+    headers = [h for _, h in iter_batches(follower.read(0, 1 << 20).records)]
+    assert [h.base_offset for h in headers][:1] == [0]
+    seen = [h.base_offset for h, _ in read_all(follower)]
+    assert seen == offsets
+    for offset in (1, 2, 6, 29):  # offsets in gaps read from the next batch
+        first = next(iter_batches(follower.read(offset, 10).records))[1]
+        assert first.last_offset >= offset
+    assert len(follower.segments) > 1
+    snapshots = follower.producer_state_manager.snapshot_offsets()
+    assert snapshots == [s.base_offset for s in follower.segments[1:]]
+    with pytest.raises(CorruptRecordError):
+        follower.append_as_follower(make_batch(2, base_offset=70) + make_batch(2, base_offset=71))
+    assert follower.log_end_offset == 62

@@ -13,6 +13,8 @@ import random
 import shutil
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from log.records.batch_header import iter_batches
 from log.storage.clean_shutdown import CLEAN_SHUTDOWN_FILE
@@ -208,3 +210,32 @@ def test_checkpoints_and_leftover_files(tmp_path):
     assert again.high_watermark == 7 and again.log_end_offset == recovered.log_end_offset
     assert manager3.delete_log(TOPIC, PARTITION)
     assert not os.path.exists(directory)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(cut=st.floats(0, 1), seed=st.integers(0, 1000))
+def test_crash_at_any_byte_of_the_tail_keeps_exactly_the_whole_batches(tmp_path_factory, cut, seed):
+    base = tmp_path_factory.mktemp("cut")
+    manager, log, batches = write_batches(base, batch_count=25, seed=seed)
+    crashed = crash_copy(base, manager)
+    files = segment_files(crashed)
+    total = sum(os.path.getsize(f) for f in files)
+    keep_bytes = int(total * cut)
+    survivors_bytes = 0
+    for path in files:  # cut the concatenated log at keep_bytes
+        size = os.path.getsize(path)
+        if survivors_bytes + size <= keep_bytes:
+            survivors_bytes += size
+            continue
+        os.truncate(path, max(0, keep_bytes - survivors_bytes))
+        survivors_bytes = keep_bytes
+    position = 0
+    expected = []
+    for batch in batches:
+        position += len(batch)
+        if position <= keep_bytes:
+            expected.append(batch)
+    _, recovered = reopen(crashed)
+    assert read_batches(recovered) == expected
