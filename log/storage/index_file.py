@@ -21,6 +21,7 @@ class IndexFile:
         self.path = path
         self.entry_bytes = entry_bytes
         self._fh: BinaryIO | None = None
+        self._dirty = False  # written since the last fsync
 
     def read_all(self) -> bytes | None:
         """The file's bytes, or None when it does not exist."""
@@ -38,6 +39,7 @@ class IndexFile:
     def append(self, entry: bytes) -> None:
         assert len(entry) == self.entry_bytes
         self._handle().write(entry)
+        self._dirty = True
 
     def reset(self, data: bytes = b"") -> None:
         """Replace the whole file (used when the index is rebuilt from the log)."""
@@ -45,16 +47,22 @@ class IndexFile:
         self.close()
         with open(self.path, "wb") as fh:
             fh.write(data)
+        self._dirty = True
 
     def truncate_entries(self, entry_count: int) -> None:
         fh = self._handle()
         fh.flush()
         os.truncate(self.path, entry_count * self.entry_bytes)
+        self._dirty = True
 
     def flush(self) -> None:
-        if self._fh is not None:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+        """fsync, only if anything changed since the last one."""
+        if not self._dirty:
+            return
+        fh = self._handle()
+        fh.flush()
+        os.fsync(fh.fileno())
+        self._dirty = False
 
     def close(self) -> None:
         if self._fh is not None:

@@ -167,6 +167,12 @@ class UnifiedLog:
         self.last_flush_ms = 0
         self.is_closed = False
 
+    def update_config(self, config: LogConfig) -> None:
+        """Take a new topic config; existing index files keep their sizes until they roll."""
+        self.config = config
+        for segment in self._segments:
+            segment.config = config
+
     # -- offsets ------------------------------------------------------------------------------
 
     @property
@@ -771,6 +777,13 @@ def load_log(
     kept = _drop_empty_inactive(kept)
     if not kept:
         kept = [LogSegment.create(dir_path, max(log_start_offset, 0), config, now_ms)]
+    if kept[-1].next_offset < log_start_offset:
+        # Kafka: the files end before the checkpointed log start (segments deleted behind our
+        # back, or a cut tail) -- nothing usable remains, restart empty at the log start.
+        for segment in kept:
+            segment.delete()
+        kept = [LogSegment.create(dir_path, log_start_offset, config, now_ms)]
+        leader_epoch_cache.clear()
     log = UnifiedLog(
         dir_path,
         config,

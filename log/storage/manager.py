@@ -147,6 +147,13 @@ class LogManager:
     def config_for(self, topic: str) -> LogConfig:
         return self.topic_configs.get(topic, self.default_config)
 
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """AlterConfigs: new logs and every existing partition of `topic` use `config`."""
+        self.topic_configs[topic] = config
+        for (log_topic, _), log in self._logs.items():
+            if log_topic == topic:
+                log.update_config(config)
+
     # -- logs ---------------------------------------------------------------------------------
 
     @property

@@ -444,6 +444,8 @@ class LogSegment:
         if not self.is_open:
             return
         self.on_become_inactive()
+        self.offset_index.flush()  # cheap when unchanged; keeps the final time entry durable
+        self.time_index.flush()
         self.offset_index.close()
         self.time_index.close()
         os.close(self._fd)
