@@ -239,3 +239,20 @@ def test_crash_at_any_byte_of_the_tail_keeps_exactly_the_whole_batches(tmp_path_
             expected.append(batch)
     _, recovered = reopen(crashed)
     assert read_batches(recovered) == expected
+
+
+def test_clean_marker_but_log_shorter_than_its_indexes(tmp_path):
+    """An OS crash after a clean shutdown can leave indexes naming batches the .log lost."""
+    manager, _, batches = write_batches(tmp_path, batch_count=40)
+    manager.shutdown(now_ms=1)
+    log_dir = str(manager.log_dir)
+    last_log = segment_files(log_dir)[-1]
+    data = open(last_log, "rb").read()
+    headers = list(iter_batches(data))
+    cut_position, cut_header = headers[-1]
+    os.truncate(last_log, cut_position)
+    _, log = reopen(log_dir)
+    survivors = [
+        b for b in batches if next(iter_batches(b))[1].base_offset < cut_header.base_offset
+    ]
+    assert_recovered(log, survivors)
