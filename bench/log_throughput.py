@@ -21,7 +21,7 @@ import time
 
 from log.records.builder import Record, build_batch
 from log.storage.config import LogConfig
-from log.storage.log import load_log
+from log.storage.log_loader import load_log
 
 READ_MAX_BYTES = 1 << 20
 

@@ -15,7 +15,10 @@ Theory of operation (Kafka's `UnifiedLog` + `LocalLog`, minus tiered storage):
 * Retention deletes whole segments below the high watermark (retention.py) and advances
   `log_start_offset`; truncation (follower divergence) cuts at batch boundaries and truncates the
   leader-epoch cache and producer state with it.
-* `UnifiedLog.load` is the recovery path (Kafka's `LogLoader`): see its docstring.
+* `log_loader.load_log` opens a directory and recovers it (Kafka's `LogLoader`).
+* Not thread-safe: one caller at a time per partition (Kafka holds the log lock for appends,
+  truncation and roll). Reads only `pread`, so a driver may run them in a worker thread while
+  no mutation is in progress.
 
 All methods are synchronous and take `now_ms`; the only I/O is through `LogSegment` and the state
 files owned by the leader-epoch cache and producer-state manager.
@@ -24,10 +27,8 @@ files owned by the leader-epoch cache and producer-state manager.
 from __future__ import annotations
 
 import bisect
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from log.protocol.errors import (
     CorruptRecordError,
@@ -52,14 +53,10 @@ from log.records.batch_header import (
 from log.records.compression import decompress
 from log.records.varint import decode_varint
 from log.storage.config import LogConfig
-from log.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochFileCache
+from log.storage.leader_epoch_cache import LeaderEpochFileCache
 from log.storage.producer_state import BatchMetadata, ProducerStateManager
 from log.storage.retention import SegmentSummary, deletable_segment_count, roll_reason
 from log.storage.segment import (
-    DELETED_FILE_SUFFIX,
-    INDEX_FILE_SUFFIX,
-    LOG_FILE_SUFFIX,
-    TIME_INDEX_FILE_SUFFIX,
     BatchSpan,
     Buffer,
     LogSegment,
@@ -73,8 +70,6 @@ MAX_TIMESTAMP = -3
 NO_TIMESTAMP = -1
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-CLEANED_FILE_SUFFIX = ".cleaned"
-SWAP_FILE_SUFFIX = ".swap"
 
 
 class UnexpectedAppendOffsetError(KafkaError):
@@ -687,131 +682,6 @@ class UnifiedLog:
             f"UnifiedLog({self.dir_path!r}, log_start_offset={self._log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, high_watermark={self._high_watermark})"
         )
-
-
-# -- loading (Kafka's LogLoader) --------------------------------------------------------------
-
-
-def remove_temporary_files(dir_path: str) -> None:
-    """Delete `.deleted` and `.cleaned` leftovers, orphan indexes, and `.swap` files.
-
-    Kafka completes an interrupted swap (a cleaner's `.log.swap` replaces the segments it
-    covers). We have no log cleaner, so a `.swap` can only be a stray: it is deleted and the
-    originals, which a swap deletes last, are kept. TODO: real swap completion with compaction.
-    """
-    names = os.listdir(dir_path)
-    for name in names:
-        if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)):
-            os.remove(os.path.join(dir_path, name))
-    logs = {n[: -len(LOG_FILE_SUFFIX)] for n in os.listdir(dir_path) if n.endswith(LOG_FILE_SUFFIX)}
-    for name in os.listdir(dir_path):
-        for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
-            if name.endswith(suffix) and name[: -len(suffix)] not in logs:
-                os.remove(os.path.join(dir_path, name))
-
-
-def segment_base_offsets(dir_path: str) -> list[int]:
-    offsets = []
-    for name in os.listdir(dir_path):
-        if name.endswith(LOG_FILE_SUFFIX):
-            stem = name[: -len(LOG_FILE_SUFFIX)]
-            if len(stem) == 20 and stem.isdigit():
-                offsets.append(int(stem))
-    return sorted(offsets)
-
-
-def load_log(
-    dir_path: str,
-    config: LogConfig,
-    *,
-    leader_epoch_cache: LeaderEpochFileCache | None = None,
-    producer_state_manager: ProducerStateManager | None = None,
-    log_start_offset: int = 0,
-    recovery_point: int = 0,
-    high_watermark: int = 0,
-    had_clean_shutdown: bool = False,
-    now_ms: int = 0,
-) -> UnifiedLog:
-    """Open a partition directory, recovering what a crash may have torn.
-
-    1. Remove temporary files (see `remove_temporary_files`).
-    2. Open every segment. A segment whose indexes are missing, torn, or fail the sanity check
-       is recovered (rebuilt from its log) whatever the shutdown was.
-    3. Unclean shutdown: recover every segment from the one holding `recovery_point` onwards;
-       the first one that loses bytes (torn or corrupt tail) is cut there and every later
-       segment is deleted. Clean shutdown: trust the files but scan the last segment's tail
-       from its last index entry, recovering it if that scan fails.
-    4. The leader-epoch cache drops entries beyond the log end offset / below the log start;
-       producer state loads its newest snapshot and replays the batches after it.
-    """
-    os.makedirs(dir_path, exist_ok=True)
-    remove_temporary_files(dir_path)
-    if leader_epoch_cache is None:
-        leader_epoch_cache = LeaderEpochFileCache(Path(dir_path) / LEADER_EPOCH_CHECKPOINT_FILE)
-    if producer_state_manager is None:
-        producer_state_manager = ProducerStateManager(Path(dir_path))
-    base_offsets = segment_base_offsets(dir_path)
-    segments = [LogSegment(dir_path, base, config, now_ms) for base in base_offsets]
-    needs_recovery = [not segment.load_lightly() for segment in segments]
-    if not had_clean_shutdown:
-        for index in range(len(segments)):
-            upper = segments[index + 1].base_offset if index + 1 < len(segments) else None
-            if upper is None or upper > recovery_point:
-                needs_recovery[index] = True
-
-    def on_batch(header: BatchHeader) -> None:
-        if header.partition_leader_epoch >= 0:
-            leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-
-    kept: list[LogSegment] = []
-    for index, segment in enumerate(segments):
-        truncated = segment.recover(on_batch) if needs_recovery[index] else 0
-        if kept and segment.base_offset < kept[-1].next_offset:
-            truncated = -1  # overlaps its predecessor: this one and later ones go
-        else:
-            kept.append(segment)
-        if truncated:
-            for later in segments[index + (0 if truncated < 0 else 1) :]:
-                later.delete()
-            break
-    kept = _drop_empty_inactive(kept)
-    if not kept:
-        kept = [LogSegment.create(dir_path, max(log_start_offset, 0), config, now_ms)]
-    if kept[-1].next_offset < log_start_offset:
-        # Kafka: the files end before the checkpointed log start (segments deleted behind our
-        # back, or a cut tail) -- nothing usable remains, restart empty at the log start.
-        for segment in kept:
-            segment.delete()
-        kept = [LogSegment.create(dir_path, log_start_offset, config, now_ms)]
-        leader_epoch_cache.clear()
-    log = UnifiedLog(
-        dir_path,
-        config,
-        kept,
-        log_start_offset=log_start_offset,
-        recovery_point=recovery_point,
-        high_watermark=high_watermark,
-        leader_epoch_cache=leader_epoch_cache,
-        producer_state_manager=producer_state_manager,
-    )
-    if any(needs_recovery):
-        log.flush(now_ms=now_ms)  # the recovered prefix is now durable
-    log.leader_epoch_cache.truncate_from_end(log.log_end_offset)
-    log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
-    log.producer_state_manager.load(log.log_start_offset, log.log_end_offset, now_ms)
-    log._replay_producer_state()
-    return log
-
-
-def _drop_empty_inactive(segments: list[LogSegment]) -> list[LogSegment]:
-    """An empty segment is only legal as the active one; drop empty ones before it."""
-    result = [s for s in segments[:-1] if s.size_bytes > 0]
-    for segment in segments[:-1]:
-        if segment.size_bytes == 0:
-            segment.delete()
-    if segments:
-        result.append(segments[-1])
-    return result
 
 
 def first_record_at_or_after(

@@ -42,7 +42,8 @@ from log.storage.clean_shutdown import (
     write_clean_shutdown_marker,
 )
 from log.storage.config import LogConfig
-from log.storage.log import UnifiedLog, load_log
+from log.storage.log import UnifiedLog
+from log.storage.log_loader import load_log
 
 DELETE_DIR_SUFFIX = "-delete"
 RETENTION_CHECK_INTERVAL_MS = 300_000  # log.retention.check.interval.ms

@@ -6,7 +6,7 @@ import pytest
 
 from log.records.builder import Record, build_batch
 from log.storage.config import LogConfig
-from log.storage.log import load_log
+from log.storage.log_loader import load_log
 
 
 def make_batch(

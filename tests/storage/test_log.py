@@ -64,7 +64,7 @@ operations = st.lists(
 )
 @given(ops=operations, read_size=st.integers(1, 5000))
 def test_append_read_truncate_roll_invariants(tmp_path_factory, ops, read_size):
-    from log.storage.log import load_log
+    from log.storage.log_loader import load_log
 
     config = LogConfig(segment_bytes=3000, index_interval_bytes=300, segment_index_bytes=64)
     log = load_log(str(tmp_path_factory.mktemp("log") / "t-0"), config)
@@ -230,7 +230,7 @@ def test_fetch_offset_by_timestamp(log_factory):
 def test_reads_below_high_watermark_return_whole_batches_below_it(
     tmp_path_factory, sizes, high_watermark, read_size
 ):
-    from log.storage.log import load_log
+    from log.storage.log_loader import load_log
 
     config = LogConfig(segment_bytes=2000, index_interval_bytes=100)
     log = load_log(str(tmp_path_factory.mktemp("hw") / "t-0"), config)
