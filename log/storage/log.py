@@ -417,17 +417,27 @@ class UnifiedLog:
         return self.roll(now_ms, expected_next_offset=first_offset)
 
     def roll(self, now_ms: int, expected_next_offset: int | None = None) -> LogSegment:
-        """Start a new active segment at max(expected_next_offset, log_end_offset)."""
+        """Start a new active segment at max(expected_next_offset, log_end_offset).
+
+        Like Kafka, the segments before it are then flushed and the recovery point moves to
+        the new base offset (Kafka schedules that flush right away; we do it inline), so after
+        an OS crash only the active segment can have lost data and offsets never gap.
+        """
         new_offset = max(expected_next_offset or 0, self.log_end_offset)
         active = self.active_segment
-        if active.base_offset == new_offset:
-            assert active.size_bytes == 0, "roll onto a non-empty segment with the same base"
-            return active
-        active.on_become_inactive()
+        if active.size_bytes == 0:
+            if active.base_offset == new_offset:
+                return active
+            # An empty active segment is replaced rather than left behind (follower gap).
+            active.delete()
+            self._segments.pop()
+            self._base_offsets.pop()
+        else:
+            active.on_become_inactive()
         segment = LogSegment.create(self.dir_path, new_offset, self.config, now_ms)
-        segment.next_offset = new_offset
         self._segments.append(segment)
         self._base_offsets.append(new_offset)
+        self.flush(up_to_offset=new_offset, now_ms=now_ms)
         # Kafka snapshots producer state at every roll, at the new segment's base offset, so
         # recovery can start from a segment boundary.
         self.producer_state_manager.update_map_end_offset(new_offset)

@@ -256,3 +256,43 @@ def test_clean_marker_but_log_shorter_than_its_indexes(tmp_path):
         b for b in batches if next(iter_batches(b))[1].base_offset < cut_header.base_offset
     ]
     assert_recovered(log, survivors)
+
+
+def test_os_crash_loses_unflushed_bytes_only_in_the_active_segment(tmp_path):
+    """A fake disk: every file falls back to its last fsynced length. Rolls flush the segments
+    before the new one (Kafka's rule), so only the active segment's tail can go."""
+    manager = LogManager(tmp_path / "live", CONFIG, now_ms=0)
+    log = manager.get_or_create_log(TOPIC, PARTITION)
+    flushed_sizes: dict[str, int] = {}
+    original_fsync = os.fsync
+
+    def recording_fsync(fd):
+        original_fsync(fd)
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        flushed_sizes[path] = os.fstat(fd).st_size
+
+    os.fsync = recording_fsync
+    try:
+        for i in range(40):
+            log.append_as_leader(make_batch(2, value_bytes=60, tag=i), 1, i)
+        manager.checkpoint_recovery_points()
+        assert len(log.segments) >= 3
+        durable_end = log.recovery_point
+        assert durable_end == log.active_segment.base_offset
+        expected = [
+            b for b in read_batches(log) if next(iter_batches(b))[1].last_offset < durable_end
+        ]
+        crashed = crash_copy(tmp_path, manager)
+    finally:
+        os.fsync = original_fsync
+    live_prefix = str(manager.log_dir)
+    for path in (
+        segment_files(crashed)
+        + segment_files(crashed, ".index")
+        + segment_files(crashed, ".timeindex")
+    ):
+        live_path = live_prefix + path[len(crashed) :]
+        os.truncate(path, min(os.path.getsize(path), flushed_sizes.get(live_path, 0)))
+    _, recovered = reopen(crashed)
+    assert read_batches(recovered) == expected
+    assert recovered.log_end_offset == durable_end
