@@ -9,3 +9,8 @@ import click
 @click.version_option(package_name="quorumlog")
 def main() -> None:
     """quorumlog: a Kafka-compatible, Raft-based log service."""
+
+
+from tools.dump_log import dump_log  # noqa: E402
+
+main.add_command(dump_log)

@@ -295,15 +295,16 @@ class ProducerStateManager:
     def check_append(self, header: BatchHeader, now_ms: int) -> BatchMetadata | None:
         """Validate a client batch as leader: the duplicate's metadata, or None to append it.
 
-        A producer whose state has expired at `now_ms` counts as unknown (as if
-        remove_expired_producers had just run). Raises InvalidProducerEpochError,
-        OutOfOrderSequenceError or InvalidRecordError.
+        `now_ms` is accepted for the log's convenience but deliberately not used to expire
+        state here: producer expiry compares against the batches' own (client) timestamps, so a
+        producer replaying old CreateTime data would otherwise lose its duplicate window on
+        every append. Expiry happens only in remove_expired_producers, as in Kafka. Raises
+        InvalidProducerEpochError, OutOfOrderSequenceError or InvalidRecordError.
         """
         if not header.has_producer_id:
             return None
+        del now_ms  # see the docstring: expiry is remove_expired_producers' job alone
         entry = self._producers.get(header.producer_id)
-        if entry is not None and self.is_producer_expired(entry, now_ms):
-            entry = None
         if entry is None:
             self._check_sequence_present(header)
             return None

@@ -121,3 +121,18 @@ def test_clean_shutdown_marker(tmp_path):
     remove_clean_shutdown_marker(tmp_path)
     assert not has_clean_shutdown_marker(tmp_path)
     remove_clean_shutdown_marker(tmp_path)  # idempotent
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=120) | st.text(alphabet="0123456789 -\nabc", max_size=60))
+def test_random_content_reads_or_raises_storage_error(tmp_path_factory, content):
+    path = tmp_path_factory.mktemp("fuzz") / "cp"
+    if isinstance(content, str):
+        path.write_text(content)
+    else:
+        path.write_bytes(content)
+    try:
+        result = OffsetCheckpointFile(path).read()
+    except KafkaStorageError:
+        return
+    assert all(partition >= 0 for _, partition in result)

@@ -190,13 +190,17 @@ def test_expired_producers_are_removed_and_forgotten():
     manager.on_batch_appended(
         header(producer_id=3, timestamp_ms=0, base_offset=2, is_transactional=True)
     )
-    # At 1000 producer 1 is expired: it counts as unknown, so any sequence is fine.
-    assert manager.check_append(header(producer_id=1, base_sequence=9), 1000) is None
+    # Checks never expire state by themselves (old client timestamps must not defeat dedup).
     with pytest.raises(OutOfOrderSequenceError):
-        manager.check_append(header(producer_id=2, base_sequence=9), 1000)
+        manager.check_append(header(producer_id=1, base_sequence=9), 10**9)
+    assert manager.check_append(header(producer_id=1, base_sequence=0), 10**9) is not None
     assert manager.remove_expired_producers(999) == []
     assert manager.remove_expired_producers(1000) == [1]
-    assert sorted(manager.active_producers) == [2, 3]  # 3 has an open transaction
+    # Once removed, the producer is unknown: any sequence is accepted again.
+    assert manager.check_append(header(producer_id=1, base_sequence=9), 1000) is None
+    assert manager.remove_expired_producers(1499) == []
+    assert manager.remove_expired_producers(1500) == [2]
+    assert sorted(manager.active_producers) == [3]  # 3 has an open transaction
 
 
 def test_snapshot_codec_round_trip_and_layout():
@@ -390,3 +394,12 @@ def test_random_client_retries_never_append_twice():
             sent.append((next_seq, count))
             next_seq += count
     assert leader.log_end_offset == next_seq
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_random_bytes_are_never_an_untyped_error(data):
+    try:
+        decode_snapshot(data)
+    except CorruptSnapshotError:
+        pass
