@@ -18,7 +18,7 @@ marker -- in that order, so a marker always vouches for flushed files.
 
 Periodic work is driven by `tick(now_ms)` from the broker's runtime (no threads here): retention
 every `log.retention.check.interval.ms`, time-based flush (`flush.ms`), high-watermark and
-recovery-point checkpoints, each at Kafka's default interval.
+recovery-point checkpoints, and producer-id expiration, each at Kafka's default interval.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ FLUSH_CHECK_INTERVAL_MS = 1_000  # how often flush.ms is evaluated (bounded by I
 RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60_000  # log.flush.offset.checkpoint.interval.ms
 HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5_000  # replica.high.watermark.checkpoint.interval.ms
 LOG_START_OFFSET_CHECKPOINT_INTERVAL_MS = 60_000  # log.flush.start.offset.checkpoint.interval.ms
+PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600_000  # producer.id.expiration.check.interval.ms
 MAX_TOPIC_NAME_LENGTH = 249  # Kafka's limit, so `<topic>-<partition>` fits a file name
 
 TopicPartition = tuple[str, int]
@@ -228,11 +229,16 @@ class LogManager:
             "recovery_point": now_ms + RECOVERY_POINT_CHECKPOINT_INTERVAL_MS,
             "high_watermark": now_ms + HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
             "log_start_offset": now_ms + LOG_START_OFFSET_CHECKPOINT_INTERVAL_MS,
+            "producer_expiration": now_ms + PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
         }
 
     def cleanup_logs(self, now_ms: int) -> int:
         """Retention over every log; returns the number of segments deleted."""
         return sum(log.delete_old_segments(now_ms) for log in self._logs.values())
+
+    def remove_expired_producers(self, now_ms: int) -> None:
+        for log in self._logs.values():
+            log.producer_state_manager.remove_expired_producers(now_ms)
 
     def flush_dirty_logs(self, now_ms: int) -> None:
         for log in self._logs.values():
@@ -255,6 +261,10 @@ class LogManager:
             "log_start_offset": (
                 lambda _now: self.checkpoint_log_start_offsets(),
                 LOG_START_OFFSET_CHECKPOINT_INTERVAL_MS,
+            ),
+            "producer_expiration": (
+                self.remove_expired_producers,
+                PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
             ),
         }
         for name, (job, interval_ms) in jobs.items():

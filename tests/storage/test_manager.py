@@ -94,3 +94,16 @@ def test_log_start_beyond_files_restarts_empty(tmp_path):
     log = LogManager(tmp_path).get_log("t", 0)
     assert log.log_start_offset == log.log_end_offset == 50
     assert log.append_as_leader(make_batch(1), 0, 0).first_offset == 50
+
+
+def test_tick_expires_idle_producers(tmp_path):
+    from log.storage.manager import PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS
+
+    manager = LogManager(tmp_path, now_ms=0)
+    log = manager.get_or_create_log("t", 0)
+    log.append_as_leader(make_batch(1, producer_id=9, producer_epoch=0, base_sequence=0), 0, 0)
+    assert 9 in log.producer_state_manager.active_producers
+    manager.tick(PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS)
+    assert 9 in log.producer_state_manager.active_producers  # idle for less than a day
+    manager.tick(2 * 86_400_000)
+    assert 9 not in log.producer_state_manager.active_producers
