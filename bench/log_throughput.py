@@ -8,7 +8,7 @@ For each batch size, the same pre-built RecordBatch v2 bytes are
 Neither side fsyncs (Kafka's default flush policy), so both measure the page cache path. The
 table prints MB/s (10**6 bytes) and log / plain. Target: the log reaches at least half.
 
-    python bench/log_throughput.py [--total-mb 100] [--sizes 1024,16384,102400]
+    python -m bench.log_throughput [--total-mb 100] [--sizes 1024,16384,102400] [--repeat 3]
 """
 
 from __future__ import annotations

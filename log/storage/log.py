@@ -204,12 +204,14 @@ class UnifiedLog:
         return None if epoch is None or epoch < 0 else epoch
 
     def update_high_watermark(self, offset: int) -> int:
-        """Set the high watermark clamped to [log_start_offset, log_end_offset]; return it."""
-        self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+        """Raise the high watermark to `offset` clamped to [log_start_offset, log_end_offset];
+        it never moves back here (only truncation lowers it). Returns the high watermark."""
+        self.maybe_increment_high_watermark(offset)
         return self._high_watermark
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
-        """Advance (never lower) the high watermark; True when it moved."""
+        """As `update_high_watermark`; True when it moved (the leader then completes delayed
+        produce/fetch requests)."""
         new = min(max(offset, self._log_start_offset), self.log_end_offset)
         if new > self._high_watermark:
             self._high_watermark = new

@@ -182,7 +182,7 @@ class LogSegment:
         assert batches and batches[0][1] >= self.next_offset
         assert self.can_hold(batches[-1][2])
         start = self.size_bytes
-        total = sum(len(part) for part in parts)
+        total = batches[-1][0] + batches[-1][4]  # the last batch ends the appended bytes
         written = os.pwritev(self._fd, parts, start)
         if written < total:  # a short write (rare): finish it byte-exactly
             rest = memoryview(b"".join(parts))[written:]

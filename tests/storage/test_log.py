@@ -290,3 +290,17 @@ def test_follower_keeps_offsets_with_gaps_and_snapshots_at_roll(log_factory):
     with pytest.raises(CorruptRecordError):
         follower.append_as_follower(make_batch(2, base_offset=70) + make_batch(2, base_offset=71))
     assert follower.log_end_offset == 62
+
+
+def test_high_watermark_is_clamped_and_only_truncation_lowers_it(log_factory):
+    log = log_factory()
+    for _ in range(5):
+        log.append_as_leader(make_batch(2), 0, 0)
+    assert log.update_high_watermark(100) == 10
+    assert log.update_high_watermark(4) == 10
+    assert not log.maybe_increment_high_watermark(7)
+    log.truncate_to(6)
+    assert log.high_watermark == 6 and log.log_end_offset == 6
+    assert log.maybe_increment_high_watermark(6) is False
+    log.append_as_leader(make_batch(2), 0, 0)
+    assert log.maybe_increment_high_watermark(8) and log.high_watermark == 8
