@@ -183,13 +183,20 @@ class LogSegment:
         assert self.can_hold(batches[-1][2])
         start = self.size_bytes
         total = batches[-1][0] + batches[-1][4]  # the last batch ends the appended bytes
-        written = os.pwritev(self._fd, parts, start)
-        if written < total:  # a short write (rare): finish it byte-exactly
-            rest = memoryview(b"".join(parts))[written:]
-            while rest:
-                count = os.pwrite(self._fd, rest, start + written)
-                written += count
-                rest = rest[count:]
+        try:
+            written = os.pwritev(self._fd, parts, start)
+            if written < total:  # a short write (rare): finish it byte-exactly
+                rest = memoryview(b"".join(parts))[written:]
+                while rest:
+                    count = os.pwrite(self._fd, rest, start + written)
+                    written += count
+                    rest = rest[count:]
+        except OSError as exc:  # ENOSPC, EIO...: drop the partial write, report a typed error
+            try:
+                os.ftruncate(self._fd, start)
+            except OSError:
+                pass  # recovery cuts whatever tail remains
+            raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
         self.size_bytes = start + written
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = batches[0][3]
@@ -429,9 +436,12 @@ class LogSegment:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def flush(self) -> None:
-        os.fsync(self._fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+        try:
+            os.fsync(self._fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+        except OSError as exc:
+            raise KafkaStorageError(f"fsync of {self.log_path} failed: {exc}") from exc
 
     def on_become_inactive(self) -> None:
         """At roll: record the final max timestamp so a restart sees the segment's largest."""

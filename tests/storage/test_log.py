@@ -304,3 +304,25 @@ def test_high_watermark_is_clamped_and_only_truncation_lowers_it(log_factory):
     assert log.maybe_increment_high_watermark(6) is False
     log.append_as_leader(make_batch(2), 0, 0)
     assert log.maybe_increment_high_watermark(8) and log.high_watermark == 8
+
+
+def test_disk_write_failure_is_a_typed_storage_error(log_factory):
+    import os
+
+    from log.protocol.errors import KafkaStorageError
+
+    log = log_factory()
+    log.append_as_leader(make_batch(1), 0, 0)
+    segment = log.active_segment
+    read_only = os.open("/dev/null", os.O_RDONLY)
+    saved = os.dup(segment._fd)
+    try:
+        os.dup2(read_only, segment._fd)  # the segment's descriptor now refuses writes
+        with pytest.raises(KafkaStorageError):
+            log.append_as_leader(make_batch(1), 0, 0)
+    finally:
+        os.dup2(saved, segment._fd)
+        os.close(saved)
+        os.close(read_only)
+    assert log.log_end_offset == 1
+    assert log.append_as_leader(make_batch(1), 0, 0).first_offset == 1
