@@ -5,11 +5,13 @@ Theory of operation (Kafka's `UnifiedLog` + `LocalLog`, minus tiered storage):
 * Segments are kept sorted by base offset; the last one is *active* and takes appends. Offsets
   live in `[log_start_offset, log_end_offset)`; `high_watermark` (what consumers may read) and
   `recovery_point` (everything below it is fsynced) lie in that range.
-* `append_as_leader` validates every batch header and CRC-32C (never decoding records), checks the
-  producer state for duplicates / sequence gaps / fenced producer epochs, assigns offsets and the
-  leader epoch by patching the headers in place (LogAppendTime also rewrites maxTimestamp and the
-  CRC), rolls the segment when a roll rule fires (retention.py), and writes the received bytes.
-  A duplicate batch is not written; the append answers with the original offsets.
+* `append_as_leader` validates the batch header and CRC-32C (never decoding records), checks the
+  producer state for duplicates / sequence gaps / fenced producer epochs, assigns the offset and
+  the leader epoch by patching baseOffset and partitionLeaderEpoch (outside the CRC: a patched
+  17-byte prefix is written with the untouched rest in one `pwritev`; LogAppendTime rewrites
+  maxTimestamp and the CRC on a copy), rolls the segment when a roll rule fires (retention.py)
+  and writes the received bytes. A duplicate batch is not written; the append answers with the
+  original offsets.
 * `append_as_follower` keeps the leader's offsets (they must not go below the log end offset) and
   takes leader epochs from the batches.
 * Retention deletes whole segments below the high watermark (retention.py) and advances
@@ -528,17 +530,17 @@ class UnifiedLog:
         for segment in self._segments:
             if segment.size_bytes == 0 or segment.largest_timestamp < timestamp_ms:
                 continue
-            found = segment.find_offset_by_timestamp(timestamp_ms, self._log_start_offset)
-            if found is None:
-                continue
-            position, header = found
-            record = first_record_at_or_after(
-                segment.read_batch(position, header), timestamp_ms, self._log_start_offset
-            )
-            if record is None:
-                continue
-            offset, record_timestamp = record
-            return TimestampAndOffset(record_timestamp, offset, self._epoch_for_offset(offset))
+            starting_offset = self._log_start_offset
+            while found := segment.find_offset_by_timestamp(timestamp_ms, starting_offset):
+                position, header = found
+                record = first_record_at_or_after(
+                    segment.read_batch(position, header), timestamp_ms, self._log_start_offset
+                )
+                if record is not None:
+                    offset, record_timestamp = record
+                    epoch = self._epoch_for_offset(offset)
+                    return TimestampAndOffset(record_timestamp, offset, epoch)
+                starting_offset = header.next_offset
         return None
 
     # -- retention and truncation -------------------------------------------------------------
