@@ -1,0 +1,133 @@
+"""Per-partition log configuration with Kafka's topic-level names and defaults.
+
+`LogConfig` is a frozen dataclass whose fields are Kafka's topic configs in snake_case
+(`segment.bytes` -> `segment_bytes`). `from_properties` accepts Kafka's dotted names as strings
+(what CreateTopics / AlterConfigs carry) and raises `InvalidConfigError` naming the key for any
+value that is not a number, out of range, or inconsistent with another value.
+
+Flushing follows Kafka's default: no forced fsync (`flush_messages` / `flush_ms` are
+Long.MAX_VALUE); the OS writes back, replication provides durability, and recovery cuts whatever a
+crash tore.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from log.protocol.errors import InvalidConfigError
+
+INT32_MAX = (1 << 31) - 1
+INT64_MAX = (1 << 63) - 1
+
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+
+# Kafka's LegacyRecord/DefaultRecordBatch header overhead below which no batch can exist:
+# a segment or a message limit smaller than this could never hold a batch.
+MIN_SEGMENT_BYTES = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0, its lower bound for segment.bytes
+OFFSET_INDEX_ENTRY_BYTES = 8  # the smallest index must hold at least one entry
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30  # 1 GiB
+    segment_ms: int = 7 * 24 * 3600 * 1000  # 7 days
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10 * 1024 * 1024  # 10 MiB
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 3600 * 1000  # 7 days; -1 = infinite
+    retention_bytes: int = -1  # -1 = infinite
+    max_message_bytes: int = 1048588  # 1 MiB + Kafka's record-batch overhead
+    message_timestamp_type: str = CREATE_TIME
+    min_insync_replicas: int = 1
+    cleanup_policy: str = "delete"
+    flush_messages: int = INT64_MAX  # no forced fsync by message count
+    flush_ms: int = INT64_MAX  # no forced fsync by time
+    file_delete_delay_ms: int = 60000
+
+    def __post_init__(self) -> None:
+        _check_range("segment.bytes", self.segment_bytes, MIN_SEGMENT_BYTES, INT32_MAX)
+        _check_range("segment.ms", self.segment_ms, 1, INT64_MAX)
+        _check_range("segment.jitter.ms", self.segment_jitter_ms, 0, INT64_MAX)
+        _check_range(
+            "segment.index.bytes", self.segment_index_bytes, OFFSET_INDEX_ENTRY_BYTES, INT32_MAX
+        )
+        _check_range("index.interval.bytes", self.index_interval_bytes, 0, INT32_MAX)
+        _check_range("retention.ms", self.retention_ms, -1, INT64_MAX)
+        _check_range("retention.bytes", self.retention_bytes, -1, INT64_MAX)
+        _check_range("max.message.bytes", self.max_message_bytes, 0, INT32_MAX)
+        _check_range("min.insync.replicas", self.min_insync_replicas, 1, INT32_MAX)
+        _check_range("flush.messages", self.flush_messages, 1, INT64_MAX)
+        _check_range("flush.ms", self.flush_ms, 0, INT64_MAX)
+        _check_range("file.delete.delay.ms", self.file_delete_delay_ms, 0, INT64_MAX)
+        if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
+            raise InvalidConfigError(
+                f"message.timestamp.type must be {CREATE_TIME} or {LOG_APPEND_TIME}, "
+                f"got {self.message_timestamp_type!r}"
+            )
+        policies = {p.strip() for p in self.cleanup_policy.split(",")}
+        if not policies or not policies <= {"delete", "compact"}:
+            raise InvalidConfigError(
+                f"cleanup.policy must be delete and/or compact, got {self.cleanup_policy!r}"
+            )
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def max_index_entries(self) -> int:
+        return self.segment_index_bytes // OFFSET_INDEX_ENTRY_BYTES
+
+    @classmethod
+    def from_properties(
+        cls, properties: dict[str, str], base: LogConfig | None = None
+    ) -> LogConfig:
+        """Build from Kafka's dotted names; unknown keys raise, so typos do not pass silently."""
+        changes: dict[str, object] = {}
+        for key, raw in properties.items():
+            field_name = _PROPERTY_FIELDS.get(key)
+            if field_name is None:
+                raise InvalidConfigError(f"unknown log config {key!r}")
+            if field_name in _STRING_FIELDS:
+                changes[field_name] = str(raw).strip()
+            else:
+                changes[field_name] = _parse_int(key, raw)
+        return dataclasses.replace(base or cls(), **changes)
+
+    def to_properties(self) -> dict[str, str]:
+        return {key: str(getattr(self, name)) for key, name in _PROPERTY_FIELDS.items()}
+
+
+_PROPERTY_FIELDS: dict[str, str] = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "segment.jitter.ms": "segment_jitter_ms",
+    "segment.index.bytes": "segment_index_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "max.message.bytes": "max_message_bytes",
+    "message.timestamp.type": "message_timestamp_type",
+    "min.insync.replicas": "min_insync_replicas",
+    "cleanup.policy": "cleanup_policy",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+}
+_STRING_FIELDS = frozenset({"message_timestamp_type", "cleanup_policy"})
+
+
+def _parse_int(key: str, raw: str) -> int:
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise InvalidConfigError(f"{key} must be an integer, got {raw!r}") from None
+
+
+def _check_range(key: str, value: int, low: int, high: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidConfigError(f"{key} must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise InvalidConfigError(f"{key} must be in [{low}, {high}], got {value}")

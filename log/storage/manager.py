@@ -1,0 +1,289 @@
+"""LogManager: every partition log in one log directory, its recovery and its checkpoints.
+
+Directory layout (Kafka's)::
+
+    <log_dir>/
+        .kafka_cleanshutdown               present only between a clean shutdown and restart
+        recovery-point-offset-checkpoint   topic partition offset: everything below is fsynced
+        replication-offset-checkpoint      topic partition high_watermark
+        log-start-offset-checkpoint        topic partition log_start_offset
+        <topic>-<partition>/               one UnifiedLog (segments, snapshots, epoch cache)
+        <topic>-<partition>.<hex>-delete/  a log being deleted (removed at startup)
+
+Startup: read the three checkpoints, remember whether the clean-shutdown marker is present,
+load every partition directory (`load_log`: unclean -> recover segments after the recovery
+point; clean -> trust the files, lightly check the last segment), then delete the marker and
+rewrite the checkpoints. Shutdown: flush and close every log, write the checkpoints, then the
+marker -- in that order, so a marker always vouches for flushed files.
+
+Periodic work is driven by `tick(now_ms)` from the broker's runtime (no threads here): retention
+every `log.retention.check.interval.ms`, time-based flush (`flush.ms`), high-watermark and
+recovery-point checkpoints, and producer-id expiration, each at Kafka's default interval.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from log.protocol.errors import InvalidTopicError, KafkaStorageError
+from log.storage.checkpoint_file import (
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    OffsetCheckpointFile,
+)
+from log.storage.clean_shutdown import (
+    has_clean_shutdown_marker,
+    remove_clean_shutdown_marker,
+    write_clean_shutdown_marker,
+)
+from log.storage.config import LogConfig
+from log.storage.log import UnifiedLog
+from log.storage.log_loader import load_log
+
+DELETE_DIR_SUFFIX = "-delete"
+RETENTION_CHECK_INTERVAL_MS = 300_000  # log.retention.check.interval.ms
+FLUSH_CHECK_INTERVAL_MS = 1_000  # how often flush.ms is evaluated (bounded by INT64 flush.ms)
+RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60_000  # log.flush.offset.checkpoint.interval.ms
+HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = 5_000  # replica.high.watermark.checkpoint.interval.ms
+LOG_START_OFFSET_CHECKPOINT_INTERVAL_MS = 60_000  # log.flush.start.offset.checkpoint.interval.ms
+PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600_000  # producer.id.expiration.check.interval.ms
+MAX_TOPIC_NAME_LENGTH = 249  # Kafka's limit, so `<topic>-<partition>` fits a file name
+
+TopicPartition = tuple[str, int]
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> TopicPartition | None:
+    """`<topic>-<partition>` -> (topic, partition); None for anything else."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+def check_topic_name(topic: str) -> None:
+    if not topic or topic in (".", "..") or len(topic) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(f"invalid topic name {topic!r}")
+    if not all(c.isascii() and (c.isalnum() or c in "._-") for c in topic):
+        raise InvalidTopicError(f"topic name {topic!r} has characters outside [a-zA-Z0-9._-]")
+
+
+class LogManager:
+    """The logs of one log directory (one per node)."""
+
+    def __init__(
+        self,
+        log_dir: str | Path,
+        default_config: LogConfig | None = None,
+        *,
+        now_ms: int = 0,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+    ) -> None:
+        self.log_dir = Path(log_dir)
+        self.default_config = default_config or LogConfig()
+        self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self._logs: dict[TopicPartition, UnifiedLog] = {}
+        self._recovery_point_checkpoint = OffsetCheckpointFile(
+            self.log_dir / RECOVERY_POINT_CHECKPOINT_FILE
+        )
+        self._high_watermark_checkpoint = OffsetCheckpointFile(
+            self.log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE
+        )
+        self._log_start_offset_checkpoint = OffsetCheckpointFile(
+            self.log_dir / LOG_START_OFFSET_CHECKPOINT_FILE
+        )
+        self._next_run_ms: dict[str, int] = {}
+        self.is_shut_down = False
+        self.had_clean_shutdown = False
+        self._load_logs(now_ms)
+
+    # -- startup ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _read_checkpoint(checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+        """A corrupt checkpoint is ignored (recovery then starts from zero), like Kafka."""
+        try:
+            return checkpoint.read()
+        except KafkaStorageError:
+            return {}
+
+    def _load_logs(self, now_ms: int) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.had_clean_shutdown = has_clean_shutdown_marker(self.log_dir)
+        recovery_points = self._read_checkpoint(self._recovery_point_checkpoint)
+        high_watermarks = self._read_checkpoint(self._high_watermark_checkpoint)
+        log_start_offsets = self._read_checkpoint(self._log_start_offset_checkpoint)
+        for entry in sorted(os.listdir(self.log_dir)):
+            path = self.log_dir / entry
+            if not path.is_dir():
+                continue
+            if entry.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            topic_partition = parse_partition_dir_name(entry)
+            if topic_partition is None:
+                continue
+            self._logs[topic_partition] = load_log(
+                str(path),
+                self.config_for(topic_partition[0]),
+                log_start_offset=log_start_offsets.get(topic_partition, 0),
+                recovery_point=recovery_points.get(topic_partition, 0),
+                high_watermark=high_watermarks.get(topic_partition, 0),
+                had_clean_shutdown=self.had_clean_shutdown,
+                now_ms=now_ms,
+            )
+        remove_clean_shutdown_marker(self.log_dir)
+        self.checkpoint_recovery_points()
+        self.checkpoint_high_watermarks()
+        self.checkpoint_log_start_offsets()
+        self._schedule(now_ms)
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """AlterConfigs: new logs and every existing partition of `topic` use `config`."""
+        self.topic_configs[topic] = config
+        for (log_topic, _), log in self._logs.items():
+            if log_topic == topic:
+                log.update_config(config)
+
+    # -- logs ---------------------------------------------------------------------------------
+
+    @property
+    def logs(self) -> dict[TopicPartition, UnifiedLog]:
+        return dict(self._logs)
+
+    def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create_log(
+        self, topic: str, partition: int, config: LogConfig | None = None, now_ms: int = 0
+    ) -> UnifiedLog:
+        """The partition's log, created empty (at offset 0) if this node has none."""
+        assert not self.is_shut_down
+        key = (topic, partition)
+        existing = self._logs.get(key)
+        if existing is not None:
+            return existing
+        check_topic_name(topic)
+        if partition < 0:
+            raise InvalidTopicError(f"negative partition {partition}")
+        if config is not None:
+            self.topic_configs[topic] = config
+        log = load_log(
+            str(self.log_dir / partition_dir_name(topic, partition)),
+            self.config_for(topic),
+            had_clean_shutdown=True,
+            now_ms=now_ms,
+        )
+        self._logs[key] = log
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Rename the directory to `<name>.<hex>-delete` (atomic), then remove it."""
+        log = self._logs.pop((topic, partition), None)
+        if log is None:
+            return False
+        log.close()
+        source = self.log_dir / partition_dir_name(topic, partition)
+        target = self.log_dir / f"{source.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        os.replace(source, target)
+        shutil.rmtree(target, ignore_errors=True)
+        self.checkpoint_recovery_points()
+        self.checkpoint_high_watermarks()
+        self.checkpoint_log_start_offsets()
+        return True
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def checkpoint_recovery_points(self) -> None:
+        self._recovery_point_checkpoint.write(
+            {tp: log.recovery_point for tp, log in self._logs.items()}
+        )
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._high_watermark_checkpoint.write(
+            {tp: log.high_watermark for tp, log in self._logs.items()}
+        )
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._log_start_offset_checkpoint.write(
+            {tp: log.log_start_offset for tp, log in self._logs.items()}
+        )
+
+    # -- periodic work ------------------------------------------------------------------------
+
+    def _schedule(self, now_ms: int) -> None:
+        self._next_run_ms = {
+            "retention": now_ms + RETENTION_CHECK_INTERVAL_MS,
+            "flush": now_ms + FLUSH_CHECK_INTERVAL_MS,
+            "recovery_point": now_ms + RECOVERY_POINT_CHECKPOINT_INTERVAL_MS,
+            "high_watermark": now_ms + HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
+            "log_start_offset": now_ms + LOG_START_OFFSET_CHECKPOINT_INTERVAL_MS,
+            "producer_expiration": now_ms + PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+        }
+
+    def cleanup_logs(self, now_ms: int) -> int:
+        """Retention over every log; returns the number of segments deleted."""
+        return sum(log.delete_old_segments(now_ms) for log in self._logs.values())
+
+    def remove_expired_producers(self, now_ms: int) -> None:
+        for log in self._logs.values():
+            log.producer_state_manager.remove_expired_producers(now_ms)
+
+    def flush_dirty_logs(self, now_ms: int) -> None:
+        for log in self._logs.values():
+            if now_ms - log.last_flush_ms >= log.config.flush_ms:
+                log.flush(now_ms=now_ms)
+
+    def tick(self, now_ms: int) -> int:
+        """Run whatever periodic work is due; return ms until the next is due."""
+        jobs = {
+            "retention": (self.cleanup_logs, RETENTION_CHECK_INTERVAL_MS),
+            "flush": (self.flush_dirty_logs, FLUSH_CHECK_INTERVAL_MS),
+            "recovery_point": (
+                lambda _now: self.checkpoint_recovery_points(),
+                RECOVERY_POINT_CHECKPOINT_INTERVAL_MS,
+            ),
+            "high_watermark": (
+                lambda _now: self.checkpoint_high_watermarks(),
+                HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
+            ),
+            "log_start_offset": (
+                lambda _now: self.checkpoint_log_start_offsets(),
+                LOG_START_OFFSET_CHECKPOINT_INTERVAL_MS,
+            ),
+            "producer_expiration": (
+                self.remove_expired_producers,
+                PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+            ),
+        }
+        for name, (job, interval_ms) in jobs.items():
+            if now_ms >= self._next_run_ms[name]:
+                job(now_ms)
+                self._next_run_ms[name] = now_ms + interval_ms
+        return max(0, min(self._next_run_ms.values()) - now_ms)
+
+    # -- shutdown -----------------------------------------------------------------------------
+
+    def shutdown(self, now_ms: int = 0) -> None:
+        """Flush and close every log, write the checkpoints, then the clean-shutdown marker."""
+        if self.is_shut_down:
+            return
+        for log in self._logs.values():
+            log.flush(now_ms=now_ms)
+            log.close()
+        self.checkpoint_recovery_points()
+        self.checkpoint_high_watermarks()
+        self.checkpoint_log_start_offsets()
+        write_clean_shutdown_marker(self.log_dir)
+        self.is_shut_down = True
