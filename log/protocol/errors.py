@@ -230,3 +230,11 @@ def error_for(code: int, message: str = "") -> KafkaError:
         if cls.error_code == error_code:
             return cls(message)
     return KafkaError(message, error_code=error_code)
+
+
+class InvalidFrameError(InvalidRequestError):
+    """A frame whose size prefix is negative or above the limit: the connection must close."""
+
+
+class UnsupportedApiError(InvalidRequestError):
+    """A request for an API key we do not know: Kafka closes the connection."""

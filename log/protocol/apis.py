@@ -1,0 +1,207 @@
+"""The table of APIs we speak: versions advertised, versions answered, request/response schemas.
+
+`advertised` is what ApiVersions reports; `implemented` what we decode and answer. Versions
+advertised but not implemented exist for old clients' feature checks (librdkafka < 2.11.1
+required Produce v0 in range for compression, KAFKA-18659): a real request at such a version
+gets UNSUPPORTED_VERSION in that version's response layout (`unsupported_version_body`).
+Transaction APIs are declared but not advertised by default (the broker opts in).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from log.protocol import (
+    admin,
+    api_versions,
+    coordinator,
+    fetch,
+    groups,
+    metadata,
+    offsets,
+    produce,
+    producer_id,
+    transactions,
+)
+from log.protocol.errors import ErrorCode
+from log.protocol.schema import ArrayType, Message, StructType, Versions, in_range, parse_versions
+
+
+@dataclasses.dataclass(frozen=True)
+class Api:
+    api_key: int
+    name: str
+    request: Message
+    response: Message
+    advertised: Versions
+    implemented: Versions
+    advertise_by_default: bool = True
+
+    def __post_init__(self) -> None:
+        assert self.request.versions[0] <= self.implemented[0]
+        assert self.implemented[1] <= self.request.versions[1]
+        assert self.request.versions == self.response.versions
+
+    def is_implemented(self, version: int) -> bool:
+        return in_range(version, self.implemented)
+
+    def is_declared(self, version: int) -> bool:
+        return self.request.supports(version)
+
+
+def _api(name: str, request: Message, response: Message, advertised: str, implemented: str,
+         advertise_by_default: bool = True) -> Api:  # fmt: skip
+    assert request.api_key is not None
+    return Api(request.api_key, name, request, response, parse_versions(advertised),
+               parse_versions(implemented), advertise_by_default)  # fmt: skip
+
+
+# fmt: off
+APIS: dict[int, Api] = {api.api_key: api for api in (
+    _api("Produce", produce.PRODUCE_REQUEST, produce.PRODUCE_RESPONSE, "0-8", "3-8"),
+    _api("Fetch", fetch.FETCH_REQUEST, fetch.FETCH_RESPONSE, "0-11", "4-11"),
+    _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-5", "1-5"),
+    _api("Metadata", metadata.METADATA_REQUEST, metadata.METADATA_RESPONSE, "0-8", "1-8"),
+    _api("OffsetCommit", groups.OFFSET_COMMIT_REQUEST, groups.OFFSET_COMMIT_RESPONSE, "0-7", "2-7"),
+    _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-5", "1-5"),
+    _api("FindCoordinator", coordinator.FIND_COORDINATOR_REQUEST,
+         coordinator.FIND_COORDINATOR_RESPONSE, "0-2", "0-2"),
+    _api("JoinGroup", groups.JOIN_GROUP_REQUEST, groups.JOIN_GROUP_RESPONSE, "0-5", "0-5"),
+    _api("Heartbeat", groups.HEARTBEAT_REQUEST, groups.HEARTBEAT_RESPONSE, "0-3", "0-3"),
+    _api("LeaveGroup", groups.LEAVE_GROUP_REQUEST, groups.LEAVE_GROUP_RESPONSE, "0-3", "0-3"),
+    _api("SyncGroup", groups.SYNC_GROUP_REQUEST, groups.SYNC_GROUP_RESPONSE, "0-3", "0-3"),
+    _api("DescribeGroups", groups.DESCRIBE_GROUPS_REQUEST, groups.DESCRIBE_GROUPS_RESPONSE,
+         "0-4", "0-4"),
+    _api("ListGroups", groups.LIST_GROUPS_REQUEST, groups.LIST_GROUPS_RESPONSE, "0-2", "0-2"),
+    # v3+ requests are answered with the v0 error body (KIP-511), see `api_versions_error_body`.
+    _api("ApiVersions", api_versions.API_VERSIONS_REQUEST, api_versions.API_VERSIONS_RESPONSE,
+         "0-2", "0-2"),
+    _api("CreateTopics", admin.CREATE_TOPICS_REQUEST, admin.CREATE_TOPICS_RESPONSE, "0-4", "0-4"),
+    _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-3", "0-3"),
+    # v2-4 are flexible and v3+ bump the epoch (KIP-360): implemented, advertised up to 1 only
+    # (research: all three clients work with 0-1).
+    _api("InitProducerId", producer_id.INIT_PRODUCER_ID_REQUEST,
+         producer_id.INIT_PRODUCER_ID_RESPONSE, "0-1", "0-4"),
+    _api("OffsetForLeaderEpoch", offsets.OFFSET_FOR_LEADER_EPOCH_REQUEST,
+         offsets.OFFSET_FOR_LEADER_EPOCH_RESPONSE, "0-3", "0-3"),
+    _api("AddPartitionsToTxn", transactions.ADD_PARTITIONS_TO_TXN_REQUEST,
+         transactions.ADD_PARTITIONS_TO_TXN_RESPONSE, "0-2", "0-2", False),
+    _api("AddOffsetsToTxn", transactions.ADD_OFFSETS_TO_TXN_REQUEST,
+         transactions.ADD_OFFSETS_TO_TXN_RESPONSE, "0-2", "0-2", False),
+    _api("EndTxn", transactions.END_TXN_REQUEST, transactions.END_TXN_RESPONSE, "0-2", "0-2",
+         False),
+    _api("TxnOffsetCommit", transactions.TXN_OFFSET_COMMIT_REQUEST,
+         transactions.TXN_OFFSET_COMMIT_RESPONSE, "0-2", "0-2", False),
+    _api("DescribeConfigs", admin.DESCRIBE_CONFIGS_REQUEST, admin.DESCRIBE_CONFIGS_RESPONSE,
+         "0-2", "0-2"),
+    _api("CreatePartitions", admin.CREATE_PARTITIONS_REQUEST, admin.CREATE_PARTITIONS_RESPONSE,
+         "0-1", "0-1"),
+    _api("DeleteGroups", groups.DELETE_GROUPS_REQUEST, groups.DELETE_GROUPS_RESPONSE, "0-1", "0-1"),
+    # Flexible-only API (librdkafka's AdminClient describe_cluster).
+    _api("DescribeCluster", admin.DESCRIBE_CLUSTER_REQUEST, admin.DESCRIBE_CLUSTER_RESPONSE,
+         "0-1", "0-1"),
+)}
+# fmt: on
+
+API_VERSIONS_KEY = 18
+DEFAULT_ADVERTISED: frozenset[int] = frozenset(k for k, a in APIS.items() if a.advertise_by_default)
+
+
+def supported_api_versions(api_keys: frozenset[int] | None = None) -> list[Any]:
+    """ApiVersions' api_keys entries for `api_keys` (default: DEFAULT_ADVERTISED)."""
+    entry = api_versions.API_VERSIONS_RESPONSE.cls.ApiVersion
+    keys = DEFAULT_ADVERTISED if api_keys is None else api_keys
+    return [
+        entry(api_key=key, min_version=APIS[key].advertised[0], max_version=APIS[key].advertised[1])
+        for key in sorted(keys)
+    ]
+
+
+def api_versions_body(api_keys: frozenset[int] | None = None, throttle_time_ms: int = 0) -> Any:
+    """The ApiVersions response body (any version 0-2) advertising `api_keys`."""
+    return api_versions.API_VERSIONS_RESPONSE.cls(
+        error_code=ErrorCode.NONE,
+        api_keys=supported_api_versions(api_keys),
+        throttle_time_ms=throttle_time_ms,
+    )
+
+
+def api_versions_error_body(api_keys: frozenset[int] | None = None) -> Any:
+    """KIP-511: the v0-layout body answering an ApiVersions request at a version we lack.
+
+    Apache Kafka lists only its ApiVersions range here; we list all ranges, which clients
+    ignore on error (kafka-python and librdkafka read only the ApiVersions entry).
+    """
+    return api_versions.API_VERSIONS_RESPONSE.cls(
+        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=supported_api_versions(api_keys)
+    )
+
+
+# Field names that carry a partition id, in requests and responses.
+_PARTITION_ID_FIELDS = ("index", "partition", "partition_index")
+_TOPIC_NAME_FIELDS = ("name", "topic")
+_UNKNOWN_OFFSET_FIELDS = ("base_offset", "offset", "high_watermark", "committed_offset")
+
+
+def unsupported_version_body(api: Api, version: int, request_body: Any, error_code: int) -> Any:
+    """A response body at `version` that answers `request_body` with `error_code` everywhere.
+
+    Top-level error_code fields get the code; a response listing topics/partitions mirrors
+    the request's topics/partitions with the code on each partition (Produce, Fetch,
+    ListOffsets, OffsetCommit...).
+    """
+    assert api.is_declared(version)
+    return _error_struct(api.response.struct, version, request_body, error_code)
+
+
+def _error_struct(struct_type: StructType, version: int, source: Any, error_code: int) -> Any:
+    values: dict[str, Any] = {}
+    for field in struct_type.fields:
+        if not in_range(version, field.versions):
+            continue
+        if field.name == "error_code":
+            values["error_code"] = error_code
+        elif field.name in _UNKNOWN_OFFSET_FIELDS:
+            values[field.name] = -1
+        elif field.name in _TOPIC_NAME_FIELDS + _PARTITION_ID_FIELDS and source is not None:
+            values[field.name] = _source_value(source, field.name)
+        elif isinstance(field.type, ArrayType) and isinstance(field.type.element, StructType):
+            items = _source_items(source)
+            if items is not None:
+                values[field.name] = [
+                    _error_struct(field.type.element, version, item, error_code) for item in items
+                ]
+    return struct_type.cls(**{k: v for k, v in values.items() if v is not None})
+
+
+def _source_value(source: Any, name: str) -> Any:
+    group = _TOPIC_NAME_FIELDS if name in _TOPIC_NAME_FIELDS else _PARTITION_ID_FIELDS
+    for candidate in group:
+        value = getattr(source, candidate, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _source_items(source: Any) -> list[Any] | None:
+    """The first list of structs in `source` (a request's topics, or a topic's partitions)."""
+    if source is None or not dataclasses.is_dataclass(source):
+        return None
+    for field in dataclasses.fields(source):
+        value = getattr(source, field.name)
+        if isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+            return value
+        if (
+            isinstance(value, list)
+            and value
+            and isinstance(value[0], int)
+            and field.name in ("partitions", "partition_indexes")
+        ):
+            return [_PartitionId(p) for p in value]
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _PartitionId:
+    partition_index: int
