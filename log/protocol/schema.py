@@ -473,36 +473,86 @@ def _plan(struct_type: StructType, version: int) -> list[tuple[str, Any]]:
     return plan
 
 
+def _invalid(what: str, problem: str) -> InvalidRequestError:
+    return InvalidRequestError(f"{what}: {problem}")
+
+
+def _compile(source: str, namespace: dict[str, Any], name: str) -> Callable:
+    """Compile generated codec source; `namespace` holds the structs and helpers it uses."""
+    exec(compile(source, f"<quorumlog codec {name}>", "exec"), namespace)  # noqa: S102
+    return namespace[name]
+
+
 def _struct_decoder(
     struct_type: StructType, version: int, flexible: bool
 ) -> Callable[[Any, int], tuple[Any, int]]:
-    steps: list[tuple[int, Any, int]] = []  # (kind, codec, size)
+    """Generate a decoder for one struct at one version: runs of fixed-width fields become one
+    `unpack_from`, non-flexible strings/bytes are inlined, everything else calls a helper.
+    """
+    namespace: dict[str, Any] = {
+        "cls": struct_type.cls,
+        "I16": _I16,
+        "I32": _I32,
+        "invalid": _invalid,
+        "skip_tagged_fields": skip_tagged_fields,
+    }
+    lines = ["def read(buf, pos):"]
+    names = []
     for kind, item in _plan(struct_type, version):
         if kind == "fixed":
             fixed = struct.Struct(">" + "".join(f.type.fmt for f in item))
-            steps.append((0, fixed, fixed.size))
-        elif kind == "var":
-            steps.append((1, _value_decoder(item, item.type, version, flexible), 0))
+            key = f"S{len(namespace)}"
+            namespace[key] = fixed
+            targets = [f"v{len(names) + i}" for i in range(len(item))]
+            names.extend(targets)
+            lines.append(f"    {', '.join(targets)}, = {key}.unpack_from(buf, pos)")
+            lines.append(f"    pos += {fixed.size}")
+            continue
+        target = f"v{len(names)}"
+        names.append(target)
+        if kind == "absent":
+            key = f"C{len(namespace)}"
+            namespace[key] = item.default_value()
+            lines.append(f"    {target} = {key}")
+        elif not flexible and item.type in (STRING, BYTES, RECORDS):
+            lines.extend(_inline_blob_read(item, target, version))
         else:
-            steps.append((2, item.default_value(), 0))
-    cls = struct_type.cls
+            key = f"D{len(namespace)}"
+            namespace[key] = _value_decoder(item, item.type, version, flexible)
+            lines.append(f"    {target}, pos = {key}(buf, pos)")
+    if flexible:
+        lines.append("    pos = skip_tagged_fields(buf, pos)")
+    lines.append(f"    return cls({', '.join(names)}), pos")
+    return _compile("\n".join(lines) + "\n", namespace, "read")
 
-    def read_struct(buf: Any, pos: int) -> tuple[Any, int]:
-        values: list[Any] = []
-        for kind, codec, size in steps:
-            if kind == 0:
-                values.extend(codec.unpack_from(buf, pos))
-                pos += size
-            elif kind == 1:
-                value, pos = codec(buf, pos)
-                values.append(value)
-            else:
-                values.append(codec)
-        if flexible:
-            pos = skip_tagged_fields(buf, pos)
-        return cls(*values), pos
 
-    return read_struct
+def _inline_blob_read(field: Field, target: str, version: int) -> list[str]:
+    prefix, size = ("I16", 2) if field.type is STRING else ("I32", 4)
+    if field.type is STRING:
+        value = "str(buf[pos:end], 'utf-8')"
+    elif field.type is BYTES:
+        value = "bytes(buf[pos:end])"
+    else:
+        value = "buf[pos:end]"  # records: a zero-copy view into the frame
+    null = (
+        f"        {target} = None"
+        if in_range(version, field.nullable)
+        else f"        raise invalid({field.name!r}, 'null in a non-nullable field')"
+    )
+    return [
+        f"    n, = {prefix}.unpack_from(buf, pos)",
+        f"    pos += {size}",
+        "    if n < 0:",
+        "        if n != -1:",
+        f"            raise invalid({field.name!r}, f'negative length {{n}}')",
+        null,
+        "    else:",
+        "        end = pos + n",
+        "        if end > len(buf):",
+        f"            raise invalid({field.name!r}, f'{{n}} bytes past the frame end')",
+        f"        {target} = {value}",
+        "        pos = end",
+    ]
 
 
 # --- encoders ---------------------------------------------------------------------------------
@@ -586,22 +636,38 @@ def _array_encoder(
 def _struct_encoder(
     struct_type: StructType, version: int, flexible: bool
 ) -> Callable[[Any, list], None]:
-    steps: list[tuple[int, Any, Any]] = []
+    """Generate an encoder for one struct at one version (mirror of `_struct_decoder`)."""
+    namespace: dict[str, Any] = {"I16": _I16, "I32": _I32}
+    lines = ["def write(value, parts):", "    append = parts.append"]
     for kind, item in _plan(struct_type, version):
         if kind == "fixed":
-            fixed = struct.Struct(">" + "".join(f.type.fmt for f in item))
-            names = [f.name for f in item]
-            steps.append((0, fixed.pack, names))
-        elif kind == "var":
-            steps.append((1, _value_encoder(item, item.type, version, flexible), item.name))
-
-    def write_struct(value: Any, parts: list) -> None:
-        for kind, codec, names in steps:
-            if kind == 0:
-                parts.append(codec(*[getattr(value, name) for name in names]))
-            else:
-                codec(getattr(value, names), parts)
-        if flexible:
-            parts.append(_EMPTY_TAGS)
-
-    return write_struct
+            key = f"P{len(namespace)}"
+            namespace[key] = struct.Struct(">" + "".join(f.type.fmt for f in item)).pack
+            args = ", ".join(f"value.{f.name}" for f in item)
+            lines.append(f"    append({key}({args}))")
+        elif kind == "absent":
+            continue
+        elif not flexible and item.type in (STRING, BYTES, RECORDS):
+            prefix = "I16" if item.type is STRING else "I32"
+            null = (
+                f"        append({prefix}.pack(-1))"
+                if in_range(version, item.nullable)
+                else f"        raise ValueError('{item.name} is not nullable in version {version}')"
+            )
+            encode = "        x = x.encode('utf-8')" if item.type is STRING else "        pass"
+            lines += [
+                f"    x = value.{item.name}",
+                "    if x is None:",
+                null,
+                "    else:",
+                encode,
+                f"        append({prefix}.pack(len(x)))",
+                "        append(x)",
+            ]
+        else:
+            key = f"E{len(namespace)}"
+            namespace[key] = _value_encoder(item, item.type, version, flexible)
+            lines.append(f"    {key}(value.{item.name}, parts)")
+    if flexible:
+        lines.append("    append(b'\\x00')")
+    return _compile("\n".join(lines) + "\n", namespace, "write")
