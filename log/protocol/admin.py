@@ -1,7 +1,9 @@
 """Admin APIs: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DescribeConfigs (32),
-DescribeCluster (60).
+DescribeCluster (60), AlterConfigs (33), IncrementalAlterConfigs (44), DeleteRecords (21),
+OffsetDelete (47).
 
-All non-flexible except DescribeCluster, which exists only in flexible versions.
+Non-flexible except DescribeCluster (flexible-only), IncrementalAlterConfigs v1 and
+DeleteRecords v2 (aiokafka's admin client sends DeleteRecords v2).
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -196,6 +198,144 @@ DESCRIBE_CLUSTER_RESPONSE = message(
                 F("rack", STRING, nullable="0+", default=None),
             ))),
         F("cluster_authorized_operations", INT32, default=-2147483648),
+    ),
+)
+
+ALTER_CONFIGS_REQUEST = message(
+    "AlterConfigsRequest",
+    api_key=33,
+    versions="0-1",
+    flexible_versions="2+",
+    fields=(
+        F("resources", ARRAY(STRUCT("AlterConfigsResource",
+                F("resource_type", INT8),
+                F("resource_name", STRING),
+                F("configs", ARRAY(STRUCT("AlterableConfig",
+                        F("name", STRING),
+                        F("value", STRING, nullable="0+"),
+                    ))),
+            ))),
+        F("validate_only", BOOL),
+    ),
+)
+
+ALTER_CONFIGS_RESPONSE = message(
+    "AlterConfigsResponse",
+    api_key=33,
+    versions="0-1",
+    flexible_versions="2+",
+    fields=(
+        F("throttle_time_ms", INT32),
+        F("responses", ARRAY(STRUCT("AlterConfigsResourceResponse",
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+"),
+                F("resource_type", INT8),
+                F("resource_name", STRING),
+            ))),
+    ),
+)
+
+INCREMENTAL_ALTER_CONFIGS_REQUEST = message(
+    "IncrementalAlterConfigsRequest",
+    api_key=44,
+    versions="0-1",
+    flexible_versions="1+",
+    fields=(
+        F("resources", ARRAY(STRUCT("AlterConfigsResource",
+                F("resource_type", INT8),
+                F("resource_name", STRING),
+                F("configs", ARRAY(STRUCT("AlterableConfig",
+                        F("name", STRING),
+                        F("config_operation", INT8),
+                        F("value", STRING, nullable="0+"),
+                    ))),
+            ))),
+        F("validate_only", BOOL),
+    ),
+)
+
+INCREMENTAL_ALTER_CONFIGS_RESPONSE = message(
+    "IncrementalAlterConfigsResponse",
+    api_key=44,
+    versions="0-1",
+    flexible_versions="1+",
+    fields=(
+        F("throttle_time_ms", INT32),
+        F("responses", ARRAY(STRUCT("AlterConfigsResourceResponse",
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+"),
+                F("resource_type", INT8),
+                F("resource_name", STRING),
+            ))),
+    ),
+)
+
+DELETE_RECORDS_REQUEST = message(
+    "DeleteRecordsRequest",
+    api_key=21,
+    versions="0-2",
+    flexible_versions="2+",
+    fields=(
+        F("topics", ARRAY(STRUCT("DeleteRecordsTopic",
+                F("name", STRING),
+                F("partitions", ARRAY(STRUCT("DeleteRecordsPartition",
+                        F("partition_index", INT32),
+                        F("offset", INT64),
+                    ))),
+            ))),
+        F("timeout_ms", INT32),
+    ),
+)
+
+DELETE_RECORDS_RESPONSE = message(
+    "DeleteRecordsResponse",
+    api_key=21,
+    versions="0-2",
+    flexible_versions="2+",
+    fields=(
+        F("throttle_time_ms", INT32),
+        F("topics", ARRAY(STRUCT("DeleteRecordsTopicResult",
+                F("name", STRING),
+                F("partitions", ARRAY(STRUCT("DeleteRecordsPartitionResult",
+                        F("partition_index", INT32),
+                        F("low_watermark", INT64),
+                        F("error_code", INT16),
+                    ))),
+            ))),
+    ),
+)
+
+OFFSET_DELETE_REQUEST = message(
+    "OffsetDeleteRequest",
+    api_key=47,
+    versions="0-0",
+    flexible_versions="none",
+    fields=(
+        F("group_id", STRING),
+        F("topics", ARRAY(STRUCT("OffsetDeleteRequestTopic",
+                F("name", STRING),
+                F("partitions", ARRAY(STRUCT("OffsetDeleteRequestPartition",
+                        F("partition_index", INT32),
+                    ))),
+            ))),
+    ),
+)
+
+OFFSET_DELETE_RESPONSE = message(
+    "OffsetDeleteResponse",
+    api_key=47,
+    versions="0-0",
+    flexible_versions="none",
+    fields=(
+        F("error_code", INT16),
+        F("throttle_time_ms", INT32),
+        F("topics", ARRAY(STRUCT("OffsetDeleteResponseTopic",
+                F("name", STRING),
+                F("partitions", ARRAY(STRUCT("OffsetDeleteResponsePartition",
+                        F("partition_index", INT32),
+                        F("error_code", INT16),
+                    ))),
+            ))),
     ),
 )
 # fmt: on

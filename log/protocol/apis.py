@@ -4,7 +4,8 @@
 advertised but not implemented exist for old clients' feature checks (librdkafka < 2.11.1
 required Produce v0 in range for compression, KAFKA-18659): a real request at such a version
 gets UNSUPPORTED_VERSION in that version's response layout (`unsupported_version_body`).
-Transaction APIs are declared but not advertised by default (the broker opts in).
+Transaction APIs and the admin extras are declared but not advertised by default: the broker
+opts in (`api_versions_body(api_keys=...)`) once it handles them.
 """
 
 from __future__ import annotations
@@ -98,9 +99,18 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("CreatePartitions", admin.CREATE_PARTITIONS_REQUEST, admin.CREATE_PARTITIONS_RESPONSE,
          "0-1", "0-1"),
     _api("DeleteGroups", groups.DELETE_GROUPS_REQUEST, groups.DELETE_GROUPS_RESPONSE, "0-1", "0-1"),
-    # Flexible-only API (librdkafka's AdminClient describe_cluster).
+    # Flexible-only API (kafka-python's KafkaAdminClient.describe_cluster; librdkafka uses Metadata).
     _api("DescribeCluster", admin.DESCRIBE_CLUSTER_REQUEST, admin.DESCRIBE_CLUSTER_RESPONSE,
          "0-1", "0-1"),
+    # Admin extras: declared and decodable, advertised only once the broker handles them.
+    _api("AlterConfigs", admin.ALTER_CONFIGS_REQUEST, admin.ALTER_CONFIGS_RESPONSE, "0-1", "0-1",
+         False),
+    _api("IncrementalAlterConfigs", admin.INCREMENTAL_ALTER_CONFIGS_REQUEST,
+         admin.INCREMENTAL_ALTER_CONFIGS_RESPONSE, "0-1", "0-1", False),
+    _api("DeleteRecords", admin.DELETE_RECORDS_REQUEST, admin.DELETE_RECORDS_RESPONSE, "0-2", "0-2",
+         False),
+    _api("OffsetDelete", admin.OFFSET_DELETE_REQUEST,
+         admin.OFFSET_DELETE_RESPONSE, "0", "0", False),
 )}
 # fmt: on
 
