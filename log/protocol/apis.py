@@ -16,6 +16,7 @@ from typing import Any
 from log.protocol import (
     admin,
     api_versions,
+    controller,
     coordinator,
     fetch,
     groups,
@@ -111,6 +112,13 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          False),
     _api("OffsetDelete", admin.OFFSET_DELETE_REQUEST,
          admin.OFFSET_DELETE_RESPONSE, "0", "0", False),
+    # Broker-to-controller (KRaft) APIs: never advertised to clients.
+    _api("BrokerRegistration", controller.BROKER_REGISTRATION_REQUEST,
+         controller.BROKER_REGISTRATION_RESPONSE, "0", "0", False),
+    _api("BrokerHeartbeat", controller.BROKER_HEARTBEAT_REQUEST,
+         controller.BROKER_HEARTBEAT_RESPONSE, "0", "0", False),
+    _api("AllocateProducerIds", controller.ALLOCATE_PRODUCER_IDS_REQUEST,
+         controller.ALLOCATE_PRODUCER_IDS_RESPONSE, "0", "0", False),
 )}
 # fmt: on
 

@@ -159,8 +159,13 @@ def _only_keys_of(theirs, ours):
     return theirs
 
 
-def test_every_advertised_api_has_a_kafka_python_cross_check():
-    missing = [api.name for api in APIS.values() if (api.api_key, "request") not in KAFKA_PYTHON]
+def test_every_client_facing_api_has_a_kafka_python_cross_check():
+    controller_apis = {62, 63, 67}  # KRaft-internal: kafka-python has no classes for them
+    missing = [
+        api.name
+        for api in APIS.values()
+        if (api.api_key, "request") not in KAFKA_PYTHON and api.api_key not in controller_apis
+    ]
     assert missing == []
 
 
