@@ -16,8 +16,9 @@ A request uses header v2 when its API version is flexible, else v1; a response h
 flexible, else v0, except ApiVersions responses, which always use v0 (KIP-511: a client reads
 the header before knowing which version the broker answered with).
 
-`FrameDecoder` is fed bytes in any chunking and returns whole frames (each its own `bytes`
-object, so bodies may keep zero-copy `memoryview`s into it).
+`FrameDecoder` is fed bytes in any chunking and returns whole frames, each its own
+`bytearray`: bodies keep zero-copy `memoryview`s into it, and those are writable, so the broker
+can patch a batch's baseOffset/partitionLeaderEpoch in place in the request it received.
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buffer += data
 
-    def next_frame(self) -> bytes | None:
+    def next_frame(self) -> bytearray | None:
         """The next whole frame (without its size), or None until more bytes arrive.
 
         Raises InvalidFrameError on a negative or oversized size: the stream cannot be
@@ -154,7 +155,7 @@ class FrameDecoder:
         if available < 4 + size:
             return None
         begin = self._start + 4
-        payload = bytes(self._buffer[begin : begin + size])
+        payload = self._buffer[begin : begin + size]  # a copy: the frame's own bytearray
         self._start = begin + size
         if self._start == len(self._buffer):
             self._buffer.clear()
@@ -164,7 +165,7 @@ class FrameDecoder:
             self._start = 0
         return payload
 
-    def frames(self, data: bytes | bytearray | memoryview = b"") -> list[bytes]:
+    def frames(self, data: bytes | bytearray | memoryview = b"") -> list[bytearray]:
         """Feed `data` and return every frame now complete."""
         if data:
             self.feed(data)

@@ -6,8 +6,10 @@ with its type, the versions it exists in, the versions it is nullable in, and it
 From that one declaration we derive, per version:
 
 - a frozen dataclass per struct (fields of every version; absent fields take their default),
-- a fast decoder/encoder built from `struct.Struct` runs and closures (this module), used on
-  every request, hot paths included (records stay a zero-copy `memoryview`),
+- a fast decoder/encoder (this module): Python source generated per struct and version, with
+  runs of fixed-width fields packed/unpacked by one `struct.Struct` and non-flexible strings
+  and bytes inlined; used on every request, hot paths included. Records stay a zero-copy
+  `memoryview` into the frame on decode, and are appended as-is (no copy) on encode,
 - a `construct` definition (`wire_construct.py`), the reference the tests check the fast codec
   against byte for byte.
 
@@ -24,7 +26,7 @@ Encodings (non-flexible | flexible versions, KIP-482):
 
 Decoding is bounded: every length and count is checked against the bytes that remain before
 anything is allocated, so a forged count costs nothing; any malformation raises
-`InvalidRequestError` (wire_errors.py), never an untyped exception. Unknown tagged fields are
+`InvalidRequestError` (errors.py), never an untyped exception. Unknown tagged fields are
 skipped; we write none.
 """
 

@@ -255,3 +255,26 @@ def test_every_api_is_declared_for_its_advertised_versions_or_refused_by_closing
     for api in APIS.values():
         assert api.implemented[0] >= api.request.versions[0]
         assert api.advertised[1] <= api.implemented[1]
+
+
+def test_server_side_records_are_writable_views_into_the_frame():
+    from log.records.batch_header import read_header, set_base_offset, validate_batch
+    from log.records.builder import Record, build_batch
+
+    batch = build_batch([Record(b"v1"), Record(b"v2")])
+    body = P(
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[
+            P.TopicProduceData(
+                name="t", partition_data=[P.PartitionProduceData(index=0, records=batch)]
+            )
+        ],
+    )
+    client, conn = _pair()
+    request = _one(conn, client.encode_request(0, 8, body))
+    records = request.body.topic_data[0].partition_data[0].records
+    assert not records.readonly
+    set_base_offset(records, 0, 41)  # in place, as the broker assigns offsets
+    assert read_header(records).base_offset == 41
+    validate_batch(records)  # baseOffset is outside the CRC

@@ -139,7 +139,7 @@ class TinyBroker:
             partitions = []
             for partition in topic.partition_data:
                 key = (topic.name, partition.index)
-                records = bytearray(partition.records)
+                records = partition.records  # a writable view into the request frame
                 base_offset = self.next_offset.get(key, 0)
                 next_offset = base_offset
                 for position, header in iter_batches(records):
