@@ -3,6 +3,7 @@ and real kafka-python request frames."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -278,3 +279,62 @@ def test_server_side_records_are_writable_views_into_the_frame():
     set_base_offset(records, 0, 41)  # in place, as the broker assigns offsets
     assert read_header(records).base_offset == 41
     validate_batch(records)  # baseOffset is outside the CRC
+
+
+def _one_of_each(struct_type, version):
+    """A request body with one element in every array (defaults elsewhere)."""
+    from log.protocol.schema import ArrayType, StructType, in_range
+
+    values = {}
+    for field in struct_type.fields:
+        if not in_range(version, field.versions):
+            continue
+        element = field.type.element if isinstance(field.type, ArrayType) else None
+        if isinstance(element, StructType):
+            values[field.name] = [_one_of_each(element, version)]
+        elif element is not None:
+            values[field.name] = [7] if element.fmt else ["x"]
+        elif field.type.name == "string":
+            values[field.name] = "topic"
+    return struct_type.cls(**values)
+
+
+def _error_codes(value, struct_type, version):
+    """Every error_code in a body, in the fields that exist at `version`."""
+    from log.protocol.schema import ArrayType, StructType, in_range
+
+    codes = []
+    for field in struct_type.fields:
+        if not in_range(version, field.versions):
+            continue
+        element = field.type.element if isinstance(field.type, ArrayType) else field.type
+        if field.name == "error_code":
+            codes.append(getattr(value, field.name))
+        elif isinstance(element, StructType):
+            items = getattr(value, field.name)
+            for item in items if isinstance(items, list) else [items]:
+                codes.extend(_error_codes(item, element, version))
+    return codes
+
+
+_REFUSED = [
+    pytest.param(api.api_key, version, id=f"{api.name}-v{version}")
+    for api in APIS.values()
+    for version in range(api.advertised[0], api.implemented[0])
+]
+
+
+@pytest.mark.parametrize(("api_key", "version"), _REFUSED)
+def test_advertised_but_refused_versions_answer_unsupported_version_in_their_layout(
+    api_key, version
+):
+    api = APIS[api_key]
+    client, conn = _pair()
+    body = _one_of_each(api.request.struct, version)
+    if api_key == 0:
+        body = dataclasses.replace(body, acks=1)  # acks=0 would close instead (no response due)
+    event = _one(conn, client.encode_request(api_key, version, body, expect_response=True))
+    assert isinstance(event, BadRequest) and not event.close_connection
+    (response,) = client.receive_data(event.data_to_send)
+    codes = _error_codes(response.body, api.response.struct, version)
+    assert codes and set(codes) == {ErrorCode.UNSUPPORTED_VERSION}
