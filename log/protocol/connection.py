@@ -57,6 +57,7 @@ NEED_DATA = _Sentinel("NEED_DATA")  # no whole request buffered: read more
 PAUSED = _Sentinel("PAUSED")  # max_in_flight requests unanswered: stop reading
 
 PRODUCE_KEY = 0
+DEFAULT_MAX_READ_BYTES = 1 << 20  # the most a driver reads from the socket at once
 DEFAULT_MAX_IN_FLIGHT = 5  # what idempotent producers use; Kafka handles one at a time
 
 
@@ -78,6 +79,11 @@ class Request:
     @property
     def correlation_id(self) -> int:
         return self.header.correlation_id
+
+    @property
+    def expects_response(self) -> bool:
+        """False for Produce with acks=0: finish it with `no_response` instead."""
+        return not (self.header.api_key == PRODUCE_KEY and self.body.acks == 0)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,11 +122,13 @@ class ServerConnection:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         advertised_api_keys: frozenset[int] | None = None,
+        max_read_bytes: int = DEFAULT_MAX_READ_BYTES,
     ) -> None:
         assert max_in_flight >= 1
         self.max_in_flight = max_in_flight
         self.advertised_api_keys = advertised_api_keys
         self._frames = FrameDecoder(max_frame_bytes)
+        self._max_buffered_bytes = 2 * (max_frame_bytes + 4) + max_read_bytes
         self._next_sequence = 0
         self._next_to_send = 0  # sequence of the oldest unanswered request
         self._ready: dict[int, list] = {}  # sequence -> encoded response parts ([] = none)
@@ -135,8 +143,16 @@ class ServerConnection:
     def buffered_bytes(self) -> int:
         return self._frames.buffered_bytes
 
+    @property
+    def reading_paused(self) -> bool:
+        """True while max_in_flight requests are unanswered: do not read the socket."""
+        return self._in_flight >= self.max_in_flight
+
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self._frames.feed(data)
+        # A driver that honours PAUSED/reading_paused buffers at most one partial frame plus
+        # one read; anything more means it kept reading past back-pressure.
+        assert self._frames.buffered_bytes <= self._max_buffered_bytes, "read while paused"
 
     def next_request(self) -> Request | BadRequest | _Sentinel:
         """The next request, a BadRequest, NEED_DATA or PAUSED.

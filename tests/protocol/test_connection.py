@@ -190,6 +190,7 @@ def test_acks_0_produce_gets_no_response_and_does_not_block_later_ones():
         + client.encode_request(3, 8, METADATA_REQUEST.cls(topics=[]))
     )
     produce, metadata = conn.next_request(), conn.next_request()
+    assert not produce.expects_response and metadata.expects_response
     assert client.in_flight_count == 1
     assert conn.send_response(metadata, METADATA_RESPONSE.cls()) == b""
     data = conn.no_response(produce)
@@ -204,6 +205,7 @@ def test_paused_at_max_in_flight():
         b"".join(client.encode_request(3, 8, METADATA_REQUEST.cls()) for _ in range(3))
     )
     first, second = conn.next_request(), conn.next_request()
+    assert conn.reading_paused
     assert conn.next_request() is PAUSED
     conn.send_response(first, METADATA_RESPONSE.cls())
     assert isinstance(conn.next_request(), Request)
