@@ -4,8 +4,10 @@
 advertised but not implemented exist for old clients' feature checks (librdkafka < 2.11.1
 required Produce v0 in range for compression, KAFKA-18659): a real request at such a version
 gets UNSUPPORTED_VERSION in that version's response layout (`unsupported_version_body`).
-Transaction APIs and the admin extras are declared but not advertised by default: the broker
-opts in (`api_versions_body(api_keys=...)`) once it handles them.
+APIs come in families (CORE_APIS, GROUP_APIS, ...); DEFAULT_ADVERTISED is core + group +
+replication; a broker passes its own set to `api_versions_body(api_keys=...)` and
+`ServerConnection(advertised_api_keys=...)`. Every declared API is decoded whether advertised
+or not (our own brokers and controllers use unadvertised ones).
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ class Api:
     response: Message
     advertised: Versions
     implemented: Versions
-    advertise_by_default: bool = True
 
     def __post_init__(self) -> None:
         assert self.request.versions[0] <= self.implemented[0]
@@ -52,11 +53,10 @@ class Api:
         return self.request.supports(version)
 
 
-def _api(name: str, request: Message, response: Message, advertised: str, implemented: str,
-         advertise_by_default: bool = True) -> Api:  # fmt: skip
+def _api(name: str, request: Message, response: Message, advertised: str, implemented: str) -> Api:
     assert request.api_key is not None
     return Api(request.api_key, name, request, response, parse_versions(advertised),
-               parse_versions(implemented), advertise_by_default)  # fmt: skip
+               parse_versions(implemented))  # fmt: skip
 
 
 # fmt: off
@@ -88,13 +88,12 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("OffsetForLeaderEpoch", offsets.OFFSET_FOR_LEADER_EPOCH_REQUEST,
          offsets.OFFSET_FOR_LEADER_EPOCH_RESPONSE, "0-3", "0-3"),
     _api("AddPartitionsToTxn", transactions.ADD_PARTITIONS_TO_TXN_REQUEST,
-         transactions.ADD_PARTITIONS_TO_TXN_RESPONSE, "0-2", "0-2", False),
+         transactions.ADD_PARTITIONS_TO_TXN_RESPONSE, "0-2", "0-2"),
     _api("AddOffsetsToTxn", transactions.ADD_OFFSETS_TO_TXN_REQUEST,
-         transactions.ADD_OFFSETS_TO_TXN_RESPONSE, "0-2", "0-2", False),
-    _api("EndTxn", transactions.END_TXN_REQUEST, transactions.END_TXN_RESPONSE, "0-2", "0-2",
-         False),
+         transactions.ADD_OFFSETS_TO_TXN_RESPONSE, "0-2", "0-2"),
+    _api("EndTxn", transactions.END_TXN_REQUEST, transactions.END_TXN_RESPONSE, "0-2", "0-2"),
     _api("TxnOffsetCommit", transactions.TXN_OFFSET_COMMIT_REQUEST,
-         transactions.TXN_OFFSET_COMMIT_RESPONSE, "0-2", "0-2", False),
+         transactions.TXN_OFFSET_COMMIT_RESPONSE, "0-2", "0-2"),
     _api("DescribeConfigs", admin.DESCRIBE_CONFIGS_REQUEST, admin.DESCRIBE_CONFIGS_RESPONSE,
          "0-2", "0-2"),
     _api("CreatePartitions", admin.CREATE_PARTITIONS_REQUEST, admin.CREATE_PARTITIONS_RESPONSE,
@@ -104,26 +103,39 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("DescribeCluster", admin.DESCRIBE_CLUSTER_REQUEST, admin.DESCRIBE_CLUSTER_RESPONSE,
          "0-1", "0-1"),
     # Admin extras: declared and decodable, advertised only once the broker handles them.
-    _api("AlterConfigs", admin.ALTER_CONFIGS_REQUEST, admin.ALTER_CONFIGS_RESPONSE, "0-1", "0-1",
-         False),
+    _api("AlterConfigs", admin.ALTER_CONFIGS_REQUEST, admin.ALTER_CONFIGS_RESPONSE, "0-1", "0-1"),
     _api("IncrementalAlterConfigs", admin.INCREMENTAL_ALTER_CONFIGS_REQUEST,
-         admin.INCREMENTAL_ALTER_CONFIGS_RESPONSE, "0-1", "0-1", False),
-    _api("DeleteRecords", admin.DELETE_RECORDS_REQUEST, admin.DELETE_RECORDS_RESPONSE, "0-2", "0-2",
-         False),
+         admin.INCREMENTAL_ALTER_CONFIGS_RESPONSE, "0-1", "0-1"),
+    _api("DeleteRecords", admin.DELETE_RECORDS_REQUEST, admin.DELETE_RECORDS_RESPONSE, "0-2", "0-2"),
     _api("OffsetDelete", admin.OFFSET_DELETE_REQUEST,
-         admin.OFFSET_DELETE_RESPONSE, "0", "0", False),
+         admin.OFFSET_DELETE_RESPONSE, "0", "0"),
     # Broker-to-controller (KRaft) APIs: never advertised to clients.
     _api("BrokerRegistration", controller.BROKER_REGISTRATION_REQUEST,
-         controller.BROKER_REGISTRATION_RESPONSE, "0", "0", False),
+         controller.BROKER_REGISTRATION_RESPONSE, "0", "0"),
     _api("BrokerHeartbeat", controller.BROKER_HEARTBEAT_REQUEST,
-         controller.BROKER_HEARTBEAT_RESPONSE, "0", "0", False),
+         controller.BROKER_HEARTBEAT_RESPONSE, "0", "0"),
     _api("AllocateProducerIds", controller.ALLOCATE_PRODUCER_IDS_REQUEST,
-         controller.ALLOCATE_PRODUCER_IDS_RESPONSE, "0", "0", False),
+         controller.ALLOCATE_PRODUCER_IDS_RESPONSE, "0", "0"),
 )}
 # fmt: on
 
 API_VERSIONS_KEY = 18
-DEFAULT_ADVERTISED: frozenset[int] = frozenset(k for k, a in APIS.items() if a.advertise_by_default)
+# API families: a broker advertises a family once it handles every API in it.
+CORE_APIS = frozenset({0, 1, 2, 3, 18, 19, 20, 22, 32, 37, 60})
+GROUP_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42})
+REPLICATION_APIS = frozenset({23})  # OffsetForLeaderEpoch: followers, and clients' epoch checks
+TRANSACTION_APIS = frozenset({24, 25, 26, 28})
+ADMIN_EXTRA_APIS = frozenset({21, 33, 44, 47})
+CONTROLLER_APIS = frozenset({62, 63, 67})  # broker-to-controller only: never advertise
+assert (
+    CORE_APIS
+    | GROUP_APIS
+    | REPLICATION_APIS
+    | TRANSACTION_APIS
+    | ADMIN_EXTRA_APIS
+    | CONTROLLER_APIS
+) == set(APIS)
+DEFAULT_ADVERTISED: frozenset[int] = CORE_APIS | GROUP_APIS | REPLICATION_APIS
 
 
 def supported_api_versions(api_keys: frozenset[int] | None = None) -> list[Any]:
