@@ -122,11 +122,14 @@ class ServerConnection:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         advertised_api_keys: frozenset[int] | None = None,
+        accepted_api_keys: frozenset[int] | None = None,
         max_read_bytes: int = DEFAULT_MAX_READ_BYTES,
     ) -> None:
         assert max_in_flight >= 1
         self.max_in_flight = max_in_flight
         self.advertised_api_keys = advertised_api_keys
+        # APIs this listener answers (None: every declared API); others close, as in Kafka.
+        self.accepted_api_keys = accepted_api_keys
         self._frames = FrameDecoder(max_frame_bytes)
         self._max_buffered_bytes = 2 * (max_frame_bytes + 4) + max_read_bytes
         self._next_sequence = 0
@@ -172,6 +175,9 @@ class ServerConnection:
         except InvalidRequestError as exc:
             return self._close(None, ErrorCode.INVALID_REQUEST, str(exc))
         api = APIS.get(header.api_key)
+        if api is not None and self.accepted_api_keys is not None:
+            if header.api_key not in self.accepted_api_keys and header.api_key != API_VERSIONS_KEY:
+                api = None
         if api is None:
             return self._close(
                 header, ErrorCode.INVALID_REQUEST, f"unknown api key {header.api_key}"

@@ -340,3 +340,12 @@ def test_advertised_but_refused_versions_answer_unsupported_version_in_their_lay
     (response,) = client.receive_data(event.data_to_send)
     codes = _error_codes(response.body, api.response.struct, version)
     assert codes and set(codes) == {ErrorCode.UNSUPPORTED_VERSION}
+
+
+def test_api_outside_the_accepted_set_closes():
+    client = ClientCodec()
+    conn = ServerConnection(accepted_api_keys=frozenset({0, 1, 3}))
+    event = _one(conn, client.encode_request(22, 1, APIS[22].request.cls()))
+    assert isinstance(event, BadRequest) and event.close_connection
+    conn = ServerConnection(accepted_api_keys=frozenset({0, 1, 3}))
+    assert isinstance(_one(conn, client.encode_request(18, 2, API_VERSIONS_REQUEST.cls())), Request)
