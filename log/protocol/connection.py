@@ -109,11 +109,9 @@ def encode_response(api: Api, api_version: int, correlation_id: int, body: Any) 
     return parts
 
 
-def encode_api_versions_error(correlation_id: int, api_keys: frozenset[int] | None = None) -> bytes:
-    parts = encode_response(
-        APIS[API_VERSIONS_KEY], 0, correlation_id, api_versions_error_body(api_keys)
-    )
-    return b"".join(parts)
+def encode_response_frame(correlation_id: int, api_key: int, api_version: int, body: Any) -> bytes:
+    """A whole response frame (size, header of the right version, body), stateless."""
+    return b"".join(encode_response(APIS[api_key], api_version, correlation_id, body))
 
 
 class ServerConnection:

@@ -349,3 +349,14 @@ def test_api_outside_the_accepted_set_closes():
     assert isinstance(event, BadRequest) and event.close_connection
     conn = ServerConnection(accepted_api_keys=frozenset({0, 1, 3}))
     assert isinstance(_one(conn, client.encode_request(18, 2, API_VERSIONS_REQUEST.cls())), Request)
+
+
+def test_stateless_response_frame_matches_the_connection():
+    from log.protocol.connection import encode_response_frame
+
+    client, conn = _pair()
+    request = _one(conn, client.encode_request(3, 8, METADATA_REQUEST.cls()))
+    body = METADATA_RESPONSE.cls(controller_id=3)
+    assert conn.send_response(request, body) == encode_response_frame(
+        request.correlation_id, 3, 8, body
+    )
