@@ -238,7 +238,12 @@ class Message:
         encoder = self._encoders.get(version)
         if encoder is None:
             encoder = self._encoders[version] = self._compile_encoder(version)
-        encoder(body, parts)
+        try:
+            encoder(body, parts)
+        except (struct.error, AttributeError, TypeError, ValueError) as exc:
+            # A body the caller built wrongly (a value out of its type's range, a missing
+            # field): our bug, not the peer's, so not a KafkaError.
+            raise ValueError(f"cannot encode {self.name} v{version}: {exc}") from exc
 
     def encode(self, body: Any, version: int) -> bytes:
         parts: list = []

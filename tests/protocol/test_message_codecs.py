@@ -188,3 +188,20 @@ def test_uuid_default_and_records_are_zero_copy():
     assert isinstance(records, memoryview) and records.obj is frame
     assert bytes(records) == b"batch"
     assert uuid.UUID(int=0) == UUID.default
+
+
+def test_encoding_a_bad_body_names_the_message():
+    from log.protocol.produce import PRODUCE_RESPONSE
+
+    cls = PRODUCE_RESPONSE.cls
+    body = cls(
+        responses=[
+            cls.TopicProduceResponse(
+                name="t", partition_responses=[cls.PartitionProduceResponse(error_code=70000)]
+            )
+        ]
+    )
+    with pytest.raises(ValueError, match="ProduceResponse v8"):
+        PRODUCE_RESPONSE.encode(body, 8)
+    with pytest.raises(ValueError, match="not nullable"):
+        PRODUCE_RESPONSE.encode(cls(responses=[cls.TopicProduceResponse(name=None)]), 8)
