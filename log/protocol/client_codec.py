@@ -8,6 +8,7 @@ and it checks that responses come back in request order (Kafka guarantees it).
     data = codec.encode_request(PRODUCE_KEY, 8, body)          # framed; send it
     for response in codec.receive_data(received):              # ClientResponse events
         ...
+    versions = choose_versions(api_versions_response.body.api_keys)  # {api_key: version}
 
 A Produce request with acks=0 expects no response (`expect_response=False` is inferred).
 """
@@ -71,6 +72,23 @@ def decode_response(frame: bytes | memoryview, api_key: int, api_version: int) -
         api_version = 0  # an error answer to a version the broker lacks: v0 layout
     body, _ = api.response.decode(view, api_version, position)
     return ClientResponse(correlation_id, api_key, api_version, body)
+
+
+def choose_versions(broker_api_keys: list[Any]) -> dict[int, int]:
+    """Per API key, the highest version both we and the broker speak.
+
+    `broker_api_keys` is an ApiVersions response's `api_keys`; APIs with no common version
+    are left out (the caller raises UnsupportedVersionError if it needs one of them).
+    """
+    chosen = {}
+    for entry in broker_api_keys:
+        api = APIS.get(entry.api_key)
+        if api is None:
+            continue
+        version = min(api.implemented[1], entry.max_version)
+        if version >= max(api.implemented[0], entry.min_version):
+            chosen[entry.api_key] = version
+    return chosen
 
 
 def _api(api_key: int) -> Api:

@@ -360,3 +360,16 @@ def test_stateless_response_frame_matches_the_connection():
     assert conn.send_response(request, body) == encode_response_frame(
         request.correlation_id, 3, 8, body
     )
+
+
+def test_choose_versions_against_our_own_advertisement():
+    from log.protocol.apis import supported_api_versions
+    from log.protocol.client_codec import choose_versions
+
+    chosen = choose_versions(supported_api_versions())
+    assert chosen[0] == 8 and chosen[1] == 11 and chosen[3] == 8 and chosen[22] == 1
+    entry = APIS[18].response.cls.ApiVersion
+    assert choose_versions([entry(api_key=0, min_version=9, max_version=13)]) == {}
+    assert choose_versions(
+        [entry(api_key=1, min_version=4, max_version=17), entry(api_key=999)]
+    ) == {1: 11}
