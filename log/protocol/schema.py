@@ -91,7 +91,7 @@ UUID = Primitive("uuid", None, uuid.UUID(int=0))
 STRING = Primitive("string", None, "")
 BYTES = Primitive("bytes", None, b"")
 # A record set: bytes that are never decoded here; decoded as a memoryview into the frame.
-RECORDS = Primitive("records", None, None)
+RECORDS = Primitive("records", None, b"")  # Kafka sends empty records, not null, by default
 
 
 @dataclasses.dataclass(frozen=True)
