@@ -152,9 +152,9 @@ def _make_dataclass(struct_type: StructType) -> type:
     specs = []
     for field in struct_type.fields:
         default = field.default_value()
-        if isinstance(default, list | dict | set) or (
-            dataclasses.is_dataclass(default) and not isinstance(default, type)
-        ):
+        if isinstance(default, list):  # a fresh list per instance
+            specs.append((field.name, Any, dataclasses.field(default_factory=list)))
+        elif dataclasses.is_dataclass(default) and not isinstance(default, type):  # frozen: share
             specs.append((field.name, Any, dataclasses.field(default_factory=lambda d=default: d)))
         else:
             specs.append((field.name, Any, dataclasses.field(default=default)))

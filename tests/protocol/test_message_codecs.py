@@ -205,3 +205,11 @@ def test_encoding_a_bad_body_names_the_message():
         PRODUCE_RESPONSE.encode(body, 8)
     with pytest.raises(ValueError, match="not nullable"):
         PRODUCE_RESPONSE.encode(cls(responses=[cls.TopicProduceResponse(name=None)]), 8)
+
+
+def test_array_defaults_are_fresh_lists():
+    from log.protocol.metadata import METADATA_RESPONSE
+
+    first, second = METADATA_RESPONSE.cls(), METADATA_RESPONSE.cls()
+    first.topics.append("x")
+    assert second.topics == []
