@@ -517,7 +517,9 @@ def _struct_decoder(
             continue
         target = f"v{len(names)}"
         names.append(target)
-        if kind == "absent":
+        if kind == "absent" and isinstance(item.default_value(), list):
+            lines.append(f"    {target} = []")  # never share a mutable default between bodies
+        elif kind == "absent":
             key = f"C{len(namespace)}"
             namespace[key] = item.default_value()
             lines.append(f"    {target} = {key}")
