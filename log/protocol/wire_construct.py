@@ -190,6 +190,29 @@ def _struct(struct_type: StructType, version: int, flexible: bool) -> c.Construc
     return _Dataclass(c.Struct(*members), struct_type, version)
 
 
+def request_header(version: int) -> c.Construct:
+    """Request header v1 (v2 adds tagged fields; client_id stays an int16-length string)."""
+    assert version in (1, 2)
+    members = [
+        "api_key" / c.Int16sb,
+        "api_version" / c.Int16sb,
+        "correlation_id" / c.Int32sb,
+        "client_id" / _Blob(is_string=True, compact=False, nullable=True),
+    ]
+    if version == 2:
+        members.append("_tagged_fields" / _TaggedFields())
+    return c.Struct(*members)
+
+
+def response_header(version: int) -> c.Construct:
+    """Response header v0 (v1 adds tagged fields)."""
+    assert version in (0, 1)
+    members = ["correlation_id" / c.Int32sb]
+    if version == 1:
+        members.append("_tagged_fields" / _TaggedFields())
+    return c.Struct(*members)
+
+
 @functools.cache
 def construct_for(message: Message, version: int) -> c.Construct:
     """The construct definition of `message` at `version` (parses to / builds from dataclasses)."""
@@ -197,4 +220,4 @@ def construct_for(message: Message, version: int) -> c.Construct:
     return _struct(message.struct, version, message.is_flexible(version))
 
 
-__all__ = ["construct_for", "RECORDS"]
+__all__ = ["RECORDS", "construct_for", "request_header", "response_header"]

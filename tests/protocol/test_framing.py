@@ -115,3 +115,39 @@ def test_response_header_versions():
     assert encode_response_header(5, 0) == b"\x00\x00\x00\x05"
     assert encode_response_header(5, 1) == b"\x00\x00\x00\x05\x00"
     assert read_response_header(b"\x00\x00\x00\x05\x00rest", 1) == (5, 5)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    api_key=st.integers(-(2**15), 2**15 - 1),
+    api_version=st.integers(-(2**15), 2**15 - 1),
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    client_id=st.none() | st.text(max_size=10),
+    flexible=st.booleans(),
+)
+def test_header_codecs_match_the_construct_reference(
+    api_key, api_version, correlation_id, client_id, flexible
+):
+    from log.protocol.wire_construct import request_header, response_header
+
+    header = RequestHeader(api_key, api_version, correlation_id, client_id)
+    reference = request_header(2 if flexible else 1)
+    fields = {
+        "api_key": api_key,
+        "api_version": api_version,
+        "correlation_id": correlation_id,
+        "client_id": client_id,
+        "_tagged_fields": None,
+    }
+    data = encode_request_header(header, flexible)
+    assert reference.build(fields) == data
+    parsed = reference.parse(data)
+    assert (
+        RequestHeader(parsed.api_key, parsed.api_version, parsed.correlation_id, parsed.client_id)
+        == header
+    )
+    for version in (0, 1):
+        built = response_header(version).build(
+            {"correlation_id": correlation_id, "_tagged_fields": None}
+        )
+        assert built == encode_response_header(correlation_id, version)
