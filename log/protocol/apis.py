@@ -3,7 +3,7 @@
 `advertised` is what ApiVersions reports; `implemented` what we decode and answer. Versions
 advertised but not implemented exist for old clients' feature checks (librdkafka < 2.11.1
 required Produce v0 in range for compression, KAFKA-18659): a real request at such a version
-gets UNSUPPORTED_VERSION in that version's response layout (`unsupported_version_body`).
+gets UNSUPPORTED_VERSION in that version's response layout (`error_response_body`).
 APIs come in families (CORE_APIS, GROUP_APIS, ...); DEFAULT_ADVERTISED is core + group +
 replication; a broker passes its own set to `api_versions_body(api_keys=...)` and
 `ServerConnection(advertised_api_keys=...)`. Every declared API is decoded whether advertised
@@ -168,21 +168,37 @@ def api_versions_error_body(api_keys: frozenset[int] | None = None) -> Any:
     )
 
 
-# Field names that carry a partition id, in requests and responses.
+# Field names that identify what an error is about, in requests and responses.
 _PARTITION_ID_FIELDS = ("index", "partition", "partition_index")
-_TOPIC_NAME_FIELDS = ("name", "topic")
+_NAME_FIELDS = ("name", "topic", "group_id", "resource_name")
+_COPIED_FIELDS = ("resource_type",)
 _UNKNOWN_OFFSET_FIELDS = ("base_offset", "offset", "high_watermark", "committed_offset")
 
 
-def unsupported_version_body(api: Api, version: int, request_body: Any, error_code: int) -> Any:
-    """A response body at `version` that answers `request_body` with `error_code` everywhere.
+def error_response_body(api: Api, version: int, request_body: Any, error_code: int) -> Any:
+    """A response body at `version` answering every part of `request_body` with `error_code`.
 
-    Top-level error_code fields get the code; a response listing topics/partitions mirrors
-    the request's topics/partitions with the code on each partition (Produce, Fetch,
-    ListOffsets, OffsetCommit...).
+    Kafka's `AbstractRequest.getErrorResponse`, derived from the schema: every error code
+    field gets the code; response arrays that carry errors mirror the request's items
+    (topics, partitions, groups, resources) by name/partition id; offsets are -1.
+    Used for UNSUPPORTED_VERSION refusals, and by handlers that fail a whole request.
     """
     assert api.is_declared(version)
     return _error_struct(api.response.struct, version, request_body, error_code)
+
+
+def _is_error_field(name: str) -> bool:
+    return name == "error_code" or name.endswith("_error_code")
+
+
+def _has_error_field(struct_type: StructType) -> bool:
+    for field in struct_type.fields:
+        element = field.type.element if isinstance(field.type, ArrayType) else field.type
+        if _is_error_field(field.name) or (
+            isinstance(element, StructType) and _has_error_field(element)
+        ):
+            return True
+    return False
 
 
 def _error_struct(struct_type: StructType, version: int, source: Any, error_code: int) -> Any:
@@ -190,23 +206,31 @@ def _error_struct(struct_type: StructType, version: int, source: Any, error_code
     for field in struct_type.fields:
         if not in_range(version, field.versions):
             continue
-        if field.name == "error_code":
-            values["error_code"] = error_code
+        element = field.type.element if isinstance(field.type, ArrayType) else None
+        if _is_error_field(field.name):
+            values[field.name] = error_code
         elif field.name in _UNKNOWN_OFFSET_FIELDS:
             values[field.name] = -1
-        elif field.name in _TOPIC_NAME_FIELDS + _PARTITION_ID_FIELDS and source is not None:
+        elif field.name in _NAME_FIELDS + _PARTITION_ID_FIELDS + _COPIED_FIELDS:
             values[field.name] = _source_value(source, field.name)
-        elif isinstance(field.type, ArrayType) and isinstance(field.type.element, StructType):
+        elif isinstance(element, StructType) and _has_error_field(element):
             items = _source_items(source)
             if items is not None:
                 values[field.name] = [
-                    _error_struct(field.type.element, version, item, error_code) for item in items
+                    _error_struct(element, version, item, error_code) for item in items
                 ]
     return struct_type.cls(**{k: v for k, v in values.items() if v is not None})
 
 
 def _source_value(source: Any, name: str) -> Any:
-    group = _TOPIC_NAME_FIELDS if name in _TOPIC_NAME_FIELDS else _PARTITION_ID_FIELDS
+    if source is None:
+        return None
+    if name in _NAME_FIELDS:
+        group = _NAME_FIELDS
+    elif name in _PARTITION_ID_FIELDS:
+        group = _PARTITION_ID_FIELDS
+    else:
+        group = (name,)
     for candidate in group:
         value = getattr(source, candidate, None)
         if value is not None:
@@ -215,21 +239,25 @@ def _source_value(source: Any, name: str) -> Any:
 
 
 def _source_items(source: Any) -> list[Any] | None:
-    """The first list of structs in `source` (a request's topics, or a topic's partitions)."""
+    """The first non-empty list in `source`: a request's topics/groups, a topic's partitions."""
     if source is None or not dataclasses.is_dataclass(source):
         return None
     for field in dataclasses.fields(source):
         value = getattr(source, field.name)
-        if isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+        if not isinstance(value, list) or not value:
+            continue
+        if dataclasses.is_dataclass(value[0]):
             return value
-        if (
-            isinstance(value, list)
-            and value
-            and isinstance(value[0], int)
-            and field.name in ("partitions", "partition_indexes")
-        ):
-            return [_PartitionId(p) for p in value]
+        if isinstance(value[0], str):
+            return [_Named(name) for name in value]
+        if isinstance(value[0], int) and field.name in ("partitions", "partition_indexes"):
+            return [_PartitionId(partition) for partition in value]
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Named:
+    name: str
 
 
 @dataclasses.dataclass(frozen=True)

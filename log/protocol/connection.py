@@ -30,7 +30,7 @@ from log.protocol.apis import (
     APIS,
     Api,
     api_versions_error_body,
-    unsupported_version_body,
+    error_response_body,
 )
 from log.protocol.errors import ErrorCode, InvalidRequestError
 from log.protocol.framing import (
@@ -256,7 +256,7 @@ class ServerConnection:
         if api.api_key == PRODUCE_KEY and request_body.acks == 0:
             # The client expects no response: an answer would desynchronise it, so close.
             return self._close(header, ErrorCode.UNSUPPORTED_VERSION, reason)
-        body = unsupported_version_body(api, version, request_body, ErrorCode.UNSUPPORTED_VERSION)
+        body = error_response_body(api, version, request_body, ErrorCode.UNSUPPORTED_VERSION)
         return self._answer(
             header, reason, encode_response(api, version, header.correlation_id, body)
         )

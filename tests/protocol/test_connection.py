@@ -310,7 +310,7 @@ def _error_codes(value, struct_type, version):
         if not in_range(version, field.versions):
             continue
         element = field.type.element if isinstance(field.type, ArrayType) else field.type
-        if field.name == "error_code":
+        if field.name == "error_code" or field.name.endswith("_error_code"):
             codes.append(getattr(value, field.name))
         elif isinstance(element, StructType):
             items = getattr(value, field.name)
@@ -373,3 +373,21 @@ def test_choose_versions_against_our_own_advertisement():
     assert choose_versions(
         [entry(api_key=1, min_version=4, max_version=17), entry(api_key=999)]
     ) == {1: 11}
+
+
+_ALL_VERSIONS = [
+    pytest.param(api, version, id=f"{api.name}-v{version}")
+    for api in APIS.values()
+    for version in range(api.request.versions[0], api.implemented[1] + 1)
+]
+
+
+@pytest.mark.parametrize(("api", "version"), _ALL_VERSIONS)
+def test_error_response_body_answers_every_item_with_the_code(api, version):
+    from log.protocol.apis import error_response_body
+
+    request = _one_of_each(api.request.struct, version)
+    body = error_response_body(api, version, request, ErrorCode.NOT_CONTROLLER)
+    decoded, _ = api.response.decode(api.response.encode(body, version), version)
+    codes = _error_codes(decoded, api.response.struct, version)
+    assert codes and set(codes) == {ErrorCode.NOT_CONTROLLER}
