@@ -391,3 +391,28 @@ def test_error_response_body_answers_every_item_with_the_code(api, version):
     decoded, _ = api.response.decode(api.response.encode(body, version), version)
     codes = _error_codes(decoded, api.response.struct, version)
     assert codes and set(codes) == {ErrorCode.NOT_CONTROLLER}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_any_completion_order_releases_responses_in_request_order(seed):
+    import random
+
+    rng = random.Random(seed)
+    client = ClientCodec()
+    conn = ServerConnection(max_in_flight=8)
+    count = rng.randrange(1, 8)
+    conn.receive_data(
+        b"".join(client.encode_request(3, 8, METADATA_REQUEST.cls()) for _ in range(count))
+    )
+    requests = [conn.next_request() for _ in range(count)]
+    order = list(range(count))
+    rng.shuffle(order)
+    received = []
+    for index in order:
+        received.extend(
+            client.receive_data(
+                conn.send_response(requests[index], METADATA_RESPONSE.cls(controller_id=index))
+            )
+        )
+    assert [r.body.controller_id for r in received] == list(range(count)), f"seed {seed}"
+    assert conn.in_flight_count == 0
