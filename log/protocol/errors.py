@@ -247,3 +247,11 @@ DuplicateBrokerRegistrationError = _define(
 )
 UnknownTopicIdError = _define("UnknownTopicIdError", ErrorCode.UNKNOWN_TOPIC_ID)
 UnknownServerError = _define("UnknownServerError", ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+class InvalidFrameError(InvalidRequestError):
+    """A frame whose size prefix is negative or above the limit: the connection must close."""
+
+
+class UnsupportedApiError(InvalidRequestError):
+    """A request for an API key we do not know: Kafka closes the connection."""

@@ -1,0 +1,265 @@
+"""The table of APIs we speak: versions advertised, versions answered, request/response schemas.
+
+`advertised` is what ApiVersions reports; `implemented` what we decode and answer. Versions
+advertised but not implemented exist for old clients' feature checks (librdkafka < 2.11.1
+required Produce v0 in range for compression, KAFKA-18659): a real request at such a version
+gets UNSUPPORTED_VERSION in that version's response layout (`error_response_body`).
+APIs come in families (CORE_APIS, GROUP_APIS, ...); DEFAULT_ADVERTISED is core + group +
+replication; a broker passes its own set to `api_versions_body(api_keys=...)` and
+`ServerConnection(advertised_api_keys=...)`. Every declared API is decoded whether advertised
+or not (our own brokers and controllers use unadvertised ones).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from log.protocol import (
+    admin,
+    api_versions,
+    controller,
+    coordinator,
+    fetch,
+    groups,
+    metadata,
+    offsets,
+    produce,
+    producer_id,
+    transactions,
+)
+from log.protocol.errors import ErrorCode
+from log.protocol.schema import ArrayType, Message, StructType, Versions, in_range, parse_versions
+
+
+@dataclasses.dataclass(frozen=True)
+class Api:
+    api_key: int
+    name: str
+    request: Message
+    response: Message
+    advertised: Versions
+    implemented: Versions
+
+    def __post_init__(self) -> None:
+        assert self.request.versions[0] <= self.implemented[0]
+        assert self.implemented[1] <= self.request.versions[1]
+        assert self.request.versions == self.response.versions
+
+    def is_implemented(self, version: int) -> bool:
+        return in_range(version, self.implemented)
+
+    def is_declared(self, version: int) -> bool:
+        return self.request.supports(version)
+
+
+def _api(name: str, request: Message, response: Message, advertised: str, implemented: str) -> Api:
+    assert request.api_key is not None
+    return Api(request.api_key, name, request, response, parse_versions(advertised),
+               parse_versions(implemented))  # fmt: skip
+
+
+# fmt: off
+APIS: dict[int, Api] = {api.api_key: api for api in (
+    _api("Produce", produce.PRODUCE_REQUEST, produce.PRODUCE_RESPONSE, "0-8", "3-8"),
+    _api("Fetch", fetch.FETCH_REQUEST, fetch.FETCH_RESPONSE, "0-11", "4-11"),
+    _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-5", "1-5"),
+    _api("Metadata", metadata.METADATA_REQUEST, metadata.METADATA_RESPONSE, "0-8", "1-8"),
+    _api("OffsetCommit", groups.OFFSET_COMMIT_REQUEST, groups.OFFSET_COMMIT_RESPONSE, "0-7", "2-7"),
+    _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-5", "1-5"),
+    _api("FindCoordinator", coordinator.FIND_COORDINATOR_REQUEST,
+         coordinator.FIND_COORDINATOR_RESPONSE, "0-2", "0-2"),
+    _api("JoinGroup", groups.JOIN_GROUP_REQUEST, groups.JOIN_GROUP_RESPONSE, "0-5", "0-5"),
+    _api("Heartbeat", groups.HEARTBEAT_REQUEST, groups.HEARTBEAT_RESPONSE, "0-3", "0-3"),
+    _api("LeaveGroup", groups.LEAVE_GROUP_REQUEST, groups.LEAVE_GROUP_RESPONSE, "0-3", "0-3"),
+    _api("SyncGroup", groups.SYNC_GROUP_REQUEST, groups.SYNC_GROUP_RESPONSE, "0-3", "0-3"),
+    _api("DescribeGroups", groups.DESCRIBE_GROUPS_REQUEST, groups.DESCRIBE_GROUPS_RESPONSE,
+         "0-4", "0-4"),
+    _api("ListGroups", groups.LIST_GROUPS_REQUEST, groups.LIST_GROUPS_RESPONSE, "0-2", "0-2"),
+    # v3+ requests are answered with the v0 error body (KIP-511), see `api_versions_error_body`.
+    _api("ApiVersions", api_versions.API_VERSIONS_REQUEST, api_versions.API_VERSIONS_RESPONSE,
+         "0-2", "0-2"),
+    _api("CreateTopics", admin.CREATE_TOPICS_REQUEST, admin.CREATE_TOPICS_RESPONSE, "0-4", "0-4"),
+    _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-3", "0-3"),
+    # v2-4 are flexible and v3+ bump the epoch (KIP-360): implemented, advertised up to 1 only
+    # (research: all three clients work with 0-1).
+    _api("InitProducerId", producer_id.INIT_PRODUCER_ID_REQUEST,
+         producer_id.INIT_PRODUCER_ID_RESPONSE, "0-1", "0-4"),
+    _api("OffsetForLeaderEpoch", offsets.OFFSET_FOR_LEADER_EPOCH_REQUEST,
+         offsets.OFFSET_FOR_LEADER_EPOCH_RESPONSE, "0-3", "0-3"),
+    _api("AddPartitionsToTxn", transactions.ADD_PARTITIONS_TO_TXN_REQUEST,
+         transactions.ADD_PARTITIONS_TO_TXN_RESPONSE, "0-2", "0-2"),
+    _api("AddOffsetsToTxn", transactions.ADD_OFFSETS_TO_TXN_REQUEST,
+         transactions.ADD_OFFSETS_TO_TXN_RESPONSE, "0-2", "0-2"),
+    _api("EndTxn", transactions.END_TXN_REQUEST, transactions.END_TXN_RESPONSE, "0-2", "0-2"),
+    _api("TxnOffsetCommit", transactions.TXN_OFFSET_COMMIT_REQUEST,
+         transactions.TXN_OFFSET_COMMIT_RESPONSE, "0-2", "0-2"),
+    _api("DescribeConfigs", admin.DESCRIBE_CONFIGS_REQUEST, admin.DESCRIBE_CONFIGS_RESPONSE,
+         "0-2", "0-2"),
+    _api("CreatePartitions", admin.CREATE_PARTITIONS_REQUEST, admin.CREATE_PARTITIONS_RESPONSE,
+         "0-1", "0-1"),
+    _api("DeleteGroups", groups.DELETE_GROUPS_REQUEST, groups.DELETE_GROUPS_RESPONSE, "0-1", "0-1"),
+    # Flexible-only API (kafka-python's KafkaAdminClient.describe_cluster; librdkafka uses Metadata).
+    _api("DescribeCluster", admin.DESCRIBE_CLUSTER_REQUEST, admin.DESCRIBE_CLUSTER_RESPONSE,
+         "0-1", "0-1"),
+    # Admin extras: declared and decodable, advertised only once the broker handles them.
+    _api("AlterConfigs", admin.ALTER_CONFIGS_REQUEST, admin.ALTER_CONFIGS_RESPONSE, "0-1", "0-1"),
+    _api("IncrementalAlterConfigs", admin.INCREMENTAL_ALTER_CONFIGS_REQUEST,
+         admin.INCREMENTAL_ALTER_CONFIGS_RESPONSE, "0-1", "0-1"),
+    _api("DeleteRecords", admin.DELETE_RECORDS_REQUEST, admin.DELETE_RECORDS_RESPONSE, "0-2", "0-2"),
+    _api("OffsetDelete", admin.OFFSET_DELETE_REQUEST,
+         admin.OFFSET_DELETE_RESPONSE, "0", "0"),
+    # Broker-to-controller (KRaft) APIs: never advertised to clients.
+    _api("BrokerRegistration", controller.BROKER_REGISTRATION_REQUEST,
+         controller.BROKER_REGISTRATION_RESPONSE, "0", "0"),
+    _api("BrokerHeartbeat", controller.BROKER_HEARTBEAT_REQUEST,
+         controller.BROKER_HEARTBEAT_RESPONSE, "0", "0"),
+    _api("AllocateProducerIds", controller.ALLOCATE_PRODUCER_IDS_REQUEST,
+         controller.ALLOCATE_PRODUCER_IDS_RESPONSE, "0", "0"),
+)}
+# fmt: on
+
+API_VERSIONS_KEY = 18
+# API families: a broker advertises a family once it handles every API in it.
+CORE_APIS = frozenset({0, 1, 2, 3, 18, 19, 20, 22, 32, 37, 60})
+GROUP_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42})
+REPLICATION_APIS = frozenset({23})  # OffsetForLeaderEpoch: followers, and clients' epoch checks
+TRANSACTION_APIS = frozenset({24, 25, 26, 28})
+ADMIN_EXTRA_APIS = frozenset({21, 33, 44, 47})
+CONTROLLER_APIS = frozenset({62, 63, 67})  # broker-to-controller only: never advertise
+assert (
+    CORE_APIS
+    | GROUP_APIS
+    | REPLICATION_APIS
+    | TRANSACTION_APIS
+    | ADMIN_EXTRA_APIS
+    | CONTROLLER_APIS
+) == set(APIS)
+DEFAULT_ADVERTISED: frozenset[int] = CORE_APIS | GROUP_APIS | REPLICATION_APIS
+
+
+def supported_api_versions(api_keys: frozenset[int] | None = None) -> list[Any]:
+    """ApiVersions' api_keys entries for `api_keys` (default: DEFAULT_ADVERTISED)."""
+    entry = api_versions.API_VERSIONS_RESPONSE.cls.ApiVersion
+    keys = DEFAULT_ADVERTISED if api_keys is None else api_keys
+    return [
+        entry(api_key=key, min_version=APIS[key].advertised[0], max_version=APIS[key].advertised[1])
+        for key in sorted(keys)
+    ]
+
+
+def api_versions_body(api_keys: frozenset[int] | None = None, throttle_time_ms: int = 0) -> Any:
+    """The ApiVersions response body (any version 0-2) advertising `api_keys`."""
+    return api_versions.API_VERSIONS_RESPONSE.cls(
+        error_code=ErrorCode.NONE,
+        api_keys=supported_api_versions(api_keys),
+        throttle_time_ms=throttle_time_ms,
+    )
+
+
+def api_versions_error_body(api_keys: frozenset[int] | None = None) -> Any:
+    """KIP-511: the v0-layout body answering an ApiVersions request at a version we lack.
+
+    Apache Kafka lists only its ApiVersions range here; we list all ranges, which clients
+    ignore on error (kafka-python and librdkafka read only the ApiVersions entry).
+    """
+    return api_versions.API_VERSIONS_RESPONSE.cls(
+        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=supported_api_versions(api_keys)
+    )
+
+
+# Field names that identify what an error is about, in requests and responses.
+_PARTITION_ID_FIELDS = ("index", "partition", "partition_index")
+_NAME_FIELDS = ("name", "topic", "group_id", "resource_name")
+_COPIED_FIELDS = ("resource_type",)
+_UNKNOWN_OFFSET_FIELDS = ("base_offset", "offset", "high_watermark", "committed_offset")
+
+
+def error_response_body(api: Api, version: int, request_body: Any, error_code: int) -> Any:
+    """A response body at `version` answering every part of `request_body` with `error_code`.
+
+    Kafka's `AbstractRequest.getErrorResponse`, derived from the schema: every error code
+    field gets the code; response arrays that carry errors mirror the request's items
+    (topics, partitions, groups, resources) by name/partition id; offsets are -1.
+    Used for UNSUPPORTED_VERSION refusals, and by handlers that fail a whole request.
+    """
+    assert api.is_declared(version)
+    return _error_struct(api.response.struct, version, request_body, error_code)
+
+
+def _is_error_field(name: str) -> bool:
+    return name == "error_code" or name.endswith("_error_code")
+
+
+def _has_error_field(struct_type: StructType) -> bool:
+    for field in struct_type.fields:
+        element = field.type.element if isinstance(field.type, ArrayType) else field.type
+        if _is_error_field(field.name) or (
+            isinstance(element, StructType) and _has_error_field(element)
+        ):
+            return True
+    return False
+
+
+def _error_struct(struct_type: StructType, version: int, source: Any, error_code: int) -> Any:
+    values: dict[str, Any] = {}
+    for field in struct_type.fields:
+        if not in_range(version, field.versions):
+            continue
+        element = field.type.element if isinstance(field.type, ArrayType) else None
+        if _is_error_field(field.name):
+            values[field.name] = error_code
+        elif field.name in _UNKNOWN_OFFSET_FIELDS:
+            values[field.name] = -1
+        elif field.name in _NAME_FIELDS + _PARTITION_ID_FIELDS + _COPIED_FIELDS:
+            values[field.name] = _source_value(source, field.name)
+        elif isinstance(element, StructType) and _has_error_field(element):
+            items = _source_items(source)
+            if items is not None:
+                values[field.name] = [
+                    _error_struct(element, version, item, error_code) for item in items
+                ]
+    return struct_type.cls(**{k: v for k, v in values.items() if v is not None})
+
+
+def _source_value(source: Any, name: str) -> Any:
+    if source is None:
+        return None
+    if name in _NAME_FIELDS:
+        group = _NAME_FIELDS
+    elif name in _PARTITION_ID_FIELDS:
+        group = _PARTITION_ID_FIELDS
+    else:
+        group = (name,)
+    for candidate in group:
+        value = getattr(source, candidate, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _source_items(source: Any) -> list[Any] | None:
+    """The first non-empty list in `source`: a request's topics/groups, a topic's partitions."""
+    if source is None or not dataclasses.is_dataclass(source):
+        return None
+    for field in dataclasses.fields(source):
+        value = getattr(source, field.name)
+        if not isinstance(value, list) or not value:
+            continue
+        if dataclasses.is_dataclass(value[0]):
+            return value
+        if isinstance(value[0], str):
+            return [_Named(name) for name in value]
+        if isinstance(value[0], int) and field.name in ("partitions", "partition_indexes"):
+            return [_PartitionId(partition) for partition in value]
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Named:
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _PartitionId:
+    partition_index: int

@@ -1,0 +1,312 @@
+"""Consumer group APIs, non-flexible versions: JoinGroup (11), SyncGroup (14), Heartbeat (12),
+LeaveGroup (13), OffsetCommit (8), OffsetFetch (9), ListGroups (16), DescribeGroups (15),
+DeleteGroups (42).
+
+LeaveGroup v3 replaces member_id by a members batch (KIP-345). OffsetCommit v0-1 and OffsetFetch
+v0 are declared but refused (see apis.py).
+
+Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
+nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
+"""
+
+from __future__ import annotations
+
+from log.protocol.schema import (  # noqa: F401
+    ARRAY,
+    BOOL,
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    STRUCT,
+    F,
+    message,
+)
+
+# fmt: off
+JOIN_GROUP_REQUEST = message(
+    "JoinGroupRequest",
+    api_key=11,
+    versions="0-5",
+    flexible_versions="6+",
+    fields=(
+        F("group_id", STRING),
+        F("session_timeout_ms", INT32),
+        F("rebalance_timeout_ms", INT32, "1+", default=-1),
+        F("member_id", STRING),
+        F("group_instance_id", STRING, "5+", nullable="5+", default=None),
+        F("protocol_type", STRING),
+        F("protocols", ARRAY(STRUCT("JoinGroupRequestProtocol",
+                F("name", STRING),
+                F("metadata", BYTES),
+            ))),
+    ),
+)
+
+JOIN_GROUP_RESPONSE = message(
+    "JoinGroupResponse",
+    api_key=11,
+    versions="0-5",
+    flexible_versions="6+",
+    fields=(
+        F("throttle_time_ms", INT32, "2+"),
+        F("error_code", INT16),
+        F("generation_id", INT32, default=-1),
+        F("protocol_name", STRING),
+        F("leader", STRING),
+        F("member_id", STRING),
+        F("members", ARRAY(STRUCT("JoinGroupResponseMember",
+                F("member_id", STRING),
+                F("group_instance_id", STRING, "5+", nullable="5+", default=None),
+                F("metadata", BYTES),
+            ))),
+    ),
+)
+
+SYNC_GROUP_REQUEST = message(
+    "SyncGroupRequest",
+    api_key=14,
+    versions="0-3",
+    flexible_versions="4+",
+    fields=(
+        F("group_id", STRING),
+        F("generation_id", INT32),
+        F("member_id", STRING),
+        F("group_instance_id", STRING, "3+", nullable="3+", default=None),
+        F("assignments", ARRAY(STRUCT("SyncGroupRequestAssignment",
+                F("member_id", STRING),
+                F("assignment", BYTES),
+            ))),
+    ),
+)
+
+SYNC_GROUP_RESPONSE = message(
+    "SyncGroupResponse",
+    api_key=14,
+    versions="0-3",
+    flexible_versions="4+",
+    fields=(
+        F("throttle_time_ms", INT32, "1+"),
+        F("error_code", INT16),
+        F("assignment", BYTES),
+    ),
+)
+
+HEARTBEAT_REQUEST = message(
+    "HeartbeatRequest",
+    api_key=12,
+    versions="0-3",
+    flexible_versions="4+",
+    fields=(
+        F("group_id", STRING),
+        F("generation_id", INT32),
+        F("member_id", STRING),
+        F("group_instance_id", STRING, "3+", nullable="3+", default=None),
+    ),
+)
+
+HEARTBEAT_RESPONSE = message(
+    "HeartbeatResponse",
+    api_key=12,
+    versions="0-3",
+    flexible_versions="4+",
+    fields=(
+        F("throttle_time_ms", INT32, "1+"),
+        F("error_code", INT16),
+    ),
+)
+
+LEAVE_GROUP_REQUEST = message(
+    "LeaveGroupRequest",
+    api_key=13,
+    versions="0-3",
+    flexible_versions="4+",
+    fields=(
+        F("group_id", STRING),
+        F("member_id", STRING, "0-2"),
+        F("members", ARRAY(STRUCT("MemberIdentity",
+                F("member_id", STRING),
+                F("group_instance_id", STRING, nullable="3+", default=None),
+            )), "3+"),
+    ),
+)
+
+LEAVE_GROUP_RESPONSE = message(
+    "LeaveGroupResponse",
+    api_key=13,
+    versions="0-3",
+    flexible_versions="4+",
+    fields=(
+        F("throttle_time_ms", INT32, "1+"),
+        F("error_code", INT16),
+        F("members", ARRAY(STRUCT("MemberResponse",
+                F("member_id", STRING),
+                F("group_instance_id", STRING, nullable="3+"),
+                F("error_code", INT16),
+            )), "3+"),
+    ),
+)
+
+OFFSET_COMMIT_REQUEST = message(
+    "OffsetCommitRequest",
+    api_key=8,
+    versions="0-7",
+    flexible_versions="8+",
+    fields=(
+        F("group_id", STRING),
+        F("generation_id_or_member_epoch", INT32, "1+", default=-1),
+        F("member_id", STRING, "1+"),
+        F("group_instance_id", STRING, "7+", nullable="7+", default=None),
+        F("retention_time_ms", INT64, "2-4", default=-1),
+        F("topics", ARRAY(STRUCT("OffsetCommitRequestTopic",
+                F("name", STRING),
+                F("partitions", ARRAY(STRUCT("OffsetCommitRequestPartition",
+                        F("partition_index", INT32),
+                        F("committed_offset", INT64),
+                        F("committed_leader_epoch", INT32, "6+", default=-1),
+                        F("commit_timestamp", INT64, "1-1", default=-1),
+                        F("committed_metadata", STRING, nullable="0+"),
+                    ))),
+            ))),
+    ),
+)
+
+OFFSET_COMMIT_RESPONSE = message(
+    "OffsetCommitResponse",
+    api_key=8,
+    versions="0-7",
+    flexible_versions="8+",
+    fields=(
+        F("throttle_time_ms", INT32, "3+"),
+        F("topics", ARRAY(STRUCT("OffsetCommitResponseTopic",
+                F("name", STRING),
+                F("partitions", ARRAY(STRUCT("OffsetCommitResponsePartition",
+                        F("partition_index", INT32),
+                        F("error_code", INT16),
+                    ))),
+            ))),
+    ),
+)
+
+OFFSET_FETCH_REQUEST = message(
+    "OffsetFetchRequest",
+    api_key=9,
+    versions="0-5",
+    flexible_versions="6+",
+    fields=(
+        F("group_id", STRING),
+        F("topics", ARRAY(STRUCT("OffsetFetchRequestTopic",
+                F("name", STRING),
+                F("partition_indexes", ARRAY(INT32)),
+            )), nullable="2+"),
+    ),
+)
+
+OFFSET_FETCH_RESPONSE = message(
+    "OffsetFetchResponse",
+    api_key=9,
+    versions="0-5",
+    flexible_versions="6+",
+    fields=(
+        F("throttle_time_ms", INT32, "3+"),
+        F("topics", ARRAY(STRUCT("OffsetFetchResponseTopic",
+                F("name", STRING),
+                F("partitions", ARRAY(STRUCT("OffsetFetchResponsePartition",
+                        F("partition_index", INT32),
+                        F("committed_offset", INT64),
+                        F("committed_leader_epoch", INT32, "5+", default=-1),
+                        F("metadata", STRING, nullable="0+"),
+                        F("error_code", INT16),
+                    ))),
+            ))),
+        F("error_code", INT16, "2+"),
+    ),
+)
+
+LIST_GROUPS_REQUEST = message(
+    "ListGroupsRequest",
+    api_key=16,
+    versions="0-2",
+    flexible_versions="3+",
+    fields=(),
+)
+
+LIST_GROUPS_RESPONSE = message(
+    "ListGroupsResponse",
+    api_key=16,
+    versions="0-2",
+    flexible_versions="3+",
+    fields=(
+        F("throttle_time_ms", INT32, "1+"),
+        F("error_code", INT16),
+        F("groups", ARRAY(STRUCT("ListedGroup",
+                F("group_id", STRING),
+                F("protocol_type", STRING),
+            ))),
+    ),
+)
+
+DESCRIBE_GROUPS_REQUEST = message(
+    "DescribeGroupsRequest",
+    api_key=15,
+    versions="0-4",
+    flexible_versions="5+",
+    fields=(
+        F("groups", ARRAY(STRING)),
+        F("include_authorized_operations", BOOL, "3+"),
+    ),
+)
+
+DESCRIBE_GROUPS_RESPONSE = message(
+    "DescribeGroupsResponse",
+    api_key=15,
+    versions="0-4",
+    flexible_versions="5+",
+    fields=(
+        F("throttle_time_ms", INT32, "1+"),
+        F("groups", ARRAY(STRUCT("DescribedGroup",
+                F("error_code", INT16),
+                F("group_id", STRING),
+                F("group_state", STRING),
+                F("protocol_type", STRING),
+                F("protocol_data", STRING),
+                F("members", ARRAY(STRUCT("DescribedGroupMember",
+                        F("member_id", STRING),
+                        F("group_instance_id", STRING, "4+", nullable="4+", default=None),
+                        F("client_id", STRING),
+                        F("client_host", STRING),
+                        F("member_metadata", BYTES),
+                        F("member_assignment", BYTES),
+                    ))),
+                F("authorized_operations", INT32, "3+", default=-2147483648),
+            ))),
+    ),
+)
+
+DELETE_GROUPS_REQUEST = message(
+    "DeleteGroupsRequest",
+    api_key=42,
+    versions="0-1",
+    flexible_versions="2+",
+    fields=(
+        F("groups_names", ARRAY(STRING)),
+    ),
+)
+
+DELETE_GROUPS_RESPONSE = message(
+    "DeleteGroupsResponse",
+    api_key=42,
+    versions="0-1",
+    flexible_versions="2+",
+    fields=(
+        F("throttle_time_ms", INT32),
+        F("results", ARRAY(STRUCT("DeletableGroupResult",
+                F("group_id", STRING),
+                F("error_code", INT16),
+            ))),
+    ),
+)
+# fmt: on

@@ -1,0 +1,77 @@
+"""Metadata (3): brokers, controller, cluster id, and topics with partition leaders and replicas.
+
+Declared v0-8 (all non-flexible). v1 nullable topics (null = all topics), rack, controller_id,
+is_internal; v2 cluster_id; v3 throttle; v4 allow_auto_topic_creation; v5 offline_replicas;
+v7 leader_epoch; v8 authorized operations (INT32_MIN = not requested).
+
+Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
+nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
+"""
+
+from __future__ import annotations
+
+from log.protocol.schema import (  # noqa: F401
+    ARRAY,
+    BOOL,
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    STRUCT,
+    F,
+    message,
+)
+
+# fmt: off
+METADATA_REQUEST = message(
+    "MetadataRequest",
+    api_key=3,
+    versions="0-8",
+    flexible_versions="9+",
+    fields=(
+        F("topics", ARRAY(STRUCT("MetadataRequestTopic",
+                F("name", STRING),
+            )), nullable="1+"),
+        F("allow_auto_topic_creation", BOOL, "4+", default=True),
+        F("include_cluster_authorized_operations", BOOL, "8+"),
+        F("include_topic_authorized_operations", BOOL, "8+"),
+    ),
+)
+
+METADATA_RESPONSE = message(
+    "MetadataResponse",
+    api_key=3,
+    versions="0-8",
+    flexible_versions="9+",
+    fields=(
+        F("throttle_time_ms", INT32, "3+"),
+        F("brokers", ARRAY(STRUCT("MetadataResponseBroker",
+                F("node_id", INT32),
+                F("host", STRING),
+                F("port", INT32),
+                F("rack", STRING, "1+", nullable="1+", default=None),
+            ))),
+        F("cluster_id", STRING, "2+", nullable="2+", default=None),
+        F("controller_id", INT32, "1+", default=-1),
+        F("topics", ARRAY(STRUCT("MetadataResponseTopic",
+                F("error_code", INT16),
+                F("name", STRING),
+                F("is_internal", BOOL, "1+", default=False),
+                F("partitions", ARRAY(STRUCT("MetadataResponsePartition",
+                        F("error_code", INT16),
+                        F("partition_index", INT32),
+                        F("leader_id", INT32),
+                        F("leader_epoch", INT32, "7+", default=-1),
+                        F("replica_nodes", ARRAY(INT32)),
+                        F("isr_nodes", ARRAY(INT32)),
+                        F("offline_replicas", ARRAY(INT32), "5+"),
+                    ))),
+                F("topic_authorized_operations", INT32, "8+", default=-2147483648),
+            ))),
+        F("cluster_authorized_operations", INT32, "8+", default=-2147483648),
+    ),
+)
+# fmt: on

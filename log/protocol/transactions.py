@@ -1,0 +1,148 @@
+"""Transaction APIs, non-flexible versions: AddPartitionsToTxn (24), AddOffsetsToTxn (25),
+EndTxn (26), TxnOffsetCommit (28).
+
+Kafka renamed AddPartitionsToTxn's v0-3 fields with a v3_and_below_ prefix (KIP-890 batched
+v4); the names are kept verbatim.
+
+Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
+nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
+"""
+
+from __future__ import annotations
+
+from log.protocol.schema import (  # noqa: F401
+    ARRAY,
+    BOOL,
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    STRUCT,
+    F,
+    message,
+)
+
+# fmt: off
+ADD_PARTITIONS_TO_TXN_REQUEST = message(
+    "AddPartitionsToTxnRequest",
+    api_key=24,
+    versions="0-2",
+    flexible_versions="3+",
+    fields=(
+        F("v3_and_below_transactional_id", STRING),
+        F("v3_and_below_producer_id", INT64),
+        F("v3_and_below_producer_epoch", INT16),
+        F("v3_and_below_topics", ARRAY(STRUCT("AddPartitionsToTxnTopic",
+                F("name", STRING),
+                F("partitions", ARRAY(INT32)),
+            ))),
+    ),
+)
+
+ADD_PARTITIONS_TO_TXN_RESPONSE = message(
+    "AddPartitionsToTxnResponse",
+    api_key=24,
+    versions="0-2",
+    flexible_versions="3+",
+    fields=(
+        F("throttle_time_ms", INT32),
+        F("results_by_topic_v3_and_below", ARRAY(STRUCT("AddPartitionsToTxnTopicResult",
+                F("name", STRING),
+                F("results_by_partition", ARRAY(STRUCT("AddPartitionsToTxnPartitionResult",
+                        F("partition_index", INT32),
+                        F("partition_error_code", INT16),
+                    ))),
+            ))),
+    ),
+)
+
+ADD_OFFSETS_TO_TXN_REQUEST = message(
+    "AddOffsetsToTxnRequest",
+    api_key=25,
+    versions="0-2",
+    flexible_versions="3+",
+    fields=(
+        F("transactional_id", STRING),
+        F("producer_id", INT64),
+        F("producer_epoch", INT16),
+        F("group_id", STRING),
+    ),
+)
+
+ADD_OFFSETS_TO_TXN_RESPONSE = message(
+    "AddOffsetsToTxnResponse",
+    api_key=25,
+    versions="0-2",
+    flexible_versions="3+",
+    fields=(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+    ),
+)
+
+END_TXN_REQUEST = message(
+    "EndTxnRequest",
+    api_key=26,
+    versions="0-2",
+    flexible_versions="3+",
+    fields=(
+        F("transactional_id", STRING),
+        F("producer_id", INT64),
+        F("producer_epoch", INT16),
+        F("committed", BOOL),
+    ),
+)
+
+END_TXN_RESPONSE = message(
+    "EndTxnResponse",
+    api_key=26,
+    versions="0-2",
+    flexible_versions="3+",
+    fields=(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+    ),
+)
+
+TXN_OFFSET_COMMIT_REQUEST = message(
+    "TxnOffsetCommitRequest",
+    api_key=28,
+    versions="0-2",
+    flexible_versions="3+",
+    fields=(
+        F("transactional_id", STRING),
+        F("group_id", STRING),
+        F("producer_id", INT64),
+        F("producer_epoch", INT16),
+        F("topics", ARRAY(STRUCT("TxnOffsetCommitRequestTopic",
+                F("name", STRING),
+                F("partitions", ARRAY(STRUCT("TxnOffsetCommitRequestPartition",
+                        F("partition_index", INT32),
+                        F("committed_offset", INT64),
+                        F("committed_leader_epoch", INT32, "2+", default=-1),
+                        F("committed_metadata", STRING, nullable="0+"),
+                    ))),
+            ))),
+    ),
+)
+
+TXN_OFFSET_COMMIT_RESPONSE = message(
+    "TxnOffsetCommitResponse",
+    api_key=28,
+    versions="0-2",
+    flexible_versions="3+",
+    fields=(
+        F("throttle_time_ms", INT32),
+        F("topics", ARRAY(STRUCT("TxnOffsetCommitResponseTopic",
+                F("name", STRING),
+                F("partitions", ARRAY(STRUCT("TxnOffsetCommitResponsePartition",
+                        F("partition_index", INT32),
+                        F("error_code", INT16),
+                    ))),
+            ))),
+    ),
+)
+# fmt: on
