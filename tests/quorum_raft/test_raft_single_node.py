@@ -1,0 +1,142 @@
+"""quorum.raft on a one-controller quorum, in process: apply, tail reads, checkpoints, restart."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import trio
+from quorum_raft_toy import PASSWORD, ToyStateMachine, free_ports
+
+from log.protocol.errors import NotControllerError, OffsetOutOfRangeError
+from quorum.raft import (
+    ApplyFailure,
+    CheckpointCorruptError,
+    RaftConfig,
+    RaftNode,
+    _MetadataSyncObj,
+)
+
+
+def single_config(tmp_path, **overrides) -> RaftConfig:
+    (port,) = free_ports(1)
+    return RaftConfig(
+        self_address=f"127.0.0.1:{port}",
+        partner_addresses=(),
+        data_dir=str(tmp_path / "node"),
+        password=PASSWORD,
+        **overrides,
+    )
+
+
+async def wait_leader(node: RaftNode) -> None:
+    with trio.fail_after(5):
+        while not node.is_leader:
+            await trio.sleep(0.01)
+
+
+async def test_propose_commits_and_applies(tmp_path):
+    async with RaftNode(single_config(tmp_path), state_machine_factory=ToyStateMachine) as node:
+        await wait_leader(node)
+        with trio.fail_after(5):
+            first = await node.propose(b"a")
+            second = await node.propose(b"b")
+        assert second.offset > first.offset > 0
+        assert (first.result, second.result) == (1, 2)
+        assert node.committed_offset == second.offset
+        assert node.state_machine.records == [(first.offset, b"a"), (second.offset, b"b")]
+        assert node.read_committed(0, 10) == [(first.offset, b"a"), (second.offset, b"b")]
+        assert node.read_committed(first.offset, 10) == [(second.offset, b"b")]
+        assert node.read_committed(second.offset, 10) == []
+
+
+async def test_wait_for_offset_long_polls(tmp_path):
+    async with RaftNode(single_config(tmp_path), state_machine_factory=ToyStateMachine) as node:
+        await wait_leader(node)
+        seen = []
+        async with trio.open_nursery() as nursery:
+
+            async def reader():
+                seen.append(await node.wait_for_offset(node.committed_offset))
+
+            nursery.start_soon(reader)
+            await trio.sleep(0)
+            assert seen == []
+            with trio.fail_after(5):
+                result = await node.propose(b"x")
+        assert seen and seen[0] >= result.offset
+
+
+async def test_apply_that_raises_is_recorded_and_does_not_wedge(tmp_path):
+    async with RaftNode(single_config(tmp_path), state_machine_factory=ToyStateMachine) as node:
+        await wait_leader(node)
+        with trio.fail_after(5):
+            bad = await node.propose(b"boom!")
+            good = await node.propose(b"after")
+        assert isinstance(bad.result, ApplyFailure) and "boom" in bad.result.error
+        assert list(node.apply_failures) == [bad.result]
+        assert good.offset > bad.offset and good.result == 1
+        assert node.state_machine.records == [(good.offset, b"after")]
+
+
+def test_exactly_one_replicated_method():
+    # pysyncobj numbers replicated methods by sorted name: a second one would renumber the log.
+    names = [
+        n for n in dir(_MetadataSyncObj) if getattr(getattr(_MetadataSyncObj, n), "replicated", 0)
+    ]
+    assert sorted(names) == ["_append_batch", "_append_batch_v0"]
+
+
+async def test_restart_replays_only_the_tail_after_the_checkpoint(tmp_path):
+    config = single_config(tmp_path, checkpoint_interval_records=20, tail_max_batches=100)
+    async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
+        await wait_leader(node)
+        with trio.fail_after(20):
+            for i in range(150):
+                await node.propose(b"r%d" % i)
+        expected = list(node.state_machine.records)
+        checkpoint = node.latest_checkpoint()
+        assert checkpoint is not None and checkpoint[0] > 100
+        with pytest.raises(OffsetOutOfRangeError):
+            node.read_committed(0, 10)
+    async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
+        with trio.fail_after(5):
+            await node.wait_for_offset(expected[-1][0] - 1)
+        assert node.state_machine.records == expected
+        # 150 records in history; the restart replayed only the journal after the checkpoint.
+        assert node.state_machine.applies_since_load <= 25
+        assert node.applied_count == node.state_machine.applies_since_load
+        await wait_leader(node)
+        with trio.fail_after(5):
+            more = await node.propose(b"more")
+        assert more.offset > expected[-1][0]
+
+
+async def test_corrupt_checkpoint_fails_loudly(tmp_path):
+    config = single_config(tmp_path, checkpoint_interval_records=10, tail_max_batches=100)
+    async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
+        await wait_leader(node)
+        with trio.fail_after(10):
+            for i in range(30):
+                await node.propose(b"r%d" % i)
+    path = os.path.join(config.metadata_dir, "raft.checkpoint")
+    data = bytearray(open(path, "rb").read())
+    data[-3] ^= 0xFF
+    open(path, "wb").write(bytes(data))
+    with pytest.raises(CheckpointCorruptError):
+        async with RaftNode(config, state_machine_factory=ToyStateMachine):
+            pass
+
+
+async def test_propose_on_a_follower_is_refused(tmp_path):
+    # A node whose partners are all down never becomes leader.
+    (port, partner) = free_ports(2)
+    config = RaftConfig(
+        self_address=f"127.0.0.1:{port}",
+        partner_addresses=(f"127.0.0.1:{partner}",),
+        data_dir=str(tmp_path / "lonely"),
+        password=PASSWORD,
+    )
+    async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
+        with pytest.raises(NotControllerError):
+            await node.propose(b"x")
