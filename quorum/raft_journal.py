@@ -272,6 +272,8 @@ class RaftJournal(Journal):
         self._state.voted_for = votedForNodeId
         self._state.store()  # synchronous: the vote/request-vote is sent right after
         self._state_dirty = False
+        if votedForNodeId is not None:
+            crash_point("after_vote_stored")
 
     def getCurrentTerm(self) -> int:  # noqa: N802
         return self._state.current_term

@@ -75,3 +75,76 @@ def cluster_configs(data_root: str, ports: list[int], **overrides: object) -> li
         )
         for i, a in enumerate(addresses)
     ]
+
+
+class NodeProcess:
+    """A controller in its own process (raft_node_process.py), for crash and cluster tests."""
+
+    def __init__(
+        self, config: RaftConfig, env: dict[str, str] | None = None, expect_ready: bool = True
+    ) -> None:
+        import dataclasses
+        import json
+        import os
+        import queue
+        import subprocess
+        import sys
+        import threading
+
+        self.config = config
+        here = os.path.dirname(os.path.abspath(__file__))
+        root = os.path.dirname(os.path.dirname(here))
+        full_env = dict(os.environ)
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            [root] + [p for p in full_env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        )
+        full_env.update(env or {})
+        fields = dataclasses.asdict(config)
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(here, "raft_node_process.py"), json.dumps(fields)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=full_env,
+        )
+        self.lines: queue.Queue = queue.Queue()
+        self.acked: list[str] = []
+
+        def pump() -> None:
+            for raw in self.proc.stdout:
+                msg = json.loads(raw)
+                if msg.get("ev") == "acked":
+                    self.acked.append(msg["payload"])
+                else:
+                    self.lines.put(msg)
+            self.lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        if expect_ready:
+            ready = self.lines.get(timeout=20)
+            assert ready and ready["ev"] == "ready", ready
+
+    def request(self, op: str, timeout_s: float = 20, **fields: object) -> dict:
+        import json
+
+        self.proc.stdin.write((json.dumps({"op": op, **fields}) + "\n").encode())
+        self.proc.stdin.flush()
+        reply = self.lines.get(timeout=timeout_s)
+        assert reply is not None, f"node {self.config.self_address} died"
+        return reply
+
+    def kill9(self) -> None:
+        import os
+        import signal
+
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(b'{"op": "quit"}\n')
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=10)
+            except Exception:
+                self.kill9()
