@@ -19,9 +19,11 @@ makes `crash_point(point)` call `os._exit(CRASH_EXIT_CODE)` there (test-only fau
 from __future__ import annotations
 
 import os
+import time
 
 LOSE_UNSYNCED_ENV = "QUORUM_RAFT_LOSE_UNSYNCED"
 CRASH_AT_ENV = "QUORUM_RAFT_CRASH_AT"
+CRASH_DELAY_ENV = "QUORUM_RAFT_CRASH_DELAY_MS"
 CRASH_EXIT_CODE = 77  # distinctive, so a test can tell an injected crash from a real failure
 
 
@@ -30,8 +32,11 @@ def lose_unsynced_writes() -> bool:
 
 
 def crash_point(point: str) -> None:
-    """Test-only fault injection: die without any cleanup if told to crash at `point`."""
+    """Test-only fault injection: die without any cleanup if told to crash at `point`.
+    `QUORUM_RAFT_CRASH_DELAY_MS` holds this thread there first, so that other threads can
+    deliver the acknowledgements they already have (a real crash window is a tick or more)."""
     if os.environ.get(CRASH_AT_ENV) == point:
+        time.sleep(int(os.environ.get(CRASH_DELAY_ENV, "0")) / 1000)
         os._exit(CRASH_EXIT_CODE)
 
 

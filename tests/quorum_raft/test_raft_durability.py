@@ -31,7 +31,8 @@ def single_node_config(tmp_path, **overrides):
 
 def run_until_crash(config, point: str) -> list[str]:
     """Propose back to back until the injected crash; return the acknowledged payloads."""
-    node = NodeProcess(config, env={**LOSE, "QUORUM_RAFT_CRASH_AT": point})
+    crash = {"QUORUM_RAFT_CRASH_AT": point, "QUORUM_RAFT_CRASH_DELAY_MS": "300"}
+    node = NodeProcess(config, env={**LOSE, **crash})
     wait_for_leader([node])
     node.proc.stdin.write(b'{"op": "propose_forever", "concurrency": 16}\n')
     node.proc.stdin.flush()
