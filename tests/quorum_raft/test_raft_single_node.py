@@ -140,3 +140,67 @@ async def test_propose_on_a_follower_is_refused(tmp_path):
     async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
         with pytest.raises(NotControllerError):
             await node.propose(b"x")
+
+
+class _WritesMarkerWhenUnpickled:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+async def test_raft_port_without_password_cannot_inject(tmp_path):
+    import pickle
+    import socket
+    import struct
+    import zlib
+
+    marker = tmp_path / "pwned"
+    config = single_config(tmp_path)
+    async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
+        await wait_leader(node)
+        with trio.fail_after(5):
+            before = await node.propose(b"before")
+        host, port = config.self_address.rsplit(":", 1)
+
+        def attack() -> bytes:
+            # pysyncobj's frame: int32 length + zlib(pickle(message)), unencrypted.
+            frames = [
+                _WritesMarkerWhenUnpickled(str(marker)),
+                "127.0.0.1:1",  # claim to be a node
+                {"type": "apply_command", "command": b"\x00" + pickle.dumps((0, (b"\x01x",)))},
+            ]
+            with socket.create_connection((host, int(port)), timeout=5) as s:
+                try:
+                    for frame in frames:
+                        data = zlib.compress(pickle.dumps(frame, 2))
+                        s.sendall(struct.pack("i", len(data)) + data)
+                    return s.recv(1024)  # the node drops the connection at the first frame
+                except (BrokenPipeError, ConnectionResetError):
+                    return b""
+
+        assert await trio.to_thread.run_sync(attack) == b""
+        await trio.sleep(0.2)
+        assert not marker.exists()
+        with trio.fail_after(5):
+            after = await node.propose(b"after")
+        assert [p for _, p in node.state_machine.records] == [b"before", b"after"]
+        assert after.offset > before.offset
+
+
+async def test_raft_port_binds_the_configured_address_only(tmp_path):
+    import socket
+
+    (port,) = free_ports(1)
+    config = RaftConfig(
+        self_address=f"127.0.0.2:{port}",
+        partner_addresses=(),
+        data_dir=str(tmp_path / "node"),
+        password=PASSWORD,
+    )
+    async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
+        await wait_leader(node)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        socket.create_connection(("127.0.0.2", port), timeout=2).close()
