@@ -186,6 +186,18 @@ class RaftConfig:
 
 # -- pysyncobj hooks --------------------------------------------------------------------------
 
+
+class _DropResendTruncationAlarm(logging.Filter):
+    """pysyncobj logs CRITICAL whenever a follower cuts its log below its applied index, also
+    when the leader merely re-sends identical entries (routine in no-batch mode). RaftJournal
+    raises the alarm itself, only when an applied entry is really replaced."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("truncating already-applied log entries")
+
+
+logging.getLogger("pysyncobj.syncobj").addFilter(_DropResendTruncationAlarm())
+
 _pending_journals: dict[str, RaftJournal] = {}
 _pending_journals_lock = threading.Lock()
 _original_create_journal = _pysyncobj_module.createJournal
@@ -202,13 +214,29 @@ _pysyncobj_module.createJournal = _create_journal
 
 
 class _SyncingTransport(TCPTransport):
-    """Group commit: the journal is synced before any Raft message leaves this node."""
+    """Group commit: outgoing Raft messages are held until the end of the current tick or poll
+    round, then the journal is synced once and they all leave. No ack, vote or AppendEntries
+    ever leaves before the entries it reflects are durable, and one fdatasync covers every
+    entry appended in the round (pysyncobj's no-batch mode would otherwise sync per command)."""
+
+    def __init__(self, syncObj, selfNode, otherNodes):  # noqa: N803 (pysyncobj's names)
+        self._held: list[tuple[object, object]] = []
+        syncObj._quorum_transport = self  # pysyncobj keeps its transport private
+        super().__init__(syncObj, selfNode, otherNodes)
 
     def send(self, node, message):
+        self._held.append((node, message))
+        return True
+
+    def flush_held(self) -> None:
+        if not self._held:
+            return
+        held, self._held = self._held, []
         journal = getattr(self._syncObj, "_quorum_journal", None)
         if journal is not None and journal.dirty:
             journal.sync()
-        return super().send(node, message)
+        for node, message in held:
+            super().send(node, message)
 
 
 class _MetadataSyncObj(SyncObj):
@@ -321,6 +349,7 @@ class RaftNode:
             state_path,
             first_kept_index=first_kept_index,
             make_checkpoint_durable=self._make_checkpoint_durable,
+            last_applied_index=self._last_applied_index,
         )
         self._syncobj = _MetadataSyncObj(self, self._syncobj_conf(journal_path), journal)
 
@@ -365,6 +394,7 @@ class RaftNode:
             while not self._stopping and self._fatal_error is None:
                 try:
                     syncobj.doTick(period_s)
+                    syncobj._quorum_transport.flush_held()  # replies made during the poll
                 except Exception:  # pysyncobj's own loop does the same: log and go on
                     logger.exception("raft tick failed")
                     time.sleep(period_s)
@@ -379,6 +409,7 @@ class RaftNode:
         # Runs at the end of each tick, just before the poll. A one-node quorum commits its own
         # appends on the next tick and no peer's ack wakes the poller for it: do not sleep.
         syncobj = self._syncobj
+        syncobj._quorum_transport.flush_held()
         journal = syncobj._quorum_journal
         if not self.config.partner_addresses and journal[-1][1] > syncobj.raftCommitIndex:
             self._wake_tick_thread()
@@ -464,6 +495,9 @@ class RaftNode:
             self._checkpoint = (checkpoint.last_index, checkpoint.state)
         self._notify_trio()
         return checkpoint.last_entry, checkpoint.prev_entry, set()
+
+    def _last_applied_index(self) -> int:
+        return 0 if self._syncobj is None else self._syncobj.raftLastApplied
 
     def _restore_state_machine(self, state: bytes) -> MetadataStateMachine:
         try:

@@ -138,11 +138,21 @@ class RaftJournal(Journal):
         *,
         first_kept_index: int | None,
         make_checkpoint_durable: Callable[[], None],
+        last_applied_index: Callable[[], int] = lambda: 0,
     ) -> None:
         """`first_kept_index`: the checkpoint's `prev` entry index (None without a checkpoint).
-        `make_checkpoint_durable`: called before entries covered by a checkpoint are dropped."""
+        `make_checkpoint_durable`: called before entries covered by a checkpoint are dropped.
+        `last_applied_index`: for the alarm when applied entries really are replaced."""
         self._path = journal_path
         self._make_checkpoint_durable = make_checkpoint_durable
+        self._last_applied_index = last_applied_index
+        # Entries cut by deleteEntriesFrom but still in the file, with their positions. In
+        # no-batch mode a pysyncobj leader re-sends entries a follower already has (its
+        # nextIndex falls back when an older ack arrives); the follower cuts its log and adds
+        # the same entries again. Identical re-adds take their ghost back without I/O; anything
+        # else (or any sync) makes the cut real first, so the file matches memory whenever a
+        # message leaves the node.
+        self._ghosts: list[tuple[Entry, int]] = []
         self._state = RaftState(state_path)
         self._state_dirty = False
         self._entries: list[Entry] = []
@@ -207,11 +217,26 @@ class RaftJournal(Journal):
 
     def sync(self) -> None:
         """Make every appended entry durable (one fdatasync for all of them)."""
+        self._materialize_cut()
         self._file.sync()
 
     @property
     def dirty(self) -> bool:
-        return self._file.dirty
+        return self._file.dirty or bool(self._ghosts)
+
+    def _materialize_cut(self) -> None:
+        if not self._ghosts:
+            return
+        first_index = self._ghosts[0][0][1]
+        if first_index <= self._last_applied_index():
+            logger.critical(
+                "%s: replacing already-applied entries from index %d: this controller's state "
+                "may have diverged from the quorum",
+                self._path,
+                first_index,
+            )
+        self._file.truncate(self._ghosts[0][1])
+        self._ghosts = []
 
     # -- pysyncobj's Journal interface -----------------------------------------------------
 
@@ -219,6 +244,14 @@ class RaftJournal(Journal):
         if self._entries:
             assert idx == self._entries[-1][1] + 1, (idx, self._entries[-1][1])
         command = bytes(command)
+        if self._ghosts:
+            ghost, position = self._ghosts[0]
+            if ghost == (command, idx, term):
+                del self._ghosts[0]
+                self._entries.append(ghost)
+                self._positions.append(position)
+                return
+            self._materialize_cut()
         self._positions.append(self._file.size_bytes)
         self._file.append(encode_record(command, idx, term))
         self._entries.append((command, idx, term))
@@ -227,6 +260,7 @@ class RaftJournal(Journal):
         # pysyncobj clears the journal only right after loading a checkpoint (its own or one
         # installed from the leader); that checkpoint must be durable before the log goes.
         self._make_checkpoint_durable()
+        self._ghosts = []
         self._file.truncate(len(JOURNAL_MAGIC))
         self._entries = []
         self._positions = []
@@ -234,7 +268,8 @@ class RaftJournal(Journal):
     def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802 (pysyncobj's name)
         if entryFrom >= len(self._entries):
             return
-        self._file.truncate(self._positions[entryFrom])
+        cut = list(zip(self._entries[entryFrom:], self._positions[entryFrom:], strict=True))
+        self._ghosts = cut + self._ghosts  # they sit in the file before the older ghosts
         del self._entries[entryFrom:]
         del self._positions[entryFrom:]
 
@@ -253,6 +288,7 @@ class RaftJournal(Journal):
         return len(self._entries)
 
     def _destroy(self) -> None:
+        self._materialize_cut()
         self._file.close()
         if self._state_dirty:
             self.sync()  # never persist a commit index past the durable log

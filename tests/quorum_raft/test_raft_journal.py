@@ -147,3 +147,31 @@ def test_checkpoint_roundtrip_and_every_flipped_byte_is_caught():
     for cut in (0, 10, len(data) - 1):
         with pytest.raises(CheckpointCorruptError):
             decode_checkpoint(data[:cut])
+
+
+def test_identical_resent_entries_cost_no_io_and_a_real_conflict_is_cut(tmp_path):
+    j = open_journal(tmp_path)
+    fill(j, 1, 10)
+    size = (tmp_path / "raft.journal").stat().st_size
+    j.deleteEntriesFrom(5)  # the leader re-sends 6..10 (identical)
+    assert j[-1][1] == 5
+    for i in range(6, 11):
+        j.add(b"cmd%d" % i, i, 1)
+    assert not j.dirty  # all five taken back, nothing written
+    assert (tmp_path / "raft.journal").stat().st_size == size
+    j.deleteEntriesFrom(8)  # now a new leader's entry conflicts at 9
+    j.add(b"other", 9, 2)  # a different entry at 9: the cut becomes real
+    j.sync()
+    j._destroy()
+    j = open_journal(tmp_path)
+    assert [e[1] for e in j] == list(range(1, 10)) and j[-1] == (b"other", 9, 2)
+
+
+def test_a_cut_not_followed_by_adds_is_real_after_sync(tmp_path):
+    j = open_journal(tmp_path)
+    fill(j, 1, 10)
+    j.deleteEntriesFrom(7)
+    assert j.dirty
+    j.sync()
+    j._destroy()
+    assert [e[1] for e in open_journal(tmp_path)] == list(range(1, 8))
