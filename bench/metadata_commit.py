@@ -122,6 +122,13 @@ def quorum_node(addresses: list[str], index: int, data_dir: str) -> None:
                     cmd = json.loads(line)
                     if cmd["op"] == "status":
                         out({"is_leader": node.is_leader})
+                    elif cmd["op"] == "propose_one":
+                        try:
+                            with trio.fail_after(2):
+                                await node.propose(b"x" * RECORD_BYTES)
+                            out({"ok": True})
+                        except Exception as e:
+                            out({"ok": False, "error": repr(e)})
                     elif cmd["op"] == "bench":
                         out(await bench(node, cmd))
 
@@ -231,13 +238,34 @@ def find_leader(procs: list[Proc]) -> Proc:
     raise RuntimeError("no leader")
 
 
-def run(records: int) -> list[tuple[str, dict]]:
+def measure_failover(procs: list[Proc], args_for: list[list[str]], rounds: int) -> dict:
+    """kill -9 the leader `rounds` times: time to a new leader and to its first commit."""
+    elected_s, committed_s = [], []
+    for _ in range(rounds):
+        leader = find_leader(procs)
+        index = procs.index(leader)
+        leader.kill()
+        killed_at = time.perf_counter()
+        survivors = [p for p in procs if p is not leader]
+        new_leader = None
+        while new_leader is None and time.perf_counter() - killed_at < 10:
+            new_leader = next((p for p in survivors if p.request(op="status")["is_leader"]), None)
+        assert new_leader is not None, "no new leader within 10 s"
+        elected_s.append(time.perf_counter() - killed_at)
+        while not new_leader.request(op="propose_one")["ok"]:
+            time.sleep(0.01)
+        committed_s.append(time.perf_counter() - killed_at)
+        procs[index] = Proc(args_for[index])  # restart on its own files
+        time.sleep(1.0)  # let it catch up before the next round
+    return {"elected_s": sorted(elected_s), "committed_s": sorted(committed_s)}
+
+
+def run(records: int, failover_rounds: int) -> tuple[list[tuple[str, dict]], dict]:
     rows = []
     addresses = free_addresses(3)
     with tempfile.TemporaryDirectory() as tmp:
-        procs = [
-            Proc(["quorum-node", json.dumps(addresses), str(i), f"{tmp}/n{i}"]) for i in range(3)
-        ]
+        args_for = [["quorum-node", json.dumps(addresses), str(i), f"{tmp}/n{i}"] for i in range(3)]
+        procs = [Proc(args) for args in args_for]
         try:
             leader = find_leader(procs)
             leader.request(op="bench", n=20, batch_records=1, concurrency=1)  # warm-up
@@ -252,6 +280,7 @@ def run(records: int) -> list[tuple[str, dict]]:
                     op="bench", n=n, batch_records=batch, concurrency=concurrency
                 )
                 rows.append((name, result))
+            failover = measure_failover(procs, args_for, failover_rounds)
         finally:
             for p in procs:
                 p.kill()
@@ -274,7 +303,7 @@ def run(records: int) -> list[tuple[str, dict]]:
     finally:
         for p in procs:
             p.kill()
-    return rows
+    return rows, failover
 
 
 def print_table(rows: list[tuple[str, dict]]) -> None:
@@ -301,7 +330,11 @@ def main() -> None:
         records = 100 if "--quick" in args else 500
         if "--records" in args:
             records = int(args[args.index("--records") + 1])
-        print_table(run(records))
+        rows, failover = run(records, failover_rounds=3 if "--quick" in args else 5)
+        print_table(rows)
+        for key, label in (("elected_s", "new leader"), ("committed_s", "first commit")):
+            values = ", ".join(f"{v:.2f}" for v in failover[key])
+            print(f"kill -9 leader -> {label} (s, sorted): {values}")
 
 
 if __name__ == "__main__":

@@ -351,7 +351,11 @@ class RaftNode:
             make_checkpoint_durable=self._make_checkpoint_durable,
             last_applied_index=self._last_applied_index,
         )
-        self._syncobj = _MetadataSyncObj(self, self._syncobj_conf(journal_path), journal)
+        try:
+            self._syncobj = _MetadataSyncObj(self, self._syncobj_conf(journal_path), journal)
+        except BaseException:
+            journal._destroy()  # e.g. the port is taken (BindError): release our files
+            raise
 
     def _syncobj_conf(self, journal_path: str) -> SyncObjConf:
         c = self.config
@@ -431,6 +435,11 @@ class RaftNode:
 
     def _apply_committed(self, offset: int, batch: object) -> tuple[int, object]:
         assert self._syncobj is not None
+        if self._fatal_error is not None:
+            # A refused checkpoint left the state machine unusable: applying onto it would
+            # diverge. Raising wedges pysyncobj on this entry, which is what we want while the
+            # tick loop shuts the node down.
+            raise RaftFatalError(f"not applying offset {offset}: {self._fatal_error}")
         self._syncobj._quorum_journal.sync()  # never acknowledge what is not durable here
         try:
             if not isinstance(batch, bytes) or not batch or batch[0] != BATCH_FORMAT_VERSION:

@@ -204,3 +204,22 @@ async def test_raft_port_binds_the_configured_address_only(tmp_path):
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
         socket.create_connection(("127.0.0.2", port), timeout=2).close()
+
+
+async def test_leadership_change_is_reported_in_the_trio_thread(tmp_path):
+    import threading
+
+    changes = []
+    trio_thread = threading.current_thread()
+
+    def on_change(is_leader: bool, raft_term: int) -> None:
+        changes.append((is_leader, raft_term, threading.current_thread() is trio_thread))
+
+    config = single_config(tmp_path)
+    async with RaftNode(
+        config, state_machine_factory=ToyStateMachine, on_leadership_change=on_change
+    ) as node:
+        await wait_leader(node)
+        await trio.sleep(0.05)
+        assert changes == [(True, node.raft_term, True)]
+        assert node.leader_id == config.self_address
