@@ -70,6 +70,7 @@ from pysyncobj.transport import TCPTransport
 from log.protocol.errors import (
     KafkaStorageError,
     NotControllerError,
+    OffsetOutOfRangeError,
     RecordListTooLargeError,
     RequestTimedOutError,
 )
@@ -305,6 +306,7 @@ class RaftNode:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._wake_write_fd = -1
+        self._has_quorum = False  # published by the tick thread once per tick
         self._trio_token: trio.lowlevel.TrioToken | None = None
         self._wakeup_pending = False
         self._advanced = trio.Event()
@@ -421,6 +423,8 @@ class RaftNode:
         # appends on the next tick and no peer's ack wakes the poller for it: do not sleep.
         syncobj = self._syncobj
         syncobj._quorum_transport.flush_held()
+        # pysyncobj's hasQuorum iterates sets this thread mutates: publish it from here.
+        self._has_quorum = syncobj.hasQuorum
         journal = syncobj._quorum_journal
         if not self.config.partner_addresses and journal[-1][1] > syncobj.raftCommitIndex:
             self._wake_tick_thread()
@@ -585,11 +589,18 @@ class RaftNode:
 
     @property
     def has_quorum(self) -> bool:
-        return self._syncobj is not None and self._syncobj.hasQuorum
+        """Whether this node reached a majority of controllers at its last tick."""
+        return self._has_quorum
 
     def status(self) -> dict[str, object]:
-        """pysyncobj's status dict (term, commit index, log length, ...) for metrics/tools."""
-        return {} if self._syncobj is None else dict(self._syncobj.getStatus())
+        """pysyncobj's status dict (term, commit index, log length, ...) for metrics/tools.
+        Best effort: it is read while the tick thread may be changing it."""
+        for _ in range(3):
+            try:
+                return {} if self._syncobj is None else dict(self._syncobj.getStatus())
+            except RuntimeError:  # "changed size during iteration"
+                continue
+        return {}
 
     def _check_running(self) -> None:
         if self._fatal_error is not None:
@@ -609,7 +620,7 @@ class RaftNode:
             assert syncobj is not None
             if not syncobj._isLeader():
                 raise NotControllerError(f"not the leader; leader is {self.leader_id}")
-            if not syncobj.hasQuorum:
+            if not self._has_quorum:
                 raise QuorumUnavailableError("leader cannot reach a majority of controllers")
             done = trio.Event()
             outcome: list[tuple[object, int]] = []
@@ -639,8 +650,6 @@ class RaftNode:
         """Committed `(offset, payload)` batches with offset > after_offset, oldest first.
         Raises OffsetOutOfRangeError when they are older than the in-memory tail: the reader
         then starts from `latest_checkpoint()`. A failed apply has an empty payload."""
-        from log.protocol.errors import OffsetOutOfRangeError
-
         assert max_batches > 0
         with self._tail_lock:
             if after_offset < self._tail_base_offset:
