@@ -78,7 +78,10 @@ def cluster_configs(data_root: str, ports: list[int], **overrides: object) -> li
 
 
 class NodeProcess:
-    """A controller in its own process (raft_node_process.py), for crash and cluster tests."""
+    """A controller in its own process (raft_node_process.py), for crash and cluster tests.
+    Every instance is killed after its test by the autouse fixture in conftest.py."""
+
+    started: list[NodeProcess] = []
 
     def __init__(
         self, config: RaftConfig, env: dict[str, str] | None = None, expect_ready: bool = True
@@ -106,6 +109,7 @@ class NodeProcess:
             stdout=subprocess.PIPE,
             env=full_env,
         )
+        NodeProcess.started.append(self)
         self.lines: queue.Queue = queue.Queue()
         self.acked: list[str] = []
 
