@@ -353,6 +353,10 @@ class RaftNode:
             checkpoint = decode_checkpoint(data)  # raises CheckpointCorruptError: fail loudly
             self._preloaded = (data, self._restore_state_machine(checkpoint.state))
             first_kept_index = checkpoint.prev_index
+            # Visible from __aenter__ on (pysyncobj's first tick installs the same object).
+            self._state_machine = self._preloaded[1]
+            self._committed_offset = self._tail_base_offset = checkpoint.last_index
+            self._checkpoint = (checkpoint.last_index, checkpoint.state)
         journal = RaftJournal(
             journal_path,
             state_path,

@@ -100,6 +100,8 @@ async def test_restart_replays_only_the_tail_after_the_checkpoint(tmp_path):
         with pytest.raises(OffsetOutOfRangeError):
             node.read_committed(0, 10)
     async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
+        restored = node.latest_checkpoint()  # loaded before __aenter__ returned
+        assert restored is not None and node.committed_offset >= restored[0] > 100
         with trio.fail_after(5):
             await node.wait_for_offset(expected[-1][0] - 1)
         assert node.state_machine.records == expected
