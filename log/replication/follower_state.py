@@ -192,10 +192,14 @@ class FollowerState:
 
     def on_leader_offsets(
         self, leader_log_start_offset: int, leader_log_end_offset: int, log: ReplicaLog
-    ) -> TruncationDecision:
-        """Reset after OFFSET_OUT_OF_RANGE, given the leader's log start and end offsets."""
+    ) -> TruncationDecision | None:
+        """Reset after OFFSET_OUT_OF_RANGE, given the leader's log start and end offsets.
+
+        None: the partition left FETCHING meanwhile (new leader epoch, back-off), answer is stale.
+        """
+        if self.state is not FetchState.FETCHING:
+            return None
         log_end_offset = log.log_end_offset
-        self.state = FetchState.FETCHING
         if leader_log_end_offset < log_end_offset:
             return TruncationDecision(leader_log_end_offset)
         if leader_log_start_offset > log_end_offset:

@@ -20,7 +20,10 @@ Roles and legal transitions (`make_leader`, `make_follower`, `make_offline`):
     any      -> NONE     (make_offline: replica stopped or deleted)
 
 A change with an older leader_epoch, or the same leader_epoch and an older partition_epoch, is
-stale and ignored (`StateChange.IGNORED_STALE`).
+stale and ignored (`StateChange.IGNORED_STALE`); so is one equal to what is already applied (the
+leader may have learned that partition_epoch from an AlterPartition answer and since proposed a
+new change: re-applying the old state would silently drop that proposal, which the controller
+may commit, leaving the leader computing the HW over a smaller ISR than the controller's).
 
 Everything here is synchronous and takes `now_ms`; the driver owns the clock, the network and
 the log's appends. Failures that can happen are raised as `KafkaError` subclasses carrying
@@ -166,7 +169,7 @@ class PartitionState:
         """Become (or stay) leader. A new leader_epoch starts at the current log end offset."""
         isr_set, replica_tuple = self._validated_assignment(isr, replicas)
         assert self.local_broker_id in isr_set, "a leader is elected from the ISR"
-        if self._is_stale(leader_epoch, partition_epoch):
+        if self._is_stale(leader_epoch, partition_epoch, Role.LEADER):
             return StateChange.IGNORED_STALE
         is_new_leader_epoch = self.role is not Role.LEADER or leader_epoch > self.leader_epoch
         self._set_assignment(
@@ -203,7 +206,7 @@ class PartitionState:
         """Follow `leader_id`. NEW_LEADER_EPOCH means: restart this partition's fetch with truncation."""
         isr_set, replica_tuple = self._validated_assignment(isr, replicas)
         assert leader_id != self.local_broker_id, "use make_leader"
-        if self._is_stale(leader_epoch, partition_epoch):
+        if self._is_stale(leader_epoch, partition_epoch, Role.FOLLOWER):
             return StateChange.IGNORED_STALE
         is_new_leader_epoch = (
             self.role is not Role.FOLLOWER
@@ -223,10 +226,14 @@ class PartitionState:
         self.followers = {}
         self.pending_alter_partition = None
 
-    def _is_stale(self, leader_epoch: int, partition_epoch: int) -> bool:
-        if leader_epoch < self.leader_epoch:
-            return True
-        return leader_epoch == self.leader_epoch and partition_epoch < self.partition_epoch
+    def _is_stale(self, leader_epoch: int, partition_epoch: int, role: Role) -> bool:
+        """Older, or exactly what we have already applied (perhaps via an AlterPartition
+        answer): re-applying it would drop a proposal the controller may since have committed."""
+        if leader_epoch != self.leader_epoch:
+            return leader_epoch < self.leader_epoch
+        if partition_epoch != self.partition_epoch:
+            return partition_epoch < self.partition_epoch
+        return self.role is role
 
     def _validated_assignment(
         self, isr: Iterable[int], replicas: Iterable[int]

@@ -11,13 +11,12 @@ falls back to its last checkpoint (clamped to what survived), as a restarted Kaf
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from log.replication.replica_log import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 
-@dataclass(frozen=True)
-class Batch:
+class Batch(NamedTuple):
     base_offset: int
     last_offset: int
     leader_epoch: int
@@ -153,9 +152,10 @@ class MemoryLog:
     def checkpoint_high_watermark(self) -> None:
         self.high_watermark_checkpoint = self._high_watermark
 
-    def crash(self) -> None:
-        """Lose everything not flushed; recover as a restarted broker would."""
-        self.batches = [b for b in self.batches if b.next_offset <= self.flushed_offset]
+    def crash(self, lose_unflushed: bool) -> None:
+        """A process crash (page cache survives) or, with `lose_unflushed`, a power failure."""
+        if lose_unflushed:
+            self.batches = [b for b in self.batches if b.next_offset <= self.flushed_offset]
         leo = self.log_end_offset
         self.epochs = [(e, s) for e, s in self.epochs if s < leo]
         self._high_watermark = max(self._log_start_offset, min(self.high_watermark_checkpoint, leo))
