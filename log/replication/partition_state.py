@@ -99,6 +99,7 @@ class ReplicaState:
     last_caught_up_time_ms: int = 0
     last_fetch_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    broker_epoch: int = -1  # the follower process incarnation that fetched last (KIP-903)
 
     def is_caught_up(
         self, leader_end_offset: int, now_ms: int, replica_lag_time_max_ms: int
@@ -117,6 +118,11 @@ class AlterPartitionRequest:
     leader_epoch: int
     partition_epoch: int
     new_isr: tuple[int, ...]
+    # Per new_isr member, the broker epoch its state was learned from (-1: unknown / leader).
+    # The controller refuses (INELIGIBLE_REPLICA) a member that has re-registered since: a
+    # proposal built from a dead incarnation's fetch must not put a restarted broker, which may
+    # have lost its unflushed tail, into the ISR (KIP-903).
+    new_isr_broker_epochs: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -275,10 +281,20 @@ class PartitionState:
         return self.isr | frozenset(self.pending_alter_partition.new_isr)
 
     def update_follower_fetch_state(
-        self, replica_id: int, fetch_offset: int, log_start_offset: int, now_ms: int
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        log_start_offset: int,
+        now_ms: int,
+        broker_epoch: int = -1,
     ) -> bool:
-        """Record a valid follower fetch at `fetch_offset`; return whether the HW moved."""
+        """Record a valid follower fetch at `fetch_offset`; return whether the HW moved.
+
+        `broker_epoch` is the fetching process's broker epoch (Fetch v15 `replica_epoch`), -1 when
+        unknown; it travels with ISR expansions so that the controller can reject stale ones.
+        """
         replica = self._follower_or_raise(replica_id)
+        replica.broker_epoch = broker_epoch
         leader_end_offset = self.log.log_end_offset
         assert 0 <= fetch_offset <= leader_end_offset, (fetch_offset, leader_end_offset)
         if fetch_offset >= leader_end_offset:
@@ -345,11 +361,15 @@ class PartitionState:
 
     def _propose(self, new_isr: frozenset[int]) -> AlterPartitionRequest:
         assert self.local_broker_id in new_isr
+        members = tuple(sorted(new_isr))
         request = AlterPartitionRequest(
             leader_id=self.local_broker_id,
             leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch,
-            new_isr=tuple(sorted(new_isr)),
+            new_isr=members,
+            new_isr_broker_epochs=tuple(
+                self.followers[r].broker_epoch if r in self.followers else -1 for r in members
+            ),
         )
         self.pending_alter_partition = request
         return request

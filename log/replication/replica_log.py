@@ -55,7 +55,12 @@ class ReplicaLog(Protocol):
         ...
 
     def truncate_to(self, offset: int) -> None:
-        """Drop every record at or above `offset` (and epoch entries starting there)."""
+        """Drop every record at or above `offset` and every epoch entry starting there.
+
+        Even when `offset >= log_end_offset` (nothing to drop), epoch entries starting at the log
+        end offset must go, as Kafka does: a deposed leader that assigned its epoch's start but
+        appended nothing keeps such an entry, and with Fetch v12 `last_fetched_epoch` it would
+        be told to diverge again and again (the simulation found this livelock)."""
         ...
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

@@ -77,6 +77,8 @@ class SimConfig:
     produce_timeout_ms: int = 300
     produce_probability: float = 0.3
     flush_probability: float = 0.05
+    # The leader deletes a prefix up to its HW (retention / DeleteRecords).
+    retention_probability: float = 0.0
     use_last_fetched_epoch: bool = False
     # Lets a test swap in a deliberately broken follower to prove the checks catch it.
     follower_factory: Callable[[int], FollowerState] = FollowerState
@@ -85,6 +87,9 @@ class SimConfig:
     power_failure_probability: float = 0.0
     isolate_probability: float = 0.0
     cut_link_probability: float = 0.0
+    # Preferred-leader election / controlled shutdown: leadership moves to another live ISR
+    # member while the old leader stays in the ISR.
+    leader_move_probability: float = 0.0
     fault_duration_ms: tuple[int, int] = (30, 400)
 
 
@@ -94,6 +99,7 @@ class SimConfig:
 @dataclass(frozen=True)
 class FetchRequest:
     replica_id: int
+    broker_epoch: int
     fetch: PartitionFetch
     max_wait_ms: int
     correlation_id: int
@@ -252,6 +258,19 @@ class Controller:
                 self._fence(node_id)
         self.fence_now = {n for n in self.fence_now if not self.cluster.nodes[n].alive}
 
+    def move_leader(self, rng: random.Random) -> None:
+        candidates = [
+            r
+            for r in self.isr
+            if r != self.leader and r not in self.fenced and self.cluster.nodes[r].alive
+        ]
+        if self.leader < 0 or not candidates:
+            return
+        self.leader = rng.choice(candidates)
+        self.leader_epoch += 1
+        self.partition_epoch += 1
+        self.cluster.elections += 1
+
     def _fence(self, node_id: int) -> None:
         self.fenced.add(node_id)
         if node_id not in self.isr:
@@ -278,6 +297,11 @@ class Controller:
             return AlterPartitionAnswer(request, ErrorCode.INVALID_UPDATE_VERSION)
         if any(r in self.fenced for r in request.new_isr):
             return AlterPartitionAnswer(request, ErrorCode.INELIGIBLE_REPLICA)
+        for replica_id, broker_epoch in zip(
+            request.new_isr, request.new_isr_broker_epochs, strict=True
+        ):
+            if broker_epoch not in (-1, self.cluster.nodes[replica_id].broker_epoch):
+                return AlterPartitionAnswer(request, ErrorCode.INELIGIBLE_REPLICA)
         self.isr = tuple(sorted(request.new_isr))
         self.partition_epoch += 1
         return AlterPartitionAnswer(
@@ -299,6 +323,8 @@ class Node:
         self.start_process()
 
     def start_process(self) -> None:
+        # Each process incarnation registers with a new broker epoch.
+        self.broker_epoch = next(self.cluster.broker_epochs)
         self.partition = PartitionState(self.node_id, self.log)
         self.follower = self.config.follower_factory(self.config.replica_fetch_backoff_ms)
         self.fetcher = FetcherState(
@@ -421,7 +447,11 @@ class Node:
             correlation_id = next(self.correlation)
             self.inflight = (correlation_id, now_ms)
             request = FetchRequest(
-                self.node_id, fetch, self.config.replica_fetch_wait_max_ms, correlation_id
+                self.node_id,
+                self.broker_epoch,
+                fetch,
+                self.config.replica_fetch_wait_max_ms,
+                correlation_id,
             )
             self.send(leader_id, request)
 
@@ -510,7 +540,11 @@ class Node:
             )
             return
         if self.partition.update_follower_fetch_state(
-            request.replica_id, fetch.fetch_offset, fetch.log_start_offset, now_ms
+            request.replica_id,
+            fetch.fetch_offset,
+            fetch.log_start_offset,
+            now_ms,
+            request.broker_epoch,
         ):
             self.complete_delayed(now_ms)
         expand = self.partition.check_isr_expand(request.replica_id)
@@ -638,6 +672,7 @@ class Node:
             return
         self.apply_truncation(outcome.truncation)
         if outcome.needs_leader_offsets:
+            self.cluster.offset_resets += 1
             correlation_id = next(self.correlation)
             self.inflight = (correlation_id, now_ms)
             self.send(src, ListOffsetsRequest(self.follower.leader_epoch, correlation_id))
@@ -670,10 +705,11 @@ class Node:
 # ---------------------------------------------------------------------- the cluster
 
 
-def committed_batches(log: MemoryLog) -> list[Batch]:
-    """The batches wholly below the high watermark."""
-    count = bisect.bisect_right(log.batches, log.high_watermark - 1, key=lambda b: b.last_offset)
-    return log.batches[:count]
+def batches_between(log: MemoryLog, from_offset: int, to_offset: int) -> list[Batch]:
+    """The batches starting at or after from_offset and ending before to_offset."""
+    first = bisect.bisect_left(log.batches, from_offset, key=lambda b: b.base_offset)
+    end = bisect.bisect_right(log.batches, to_offset - 1, key=lambda b: b.last_offset)
+    return log.batches[first:end]
 
 
 @dataclass
@@ -690,6 +726,7 @@ class Cluster:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        self.broker_epochs = itertools.count()
         self.now_ms = 0
         self.network = Network(self.rng, self.config)
         self.nodes = {i: Node(self, i) for i in range(self.config.replica_count)}
@@ -703,6 +740,7 @@ class Cluster:
         self.producer_view = self.controller.leader
         self.elections = 0
         self.truncations = 0
+        self.offset_resets = 0
         self.faults = 0
 
     # ------------------------------------------------------------ bookkeeping
@@ -752,6 +790,16 @@ class Cluster:
                 self.network.cut(node_id, other, until_ms)
         self.faults += 1
 
+    def delete_prefix(self) -> None:
+        """The leader moves its log start offset to a random batch boundary below its HW."""
+        leader = self.nodes.get(self.controller.leader)
+        if leader is None or not leader.alive or leader.partition.role is not Role.LEADER:
+            return
+        log = leader.log
+        boundaries = [b.base_offset for b in log.batches if b.base_offset <= log.high_watermark]
+        if boundaries:
+            log.maybe_increment_log_start_offset(self.rng.choice(boundaries))
+
     def power_failure_allowed(self, node_id: int) -> bool:
         """Only if another live ISR member holds the data (two power failures lose acked data
         in Kafka too: it relies on replication, not fsync)."""
@@ -763,6 +811,15 @@ class Cluster:
     # ------------------------------------------------------------ the loop
 
     def step(self) -> None:
+        """One tick of `step_ms`; any failed assertion is re-raised naming the seed."""
+        try:
+            self._step()
+        except AssertionError as error:
+            if f"seed {self.seed}" in str(error):
+                raise
+            raise AssertionError(f"seed {self.seed} at {self.now_ms} ms: {error!r}") from error
+
+    def _step(self) -> None:
         config = self.config
         self.now_ms += config.step_ms
         self.network.heal(self.now_ms)
@@ -787,6 +844,8 @@ class Cluster:
             node.tick(self.now_ms)
             if self.rng.random() < config.flush_probability:
                 node.log.flush()
+        if self.rng.random() < config.retention_probability:
+            self.delete_prefix()
         if self.rng.random() < config.metadata_pull_probability:
             self.producer_view = self.controller.leader
         if self.rng.random() < config.produce_probability:
@@ -807,6 +866,8 @@ class Cluster:
                 self.crash(node_id, lose_unflushed=True, down_ms=rng.randint(low, high))
         if rng.random() < config.isolate_probability:
             self.isolate(rng.choice(list(self.nodes)), rng.randint(low, high))
+        if rng.random() < config.leader_move_probability:
+            self.controller.move_leader(rng)
         if rng.random() < config.cut_link_probability:
             a, b = rng.sample([*self.nodes, CONTROLLER], 2)
             self.network.cut(a, b, self.now_ms + rng.randint(low, high))
@@ -835,6 +896,7 @@ class Cluster:
         config = self.config
         config.process_crash_probability = config.power_failure_probability = 0.0
         config.isolate_probability = config.cut_link_probability = 0.0
+        config.leader_move_probability = 0.0
         config.produce_probability = 0.0
         self.heal_all()
 
@@ -866,7 +928,11 @@ class Cluster:
         leader_id = self.controller.leader
         holders = [self.nodes[r] for r in self.controller.isr if self.nodes[r].alive]
         for node in holders:
-            missing = self.acked_set.difference(node.log.batches)
+            missing = [
+                batch
+                for batch in self.acked_set.difference(node.log.batches)
+                if batch.next_offset > node.log.log_start_offset  # not deleted by retention
+            ]
             assert not missing, (
                 f"seed {seed}: acked {sorted(missing)[:3]} missing on ISR member {node.node_id} "
                 f"(leader {leader_id}, log {node.log.batches})"
@@ -878,23 +944,27 @@ class Cluster:
             epoch = node.partition.leader_epoch
             assert epoch >= node.leader_epoch_seen, f"seed {seed}: epoch went back"
             node.leader_epoch_seen = epoch
-        committed = {node.node_id: committed_batches(node.log) for node in live}
         for a in live:
             for b in live:
-                if a.node_id >= b.node_id:
-                    continue
-                shorter, longer = sorted((committed[a.node_id], committed[b.node_id]), key=len)
-                assert longer[: len(shorter)] == shorter, (
-                    f"seed {seed}: replicas {a.node_id} and {b.node_id} differ below their HWs"
-                )
+                if a.node_id < b.node_id:
+                    self.check_same_below_high_watermarks(
+                        a.log, b.log, f"replicas {a.node_id}, {b.node_id}"
+                    )
         if leader_id >= 0 and self.nodes[leader_id].alive:
-            leader_batches = self.nodes[leader_id].log.batches
+            leader_log = self.nodes[leader_id].log
             for node in live:
-                mine = committed[node.node_id]
-                assert leader_batches[: len(mine)] == mine, (
-                    f"seed {seed}: node {node.node_id}'s committed log is not a prefix of "
-                    f"leader {leader_id}'s"
+                start = max(node.log.log_start_offset, leader_log.log_start_offset)
+                mine = batches_between(node.log, start, node.log.high_watermark)
+                assert batches_between(leader_log, start, node.log.high_watermark) == mine, (
+                    f"seed {seed}: node {node.node_id}'s committed log is not in leader {leader_id}'s"
                 )
+
+    def check_same_below_high_watermarks(self, a: MemoryLog, b: MemoryLog, what: str) -> None:
+        start = max(a.log_start_offset, b.log_start_offset)
+        end = min(a.high_watermark, b.high_watermark)
+        assert batches_between(a, start, end) == batches_between(b, start, end), (
+            f"seed {self.seed}: {what} differ below their high watermarks"
+        )
 
     def converged(self) -> bool:
         leader_id = self.controller.leader

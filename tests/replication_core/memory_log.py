@@ -89,6 +89,9 @@ class MemoryLog:
 
     def truncate_to(self, offset: int) -> None:
         if offset >= self.log_end_offset:
+            # Like Kafka: still cut epoch entries at the log end (a leader that assigned its epoch
+            # start but appended nothing before losing leadership leaves such an entry behind).
+            self.epochs = [(e, s) for e, s in self.epochs if s < self.log_end_offset]
             return
         assert offset >= self._log_start_offset, (offset, self._log_start_offset)
         assert all(b.base_offset >= offset or b.last_offset < offset for b in self.batches)

@@ -201,3 +201,23 @@ def test_lagging_follower_keeps_caught_up_time_when_it_reaches_previous_leader_e
     assert p.followers[2].last_caught_up_time_ms == 1_000
     assert p.check_isr_shrink(1_000 + LAG_MS, LAG_MS) is None
     assert p.check_isr_shrink(1_001 + LAG_MS, LAG_MS) is not None
+
+
+def test_metadata_already_applied_does_not_drop_a_newer_proposal():
+    """Found by the simulation: the leader learns partition_epoch 11 from the AlterPartition
+    answer, proposes the next change, then metadata for epoch 11 arrives. Re-applying it must not
+    clear the new proposal (the controller may commit it), or the HW would ignore a replica the
+    controller counts as in sync."""
+    p, log = leader(isr=(1, 2))
+    p.update_follower_fetch_state(2, 0, 0, 0)
+    p.update_follower_fetch_state(3, 0, 0, 0)
+    assert p.check_isr_expand(3) is not None
+    assert p.on_alter_partition_response(ErrorCode.NONE, 5, 11, (1, 2, 3)).outcome is (
+        AlterPartitionOutcome.COMMITTED
+    )
+    log.append_as_leader("a", 1, 5)
+    shrink = p.check_isr_shrink(LAG_MS + 1, LAG_MS)
+    assert shrink is not None and shrink.partition_epoch == 11
+    assert p.make_leader(5, 11, (1, 2, 3), (1, 2, 3), 0) is StateChange.IGNORED_STALE
+    assert p.pending_alter_partition == shrink
+    assert p.make_follower(2, 5, 11, (1, 2, 3), (1, 2, 3)) is StateChange.NEW_LEADER_EPOCH

@@ -8,6 +8,7 @@ reproduce one with `Cluster(seed, chaos_config()).run(STEPS)`.
 import pytest
 
 from log.replication.follower_state import FollowerState, TruncationDecision
+from log.replication.partition_state import PartitionState
 from tests.replication_core.cluster_sim import (
     PRODUCER,
     Cluster,
@@ -26,6 +27,7 @@ def chaos_config(**overrides) -> SimConfig:
         power_failure_probability=0.01,
         isolate_probability=0.01,
         cut_link_probability=0.01,
+        leader_move_probability=0.01,
     )
     for name, value in overrides.items():
         setattr(config, name, value)
@@ -46,22 +48,29 @@ def run_seed(seed: int, config: SimConfig) -> Cluster:
         {},
         {"min_insync_replicas": 1},
         {"use_last_fetched_epoch": True},
+        {"retention_probability": 0.02},
     ],
-    ids=["min_isr_2", "min_isr_1", "fetch_v12_diverging_epoch"],
+    ids=["min_isr_2", "min_isr_1", "fetch_v12_diverging_epoch", "retention"],
 )
 def test_random_faults_keep_acknowledged_data_and_converge(overrides):
     seeds = SEEDS if not overrides else SEEDS // 4
-    totals = {"acked": 0, "elections": 0, "truncations": 0, "faults": 0}
+    totals = {"acked": 0, "elections": 0, "truncations": 0, "faults": 0, "offset_resets": 0}
     for seed in range(seeds):
         cluster = run_seed(seed, chaos_config(**overrides))
         leader_log = cluster.nodes[cluster.controller.leader].log
-        assert cluster.acked_payloads() <= {b.payload for b in leader_log.batches}, seed
+        kept = {b.payload for b in cluster.acked_set if b.next_offset > leader_log.log_start_offset}
+        assert kept <= {b.payload for b in leader_log.batches}, seed
         totals["acked"] += len(cluster.acked)
         totals["elections"] += cluster.elections
         totals["truncations"] += cluster.truncations
         totals["faults"] += cluster.faults
-    # The runs exercised what they claim to: acks, fail-overs, truncations, faults.
+        totals["offset_resets"] += cluster.offset_resets
+    # The runs exercised what they claim to: acks, fail-overs, truncations, faults, and (with
+    # retention) followers resetting after OFFSET_OUT_OF_RANGE.
+    offset_resets = totals.pop("offset_resets")
     assert all(count > seeds for count in totals.values()), totals
+    if "retention_probability" in overrides:
+        assert offset_resets > 0
 
 
 def test_kip_101_follower_restarts_before_learning_hw_then_becomes_leader():
@@ -165,23 +174,56 @@ def test_two_fail_overs_with_divergent_tails_converge():
     assert cluster.truncations >= 2
 
 
-def test_invariants_catch_a_leader_that_ignores_the_isr():
-    """A check that cannot fail proves nothing: break the HW rule and the simulation notices."""
-    from log.replication import partition_state
+_CHECK_ISR_EXPAND = PartitionState.check_isr_expand
 
-    original = partition_state.PartitionState.maybe_increment_high_watermark
 
-    def leader_log_end_offset_is_hw(self):
-        if self.role is not partition_state.Role.LEADER:
-            return False
-        moved = self.log.log_end_offset > self.log.high_watermark
-        self.log.update_high_watermark(self.log.log_end_offset)
-        return moved
-
-    partition_state.PartitionState.maybe_increment_high_watermark = leader_log_end_offset_is_hw
+def _expand_without_epoch_start(self, replica_id):
+    saved, self.leader_epoch_start_offset = self.leader_epoch_start_offset, -1
     try:
-        with pytest.raises(AssertionError, match="seed"):
-            for seed in range(SEEDS):
-                run_seed(seed, chaos_config())
+        return _CHECK_ISR_EXPAND(self, replica_id)
     finally:
-        partition_state.PartitionState.maybe_increment_high_watermark = original
+        self.leader_epoch_start_offset = saved
+
+
+def _shrink_counts_at_once(self):
+    pending = self.pending_alter_partition
+    return self.isr & frozenset(pending.new_isr) if pending is not None else self.isr
+
+
+def _truncate_to_leader_end_only(self, leader_epoch, end_offset, log):
+    return TruncationDecision(min(end_offset, log.log_end_offset))
+
+
+MUTATIONS = {
+    # HW counts a proposed ISR shrink before the controller committed it.
+    "shrink_effective_before_commit": (
+        PartitionState,
+        "maximal_isr",
+        property(_shrink_counts_at_once),
+    ),
+    # A follower joins the ISR without reaching the start of the leader's epoch.
+    "expand_without_epoch_start": (PartitionState, "check_isr_expand", _expand_without_epoch_start),
+    # Pre-KIP-101: truncate to the high watermark instead of asking for the epoch's end.
+    "truncate_to_high_watermark": (
+        FollowerState,
+        "truncation_request",
+        lambda self, log: self._truncated(TruncationDecision(log.high_watermark)),
+    ),
+    # Ignore our own end offset for the leader's epoch (keep a divergent suffix).
+    "ignore_own_epoch_end": (
+        FollowerState,
+        "_truncation_for_leader_epoch",
+        _truncate_to_leader_end_only,
+    ),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_simulation_catches_broken_replication_rules(mutation, monkeypatch):
+    """A check that cannot fail proves nothing: break one rule, the simulation must notice."""
+    owner, name, replacement = MUTATIONS[mutation]
+    monkeypatch.setattr(owner, name, replacement)
+    with pytest.raises(AssertionError, match="seed"):
+        for seed in range(SEEDS):
+            for overrides in ({}, {"use_last_fetched_epoch": True}):
+                run_seed(seed, chaos_config(**overrides))
