@@ -33,7 +33,6 @@ from log.protocol.errors import ErrorCode, KafkaError
 from log.replication.follower_state import (
     EpochQuery,
     FetcherState,
-    FetchState,
     FollowerState,
     PartitionFetch,
     RecordsMeta,
@@ -973,12 +972,14 @@ class Cluster:
         leader = self.nodes[leader_id]
         if leader.partition.role is not Role.LEADER:
             return False
+        end_offset = leader.log.log_end_offset
+        # Log start offsets may legitimately differ (a follower reset after OFFSET_OUT_OF_RANGE
+        # starts where an earlier leader had deleted to): compare from the highest one.
+        start = max(node.log.log_start_offset for node in self.nodes.values())
+        expected = batches_between(leader.log, start, end_offset)
         for node in self.nodes.values():
-            if node.log.batches != leader.log.batches:
+            if node.log.log_end_offset != end_offset or node.log.high_watermark != end_offset:
                 return False
-            if node.log.high_watermark != leader.log.log_end_offset:
+            if batches_between(node.log, start, end_offset) != expected:
                 return False
         return set(self.controller.isr) == set(self.nodes)
-
-    def fetch_states(self) -> dict[int, FetchState]:
-        return {n: node.follower.state for n, node in self.nodes.items()}
