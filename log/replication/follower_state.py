@@ -95,7 +95,8 @@ class RecordsMeta:
 class FetchOutcome:
     """What the driver does with one partition's fetch response, in this order.
 
-    1. `truncation`: truncate (OFFSET_OUT_OF_RANGE reset or diverging epoch) — nothing appended.
+    1. `truncation`: truncate (diverging epoch: nothing appended; or `fully`, when our empty
+       log starts inside the leader's first batch: then append).
     2. `append`: append the response's records as follower (if that fails, call `on_error`).
     3. `high_watermark`: `log.update_high_watermark(...)` when not None.
     4. `log_start_offset`: `log.maybe_increment_log_start_offset(...)` when not None.
@@ -245,7 +246,7 @@ class FollowerState:
                 epoch, end_offset = diverging_epoch
                 decision = self.on_epoch_end_offset(epoch, end_offset, log)
                 return FetchOutcome(truncation=decision)
-            return self._on_records(high_watermark, log_start_offset, records_meta, log)
+            return self._on_records(high_watermark, log_start_offset, records_meta, log, now_ms)
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             return FetchOutcome(needs_leader_offsets=True, error=error)
         self.on_error(error, now_ms)
@@ -257,21 +258,33 @@ class FollowerState:
         leader_log_start_offset: int,
         records_meta: RecordsMeta | None,
         log: ReplicaLog,
+        now_ms: int,
     ) -> FetchOutcome:
         end_offset = log.log_end_offset
+        log_start_offset = log.log_start_offset
+        truncation = None
         append = records_meta is not None and records_meta.size_bytes > 0
         if append:
             assert records_meta is not None
-            if records_meta.first_offset < end_offset or records_meta.next_offset <= end_offset:
-                # Records we already have (or non-contiguous): never append them twice.
-                return FetchOutcome(ignored=True)
-            end_offset = records_meta.next_offset
+            first_offset, next_offset = records_meta.first_offset, records_meta.next_offset
+            if first_offset < end_offset < next_offset and end_offset == log_start_offset:
+                # Our empty log starts inside the leader's first batch (the leader's log start
+                # offset fell mid-batch): restart the log at the batch's base offset, as Kafka does.
+                truncation = TruncationDecision(first_offset, fully=True)
+                log_start_offset = first_offset
+            elif first_offset != end_offset or next_offset <= end_offset:
+                # Not contiguous with our log: never append it. Kafka fails the partition here;
+                # we back off and retry, and the error stays visible in `last_error`.
+                self.on_error(ErrorCode.UNKNOWN_SERVER_ERROR, now_ms)
+                return FetchOutcome(error=ErrorCode.UNKNOWN_SERVER_ERROR)
+            end_offset = next_offset
         new_high_watermark = min(high_watermark, end_offset)
         return FetchOutcome(
+            truncation=truncation,
             append=append,
             high_watermark=new_high_watermark if new_high_watermark > log.high_watermark else None,
             log_start_offset=(
-                leader_log_start_offset if leader_log_start_offset > log.log_start_offset else None
+                leader_log_start_offset if leader_log_start_offset > log_start_offset else None
             ),
         )
 

@@ -790,14 +790,16 @@ class Cluster:
         self.faults += 1
 
     def delete_prefix(self) -> None:
-        """The leader moves its log start offset to a random batch boundary below its HW."""
+        """The leader moves its log start offset to a random offset up to its HW."""
         leader = self.nodes.get(self.controller.leader)
         if leader is None or not leader.alive or leader.partition.role is not Role.LEADER:
             return
         log = leader.log
-        boundaries = [b.base_offset for b in log.batches if b.base_offset <= log.high_watermark]
-        if boundaries:
-            log.maybe_increment_log_start_offset(self.rng.choice(boundaries))
+        if log.high_watermark > log.log_start_offset:
+            # Any offset, batch boundary or not (DeleteRecords may cut inside a batch).
+            log.maybe_increment_log_start_offset(
+                self.rng.randint(log.log_start_offset, log.high_watermark)
+            )
 
     def power_failure_allowed(self, node_id: int) -> bool:
         """Only if another live ISR member holds the data (two power failures lose acked data

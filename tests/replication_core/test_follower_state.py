@@ -111,6 +111,25 @@ def test_fetch_and_adopt_high_watermark_and_log_start():
     assert not outcome.append and outcome.high_watermark == 4 and outcome.log_start_offset is None
 
 
+def test_empty_log_starting_inside_leader_batch_restarts_at_batch_base():
+    log = MemoryLog()
+    log.truncate_fully_and_start_at(5)  # leader's log start 5 is inside its batch 3..7
+    f = fetching(log)
+    request = f.build_fetch(log, 1024)
+    outcome = f.on_fetch_response(request, ErrorCode.NONE, 8, 5, RecordsMeta(3, 8, 100), log, 0)
+    assert outcome.truncation == TruncationDecision(3, fully=True)
+    assert outcome.append and outcome.high_watermark == 8 and outcome.log_start_offset == 5
+
+
+def test_non_contiguous_records_are_refused_and_backed_off():
+    log = log_with((1, 2))
+    f = fetching(log)
+    request = f.build_fetch(log, 1024)
+    outcome = f.on_fetch_response(request, ErrorCode.NONE, 9, 0, RecordsMeta(4, 6, 100), log, 0)
+    assert not outcome.append and outcome.error is ErrorCode.UNKNOWN_SERVER_ERROR
+    assert f.state is FetchState.DELAYED
+
+
 def test_fetch_response_for_old_request_is_ignored():
     log = log_with((1, 2))
     f = fetching(log)
