@@ -33,7 +33,7 @@ Kafka's error code.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from log.protocol.errors import (
@@ -348,11 +348,19 @@ class PartitionState:
             return None
         return self._propose(self.isr - out_of_sync)
 
-    def check_isr_expand(self, replica_id: int) -> AlterPartitionRequest | None:
-        """Propose adding `replica_id` once it reached the HW and the current epoch's start."""
+    def check_isr_expand(
+        self, replica_id: int, ineligible_replica_ids: Collection[int] = ()
+    ) -> AlterPartitionRequest | None:
+        """Propose adding `replica_id` once it reached the HW and the current epoch's start.
+
+        `ineligible_replica_ids`: brokers the metadata image shows fenced or shutting down
+        (KIP-841); the controller would refuse them, so they are not proposed.
+        """
         if self.role is not Role.LEADER or self.pending_alter_partition is not None:
             return None
         if replica_id in self.isr or replica_id not in self.followers:
+            return None
+        if replica_id in ineligible_replica_ids:
             return None
         end_offset = self.followers[replica_id].log_end_offset
         if end_offset < self.log.high_watermark or end_offset < self.leader_epoch_start_offset:

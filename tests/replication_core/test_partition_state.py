@@ -84,9 +84,12 @@ def test_isr_expand_requires_hw_and_epoch_start_then_counts_immediately():
     assert log.high_watermark == 3
     p.update_follower_fetch_state(3, 2, 0, 1)
     assert p.check_isr_expand(3) is None  # below the HW
-    p.update_follower_fetch_state(3, 3, 0, 2)
+    p.update_follower_fetch_state(3, 3, 0, 2, broker_epoch=7)
+    assert p.check_isr_expand(3, ineligible_replica_ids={3}) is None  # fenced per metadata
     request = p.check_isr_expand(3)
     assert request is not None and request.new_isr == (1, 2, 3)
+    # The controller can refuse a member whose broker epoch is stale (KIP-903).
+    assert request.new_isr_broker_epochs == (-1, -1, 7)
     assert p.maximal_isr == {1, 2, 3}
     log.append_as_leader("b", 1, 5)
     p.update_follower_fetch_state(2, 4, 0, 3)
