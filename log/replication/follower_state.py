@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import enum
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from log.protocol.errors import ErrorCode
+from log.protocol.errors import ErrorCode, KafkaError
 from log.replication.replica_log import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, ReplicaLog
 
 # Kafka's defaults for the follower's fetch configuration.
@@ -297,6 +298,22 @@ class FollowerState:
         self.last_error = error
 
 
+@dataclass(frozen=True)
+class FetcherPoll:
+    """What a fetcher should do now (see `FetcherState.poll`)."""
+
+    truncate_now: dict[object, TruncationDecision]
+    epoch_queries: dict[object, EpochQuery]
+    fetch: dict[object, PartitionFetch]
+    wakeup_ms: int | None  # the earliest back-off end, if any partition is delayed
+
+
+class FetcherFullError(KafkaError):
+    """More partitions than one fetcher may serve (`max_partitions`)."""
+
+    error_code = ErrorCode.REPLICA_NOT_AVAILABLE
+
+
 class FetcherState:
     """All partitions this broker fetches from one source broker (one fetch session).
 
@@ -312,7 +329,10 @@ class FetcherState:
         replica_fetch_max_bytes: int = DEFAULT_REPLICA_FETCH_MAX_BYTES,
         replica_fetch_response_max_bytes: int = DEFAULT_REPLICA_FETCH_RESPONSE_MAX_BYTES,
         max_partitions: int = MAX_PARTITIONS_PER_FETCHER,
+        *,
+        use_last_fetched_epoch: bool = False,
     ) -> None:
+        """`use_last_fetched_epoch`: Fetch v12+, the leader detects divergence in the fetch."""
         # Kafka allows replica.fetch.max.bytes > response max (the first batch always fits); we
         # require <= so that one partition's share never exceeds the whole response budget.
         assert 0 < replica_fetch_max_bytes <= replica_fetch_response_max_bytes
@@ -321,11 +341,12 @@ class FetcherState:
         self.replica_fetch_max_bytes = replica_fetch_max_bytes
         self.replica_fetch_response_max_bytes = replica_fetch_response_max_bytes
         self.max_partitions = max_partitions
+        self.use_last_fetched_epoch = use_last_fetched_epoch
         self.partitions: OrderedDict[object, FollowerState] = OrderedDict()
 
     def add_partition(self, topic_partition: object, state: FollowerState) -> None:
         if topic_partition not in self.partitions and len(self.partitions) >= self.max_partitions:
-            raise ValueError(f"fetcher for broker {self.source_broker_id} is full")
+            raise FetcherFullError(f"fetcher for broker {self.source_broker_id} is full")
         self.partitions[topic_partition] = state
 
     def remove_partition(self, topic_partition: object) -> FollowerState | None:
@@ -350,6 +371,34 @@ class FetcherState:
             chosen.append(tp)
             budget_bytes -= self.replica_fetch_max_bytes
         return chosen
+
+    def poll(self, now_ms: int, log_for: Callable[[object], ReplicaLog]) -> FetcherPoll:
+        """One round of Kafka's doWork (maybeTruncate, then maybeFetch), as requests to send.
+
+        Apply `truncate_now` first (partitions without epoch information truncate to their HW at
+        once; they fetch from the next poll on). Send `epoch_queries` as one OffsetsForLeaderEpoch
+        request and feed each answer to that partition's `on_epoch_end_offset`; send `fetch` as
+        one Fetch request (in this order: it is the fairness order) and feed each partition's
+        response to `on_fetch_response`. Poll again after the responses, or at `wakeup_ms`.
+        """
+        truncate_now: dict[object, TruncationDecision] = {}
+        epoch_queries: dict[object, EpochQuery] = {}
+        for tp in self.partitions_to_truncate(now_ms):
+            step = self.partitions[tp].truncation_request(log_for(tp))
+            if isinstance(step, TruncationDecision):
+                truncate_now[tp] = step
+            else:
+                epoch_queries[tp] = step
+        fetch = {
+            tp: self.partitions[tp].build_fetch(
+                log_for(tp),
+                self.replica_fetch_max_bytes,
+                use_last_fetched_epoch=self.use_last_fetched_epoch,
+            )
+            for tp in self.partitions_to_fetch(now_ms)
+            if tp not in truncate_now
+        }
+        return FetcherPoll(truncate_now, epoch_queries, fetch, self.next_wakeup_ms())
 
     def mark_fetched(self, topic_partition: object) -> None:
         """Data arrived for this partition: move it to the back of the fetch order."""

@@ -330,6 +330,7 @@ class Node:
             -1,
             replica_fetch_max_bytes=self.config.replica_fetch_max_bytes,
             replica_fetch_response_max_bytes=4 * self.config.replica_fetch_max_bytes,
+            use_last_fetched_epoch=self.config.use_last_fetched_epoch,
         )
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
             DelayedOperationPurgatory("produce", max_operations=1000)
@@ -429,26 +430,19 @@ class Node:
                 return
             self.inflight = None
         leader_id = self.partition.leader_id
-        if self.fetcher.partitions_to_truncate(now_ms):
-            step = self.follower.truncation_request(self.log)
-            if isinstance(step, TruncationDecision):
-                self.apply_truncation(step)
-                return
-            correlation_id = next(self.correlation)
+        poll = self.fetcher.poll(now_ms, lambda topic_partition: self.log)
+        for decision in poll.truncate_now.values():
+            self.apply_truncation(decision)
+        correlation_id = next(self.correlation)
+        if poll.epoch_queries:
             self.inflight = (correlation_id, now_ms)
-            self.send(leader_id, EpochRequest(step, correlation_id))
-        elif self.fetcher.partitions_to_fetch(now_ms):
-            fetch = self.follower.build_fetch(
-                self.log,
-                self.config.replica_fetch_max_bytes,
-                use_last_fetched_epoch=self.config.use_last_fetched_epoch,
-            )
-            correlation_id = next(self.correlation)
+            self.send(leader_id, EpochRequest(poll.epoch_queries[TP], correlation_id))
+        elif poll.fetch:
             self.inflight = (correlation_id, now_ms)
             request = FetchRequest(
                 self.node_id,
                 self.broker_epoch,
-                fetch,
+                poll.fetch[TP],
                 self.config.replica_fetch_wait_max_ms,
                 correlation_id,
             )

@@ -193,3 +193,20 @@ def test_fetcher_rotates_partitions_and_respects_response_budget():
     assert fetcher.next_wakeup_ms() == 1000
     assert fetcher.partitions_to_fetch(0) == ["d", "a"]
     assert fetcher.partitions_to_fetch(1000)[0] == "c"
+
+
+def test_fetcher_poll_truncates_queries_and_fetches():
+    logs = {"empty": MemoryLog(), "epochs": log_with((2, 3)), "ready": log_with((1, 1))}
+    fetcher = FetcherState(1)
+    for tp, log in logs.items():
+        f = FollowerState()
+        f.on_become_follower(1, 4, log)
+        fetcher.add_partition(tp, f)
+    fetcher.partitions["ready"].on_epoch_end_offset(1, 1, logs["ready"])
+    first = fetcher.poll(0, logs.__getitem__)
+    assert first.truncate_now == {"empty": TruncationDecision(0)}
+    assert first.epoch_queries == {"epochs": EpochQuery(4, 2)}
+    assert list(first.fetch) == ["ready"] and first.fetch["ready"].fetch_offset == 1
+    assert first.wakeup_ms is None
+    second = fetcher.poll(0, logs.__getitem__)
+    assert second.truncate_now == {} and list(second.fetch) == ["empty", "ready"]
