@@ -136,10 +136,10 @@ class FollowerState:
         self.last_error = ErrorCode.NONE
 
     def is_ready(self, now_ms: int) -> bool:
-        self.poll(now_ms)
+        self._maybe_resume(now_ms)
         return self.state is not FetchState.DELAYED
 
-    def poll(self, now_ms: int) -> None:
+    def _maybe_resume(self, now_ms: int) -> None:
         if self.state is FetchState.DELAYED and now_ms >= self.delayed_until_ms:
             self.state = self.state_after_delay
 
