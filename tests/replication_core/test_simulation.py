@@ -49,11 +49,12 @@ def run_seed(seed: int, config: SimConfig) -> Cluster:
         {"min_insync_replicas": 1},
         {"use_last_fetched_epoch": True},
         {"retention_probability": 0.02},
+        {"replica_count": 5, "min_insync_replicas": 3},
     ],
-    ids=["min_isr_2", "min_isr_1", "fetch_v12_diverging_epoch", "retention"],
+    ids=["min_isr_2", "min_isr_1", "fetch_v12_diverging_epoch", "retention", "five_replicas"],
 )
 def test_random_faults_keep_acknowledged_data_and_converge(overrides):
-    seeds = SEEDS if not overrides else SEEDS // 4
+    seeds = SEEDS if not overrides else SEEDS // 8
     totals = {"acked": 0, "elections": 0, "truncations": 0, "faults": 0, "offset_resets": 0}
     for seed in range(seeds):
         cluster = run_seed(seed, chaos_config(**overrides))
@@ -216,6 +217,30 @@ MUTATIONS = {
         _truncate_to_leader_end_only,
     ),
 }
+
+
+def test_isolated_leader_cannot_acknowledge_alone():
+    """The deposed leader still believes it leads; its ISR shrink never reaches the controller,
+    so the maximal ISR keeps counting the followers and its acks=all appends time out."""
+    config = SimConfig(
+        min_insync_replicas=1,
+        produce_probability=0.0,
+        drop_probability=0.0,
+        flush_probability=0.0,
+    )
+    cluster = Cluster(3, config)
+    nodes = cluster.nodes
+    cluster.run_until(lambda: cluster.leader_is(0) and nodes[1].partition.leader_id == 0)
+    cluster.isolate(0, duration_ms=10**9)
+    nodes[0].on_produce_request(PRODUCER, ProduceRequest("lonely", 1), cluster.now_ms)
+    cluster.run(2 * config.produce_timeout_ms // config.step_ms)
+    old_leader = nodes[0].partition
+    assert old_leader.is_leader and old_leader.leader_epoch == 0  # never heard of epoch 1
+    assert old_leader.pending_alter_partition is not None
+    assert old_leader.pending_alter_partition.new_isr == (0,)
+    assert old_leader.maximal_isr == {0, 1, 2}
+    assert "lonely" not in cluster.acked_payloads()
+    assert cluster.leader_is(1) and cluster.controller.leader_epoch == 1
 
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
