@@ -14,3 +14,9 @@ def main() -> None:
 from tools.dump_log import dump_log  # noqa: E402
 
 main.add_command(dump_log)
+from tools.up import up  # noqa: E402
+
+main.add_command(up)
+from tools.node_cmd import node  # noqa: E402
+
+main.add_command(node)
