@@ -32,7 +32,7 @@ from log.server.broker_context import MAX_PENDING_IMAGES
 from log.server.config import NodeConfig
 from quorum import controller as c
 from quorum.controller_client import ControllerClient
-from quorum.image import MetadataImage
+from quorum.image import MetadataImage, partition_changes
 from quorum.records import Endpoint
 from quorum.state_machine import MetadataStateMachine
 
@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BATCHES = 1000
 RETRY_BACKOFF_MS = 200
+FENCED_HEARTBEAT_INTERVAL_MS = 100
+MAX_LOGGED_CHANGES = 20  # partition changes logged per image; the rest are counted
 MAX_SUBSCRIBERS = 64
 
 
@@ -164,7 +166,12 @@ class BrokerLifecycle:
                 ):
                     await self.register()
                     continue
-            await trio.sleep(self.heartbeat_interval_ms / 1000)
+            # While fenced, heartbeat often: the controller unfences us on the first heartbeat
+            # that shows we replayed our own registration.
+            interval_ms = self.heartbeat_interval_ms
+            if self.is_fenced:
+                interval_ms = min(interval_ms, FENCED_HEARTBEAT_INTERVAL_MS)
+            await trio.sleep(interval_ms / 1000)
 
     def _on_heartbeat(self, response: c.BrokerHeartbeatResponse) -> None:
         if response.error_code != ErrorCode.NONE:
@@ -211,8 +218,38 @@ class BrokerLifecycle:
         after = self._state_machine.image
         if after is before:
             return False
+        self._log_changes(before, after)
         self._publish(after)
         return True
+
+    def _log_changes(self, before: MetadataImage, after: MetadataImage) -> None:
+        changes = partition_changes(before, after)
+        for change in changes[:MAX_LOGGED_CHANGES]:
+            new = change.new
+            if new is None:
+                logger.info(
+                    "node %d: partition %s-%d removed",
+                    self.broker_id,
+                    change.topic_name,
+                    change.partition,
+                )
+                continue
+            logger.info(
+                "node %d: partition %s-%d leader=%d leader_epoch=%d isr=%s metadata_offset=%d",
+                self.broker_id,
+                change.topic_name,
+                change.partition,
+                new.leader,
+                new.leader_epoch,
+                list(new.isr),
+                after.last_offset,
+            )
+        if len(changes) > MAX_LOGGED_CHANGES:
+            logger.info(
+                "node %d: ... and %d more partition changes",
+                self.broker_id,
+                len(changes) - MAX_LOGGED_CHANGES,
+            )
 
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move our leaderships away and fence us; best effort."""

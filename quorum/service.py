@@ -187,6 +187,8 @@ class ControllerService:
                 fenced = await self._decide(
                     lambda image: self.tracker.fence_expired(image, _now_ms())
                 )
+            except NotControllerError:
+                continue  # lost leadership since the check above
             except KafkaError as exc:
                 logger.info("node %d: fencing round failed: %s", self.node_id, exc)
                 continue

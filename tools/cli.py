@@ -20,3 +20,6 @@ main.add_command(up)
 from tools.node_cmd import node  # noqa: E402
 
 main.add_command(node)
+from tools.metadata_cmd import metadata  # noqa: E402
+
+main.add_command(metadata)
