@@ -45,7 +45,7 @@ CONNECT_TIMEOUT_MS = 1000
 REQUEST_TIMEOUT_MS = 10_000  # per attempt; a MetadataFetch adds its max_wait_ms
 MAX_ATTEMPTS = 20
 RETRY_BACKOFF_MS = 50
-RETRY_BACKOFF_MAX_MS = 1000
+RETRY_BACKOFF_MAX_MS = 200  # a controller election takes ~0.3-0.7 s: look again soon
 MAX_READ_BYTES = 1 << 20
 _RETRIABLE = frozenset(
     {
