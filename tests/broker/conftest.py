@@ -6,6 +6,7 @@ of it."""
 from __future__ import annotations
 
 import itertools
+import logging
 import uuid
 from collections.abc import AsyncIterator
 
@@ -243,3 +244,15 @@ def fetch_body(topic: str, partition: int, offset: int, max_wait_ms: int = 0, mi
             )
         ],
     )  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def no_server_errors(caplog):
+    """A handler that raised an untyped exception (answered UNKNOWN_SERVER_ERROR) or a
+    connection task that crashed logs at ERROR: no test may cause that."""
+    caplog.set_level(logging.INFO, logger="log.server")
+    yield
+    errors = [
+        r for r in caplog.records if r.levelno >= logging.ERROR and r.name.startswith("log.server")
+    ]
+    assert not errors, [r.getMessage() for r in errors]

@@ -144,3 +144,73 @@ async def test_acks_zero_error_closes_connection(broker):
     await client.send(0, 8, produce_body("missing", 0, batch(), acks=0))
     with trio.fail_after(5):
         assert await client.stream.receive_some(100) == b""
+
+
+async def test_clean_shutdown_on_cancel(tmp_path):
+    from log.storage.clean_shutdown import has_clean_shutdown_marker
+    from tests.broker.conftest import start_broker
+
+    async with trio.open_nursery() as nursery:
+        running = await start_broker(nursery, tmp_path)
+        await running.create_topic("t", 1)
+        client = await WireClient.connect(running.port)
+        await client.call(0, 8, produce_body("t", 0, batch(2)))
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+    manager = running.server.log_manager
+    assert manager.is_shut_down and has_clean_shutdown_marker(manager.log_dir)
+
+
+async def test_init_producer_id(broker):
+    from log.protocol.producer_id import INIT_PRODUCER_ID_REQUEST
+
+    client = await WireClient.connect(broker.port)
+    R = INIT_PRODUCER_ID_REQUEST.cls
+    ids = [
+        (await client.call(22, 1, R(transactional_id=None, transaction_timeout_ms=1000)))
+        for _ in range(3)
+    ]
+    assert [b.error_code for b in ids] == [0, 0, 0]
+    assert [b.producer_id for b in ids] == [ids[0].producer_id + i for i in range(3)]
+    refused = await client.call(22, 1, R(transactional_id="tx", transaction_timeout_ms=1000))
+    assert refused.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    await client.aclose()
+
+
+async def test_list_offsets_and_epochs(broker):
+    from log.protocol.offsets import LIST_OFFSETS_REQUEST, OFFSET_FOR_LEADER_EPOCH_REQUEST
+
+    await broker.create_topic("t", 1)
+    client = await WireClient.connect(broker.port)
+    await client.call(0, 8, produce_body("t", 0, batch(4)))
+    L = LIST_OFFSETS_REQUEST.cls
+
+    async def list_offset(timestamp, epoch=-1):
+        body = L(replica_id=-1, topics=[L.ListOffsetsTopic(name="t", partitions=[
+            L.ListOffsetsPartition(partition_index=0, timestamp=timestamp,
+                                   current_leader_epoch=epoch)])])  # fmt: skip
+        return (await client.call(2, 5, body)).topics[0].partitions[0]
+
+    assert (await list_offset(-2)).offset == 0
+    latest = await list_offset(-1)
+    assert (latest.offset, latest.leader_epoch) == (4, 0)
+    assert (await list_offset(0)).offset == 0
+    assert (await list_offset(2**40)).offset == -1
+    assert (await list_offset(-1, epoch=3)).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+    E = OFFSET_FOR_LEADER_EPOCH_REQUEST.cls
+    body = E(replica_id=-1, topics=[E.OffsetForLeaderTopic(topic="t", partitions=[
+        E.OffsetForLeaderPartition(partition=0, leader_epoch=0)])])  # fmt: skip
+    answer = (await client.call(23, 3, body)).topics[0].partitions[0]
+    assert (answer.error_code, answer.leader_epoch, answer.end_offset) == (0, 0, 4)
+    await client.aclose()
+
+
+async def test_topic_deletion_deletes_the_log(broker):
+    from quorum.controller import DeleteTopicsRequest
+
+    await broker.create_topic("gone", 1)
+    assert broker.server.log_manager.get_log("gone", 0) is not None
+    await broker.quorum.delete_topics(DeleteTopicsRequest(("gone",)))
+    broker.server.ctx.sync_partitions()
+    assert broker.server.log_manager.get_log("gone", 0) is None
+    assert broker.server.partitions.get("gone", 0) is None
