@@ -4,9 +4,9 @@ Start-up (per process.roles): write DIR/node.pid; the controller role (Controlle
 Raft seat + CONTROLLER listener); the broker role: LogManager (recovers the partition logs),
 BrokerLifecycle (registration, heartbeats, metadata following over TCP to
 controller.quorum.voters: the same path on combined and broker-only nodes) and the Kafka
-listener (KafkaServer, log/server/broker.py, when present). `ready()` is called once the Kafka
-listener serves and the broker is unfenced (controller-only nodes: once the CONTROLLER
-listener serves).
+listener (KafkaServer, log/server/broker.py; it shuts the LogManager down on exit).
+`ready()` is called once the Kafka listener serves and the broker is unfenced
+(controller-only nodes: once the CONTROLLER listener serves).
 
 Shutdown on SIGTERM/SIGINT: controlled shutdown (leaderships move away), stop serving,
 LogManager.shutdown() (the clean-shutdown marker), Raft stops; run_node returns normally.
@@ -23,16 +23,13 @@ from collections.abc import Callable
 
 import trio
 
+from log.server.broker import KafkaServer
 from log.server.config import NodeConfig
+from log.server.partitions import default_log_config
 from log.storage.manager import LogManager
 from quorum.broker_lifecycle import BrokerLifecycle
 from quorum.controller_client import ControllerClient
 from quorum.service import ControllerService
-
-try:  # INTEGRATION POINT: the broker engineer's KafkaServer (branch `broker`)
-    from log.server.broker import KafkaServer  # type: ignore[import-not-found]
-except ImportError:  # not merged yet: the node runs without a Kafka listener
-    KafkaServer = None  # type: ignore[assignment,misc]
 
 logger = logging.getLogger(__name__)
 
@@ -86,21 +83,23 @@ class Node:
     async def _start_broker(self, nursery: trio.Nursery) -> None:
         config = self.config
         self.log_manager = await trio.to_thread.run_sync(
-            lambda: LogManager(config.log_dir, now_ms=_wall_ms())
+            lambda: LogManager(config.log_dir, default_log_config(config), now_ms=_wall_ms())
         )
         client = ControllerClient(config.controller_voters)
         fetch_client = ControllerClient(config.controller_voters)
         self.lifecycle = lifecycle = BrokerLifecycle(config, client, fetch_client)
         await nursery.start(lifecycle.run)
-        if KafkaServer is not None:
-            server = KafkaServer(
-                config,
-                self.log_manager,
-                lifecycle,
-                client,
-                broker_epoch_getter=lambda: lifecycle.broker_epoch,
-            )
-            self.kafka_port = await nursery.start(server.run)
+        # One client per purpose (each carries one request at a time): heartbeats never wait
+        # behind a forwarded admin call or the metadata long-poll.
+        channel = ControllerClient(config.controller_voters)
+        server = KafkaServer(
+            config,
+            self.log_manager,
+            lifecycle,
+            channel,
+            broker_epoch_getter=lambda: lifecycle.broker_epoch,
+        )
+        self.kafka_port = await nursery.start(server.run)
         await lifecycle.unfenced.wait()
 
 
