@@ -23,7 +23,6 @@ from typing import Any
 import trio
 
 from log.protocol import controller_extra as extra
-from log.protocol.client_codec import ClientCodec
 from log.protocol.controller import (
     ALLOCATE_PRODUCER_IDS_REQUEST,
     BROKER_HEARTBEAT_REQUEST,
@@ -31,10 +30,12 @@ from log.protocol.controller import (
 )
 from log.protocol.errors import (
     ErrorCode,
+    InvalidRequestError,
     KafkaError,
     RequestTimedOutError,
     error_for,
 )
+from log.protocol.framing import FrameDecoder
 from log.server.config import Voter
 from quorum import controller as c
 from quorum import controller_codec
@@ -47,6 +48,7 @@ MAX_ATTEMPTS = 20
 RETRY_BACKOFF_MS = 50
 RETRY_BACKOFF_MAX_MS = 200  # a controller election takes ~0.3-0.7 s: look again soon
 MAX_READ_BYTES = 1 << 20
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # a MetadataFetch may carry a whole checkpoint
 _RETRIABLE = frozenset(
     {
         ErrorCode.NOT_CONTROLLER,
@@ -71,14 +73,15 @@ class ControllerClient:
         self.max_attempts = max_attempts
         self._current = 0  # index into voters
         self._stream: trio.SocketStream | None = None
-        self._codec: ClientCodec | None = None
+        self._frames: FrameDecoder | None = None
+        self._next_correlation_id = 0
         self._lock = trio.Lock()
 
     async def aclose(self) -> None:
         await self._disconnect()
 
     async def _disconnect(self) -> None:
-        stream, self._stream, self._codec = self._stream, None, None
+        stream, self._stream, self._frames = self._stream, None, None
         if stream is not None:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
@@ -95,18 +98,24 @@ class ControllerClient:
             voter = self.voters[self._current]
             with trio.fail_after(CONNECT_TIMEOUT_MS / 1000):
                 self._stream = await trio.open_tcp_stream(voter.host, voter.port)
-            self._codec = ClientCodec(client_id=self.client_id, max_in_flight=1)
-        stream, codec = self._stream, self._codec
-        assert stream is not None and codec is not None
+            self._frames = FrameDecoder(MAX_RESPONSE_BYTES)
+        stream, frames = self._stream, self._frames
+        assert stream is not None and frames is not None
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         with trio.fail_after(timeout_s):
-            await stream.send_all(codec.encode_request(api_key, 0, body))
-            while True:
+            await stream.send_all(
+                extra.encode_request_frame(api_key, correlation_id, self.client_id, body)
+            )
+            while (frame := frames.next_frame()) is None:
                 data = await stream.receive_some(MAX_READ_BYTES)
                 if not data:
                     raise trio.BrokenResourceError("controller closed the connection")
-                responses = codec.receive_data(data)
-                if responses:
-                    return responses[0].body
+                frames.feed(data)
+        answered_id, response = extra.decode_response_frame(frame, api_key)
+        if answered_id != correlation_id:
+            raise InvalidRequestError(f"correlation id {answered_id}, expected {correlation_id}")
+        return response
 
     async def call(self, api_key: int, body: Any, *, any_controller: bool = False) -> Any:
         """Send one request to the (active) controller; return a response body whose

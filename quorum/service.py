@@ -38,7 +38,6 @@ from typing import Any
 import trio
 
 from log.protocol import controller_extra as extra
-from log.protocol.connection import NEED_DATA, PAUSED, BadRequest, ServerConnection
 from log.protocol.errors import (
     ErrorCode,
     InvalidRequestError,
@@ -47,6 +46,7 @@ from log.protocol.errors import (
     OffsetOutOfRangeError,
     RequestTimedOutError,
 )
+from log.protocol.framing import FrameDecoder
 from log.server.config import NodeConfig
 from quorum import controller as c
 from quorum import controller_codec
@@ -319,7 +319,7 @@ class ControllerService:
 
     async def _dispatch(self, api_key: int, body: Any) -> Any:
         """The response body for one request; typed failures become their error code."""
-        api = extra.APIS[api_key]
+        api = extra.CONTROLLER_LISTENER_APIS[api_key]
         try:
             if api_key == extra.METADATA_FETCH_KEY:
                 return await self.metadata_fetch(body)
@@ -385,31 +385,24 @@ class ControllerService:
             await stream.aclose()
             return
         async with self._connection_slots, stream:
-            conn = ServerConnection(
-                max_frame_bytes=self.config.props["socket.request.max.bytes"],
-                max_in_flight=1,
-                accepted_api_keys=extra.CONTROLLER_LISTENER_APIS,
-            )
+            frames = FrameDecoder(self.config.props["socket.request.max.bytes"])
             try:
                 while True:
-                    event = conn.next_request()
-                    if event is NEED_DATA:
+                    frame = frames.next_frame()
+                    if frame is None:
                         data = await stream.receive_some(MAX_READ_BYTES)
                         if not data:
                             return
-                        conn.receive_data(data)
+                        frames.feed(data)
                         continue
-                    assert event is not PAUSED  # one request at a time: answered before reading
-                    if isinstance(event, BadRequest):
-                        if event.data_to_send:
-                            await stream.send_all(event.data_to_send)
-                        if event.close_connection:
-                            return
-                        continue
-                    body = await self._dispatch(event.api_key, event.body)
-                    await stream.send_all(conn.send_response(event, body))
+                    # One request at a time: nothing more is read until it is answered.
+                    header, api, body = extra.decode_request_frame(frame)
+                    response = await self._dispatch(header.api_key, body)
+                    await stream.send_all(
+                        extra.encode_response_frame(api, header.correlation_id, response)
+                    )
             except (trio.BrokenResourceError, trio.ClosedResourceError, KafkaError):
-                return
+                return  # a bad frame or request closes the connection, as in Kafka
 
 
 def _now_ms() -> int:

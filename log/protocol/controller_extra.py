@@ -23,14 +23,38 @@ Never advertised to clients; api keys in a private range (Kafka's own keys stay 
       response: throttle_time_ms int32 | error_code int16 | error_message string (nullable)
                 | leader_id int32 | payload bytes
 
-Both are flexible v0. Importing this module registers them in `log.protocol.apis.APIS`, so
-`ServerConnection` and `ClientCodec` decode them (the service and the client import it).
+Both are flexible v0. They are NOT in `log.protocol.apis.APIS` (the client-facing table):
+the CONTROLLER listener uses `CONTROLLER_LISTENER_APIS` and the frame helpers below (Kafka's
+framing: size, request header v2 / response header v1, body). Requests are answered one at a
+time per connection, in order.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from log.protocol.apis import APIS, Api
-from log.protocol.schema import ARRAY, BYTES, INT16, INT32, INT64, STRING, STRUCT, F, message
+from log.protocol.errors import InvalidRequestError
+from log.protocol.framing import (
+    SIZE,
+    RequestHeader,
+    encode_request_header,
+    encode_response_header,
+    read_request_header,
+    read_response_header,
+)
+from log.protocol.schema import (
+    ARRAY,
+    BYTES,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    STRUCT,
+    F,
+    message,
+    skip_tagged_fields,
+)
 
 METADATA_FETCH_KEY = 1000
 CONTROLLER_FORWARD_KEY = 1001
@@ -96,12 +120,57 @@ CONTROLLER_FORWARD_RESPONSE = message(
 )
 # fmt: on
 
-for _api in (
-    Api(METADATA_FETCH_KEY, "MetadataFetch", METADATA_FETCH_REQUEST, METADATA_FETCH_RESPONSE,
-        (0, 0), (0, 0)),
-    Api(CONTROLLER_FORWARD_KEY, "ControllerForward", CONTROLLER_FORWARD_REQUEST,
-        CONTROLLER_FORWARD_RESPONSE, (0, 0), (0, 0)),
-):  # fmt: skip
-    APIS.setdefault(_api.api_key, _api)
+# The CONTROLLER listener's API table: Kafka's broker-to-controller APIs plus ours. Kept out
+# of `apis.APIS` (the client-facing table): these two are ours, not Kafka's.
+CONTROLLER_LISTENER_APIS: dict[int, Api] = {
+    **{key: APIS[key] for key in (62, 63, 67)},
+    METADATA_FETCH_KEY: Api(METADATA_FETCH_KEY, "MetadataFetch", METADATA_FETCH_REQUEST,
+                            METADATA_FETCH_RESPONSE, (0, 0), (0, 0)),
+    CONTROLLER_FORWARD_KEY: Api(CONTROLLER_FORWARD_KEY, "ControllerForward",
+                                CONTROLLER_FORWARD_REQUEST, CONTROLLER_FORWARD_RESPONSE,
+                                (0, 0), (0, 0)),
+}  # fmt: skip
+CONTROLLER_API_VERSION = 0  # every API above is v0 (flexible)
 
-CONTROLLER_LISTENER_APIS = frozenset({62, 63, 67, METADATA_FETCH_KEY, CONTROLLER_FORWARD_KEY})
+
+def encode_request_frame(
+    api_key: int, correlation_id: int, client_id: str | None, body: Any
+) -> bytes:
+    """A whole v0 request frame (size, header v2, body) for a CONTROLLER listener API."""
+    api = CONTROLLER_LISTENER_APIS[api_key]
+    header = RequestHeader(api_key, CONTROLLER_API_VERSION, correlation_id, client_id)
+    parts: list = [b"", encode_request_header(header, True)]
+    api.request.encode_parts(body, CONTROLLER_API_VERSION, parts)
+    parts[0] = SIZE.pack(sum(len(part) for part in parts))
+    return b"".join(parts)
+
+
+def decode_request_frame(frame: bytes | bytearray) -> tuple[RequestHeader, Api, Any]:
+    """Parse one request frame (no size prefix); InvalidRequestError for anything we do not
+    serve (unknown key or version, bad body): the caller closes the connection."""
+    view = memoryview(frame)
+    header, position = read_request_header(view)
+    api = CONTROLLER_LISTENER_APIS.get(header.api_key)
+    if api is None or header.api_version != CONTROLLER_API_VERSION:
+        raise InvalidRequestError(f"api {header.api_key} v{header.api_version} not served here")
+    position = skip_tagged_fields(view, position)
+    body, _ = api.request.decode(view, CONTROLLER_API_VERSION, position)
+    return header, api, body
+
+
+def encode_response_frame(api: Api, correlation_id: int, body: Any) -> bytes:
+    """A whole v0 response frame (size, header v1, body)."""
+    parts: list = [b"", encode_response_header(correlation_id, 1)]
+    api.response.encode_parts(body, CONTROLLER_API_VERSION, parts)
+    parts[0] = SIZE.pack(sum(len(part) for part in parts))
+    return b"".join(parts)
+
+
+def decode_response_frame(frame: bytes | bytearray, api_key: int) -> tuple[int, Any]:
+    """(correlation_id, body) of one response frame (no size prefix)."""
+    view = memoryview(frame)
+    correlation_id, position = read_response_header(view, 1)
+    body, _ = CONTROLLER_LISTENER_APIS[api_key].response.decode(
+        view, CONTROLLER_API_VERSION, position
+    )
+    return correlation_id, body
