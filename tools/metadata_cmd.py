@@ -1,8 +1,10 @@
 """`quorumlog metadata`: print a node's metadata image (offline) or a running node's.
 
-Offline (`--data-dir DIR/node-i`): the newest Raft checkpoint (quorum.raft_checkpoint) plus the
-journal entries after it up to the stored commit index (quorum.raft_journal), replayed into a
-MetadataStateMachine exactly as the controller does. `--records` dumps the records with their
+Offline (`--data-dir DIR/node-i`): the newest Raft checkpoint (quorum.raft_checkpoint) plus
+every durable journal entry after it (quorum.raft_journal), replayed into a
+MetadataStateMachine exactly as the controller does. The stored commit index lags (it is
+written lazily), so entries past it are included and marked in --records: on a node that was
+cut off, they may not have committed. `--records` dumps the records with their
 metadata offsets instead, like Kafka's metadata shell. Online (`--bootstrap host:port`, a
 CONTROLLER listener): MetadataFetch from offset 0 until caught up.
 
@@ -78,9 +80,17 @@ def read_offline(node_dir: Path) -> tuple[MetadataStateMachine, list[tuple[int, 
     journal_path = metadata_dir / "raft.journal"
     data = journal_path.read_bytes() if journal_path.exists() else b""
     entries = decode_records(data, len(JOURNAL_MAGIC))[0] if data.startswith(JOURNAL_MAGIC) else []
+    noted = False
     for command, index, _term in entries:
-        if index > commit_index or index <= machine.last_applied_offset:
+        if index <= machine.last_applied_offset:
             continue
+        if index > commit_index and not noted:
+            # The stored commit index is written lazily (it may lag what committed); like a
+            # log dump, show what is durable here, and say where the certain part ends.
+            lines.append(
+                (index, f"entries from here on are past the stored commit index {commit_index}")
+            )
+            noted = True
         payload = _batch_payload(command)
         if payload is None:
             continue

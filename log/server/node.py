@@ -86,7 +86,9 @@ class Node:
             lambda: LogManager(config.log_dir, default_log_config(config), now_ms=_wall_ms())
         )
         client = ControllerClient(config.controller_voters)
-        fetch_client = ControllerClient(config.controller_voters)
+        # Metadata may come from any controller: a combined node asks its own first.
+        local_first = sorted(config.controller_voters, key=lambda v: v.node_id != config.node_id)
+        fetch_client = ControllerClient(local_first)
         self.lifecycle = lifecycle = BrokerLifecycle(config, client, fetch_client)
         await nursery.start(lifecycle.run)
         # One client per purpose (each carries one request at a time): heartbeats never wait

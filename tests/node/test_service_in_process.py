@@ -131,3 +131,16 @@ async def test_one_node_registers_unfences_creates_topics_and_survives_garbage(t
         assert service.image.brokers[1].fenced
         await client.aclose()
         nursery.cancel_scope.cancel()
+
+
+def test_node_command_reports_a_missing_or_bad_config_in_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from tools.cli import main
+
+    result = CliRunner().invoke(main, ["node", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "node.toml: no such file" in result.output
+    (tmp_path / "node.toml").write_text('"node.id" = 1\n"no.such.key" = 3\n')
+    result = CliRunner().invoke(main, ["node", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "unknown configuration key 'no.such.key'" in result.output

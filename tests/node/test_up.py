@@ -73,6 +73,17 @@ async def test_up_start_stop_restart_and_kill(tmp_path):
     _stop_up(up, layout)
     offline, _ = read_offline(layout.node_dir(1))
     assert offline.image.topic("kept") is not None
+    # The offline tool, as a user runs it.
+    from click.testing import CliRunner
+
+    from tools.cli import main
+
+    result = CliRunner().invoke(main, ["metadata", "--data-dir", str(layout.node_dir(2))])
+    assert result.exit_code == 0 and "kept" in result.output and "broker_epoch=" in result.output
+    result = CliRunner().invoke(
+        main, ["metadata", "--data-dir", str(layout.node_dir(2)), "--records", "--json"]
+    )
+    assert result.exit_code == 0 and '"type": "TopicRecord"' in result.output
 
     # Again: the same cluster (same id, the topic is still there).
     up = _start_up(tmp_path, base_port)
