@@ -49,7 +49,7 @@ def free_base_port(count: int) -> int:
     """A base port with base..base+count, +100.., +200.. all free (seeded by pid)."""
     rng = random.Random(os.getpid() ^ time.time_ns())
     for _ in range(200):
-        base = rng.randrange(20000, 40000)
+        base = rng.randrange(10000, 32500 - 200 - count)  # below Linux's ephemeral range (32768+)
         ports = [base + k + i for k in (0, 100, 200) for i in range(count)]
         if all(_port_free(p) for p in ports):
             return base

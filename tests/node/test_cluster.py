@@ -19,8 +19,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 async def _all_unfenced(cluster: Cluster, node_id: int, broker_ids) -> bool:
-    image = await cluster.image_from(node_id)
-    return all(b in image.brokers and not image.brokers[b].fenced for b in broker_ids)
+    """Whether controller `node_id`'s image shows every broker unfenced (within 5 s: a
+    follower controller applies a moment after the leader)."""
+
+    async def check():
+        image = await cluster.image_from(node_id)
+        return all(b in image.brokers and not image.brokers[b].fenced for b in broker_ids)
+
+    return await wait_until(check, 5)
 
 
 async def _create_topic(cluster: Cluster, name: str, partitions: int, rf: int):
@@ -49,10 +55,13 @@ async def test_three_nodes_register_create_topic_and_survive_leader_kill(tmp_pat
         assert await _all_unfenced(cluster, node_id, (1, 2, 3))
 
     await _create_topic(cluster, "orders", 3, 3)
-    for node_id in (1, 2, 3):
-        image = await cluster.image_from(node_id)
-        topic = image.topic("orders")
-        assert topic is not None and sorted(topic.partitions) == [0, 1, 2]
+    for node_id in (1, 2, 3):  # followers apply a moment after the leader answered
+
+        async def has_orders(node_id=node_id):
+            return (await cluster.image_from(node_id)).topic("orders")
+
+        topic = await wait_until(has_orders, 5)
+        assert sorted(topic.partitions) == [0, 1, 2]
         assert all(p.leader in (1, 2, 3) for p in topic.partitions.values())
 
     async def brokers_followed():
@@ -169,8 +178,12 @@ async def test_broker_only_node_follows_metadata_over_tcp(tmp_path):
     await wait_until(followed, 10)
     # Clean stop of the broker-only node: controlled shutdown fences it at once.
     assert cluster.terminate(4) == 0
-    image = await cluster.image_from(1)
-    assert image.brokers[4].fenced
+
+    async def fenced():
+        image = await cluster.image_from(1)
+        return image if image.brokers[4].fenced else None
+
+    image = await wait_until(fenced, 5)
     # rf=1: partitions whose only replica was 4 go leaderless (and keep their last ISR member).
     assert all(s.leader != 4 for _, _, s in image.iter_partitions())
     assert any(s.replicas == (4,) and s.leader == -1 for _, _, s in image.iter_partitions())
@@ -226,5 +239,9 @@ async def test_kafka_client_produces_and_consumes_through_the_cluster(tmp_path):
     values = await trio.to_thread.run_sync(produce_and_consume)
     print(f"client part {time.monotonic() - t0:.2f}s")
     assert sorted(values) == sorted(b"v%d" % i for i in range(20))
-    image = await cluster.image_from(1)
-    assert image.topic("clicks") is not None and image.next_producer_id >= 1000
+
+    async def allocated():
+        image = await cluster.image_from(1)
+        return image.topic("clicks") is not None and image.next_producer_id >= 1000
+
+    assert await wait_until(allocated, 5)
