@@ -53,25 +53,28 @@ class Node:
         self.controller_port: int | None = None
 
     async def run(self, ready: Callable[[], None], *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        config = self.config
-        node_id = config.node_id
+        """Start every role, call `ready()`, serve until SIGTERM/SIGINT (also during start-up,
+        e.g. while waiting for a quorum that never forms), then shut down cleanly."""
+        node_id = self.config.node_id
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             try:
                 async with trio.open_nursery() as nursery:
-                    if "controller" in config.roles:
-                        self.controller = ControllerService(config)
-                        self.controller_port = await nursery.start(self.controller.run)
-                    if "broker" in config.roles:
-                        await self._start_broker(nursery)
-                    logger.info("node %d: ready", node_id)
-                    ready()
-                    task_status.started(self)
+
+                    async def start_roles() -> None:
+                        await self._start_roles(nursery)
+                        logger.info("node %d: ready", node_id)
+                        ready()
+                        task_status.started(self)
+
+                    nursery.start_soon(start_roles)
                     async for signum in signals:
-                        logger.info(
-                            "node %d: %s, shutting down", node_id, signal.Signals(signum).name
-                        )
+                        name = signal.Signals(signum).name
+                        logger.info("node %d: %s, shutting down", node_id, name)
                         break
-                    if self.lifecycle is not None and config.props["controlled.shutdown.enable"]:
+                    if (
+                        self.lifecycle is not None
+                        and self.config.props["controlled.shutdown.enable"]
+                    ):
                         with trio.move_on_after(CONTROLLED_SHUTDOWN_TIMEOUT_S):
                             await self.lifecycle.controlled_shutdown()
                     nursery.cancel_scope.cancel()
@@ -79,6 +82,13 @@ class Node:
                 if self.log_manager is not None:
                     self.log_manager.shutdown(_wall_ms())
                 logger.info("node %d: stopped", node_id)
+
+    async def _start_roles(self, nursery: trio.Nursery) -> None:
+        if "controller" in self.config.roles:
+            self.controller = ControllerService(self.config)
+            self.controller_port = await nursery.start(self.controller.run)
+        if "broker" in self.config.roles:
+            await self._start_broker(nursery)
 
     async def _start_broker(self, nursery: trio.Nursery) -> None:
         config = self.config

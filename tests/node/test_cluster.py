@@ -245,3 +245,39 @@ async def test_kafka_client_produces_and_consumes_through_the_cluster(tmp_path):
         return image.topic("clicks") is not None and image.next_producer_id >= 1000
 
     assert await wait_until(allocated, 5)
+
+
+async def test_sigterm_during_startup_without_quorum_exits_cleanly(tmp_path):
+    cluster = Cluster(tmp_path, 3)
+    cluster.start(1)  # alone: no quorum, never registers, never READY
+
+    async def listening():
+        return cluster.log_matches(1, "controller listening")
+
+    await wait_until(listening, 20)
+    assert cluster.terminate(1) == 0
+    assert "node 1: stopped" in cluster.log(1)
+
+
+async def test_non_leader_answers_not_controller_with_the_leader_id(tmp_path):
+    from log.protocol import controller_extra as extra
+    from quorum import controller_codec
+
+    cluster = Cluster(tmp_path, 3)
+    cluster.start_all()
+    leader = (await cluster.image_from(1)).controller_id
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    body = extra.CONTROLLER_FORWARD_REQUEST.cls(
+        operation="delete_topics",
+        payload=controller_codec.encode(c.DeleteTopicsRequest(("nope",))),
+    )
+    frame = extra.encode_request_frame(extra.CONTROLLER_FORWARD_KEY, 1, "test", body)
+    with trio.fail_after(10):
+        port = cluster.layout.controller_port(follower)
+        async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+            await stream.send_all(frame)
+            data = b""
+            while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+                data += await stream.receive_some(65536)
+    _, response = extra.decode_response_frame(data[4:], extra.CONTROLLER_FORWARD_KEY)
+    assert (response.error_code, response.leader_id) == (ErrorCode.NOT_CONTROLLER, leader)
