@@ -86,6 +86,12 @@ class ControllerClient:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
+    async def next_controller(self) -> None:
+        """Drop the connection and use the next voter from the next call on."""
+        async with self._lock:
+            await self._disconnect()
+            self._current = (self._current + 1) % len(self.voters)
+
     def _move_to(self, leader_id: int) -> None:
         for i, voter in enumerate(self.voters):
             if voter.node_id == leader_id:
