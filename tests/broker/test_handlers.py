@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import trio
+import trio.testing
 
 from log.protocol.api_versions import API_VERSIONS_REQUEST
 from log.protocol.errors import ErrorCode
@@ -214,3 +215,25 @@ async def test_topic_deletion_deletes_the_log(broker):
     broker.server.ctx.sync_partitions()
     assert broker.server.log_manager.get_log("gone", 0) is None
     assert broker.server.partitions.get("gone", 0) is None
+
+
+async def test_long_poll_waits_for_min_bytes_then_times_out(broker):
+    await broker.create_topic("t", 1)
+    client = await WireClient.connect(broker.port)
+    start = trio.current_time()
+    body = await client.call(1, 11, fetch_body("t", 0, 0, max_wait_ms=200, min_bytes=1))
+    assert trio.current_time() - start >= 0.19
+    assert not bytes(body.responses[0].partitions[0].records or b"")
+    await client.aclose()
+
+
+async def test_producer_id_blocks_prefetch(broker):
+    from quorum.producer_id_manager import BLOCK_SIZE
+
+    driver = broker.server.producer_ids
+    ids = [await driver.generate_producer_id() for _ in range(int(BLOCK_SIZE * 0.9) + 1)]
+    await trio.testing.wait_all_tasks_blocked()
+    assert driver.manager.next_block is not None  # prefetched in the background at 90 %
+    ids += [await driver.generate_producer_id() for _ in range(BLOCK_SIZE)]
+    assert len(set(ids)) == len(ids) and ids == sorted(ids)
+    assert broker.quorum.image.next_producer_id >= 2 * BLOCK_SIZE
