@@ -237,3 +237,36 @@ async def test_producer_id_blocks_prefetch(broker):
     ids += [await driver.generate_producer_id() for _ in range(BLOCK_SIZE)]
     assert len(set(ids)) == len(ids) and ids == sorted(ids)
     assert broker.quorum.image.next_producer_id >= 2 * BLOCK_SIZE
+
+
+async def test_idempotent_retry_answers_original_offsets(broker):
+    await broker.create_topic("t", 1)
+    client = await WireClient.connect(broker.port)
+    records = [Record(b"a"), Record(b"b")]
+    first = build_batch(records, producer_id=7, producer_epoch=0, base_sequence=0)
+    second = build_batch(records, producer_id=7, producer_epoch=0, base_sequence=2)
+    offsets = []
+    for data in (first, second, first):
+        body = await client.call(0, 8, produce_body("t", 0, data, acks=-1))
+        p = body.responses[0].partition_responses[0]
+        offsets.append((p.error_code, p.base_offset))
+    assert offsets == [(0, 0), (0, 2), (0, 0)]
+    assert broker.server.log_manager.get_log("t", 0).log_end_offset == 4
+    gap = build_batch(records, producer_id=7, producer_epoch=0, base_sequence=9)
+    body = await client.call(0, 8, produce_body("t", 0, gap))
+    code = body.responses[0].partition_responses[0].error_code
+    assert code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    await client.aclose()
+
+
+async def test_replica_fetch_reads_to_log_end(broker):
+    await broker.create_topic("t", 1)
+    client = await WireClient.connect(broker.port)
+    await client.call(0, 8, produce_body("t", 0, batch(2)))
+    body = fetch_body("t", 0, 0)
+    body = type(body)(
+        **{**{f: getattr(body, f) for f in body.__dataclass_fields__}, "replica_id": 2}
+    )
+    data = (await client.call(1, 11, body)).responses[0].partitions[0]
+    assert data.error_code == 0 and len(list(iter_batches(bytes(data.records)))) == 1
+    await client.aclose()
