@@ -21,7 +21,7 @@ async def test_api_versions_advertise_what_we_handle(broker):
     client = await WireClient.connect(broker.port)
     body = await client.call(18, 2, API_VERSIONS_REQUEST.cls())
     keys = {entry.api_key for entry in body.api_keys}
-    assert {0, 1, 2, 3, 18, 19, 20, 22, 23, 32, 37, 60} == keys
+    assert {0, 1, 2, 3, 18, 19, 20, 22, 23, 32, 33, 37, 44, 60} == keys
     await client.aclose()
 
 
@@ -269,4 +269,29 @@ async def test_replica_fetch_reads_to_log_end(broker):
     )
     data = (await client.call(1, 11, body)).responses[0].partitions[0]
     assert data.error_code == 0 and len(list(iter_batches(bytes(data.records)))) == 1
+    await client.aclose()
+
+
+async def test_alter_configs_reach_the_log(broker):
+    from log.protocol.admin import ALTER_CONFIGS_REQUEST, INCREMENTAL_ALTER_CONFIGS_REQUEST
+
+    await broker.create_topic("t", 1, **{"retention.ms": "5000"})
+    log = broker.server.log_manager.get_log("t", 0)
+    assert log.config.retention_ms == 5000
+    client = await WireClient.connect(broker.port)
+    A = ALTER_CONFIGS_REQUEST.cls
+    body = A(resources=[A.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
+        A.AlterableConfig(name="segment.bytes", value="100000")])], validate_only=False)  # fmt: skip
+    answer = await client.call(33, 1, body)
+    assert answer.responses[0].error_code == 0
+    assert log.config.segment_bytes == 100000
+    assert log.config.retention_ms == broker.server.partitions.default_config.retention_ms
+    assert broker.quorum.image.topic_configs("t") == {"segment.bytes": "100000"}
+    Inc = INCREMENTAL_ALTER_CONFIGS_REQUEST.cls
+    body = Inc(resources=[Inc.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
+        Inc.AlterableConfig(name="retention.ms", config_operation=0, value="-1"),
+        Inc.AlterableConfig(name="nonsense", config_operation=0, value="1")])],
+        validate_only=False)  # fmt: skip
+    answer = await client.call(44, 1, body)
+    assert answer.responses[0].error_code == ErrorCode.INVALID_CONFIG
     await client.aclose()
