@@ -1,0 +1,680 @@
+"""The metadata quorum's Raft binding: pysyncobj 0.3.17 driven from trio.
+
+Theory of operation
+-------------------
+Controllers are pysyncobj voters. A `_MetadataSyncObj` has exactly ONE replicated method,
+`_append_batch(batch: bytes)`, forever: pysyncobj numbers replicated methods by sorted name, so a
+second one could renumber the journal's entries. `batch` is an opaque envelope (a version byte,
+then the caller's encoded metadata records); nothing pickled of ours ever enters the log.
+
+Every controller applies committed entries, in log order, in pysyncobj's tick thread:
+`state_machine.apply(metadata_offset, payload)` with `metadata_offset` = the Raft index of the
+entry (`raftLastApplied + 1` inside the replicated call, also right after a checkpoint restore).
+Offsets therefore increase strictly but have gaps (Raft's own no-op entries). Apply never raises
+into pysyncobj (a raising replicated method wedges a node for good): a failure is recorded in
+`apply_failures` and returned as an `ApplyFailure` result. Apply uses no clock or randomness.
+
+Durability (each gap of pysyncobj as shipped, and where it is closed):
+  1. journal never synced before acks/votes -> `RaftJournal` (quorum.raft_journal) appends to its
+     own CRC'd file; `_SyncingTransport` holds every outgoing Raft message until the end of the
+     tick or poll round, syncs the journal once (group commit), then sends; `_append_batch` syncs
+     before applying (covers a one-node quorum). So a follower acks, and the leader counts
+     itself, only for durable entries, and a caller is acked only once its batch is durable on a
+     majority;
+  2. term/vote/commit index stored without fsync -> `RaftState`, fsync + rename + dir fsync,
+     synchronously on every term/vote change;
+  3. snapshot renamed without fsync -> our serializer fsyncs the checkpoint file; the directory is
+     fsynced before the journal drops anything the checkpoint covers (and when one is loaded);
+  4. crash between snapshot rename and journal rewrite loses committed entries -> the journal is
+     rewritten crash-atomically and, at load, trimmed to start at the checkpoint's entries, so
+     pysyncobj's loader never discards it.
+
+Checkpoints are pysyncobj's log compaction with our serializer/deserializer: the state machine's
+`to_checkpoint()` bytes in our CRC'd file (quorum.raft_checkpoint), taken every
+`checkpoint_interval_records` entries or `checkpoint_interval_ms`. Start-up loads it and replays
+only the journal after it. A corrupt checkpoint is never trusted and there is no "older" one to
+fall back to: the journal was cut at the newest checkpoint, so an older one plus the journal
+would silently miss committed records. The node fails loudly (`CheckpointCorruptError`);
+an operator may wipe the node's metadata directory to have the leader re-send a snapshot.
+
+Latency: pysyncobj's default append batching makes a commit wait for the next 100 ms heartbeat.
+We use appendEntriesUseBatch=False (AppendEntries go out in the same tick) plus the group commit
+above; a commit on loopback takes ~2-6 ms (bench/metadata_commit.py). Elections: 300-600 ms
+randomized timeouts, 50 ms heartbeats: a new leader ~0.3-0.7 s after a kill -9.
+
+Threads: pysyncobj runs with autoTick=False on a thread we start after everything is built; trio
+never blocks on it. Results cross into trio through the trio token (`run_sync_soon`).
+
+Security: the Raft port binds the configured address only, and pysyncobj's `password` (Fernet,
+needs `cryptography`) authenticates every frame: its wire format is pickle, so an open port would
+run anyone's code.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import trio
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj import syncobj as _pysyncobj_module
+from pysyncobj.poller import POLL_EVENT_TYPE
+from pysyncobj.transport import TCPTransport
+
+from log.protocol.errors import (
+    KafkaStorageError,
+    NotControllerError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    RequestTimedOutError,
+)
+from quorum.raft_checkpoint import (
+    CheckpointCorruptError,
+    RaftCheckpoint,
+    decode_checkpoint,
+    encode_checkpoint,
+)
+from quorum.raft_files import fsync_directory, fsync_file, write_and_fsync
+from quorum.raft_journal import RaftJournal
+
+__all__ = [
+    "ApplyFailure",
+    "CheckpointCorruptError",
+    "CommitOutcomeUnknownError",
+    "MetadataStateMachine",
+    "NotControllerError",
+    "ProposeResult",
+    "QuorumUnavailableError",
+    "RaftConfig",
+    "RaftNode",
+]
+
+logger = logging.getLogger(__name__)
+
+BATCH_FORMAT_VERSION = 1  # first byte of every replicated batch
+_STATE_LEADER = 2  # pysyncobj's _RAFT_STATE.LEADER
+
+
+class MetadataStateMachine(Protocol):
+    last_applied_offset: int
+
+    def apply(self, metadata_offset: int, payload: bytes) -> object: ...
+
+    def to_checkpoint(self) -> bytes: ...
+
+
+class StateMachineFactory(Protocol):
+    def __call__(self) -> MetadataStateMachine: ...
+
+    def from_checkpoint(self, data: bytes) -> MetadataStateMachine: ...
+
+
+class QuorumUnavailableError(NotControllerError):
+    """This controller leads but cannot reach a majority: retry on another controller later."""
+
+
+class CommitOutcomeUnknownError(RequestTimedOutError):
+    """Leadership changed after the batch was handed to Raft: it may or may not have committed."""
+
+
+class RaftFatalError(KafkaStorageError):
+    """The node stopped itself (e.g. a corrupt checkpoint arrived); it must be restarted."""
+
+
+@dataclass(frozen=True)
+class ApplyFailure:
+    """The state machine raised while applying the batch at `offset` (recorded, not thrown)."""
+
+    offset: int
+    error: str
+
+
+@dataclass(frozen=True)
+class ProposeResult:
+    offset: int  # the metadata offset the batch committed at
+    result: object  # what state_machine.apply returned (an ApplyFailure if it raised)
+
+
+@dataclass(frozen=True)
+class RaftConfig:
+    """One controller's Raft settings. Addresses are pysyncobj node ids, "host:port"."""
+
+    self_address: str
+    partner_addresses: tuple[str, ...]
+    data_dir: str  # the node's directory; Raft files go in data_dir/metadata/
+    password: str
+    append_entries_period_ms: int = 50  # heartbeat interval
+    election_timeout_min_ms: int = 300
+    election_timeout_max_ms: int = 600
+    leader_fallback_timeout_ms: int = 2000  # a leader cut off from a majority steps down
+    connection_timeout_ms: int = 2000
+    connection_retry_ms: int = 200
+    tick_period_ms: int = 50  # poll timeout; commands and messages wake the poller at once
+    checkpoint_interval_records: int = 5000
+    checkpoint_interval_ms: int = 300_000
+    tail_max_batches: int = 20_000  # in-memory (offset, payload) tail for catching-up readers
+    max_batch_bytes: int = 1024 * 1024
+    max_in_flight_proposals: int = 1000
+
+    def validate(self) -> None:
+        # pysyncobj asserts these relationships; say why here instead of failing its assert.
+        if self.election_timeout_min_ms <= 3 * self.append_entries_period_ms:
+            raise ValueError(
+                "election_timeout_min_ms must exceed 3 heartbeats, or followers "
+                "start elections while the leader is healthy"
+            )
+        if self.election_timeout_max_ms <= self.election_timeout_min_ms:
+            raise ValueError("election_timeout_max_ms must exceed election_timeout_min_ms")
+        if self.connection_timeout_ms < self.election_timeout_max_ms:
+            raise ValueError("connection_timeout_ms must be >= election_timeout_max_ms")
+        if self.leader_fallback_timeout_ms <= self.append_entries_period_ms:
+            raise ValueError("leader_fallback_timeout_ms must exceed append_entries_period_ms")
+        if self.tail_max_batches < self.checkpoint_interval_records:
+            raise ValueError(
+                "tail_max_batches must cover a checkpoint interval, or readers "
+                "between the checkpoint and the tail could not catch up"
+            )
+        if self.checkpoint_interval_records < 2:
+            raise ValueError("checkpoint_interval_records must be >= 2")
+        if not self.password:
+            raise ValueError("a password is required: pysyncobj's wire format is pickle")
+        if self.self_address in self.partner_addresses:
+            raise ValueError("partner_addresses must not contain self_address")
+
+    @property
+    def metadata_dir(self) -> str:
+        return os.path.join(self.data_dir, "metadata")
+
+
+# -- pysyncobj hooks --------------------------------------------------------------------------
+
+
+class _DropResendTruncationAlarm(logging.Filter):
+    """pysyncobj logs CRITICAL whenever a follower cuts its log below its applied index, also
+    when the leader merely re-sends identical entries (routine in no-batch mode). RaftJournal
+    raises the alarm itself, only when an applied entry is really replaced."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("truncating already-applied log entries")
+
+
+logging.getLogger("pysyncobj.syncobj").addFilter(_DropResendTruncationAlarm())
+
+_pending_journals: dict[str, RaftJournal] = {}
+_pending_journals_lock = threading.Lock()
+_original_create_journal = _pysyncobj_module.createJournal
+
+
+def _create_journal(journalFile=None):  # noqa: N803 (pysyncobj's name)
+    """pysyncobj builds its journal inside SyncObj.__init__; hand it ours for our paths."""
+    with _pending_journals_lock:
+        journal = _pending_journals.pop(journalFile, None)
+    return journal if journal is not None else _original_create_journal(journalFile)
+
+
+_pysyncobj_module.createJournal = _create_journal
+
+
+class _SyncingTransport(TCPTransport):
+    """Group commit: outgoing Raft messages are held until the end of the current tick or poll
+    round, then the journal is synced once and they all leave. No ack, vote or AppendEntries
+    ever leaves before the entries it reflects are durable, and one fdatasync covers every
+    entry appended in the round (pysyncobj's no-batch mode would otherwise sync per command)."""
+
+    def __init__(self, syncObj, selfNode, otherNodes):  # noqa: N803 (pysyncobj's names)
+        self._held: list[tuple[object, object]] = []
+        syncObj._quorum_transport = self  # pysyncobj keeps its transport private
+        super().__init__(syncObj, selfNode, otherNodes)
+
+    def send(self, node, message):
+        self._held.append((node, message))
+        return True
+
+    def flush_held(self) -> None:
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        journal = getattr(self._syncObj, "_quorum_journal", None)
+        if journal is not None and journal.dirty:
+            journal.sync()
+        for node, message in held:
+            super().send(node, message)
+
+
+class _MetadataSyncObj(SyncObj):
+    def __init__(self, binding: RaftNode, conf: SyncObjConf, journal: RaftJournal) -> None:
+        self._quorum_binding = binding
+        self._quorum_journal = journal
+        config = binding.config
+        with _pending_journals_lock:
+            _pending_journals[conf.journalFile] = journal
+        try:
+            super().__init__(
+                config.self_address,
+                list(config.partner_addresses),
+                conf,
+                transportClass=_SyncingTransport,
+            )
+        finally:
+            with _pending_journals_lock:
+                _pending_journals.pop(conf.journalFile, None)
+
+    @replicated
+    def _append_batch(self, batch):  # THE replicated entry point: never add another
+        # Runs in the tick thread on every controller, in log order, once per committed entry.
+        return self._quorum_binding._apply_committed(self.raftLastApplied + 1, batch)
+
+
+# -- the binding ------------------------------------------------------------------------------
+
+
+class RaftNode:
+    """One controller's seat in the metadata quorum: `async with RaftNode(...) as node:`."""
+
+    def __init__(
+        self,
+        config: RaftConfig,
+        *,
+        state_machine_factory: StateMachineFactory,
+        on_leadership_change: Callable[[bool, int], None] | None = None,
+    ) -> None:
+        """`state_machine_factory()` builds an empty state machine and
+        `state_machine_factory.from_checkpoint(bytes)` restores one (a class satisfies both).
+        `on_leadership_change(is_leader, raft_term)` runs in the trio thread whenever this node
+        becomes or stops being leader (the controller commits its fencing record from there)."""
+        config.validate()
+        self.config = config
+        self._factory = state_machine_factory
+        self._on_leadership_change = on_leadership_change
+        self._state_machine: MetadataStateMachine = state_machine_factory()
+        self._committed_offset = 0
+        self._tail: collections.deque[tuple[int, bytes]] = collections.deque()
+        self._tail_base_offset = 0  # the tail holds every batch with offset > this
+        self._tail_lock = threading.Lock()
+        self._checkpoint: tuple[int, bytes] | None = None  # (offset, state machine bytes)
+        self._preloaded: tuple[bytes, MetadataStateMachine] | None = None
+        self.apply_failures: collections.deque[ApplyFailure] = collections.deque(maxlen=1000)
+        self.applied_count = 0  # batches applied by this process (replay included)
+        self._fatal_error: BaseException | None = None
+        self._syncobj: _MetadataSyncObj | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._wake_write_fd = -1
+        self._has_quorum = False  # published by the tick thread once per tick
+        self._trio_token: trio.lowlevel.TrioToken | None = None
+        self._wakeup_pending = False
+        self._advanced = trio.Event()
+        self._in_flight = trio.Semaphore(config.max_in_flight_proposals)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> RaftNode:
+        self._trio_token = trio.lowlevel.current_trio_token()
+        await trio.to_thread.run_sync(self._build)
+        self._thread = threading.Thread(
+            target=self._tick_loop, name=f"raft-tick-{self.config.self_address}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._stopping = True
+        if self._thread is not None:
+            self._wake_tick_thread()
+            await trio.to_thread.run_sync(self._thread.join)
+        elif self._syncobj is not None:
+            self._syncobj.destroy()
+
+    def _paths(self) -> tuple[str, str, str]:
+        d = self.config.metadata_dir
+        return (
+            os.path.join(d, "raft.journal"),
+            os.path.join(d, "raft.state"),
+            os.path.join(d, "raft.checkpoint"),
+        )
+
+    def _build(self) -> None:
+        """Blocking set-up (worker thread): validate the checkpoint, open the journal, bind."""
+        os.makedirs(self.config.metadata_dir, exist_ok=True)
+        journal_path, state_path, checkpoint_path = self._paths()
+        for stale in (checkpoint_path + ".tmp", checkpoint_path + ".1.tmp"):
+            if os.path.exists(stale):
+                os.unlink(stale)  # an unfinished checkpoint or snapshot transfer
+        first_kept_index = None
+        if os.path.exists(checkpoint_path):
+            with open(checkpoint_path, "rb") as f:
+                data = f.read()
+            checkpoint = decode_checkpoint(data)  # raises CheckpointCorruptError: fail loudly
+            self._preloaded = (data, self._restore_state_machine(checkpoint.state))
+            first_kept_index = checkpoint.prev_index
+            # Visible from __aenter__ on (pysyncobj's first tick installs the same object).
+            self._state_machine = self._preloaded[1]
+            self._committed_offset = self._tail_base_offset = checkpoint.last_index
+            self._checkpoint = (checkpoint.last_index, checkpoint.state)
+        journal = RaftJournal(
+            journal_path,
+            state_path,
+            first_kept_index=first_kept_index,
+            make_checkpoint_durable=self._make_checkpoint_durable,
+            last_applied_index=self._last_applied_index,
+        )
+        try:
+            self._syncobj = _MetadataSyncObj(self, self._syncobj_conf(journal_path), journal)
+        except BaseException:
+            journal._destroy()  # e.g. the port is taken (BindError): release our files
+            raise
+
+    def _syncobj_conf(self, journal_path: str) -> SyncObjConf:
+        c = self.config
+        _, _, checkpoint_path = self._paths()
+        return SyncObjConf(
+            autoTick=False,  # our thread, started after construction (no init race)
+            password=c.password,
+            bindAddress=c.self_address,  # never 0.0.0.0
+            journalFile=journal_path,
+            fullDumpFile=checkpoint_path,
+            serializer=self._serialize_checkpoint,
+            deserializer=self._deserialize_checkpoint,
+            appendEntriesUseBatch=False,  # send at once: ~ms commits instead of ~100 ms
+            appendEntriesPeriod=c.append_entries_period_ms / 1000,
+            raftMinTimeout=c.election_timeout_min_ms / 1000,
+            raftMaxTimeout=c.election_timeout_max_ms / 1000,
+            leaderFallbackTimeout=c.leader_fallback_timeout_ms / 1000,
+            connectionTimeout=c.connection_timeout_ms / 1000,
+            connectionRetryTime=c.connection_retry_ms / 1000,
+            commandsWaitLeader=False,  # fail fast (MISSING_LEADER) instead of queueing forever
+            commandsQueueSize=c.max_in_flight_proposals,
+            logCompactionMinEntries=c.checkpoint_interval_records,
+            logCompactionMinTime=c.checkpoint_interval_ms / 1000,
+            bindRetryTime=0.05,
+            maxBindRetries=40,  # ~2 s for a port still held by a dying predecessor
+            onStateChanged=self._on_state_changed,
+            dynamicMembershipChange=False,  # static voters
+        )
+
+    def _tick_loop(self) -> None:
+        syncobj = self._syncobj
+        assert syncobj is not None
+        period_s = self.config.tick_period_ms / 1000
+        wake_read_fd, self._wake_write_fd = os.pipe()
+        os.set_blocking(wake_read_fd, False)
+        os.set_blocking(self._wake_write_fd, False)
+        syncobj._poller.subscribe(wake_read_fd, self._drain_wake_pipe, POLL_EVENT_TYPE.READ)
+        syncobj.addOnTickCallback(self._before_poll)
+        try:
+            while not self._stopping and self._fatal_error is None:
+                try:
+                    syncobj.doTick(period_s)
+                    syncobj._quorum_transport.flush_held()  # replies made during the poll
+                except Exception:  # pysyncobj's own loop does the same: log and go on
+                    logger.exception("raft tick failed")
+                    time.sleep(period_s)
+        finally:
+            syncobj.destroy()  # autoTick=False: closes sockets and the journal, in this thread
+            write_fd, self._wake_write_fd = self._wake_write_fd, -1
+            os.close(write_fd)
+            os.close(wake_read_fd)
+            self._notify_trio()
+
+    def _before_poll(self) -> None:
+        # Runs at the end of each tick, just before the poll. A one-node quorum commits its own
+        # appends on the next tick and no peer's ack wakes the poller for it: do not sleep.
+        syncobj = self._syncobj
+        syncobj._quorum_transport.flush_held()
+        # pysyncobj's hasQuorum iterates sets this thread mutates: publish it from here.
+        self._has_quorum = syncobj.hasQuorum
+        journal = syncobj._quorum_journal
+        if not self.config.partner_addresses and journal[-1][1] > syncobj.raftCommitIndex:
+            self._wake_tick_thread()
+
+    def _wake_tick_thread(self) -> None:
+        try:
+            os.write(self._wake_write_fd, b"w")
+        except (BlockingIOError, OSError):
+            pass  # already awake (pipe full) or shutting down
+
+    def _drain_wake_pipe(self, fd: int, event_type: int) -> None:
+        try:
+            while os.read(fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    # -- tick thread: apply, checkpoints, leadership ----------------------------------------
+
+    def _apply_committed(self, offset: int, batch: object) -> tuple[int, object]:
+        assert self._syncobj is not None
+        if self._fatal_error is not None:
+            # A refused checkpoint left the state machine unusable: applying onto it would
+            # diverge. Raising wedges pysyncobj on this entry, which is what we want while the
+            # tick loop shuts the node down.
+            raise RaftFatalError(f"not applying offset {offset}: {self._fatal_error}")
+        self._syncobj._quorum_journal.sync()  # never acknowledge what is not durable here
+        try:
+            if not isinstance(batch, bytes) or not batch or batch[0] != BATCH_FORMAT_VERSION:
+                raise ValueError(f"unknown batch envelope {bytes(batch[:1])!r}")
+            payload = batch[1:]
+            result = self._state_machine.apply(offset, payload)
+        except Exception as e:  # recorded, never thrown: a raise would wedge pysyncobj
+            payload = b""
+            result = ApplyFailure(offset, f"{type(e).__name__}: {e}")
+            self.apply_failures.append(result)
+            logger.error("metadata apply failed at offset %d: %s", offset, result.error)
+        with self._tail_lock:
+            self._committed_offset = offset
+            self._tail.append((offset, payload))
+            while len(self._tail) > self.config.tail_max_batches:
+                self._tail_base_offset = self._tail.popleft()[0]
+        self.applied_count += 1
+        self._notify_trio()
+        return offset, result
+
+    def _serialize_checkpoint(self, tmp_path: str, data: tuple[Any, Any, Any]) -> None:
+        last_entry, prev_entry, _cluster = data
+        state = self._state_machine.to_checkpoint()
+        checkpoint = RaftCheckpoint(
+            last_index=last_entry[1],
+            last_term=last_entry[2],
+            prev_index=prev_entry[1],
+            prev_term=prev_entry[2],
+            last_command=bytes(last_entry[0]),
+            prev_command=bytes(prev_entry[0]),
+            state=state,
+        )
+        write_and_fsync(tmp_path, encode_checkpoint(checkpoint))  # pysyncobj renames it next
+        with self._tail_lock:
+            self._checkpoint = (checkpoint.last_index, state)
+            while self._tail and self._tail[0][0] <= checkpoint.last_index:
+                self._tail.popleft()
+            self._tail_base_offset = max(self._tail_base_offset, checkpoint.last_index)
+
+    def _deserialize_checkpoint(self, path: str) -> tuple[Any, Any, Any]:
+        """Start-up, or a snapshot installed from the leader: replace the state machine."""
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            self._make_checkpoint_durable()
+            checkpoint = decode_checkpoint(data)
+            if self._preloaded is not None and self._preloaded[0] == data:
+                state_machine = self._preloaded[1]  # validated and restored in _build already
+            else:
+                state_machine = self._restore_state_machine(checkpoint.state)
+            self._preloaded = None
+        except BaseException as e:
+            # pysyncobj would log this and carry on with an empty state: stop the node instead.
+            self._fatal_error = e
+            logger.critical("refusing checkpoint %s: %s", path, e)
+            raise
+        self._state_machine = state_machine
+        with self._tail_lock:
+            self._committed_offset = checkpoint.last_index
+            self._tail.clear()
+            self._tail_base_offset = checkpoint.last_index
+            self._checkpoint = (checkpoint.last_index, checkpoint.state)
+        self._notify_trio()
+        return checkpoint.last_entry, checkpoint.prev_entry, set()
+
+    def _last_applied_index(self) -> int:
+        return 0 if self._syncobj is None else self._syncobj.raftLastApplied
+
+    def _restore_state_machine(self, state: bytes) -> MetadataStateMachine:
+        try:
+            return self._factory.from_checkpoint(state)
+        except Exception as e:
+            raise CheckpointCorruptError(f"state machine rejected the checkpoint: {e}") from e
+
+    def _make_checkpoint_durable(self) -> None:
+        _, _, checkpoint_path = self._paths()
+        if os.path.exists(checkpoint_path):
+            fsync_file(checkpoint_path)
+        fsync_directory(self.config.metadata_dir)
+
+    def _on_state_changed(self, old_state: int, new_state: int) -> None:
+        syncobj = self._syncobj
+        term = syncobj.raftCurrentTerm if syncobj is not None else 0
+        was_leader, is_leader = old_state == _STATE_LEADER, new_state == _STATE_LEADER
+        if was_leader != is_leader and self._on_leadership_change is not None:
+            self._run_in_trio(self._on_leadership_change, is_leader, term)
+        self._notify_trio()
+
+    # -- crossing into trio ------------------------------------------------------------------
+
+    def _run_in_trio(self, fn: Callable[..., object], *args: object) -> None:
+        token = self._trio_token
+        if token is None:
+            return
+        try:
+            token.run_sync_soon(fn, *args)
+        except trio.RunFinishedError:
+            pass
+
+    def _notify_trio(self) -> None:
+        if not self._wakeup_pending:
+            self._wakeup_pending = True
+            self._run_in_trio(self._wake_waiters)
+
+    def _wake_waiters(self) -> None:  # trio thread
+        self._wakeup_pending = False
+        event, self._advanced = self._advanced, trio.Event()
+        event.set()
+
+    # -- public API (trio thread) ------------------------------------------------------------
+
+    @property
+    def state_machine(self) -> MetadataStateMachine:
+        """The live state machine. It is mutated in the tick thread: read it only through
+        values it publishes atomically (e.g. an immutable image swapped per apply)."""
+        return self._state_machine
+
+    @property
+    def is_leader(self) -> bool:
+        return self._syncobj is not None and self._syncobj._isLeader()
+
+    @property
+    def leader_id(self) -> str | None:
+        """The last known leader's address (may be stale during an election)."""
+        leader = self._syncobj._getLeader() if self._syncobj is not None else None
+        return None if leader is None else str(leader.id)
+
+    @property
+    def raft_term(self) -> int:
+        return 0 if self._syncobj is None else self._syncobj.raftCurrentTerm
+
+    @property
+    def committed_offset(self) -> int:
+        """The metadata offset of the last batch applied here (0 before any)."""
+        return self._committed_offset
+
+    @property
+    def has_quorum(self) -> bool:
+        """Whether this node reached a majority of controllers at its last tick."""
+        return self._has_quorum
+
+    def status(self) -> dict[str, object]:
+        """pysyncobj's status dict (term, commit index, log length, ...) for metrics/tools.
+        Best effort: it is read while the tick thread may be changing it."""
+        for _ in range(3):
+            try:
+                return {} if self._syncobj is None else dict(self._syncobj.getStatus())
+            except RuntimeError:  # "changed size during iteration"
+                continue
+        return {}
+
+    def _check_running(self) -> None:
+        if self._fatal_error is not None:
+            raise RaftFatalError(f"raft node stopped: {self._fatal_error}")
+        if self._syncobj is None or self._stopping:
+            raise NotControllerError("raft node is not running")
+
+    async def propose(self, payload: bytes) -> ProposeResult:
+        """Replicate one batch; returns once it is committed (durable on a majority) and
+        applied here. Raises NotControllerError (not leader, no quorum, not committed: retry
+        elsewhere) or CommitOutcomeUnknownError. Put `trio.fail_after` around it."""
+        self._check_running()
+        if len(payload) + 1 > self.config.max_batch_bytes:
+            raise RecordListTooLargeError(f"batch of {len(payload)} bytes")
+        async with self._in_flight:
+            syncobj = self._syncobj
+            assert syncobj is not None
+            if not syncobj._isLeader():
+                raise NotControllerError(f"not the leader; leader is {self.leader_id}")
+            if not self._has_quorum:
+                raise QuorumUnavailableError("leader cannot reach a majority of controllers")
+            done = trio.Event()
+            outcome: list[tuple[object, int]] = []
+
+            def on_done(result: object, fail_reason: int) -> None:  # tick thread (or this one)
+                outcome.append((result, fail_reason))
+                self._run_in_trio(done.set)
+
+            syncobj._append_batch(bytes([BATCH_FORMAT_VERSION]) + payload, callback=on_done)
+            await done.wait()
+        result, fail_reason = outcome[0]
+        if fail_reason == FAIL_REASON.SUCCESS:
+            offset, applied = result
+            return ProposeResult(offset=offset, result=applied)
+        if fail_reason in (FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME):
+            raise CommitOutcomeUnknownError(f"pysyncobj fail reason {fail_reason}")
+        raise NotControllerError(f"batch not committed (pysyncobj fail reason {fail_reason})")
+
+    async def wait_for_offset(self, offset: int) -> int:
+        """Long-poll: wait until `committed_offset > offset`; returns the committed offset."""
+        while self._committed_offset <= offset:
+            self._check_running()
+            await self._advanced.wait()
+        return self._committed_offset
+
+    def read_committed(self, after_offset: int, max_batches: int) -> list[tuple[int, bytes]]:
+        """Committed `(offset, payload)` batches with offset > after_offset, oldest first.
+        Raises OffsetOutOfRangeError when they are older than the in-memory tail: the reader
+        then starts from `latest_checkpoint()`. A failed apply has an empty payload."""
+        assert max_batches > 0
+        with self._tail_lock:
+            if after_offset < self._tail_base_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {after_offset} is before the tail (starts after "
+                    f"{self._tail_base_offset}); load the checkpoint"
+                )
+            out = []
+            for offset, payload in reversed(self._tail):
+                if offset <= after_offset:
+                    break
+                out.append((offset, payload))
+        out.reverse()
+        return out[:max_batches]
+
+    def latest_checkpoint(self) -> tuple[int, bytes] | None:
+        """`(offset, state machine checkpoint bytes)` of the newest checkpoint, if any."""
+        with self._tail_lock:
+            return self._checkpoint
+
+    def force_checkpoint(self) -> None:
+        """Ask for a checkpoint on the next tick (ops tool, tests)."""
+        if self._syncobj is not None:
+            self._syncobj.forceLogCompaction()
