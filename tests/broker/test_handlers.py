@@ -295,3 +295,56 @@ async def test_alter_configs_reach_the_log(broker):
     answer = await client.call(44, 1, body)
     assert answer.responses[0].error_code == ErrorCode.INVALID_CONFIG
     await client.aclose()
+
+
+async def test_untyped_handler_failure_is_unknown_server_error(broker, monkeypatch, caplog):
+    """A bug in a handler answers UNKNOWN_SERVER_ERROR (logged with its traceback); a
+    KafkaError answers its own code; the connection and the server keep serving."""
+    from log.protocol.admin import DESCRIBE_CLUSTER_REQUEST
+    from log.protocol.errors import NotControllerError
+    from log.server import handlers
+
+    async def buggy(ctx, request):
+        raise RuntimeError("bug")
+
+    async def typed(ctx, request):
+        raise NotControllerError("moved")
+
+    client = await WireClient.connect(broker.port)
+    request = DESCRIBE_CLUSTER_REQUEST.cls()
+    monkeypatch.setitem(handlers.HANDLERS, 60, buggy)
+    assert (await client.call(60, 0, request)).error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    monkeypatch.setitem(handlers.HANDLERS, 60, typed)
+    assert (await client.call(60, 0, request)).error_code == ErrorCode.NOT_CONTROLLER
+    monkeypatch.undo()
+    assert (await client.call(60, 0, request)).error_code == 0
+    assert any("bug" in (r.exc_text or "") for r in caplog.records)
+    caplog.clear()  # the ERROR above was the point of this test
+    await client.aclose()
+
+
+async def test_fetch_sizes_return_at_least_one_batch(broker):
+    await broker.create_topic("t", 2)
+    client = await WireClient.connect(broker.port)
+    for _ in range(3):
+        await client.call(0, 8, produce_body("t", 0, batch(20)))
+    size = len(batch(20))
+    body = fetch_body("t", 0, 0)
+    fields = {f: getattr(body, f) for f in body.__dataclass_fields__}
+    topic = body.topics[0]
+    part = topic.partitions[0]
+    small_part = type(part)(**{**{f: getattr(part, f) for f in part.__dataclass_fields__},
+                               "partition_max_bytes": 10})  # fmt: skip
+    two = type(part)(**{**{f: getattr(part, f) for f in part.__dataclass_fields__},
+                        "partition_max_bytes": 2 * size, "partition": 0})  # fmt: skip
+    request = type(body)(**{**fields, "topics": [type(topic)(topic="t", partitions=[small_part])]})
+    data = (await client.call(1, 11, request)).responses[0].partitions[0]
+    assert len(bytes(data.records)) == size  # one whole batch although larger than the limit
+    request = type(body)(**{**fields, "topics": [type(topic)(topic="t", partitions=[two])]})
+    data = (await client.call(1, 11, request)).responses[0].partitions[0]
+    assert len(bytes(data.records)) == 2 * size
+    request = type(body)(**{**fields, "max_bytes": size,
+                            "topics": [type(topic)(topic="t", partitions=[two, two])]})  # fmt: skip
+    partitions = (await client.call(1, 11, request)).responses[0].partitions
+    assert [len(bytes(p.records)) for p in partitions] == [size, 0]  # response max_bytes
+    await client.aclose()
