@@ -1,0 +1,345 @@
+"""Producer: the public trio producer API over the accumulator, the sender and metadata.
+
+    async with Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5) as producer:
+        handle = await producer.send("events", b"value", key=b"k")
+        metadata = await handle.wait()        # RecordMetadata(topic, partition, offset, ...)
+        handles = await producer.send_many("events", values, keys=keys)
+        await producer.flush()
+
+Configuration comes as Python names (`linger_ms=5`), Kafka names in a dict
+(`Producer(config={"linger.ms": "5"})`), or both; it is validated once by ProducerConfig.
+
+`send` returns as soon as the record is in its partition's batch: it blocks only for metadata
+of a new topic and for buffer memory, together at most max.block.ms (then
+MetadataTimeoutError / BufferExhaustedError). Delivery is reported by the handle: every
+handle completes exactly once, with RecordMetadata or with the batch's error (its retries
+exhausted, DeliveryTimeoutError after delivery.timeout.ms, ProducerClosedError on a forced
+close). Leaving the `async with` normally flushes and delivers everything; leaving it with
+an exception aborts what is still queued.
+
+The nursery owned by the producer runs the sender, the metadata updater and one reader task
+per broker connection.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import trio
+
+from log.records.builder import Header
+from producer.accumulator import AppendStatus, RecordAccumulator
+from producer.buffer_pool import BufferPool
+from producer.config import ProducerConfig
+from producer.connection import BrokerConnections, now_ms, parse_bootstrap_servers
+from producer.errors import ProducerClosedError
+from producer.idempotence import IdempotenceManager
+from producer.metadata import MetadataUpdater, ProducerMetadata
+from producer.producer_batch import RecordHandle, RecordMetadata
+from producer.sender import Sender
+
+__all__ = ["DeliveryHandle", "Producer", "RecordMetadata", "build_config", "wait_all"]
+
+
+def build_config(
+    bootstrap_servers: str | Sequence[str] | None,
+    config: Mapping[str, object] | None,
+    overrides: Mapping[str, object],
+) -> ProducerConfig:
+    """Merge a Kafka-style dict and Python keyword names into one validated ProducerConfig."""
+    properties: dict[str, object] = dict(config or {})
+    properties.update(overrides)
+    if bootstrap_servers is not None:
+        properties["bootstrap.servers"] = (
+            bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)
+        )
+    return ProducerConfig.from_kafka_properties(properties)
+
+
+class DeliveryHandle:
+    """One record's delivery: `await wait()` gives RecordMetadata or raises its error."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, handle: RecordHandle) -> None:
+        self._handle = handle
+
+    @property
+    def done(self) -> bool:
+        return self._handle.done
+
+    @property
+    def record_handle(self) -> RecordHandle:
+        return self._handle
+
+    def result(self) -> RecordMetadata:
+        return self._handle.result()
+
+    async def wait(self) -> RecordMetadata:
+        await _completed(self._handle)
+        return self._handle.result()
+
+
+class Producer:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | None = None,
+        config: Mapping[str, object] | None = None,
+        *,
+        seed: int | None = None,
+        **overrides: object,
+    ) -> None:
+        self.config = build_config(bootstrap_servers, config, overrides)
+        if not self.config.bootstrap_servers:
+            raise ValueError("bootstrap_servers is required")
+        self._bootstrap = parse_bootstrap_servers(self.config.bootstrap_servers)
+        self._rng = random.Random(seed)
+        self._nursery: trio.Nursery | None = None
+        self._closed = False
+        self.sender: Sender | None = None
+
+    # -- lifetime -------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Producer:
+        config = self.config
+        self._nursery_manager = trio.open_nursery()
+        nursery = await self._nursery_manager.__aenter__()
+        self._nursery = nursery
+        self.pool = BufferPool(config.buffer_memory, config.batch_size)
+        self.idempotence = IdempotenceManager() if config.enable_idempotence else None
+        self.accumulator = RecordAccumulator(config, self.pool, self._rng, self.idempotence)
+        self.metadata = ProducerMetadata(
+            self._bootstrap,
+            metadata_max_age_ms=config.metadata_max_age_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+        )
+        self.connections = BrokerConnections(
+            nursery,
+            client_id=config.client_id or "quorumlog-producer",
+            max_in_flight=config.max_in_flight_requests_per_connection,
+            request_timeout_ms=config.request_timeout_ms,
+            on_change=self._on_connection_change,
+        )
+        self.updater = MetadataUpdater(
+            self.metadata, self.connections, request_timeout_ms=config.request_timeout_ms
+        )
+        self.sender = Sender(
+            config, self.accumulator, self.metadata, self.updater, self.connections,
+            self.idempotence,
+        )  # fmt: skip
+        self._sender_done = trio.Event()
+        nursery.start_soon(self.updater.run)
+        nursery.start_soon(self._run_sender)
+        return self
+
+    async def _run_sender(self) -> None:
+        assert self.sender is not None
+        try:
+            await self.sender.run()
+        finally:
+            self._sender_done.set()
+
+    def _on_connection_change(self) -> None:
+        if self.sender is not None:
+            self.sender.wakeup()
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool | None:
+        if exc_type is None:
+            await self.close()
+        else:
+            self._abort(ProducerClosedError(f"producer closed after an error: {exc!r}"))
+            assert self._nursery is not None
+            self._nursery.cancel_scope.cancel()
+        return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+
+    async def close(self, timeout_ms: int | None = None) -> None:
+        """Deliver (or fail) everything sent, then stop; after `timeout_ms`, abort the rest."""
+        if self._nursery is None or self._closed:
+            return
+        self._closed = True
+        assert self.sender is not None
+        self.accumulator.close()
+        self.sender.initiate_close()
+        with trio.move_on_after(math.inf if timeout_ms is None else timeout_ms / 1000):
+            await self._sender_done.wait()
+        if not self._sender_done.is_set():
+            self._abort(ProducerClosedError("producer closed before delivery completed"))
+            await self._sender_done.wait()
+        self.updater.close()
+        self.connections.close()
+        self.pool.close()
+        self._nursery.cancel_scope.cancel()
+
+    def _abort(self, error: BaseException) -> None:
+        self._closed = True
+        if self.sender is not None:
+            self.accumulator.close()
+            self.sender.force_close(error)
+            self.accumulator.abort_incomplete_batches(error)
+            self.updater.close()
+            self.pool.close()
+
+    # -- sending --------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._nursery is None:
+            raise ProducerClosedError("use the producer inside `async with`")
+        if self._closed:
+            raise ProducerClosedError("producer is closed")
+        if self.idempotence is not None and self.idempotence.fatal_error is not None:
+            raise self.idempotence.fatal_error
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Sequence[Header] | Sequence[tuple[str, bytes | None]] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> DeliveryHandle:
+        """Append one record; returns its DeliveryHandle (see the module docstring)."""
+        handle = await self._append(topic, value, key, partition, headers, timestamp_ms)
+        return DeliveryHandle(handle)
+
+    async def _append(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        headers: Any,
+        timestamp_ms: int | None,
+    ) -> RecordHandle:
+        self._check_open()
+        start_ms = now_ms()
+        max_block_ms = self.config.max_block_ms
+        if self.metadata.partition_count(topic) is None:
+            await self.updater.wait_for_topic(topic, max_block_ms)
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        record_headers = _headers(headers)
+        accumulator = self.accumulator
+        result = accumulator.try_append(
+            topic, partition, timestamp_ms, key, value, record_headers, start_ms, self.metadata
+        )
+        while result.status is AppendStatus.NEEDS_BUFFER:
+            size = result.buffer_size_bytes
+            buffer = self.pool.try_allocate_nowait(size)
+            if buffer is None:
+                remaining_ms = max(0, max_block_ms - (now_ms() - start_ms))
+                self.sender.wakeup()  # type: ignore[union-attr]  # exhausted: send now
+                buffer = await self.pool.allocate(size, remaining_ms)
+            result = accumulator.try_append(
+                topic, partition, timestamp_ms, key, value, record_headers, now_ms(),
+                self.metadata, buffer=buffer,
+            )  # fmt: skip
+        assert result.handle is not None
+        if result.batch_is_full or result.new_batch_created:
+            self.sender.wakeup()  # type: ignore[union-attr]
+        return result.handle
+
+    async def send_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Sequence[Sequence[Header]] | None = None,
+    ) -> list[RecordHandle]:
+        """Append many records with little per-record overhead; their RecordHandles, in order.
+
+        Records go through the same accumulator as `send` (same partitioning, batching,
+        ordering and delivery guarantees); the per-record work is only the encoding into the
+        open batch. Await `wait_all(handles)` or `flush()` for delivery.
+        """
+        self._check_open()
+        if keys is not None and len(keys) != len(values):
+            raise ValueError("keys and values must have the same length")
+        if headers is not None and len(headers) != len(values):
+            raise ValueError("headers and values must have the same length")
+        if not values:
+            return []
+        start_ms = now_ms()
+        max_block_ms = self.config.max_block_ms
+        if self.metadata.partition_count(topic) is None:
+            await self.updater.wait_for_topic(topic, max_block_ms)
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        accumulator = self.accumulator
+        metadata = self.metadata
+        pool = self.pool
+        sender = self.sender
+        assert sender is not None
+        try_append = accumulator.try_append
+        needs_buffer = AppendStatus.NEEDS_BUFFER
+        handles: list[RecordHandle] = []
+        append_handle = handles.append
+        no_headers: tuple[Header, ...] = ()
+        wake = False
+        for index, value in enumerate(values):
+            key = None if keys is None else keys[index]
+            record_headers = no_headers if headers is None else headers[index]
+            result = try_append(
+                topic, partition, timestamp_ms, key, value, record_headers, start_ms, metadata
+            )
+            while result.status is needs_buffer:
+                wake = True
+                buffer = pool.try_allocate_nowait(result.buffer_size_bytes)
+                if buffer is None:
+                    sender.wakeup()
+                    remaining_ms = max(0, max_block_ms - (now_ms() - start_ms))
+                    buffer = await pool.allocate(result.buffer_size_bytes, remaining_ms)
+                    start_ms = now_ms()
+                result = try_append(
+                    topic, partition, timestamp_ms, key, value, record_headers, start_ms,
+                    metadata, buffer=buffer,
+                )  # fmt: skip
+            append_handle(result.handle)  # type: ignore[arg-type]
+        if wake:
+            sender.wakeup()
+        return handles
+
+    send_batch = send_many
+
+    async def flush(self) -> None:
+        """Make every queued batch sendable now and wait until all sent so far complete."""
+        self._check_open()
+        assert self.sender is not None
+        self.accumulator.begin_flush()
+        try:
+            self.sender.wakeup()
+            for batch in self.accumulator.incomplete_batches():
+                for handle in batch.handles():
+                    await _completed(handle)
+        finally:
+            self.accumulator.end_flush()
+
+    def partitions_for(self, topic: str) -> int | None:
+        return self.metadata.partition_count(topic)
+
+
+async def _completed(handle: RecordHandle) -> None:
+    """Wait for a record's completion without raising its error."""
+    if not handle.done:
+        event = trio.Event()
+        handle.add_callback(lambda _handle: event.set())
+        await event.wait()
+
+
+async def wait_all(handles: Sequence[RecordHandle]) -> list[RecordMetadata]:
+    """RecordMetadata for each handle (raises the first failed record's error)."""
+    for handle in handles:
+        await _completed(handle)
+    return [handle.result() for handle in handles]
+
+
+def _headers(headers: Any) -> tuple[Header, ...]:
+    if not headers:
+        return ()
+    return tuple(h if isinstance(h, Header) else Header(h[0], h[1]) for h in headers)
