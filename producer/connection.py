@@ -369,12 +369,16 @@ class BrokerConnections:
             max_in_flight=self._max_in_flight,
             request_timeout_ms=self._request_timeout_ms,
         )
+        pool = self
+
+        class _Status:
+            def started(self, value: object = None) -> None:
+                pool._connections[node_id] = connection
+                pool._connecting.discard(node_id)
+                pool._notify()
+
         try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(connection.run)
-                self._connections[node_id] = connection
-                self._connecting.discard(node_id)
-                self._notify()
+            await connection.run(task_status=_Status())
         except KafkaError:
             pass  # the callbacks of its requests saw the error; the next attempt backs off
         finally:

@@ -241,6 +241,9 @@ class Producer:
         assert result.handle is not None
         if result.batch_is_full or result.new_batch_created:
             self.sender.wakeup()  # type: ignore[union-attr]
+            # Let the sender run once per batch even if the caller never blocks; shielded, so
+            # the appended record's handle always reaches the caller.
+            await trio.lowlevel.cancel_shielded_checkpoint()
         return result.handle
 
     async def send_many(
@@ -288,6 +291,9 @@ class Producer:
             result = try_append(
                 topic, partition, timestamp_ms, key, value, record_headers, start_ms, metadata
             )
+            if result.new_batch_created:
+                sender.wakeup()
+                await trio.lowlevel.cancel_shielded_checkpoint()
             while result.status is needs_buffer:
                 wake = True
                 buffer = pool.try_allocate_nowait(result.buffer_size_bytes)

@@ -149,7 +149,7 @@ class Sender:
         if sent:
             return  # more may be sendable at once (Kafka polls with timeout 0 after data)
         delay_ms = self._next_wakeup_delay_ms(result.next_ready_check_delay_ms, now)
-        if delay_ms <= 0 and (result.ready_nodes or not self._running):
+        if result.ready_nodes:
             # Ready data that cannot go yet (no connection, max in flight, sequence order):
             # a connection, a response or a backoff ending wakes us; never spin.
             delay_ms = IDLE_RECHECK_MS
