@@ -14,3 +14,7 @@ def main() -> None:
 from tools.dump_log import dump_log  # noqa: E402
 
 main.add_command(dump_log)
+
+from tools.perf_cmd import perf  # noqa: E402
+
+main.add_command(perf)
