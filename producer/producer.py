@@ -31,15 +31,26 @@ from typing import Any
 
 import trio
 
+from log.protocol.errors import MessageTooLargeError, UnknownTopicOrPartitionError
+from log.records.batch_header import HEADER_BYTES
 from log.records.builder import Header
-from producer.accumulator import AppendStatus, RecordAccumulator
+from producer.accumulator import AppendStatus
 from producer.buffer_pool import BufferPool
+from producer.bulk import (
+    BulkDelivery,
+    BulkRecordAccumulator,
+    ColumnarBatch,
+    plan_runs,
+    record_sizes,
+)
+from producer.cluster_view import TopicPartition
 from producer.config import ProducerConfig
 from producer.connection import BrokerConnections, now_ms, parse_bootstrap_servers
 from producer.errors import ProducerClosedError
 from producer.idempotence import IdempotenceManager
 from producer.metadata import MetadataUpdater, ProducerMetadata
-from producer.producer_batch import RecordHandle, RecordMetadata
+from producer.partitioner import partition_for_key
+from producer.producer_batch import RecordHandle, RecordMetadata, compressed_upper_bound
 from producer.sender import Sender
 
 __all__ = ["DeliveryHandle", "Producer", "RecordMetadata", "build_config", "wait_all"]
@@ -111,7 +122,7 @@ class Producer:
         self._nursery = nursery
         self.pool = BufferPool(config.buffer_memory, config.batch_size)
         self.idempotence = IdempotenceManager() if config.enable_idempotence else None
-        self.accumulator = RecordAccumulator(config, self.pool, self._rng, self.idempotence)
+        self.accumulator = BulkRecordAccumulator(config, self.pool, self._rng, self.idempotence)
         self.metadata = ProducerMetadata(
             self._bootstrap,
             metadata_max_age_ms=config.metadata_max_age_ms,
@@ -253,63 +264,111 @@ class Producer:
         keys: Sequence[bytes | None] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
-        headers: Sequence[Sequence[Header]] | None = None,
-    ) -> list[RecordHandle]:
-        """Append many records with little per-record overhead; their RecordHandles, in order.
+    ) -> BulkDelivery:
+        """Append many records as whole batches (the bulk path, see producer/bulk.py).
 
-        Records go through the same accumulator as `send` (same partitioning, batching,
-        ordering and delivery guarantees); the per-record work is only the encoding into the
-        open batch. Await `wait_all(handles)` or `flush()` for delivery.
+        Same partitioning, ordering, retries and idempotence as `send`; all records share one
+        timestamp (now by default). Returns a BulkDelivery: `await delivery.wait()` gives
+        [RecordMetadata] in call order (or raises the first failed batch's error).
         """
         self._check_open()
         if keys is not None and len(keys) != len(values):
             raise ValueError("keys and values must have the same length")
-        if headers is not None and len(headers) != len(values):
-            raise ValueError("headers and values must have the same length")
+        delivery = BulkDelivery(topic, len(values))
         if not values:
-            return []
+            return delivery
         start_ms = now_ms()
-        max_block_ms = self.config.max_block_ms
-        if self.metadata.partition_count(topic) is None:
-            await self.updater.wait_for_topic(topic, max_block_ms)
+        config = self.config
+        partition_count = self.metadata.partition_count(topic)
+        if partition_count is None:
+            partition_count = await self.updater.wait_for_topic(topic, config.max_block_ms)
+        if partition is not None and not 0 <= partition < partition_count:
+            raise UnknownTopicOrPartitionError(
+                f"invalid partition {partition} for topic {topic!r}: "
+                f"not in the range [0...{partition_count - 1}]"
+            )
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
+        sizes = record_sizes(keys, values)
+        largest = HEADER_BYTES + compressed_upper_bound(config.compression, max(sizes))
+        if largest > config.max_request_size or largest > config.buffer_memory:
+            raise MessageTooLargeError(
+                f"a record of {largest} bytes when serialized exceeds max.request.size "
+                f"({config.max_request_size}) or buffer.memory ({config.buffer_memory})"
+            )
+        if partition is None and keys is not None and not config.partitioner_ignore_keys:
+            groups: dict[int, list[int]] = {}
+            for index, key in enumerate(keys):
+                p = partition_for_key(key, partition_count) if key is not None else -1
+                groups.setdefault(p, []).append(index)
+            for p, indices in groups.items():
+                group_keys = [keys[i] for i in indices]
+                group_values = [values[i] for i in indices]
+                await self._append_columns(
+                    topic, None if p < 0 else p, group_keys, group_values, indices,
+                    [sizes[i] for i in indices], timestamp_ms, delivery, start_ms,
+                    partition_count,
+                )  # fmt: skip
+        else:
+            await self._append_columns(
+                topic, partition, keys, values, range(len(values)), sizes, timestamp_ms,
+                delivery, start_ms, partition_count,
+            )  # fmt: skip
+        return delivery
+
+    async def _append_columns(
+        self,
+        topic: str,
+        partition: int | None,
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        indices: Sequence[int],
+        sizes: Sequence[int],
+        timestamp_ms: int,
+        delivery: BulkDelivery,
+        start_ms: int,
+        partition_count: int,
+    ) -> None:
+        config = self.config
         accumulator = self.accumulator
-        metadata = self.metadata
-        pool = self.pool
         sender = self.sender
         assert sender is not None
-        try_append = accumulator.try_append
-        needs_buffer = AppendStatus.NEEDS_BUFFER
-        handles: list[RecordHandle] = []
-        append_handle = handles.append
-        no_headers: tuple[Header, ...] = ()
-        wake = False
-        for index, value in enumerate(values):
-            key = None if keys is None else keys[index]
-            record_headers = no_headers if headers is None else headers[index]
-            result = try_append(
-                topic, partition, timestamp_ms, key, value, record_headers, start_ms, metadata
-            )
-            if result.new_batch_created:
+        partitioner = accumulator.partitioner(topic) if partition is None else None
+        for start, end, records_bytes in plan_runs(sizes, config.compression, config.batch_size):
+            size_bytes = max(config.batch_size, HEADER_BYTES + records_bytes + 1)
+            buffer = self.pool.try_allocate_nowait(size_bytes)
+            if buffer is None:
                 sender.wakeup()
-                await trio.lowlevel.cancel_shielded_checkpoint()
-            while result.status is needs_buffer:
-                wake = True
-                buffer = pool.try_allocate_nowait(result.buffer_size_bytes)
-                if buffer is None:
-                    sender.wakeup()
-                    remaining_ms = max(0, max_block_ms - (now_ms() - start_ms))
-                    buffer = await pool.allocate(result.buffer_size_bytes, remaining_ms)
-                    start_ms = now_ms()
-                result = try_append(
-                    topic, partition, timestamp_ms, key, value, record_headers, start_ms,
-                    metadata, buffer=buffer,
-                )  # fmt: skip
-            append_handle(result.handle)  # type: ignore[arg-type]
-        if wake:
+                remaining_ms = max(0, config.max_block_ms - (now_ms() - start_ms))
+                buffer = await self.pool.allocate(size_bytes, remaining_ms)
+            target = partition
+            if partitioner is not None:
+                available = self.metadata.available_partitions(topic)
+                sticky = partitioner.peek_current_partition_info(partition_count, available)
+                target = sticky.partition
+                partitioner.update_partition_info(
+                    sticky, records_bytes, partition_count, available, True
+                )
+            assert target is not None
+            batch = ColumnarBatch(
+                TopicPartition(topic, target),
+                buffer,
+                now_ms(),
+                config.compression,
+                keys=None if keys is None else keys[start:end],
+                values=values[start:end],
+                records_bytes=records_bytes,
+                timestamp_ms=timestamp_ms,
+                delivery=delivery,
+                indices=indices[start:end],
+            )
+            try:
+                accumulator.append_batch(batch)
+            except BaseException:
+                self.pool.deallocate(buffer)
+                raise
             sender.wakeup()
-        return handles
+            await trio.lowlevel.cancel_shielded_checkpoint()  # let the sender take it
 
     send_batch = send_many
 
@@ -321,6 +380,8 @@ class Producer:
         try:
             self.sender.wakeup()
             for batch in self.accumulator.incomplete_batches():
+                if isinstance(batch, ColumnarBatch):
+                    await batch.delivery.wait_quietly()
                 for handle in batch.handles():
                     await _completed(handle)
         finally:

@@ -2,7 +2,7 @@
 
     with SyncProducer("127.0.0.1:9092", linger_ms=5) as producer:
         future = producer.send("events", b"value", key=b"k")   # concurrent.futures.Future
-        producer.send_many("events", values)                    # Future of [RecordMetadata]
+        producer.send_many("events", values)                    # Future of a BulkDelivery
         producer.flush()
     future.result()                                             # RecordMetadata
 
@@ -114,7 +114,8 @@ class SyncProducer:
                 handle = await producer._append(*args)
                 handle.add_callback(lambda h, f=future: _settle(f, h))
             elif kind == "send_many":
-                _settle_many(await producer.send_many(*args), future)
+                delivery = await producer.send_many(*args)
+                delivery.add_callback(lambda d, f=future: f.set_result(d))
             elif kind == "flush":
                 await producer.flush()
                 future.set_result(None)
@@ -182,7 +183,9 @@ class SyncProducer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> Future:
-        """Queue many records at once; the Future resolves to [RecordMetadata] in order."""
+        """Queue many records at once (the bulk path); the Future resolves to the BulkDelivery
+        once every record is complete: `.check()` raises the first error, `.results()` gives
+        [RecordMetadata] in call order."""
         return self._submit("send_many", (topic, values, keys, partition, timestamp_ms))
 
     send_batch = send_many
@@ -207,25 +210,6 @@ class SyncProducer:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close(None if exc_info[0] is None else 0)
-
-
-def _settle_many(handles: list[RecordHandle], future: Future) -> None:
-    """Resolve `future` once every handle is complete: [RecordMetadata] or the first error."""
-    remaining = [len(handles)]
-
-    def on_done(_handle: RecordHandle) -> None:
-        remaining[0] -= 1
-        if remaining[0] == 0:
-            error = next((h.error for h in handles if h.error is not None), None)
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result([h.result() for h in handles])
-
-    if not handles:
-        future.set_result([])
-    for handle in handles:
-        handle.add_callback(on_done)
 
 
 def _as_properties(config: Any) -> dict[str, object]:

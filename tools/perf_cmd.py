@@ -63,12 +63,12 @@ def run_quorumlog(
             if bulk:
                 for begin in range(0, len(values), BULK_CHUNK_RECORDS):
                     sent_at = clock()
-                    handles = await producer.send_many(
+                    delivery = await producer.send_many(
                         topic, values[begin : begin + BULK_CHUNK_RECORDS]
                     )
                     # one timing per chunk, taken when its last record is acknowledged
-                    count = len(handles)
-                    handles[-1].add_callback(
+                    count = delivery.record_count
+                    delivery.add_callback(
                         lambda _h, t=sent_at, n=count: latencies.extend([(clock() - t) * 1000] * n)
                     )
             else:

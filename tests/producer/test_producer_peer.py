@@ -49,8 +49,8 @@ async def test_message_too_large_splits_the_batch(kafka_peer):
         acks=1,
         max_in_flight_requests_per_connection=1,  # order across retries without sequences
     ) as producer:
-        handles = await producer.send_many("big", values, partition=0)
-        results = await wait_all(handles)
+        delivery = await producer.send_many("big", values, partition=0)
+        results = await delivery.wait()
         assert producer.sender.split_count > 0
     assert kafka_peer.refused_too_large > 0
     assert [r.offset for r in results] == list(range(300))
@@ -62,7 +62,7 @@ async def test_idempotent_split_keeps_sequences_contiguous(kafka_peer):
     kafka_peer.max_message_bytes = 2000
     values = [b"%05d" % i + b"-" * 60 for i in range(500)]
     async with Producer(kafka_peer.bootstrap, linger_ms=20, batch_size=8192) as producer:
-        results = await wait_all(await producer.send_many("bigidem", values, partition=1))
+        results = await (await producer.send_many("bigidem", values, partition=1)).wait()
     assert [r.offset for r in results] == list(range(500))
     expected_sequence = 0
     for header in batches_of(kafka_peer, "bigidem", 1):

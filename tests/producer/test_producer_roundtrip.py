@@ -52,8 +52,8 @@ async def test_kafka_style_config_dict_and_send_many(mock_cluster):
     async with Producer(mock_cluster.bootstrap, config) as producer:
         assert producer.config.linger_ms == 5 and producer.config.batch_size == 4096
         values = [b"x%05d" % i for i in range(3000)]
-        handles = await producer.send_many("bulk", values, partition=1)
-        results = await wait_all(handles)
+        delivery = await producer.send_many("bulk", values, partition=1)
+        results = await delivery.wait()
     offsets = [r.offset for r in results]
     assert offsets == list(range(offsets[0], offsets[0] + 3000))
     records = await read_partition(mock_cluster.bootstrap, "bulk", 1)
@@ -146,3 +146,41 @@ async def test_delivery_timeout_when_the_broker_is_down(mock_cluster):
             for handle in handles:
                 with pytest.raises(DeliveryTimeoutError):
                     await handle.wait()
+
+
+async def test_send_many_keyed_and_unkeyed_keeps_partitioning_and_order(mock_cluster):
+    keys = [b"user-%d" % (i % 37) for i in range(2000)]
+    values = [b"%05d" % i for i in range(2000)]
+    async with Producer(mock_cluster.bootstrap, batch_size=2048, seed=5) as producer:
+        before = await producer.send("mixed", b"before", partition=2)
+        keyed = await producer.send_many("mixed", values, keys=keys)
+        unkeyed = await producer.send_many("mixed", values)
+        after = await producer.send("mixed", b"after", partition=2)
+        keyed_results = await keyed.wait()
+        unkeyed_results = await unkeyed.wait()
+        assert (await before.wait()).offset < (await after.wait()).offset
+    for key, result in zip(keys, keyed_results, strict=True):
+        assert result.partition == partition_for_key(key, 4)
+    assert len({r.partition for r in unkeyed_results}) > 1  # sticky moves on per batch
+    records = []
+    for partition in range(4):
+        records += await read_partition(mock_cluster.bootstrap, "mixed", partition)
+    by_partition_offset = {(r.partition, r.offset) for r in keyed_results + unkeyed_results}
+    assert len(by_partition_offset) == 4000
+    # within a partition, each call's records are in call order
+    for results in (keyed_results, unkeyed_results):
+        last: dict[int, int] = {}
+        for result in results:
+            assert result.offset > last.get(result.partition, -1)
+            last[result.partition] = result.offset
+    partition2 = await read_partition(mock_cluster.bootstrap, "mixed", 2)
+    assert partition2[0].value == b"before" and partition2[-1].value == b"after"
+
+
+async def test_send_many_blocks_on_a_tiny_buffer_and_still_delivers(mock_cluster):
+    async with Producer(
+        mock_cluster.bootstrap, batch_size=1024, buffer_memory=3072, linger_ms=0
+    ) as producer:
+        delivery = await producer.send_many("tiny", [b"q" * 100] * 3000, partition=0)
+        results = await delivery.wait()
+    assert [r.offset for r in results] == list(range(3000))

@@ -28,7 +28,7 @@ def test_sync_producer_from_many_threads(mock_cluster):
         producer.flush()
         assert all(f.done() for fs in futures.values() for f in fs)
         bulk = producer.send_many("sync", [b"bulk-%d" % i for i in range(1000)], partition=0)
-    results = bulk.result(timeout=10)
+    results = bulk.result(timeout=10).results()
     assert [r.offset for r in results] == list(range(results[0].offset, results[0].offset + 1000))
     for n, fs in futures.items():
         offsets = [f.result().offset for f in fs]
