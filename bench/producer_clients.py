@@ -1,13 +1,16 @@
 """Producer clients side by side: quorumlog (per record and bulk) vs aiokafka, kafka-python and
 confluent-kafka, on the same broker, 100-byte records, acks=1 and acks=all.
 
-    python bench/producer_clients.py [--bootstrap HOST:PORT] [--records 200000] [--json]
+    python bench/producer_clients.py [--broker mock|quorumlog] [--bootstrap HOST:PORT]
+        [--records 200000] [--json]
 
 Each client runs in its own process through `quorumlog perf produce --json` (the same
 workload for all: linger.ms=5, batch.size 16 KiB, idempotence exactly with acks=all, unkeyed
-records). Without --bootstrap the broker is librdkafka's built-in mock cluster (one broker,
-in C, started in this process), so the broker is never the bottleneck; a client that cannot
-talk to it is reported as failed with its error. Prints a table of records/s, MB/s, p50/p99
+records). The broker: `--broker quorumlog` (default) starts our KafkaServer in a child process
+(bench/broker_produce.py's `--serve broker`: one node, in-process quorum, real storage);
+`--broker mock` uses librdkafka's built-in mock cluster (one broker, in C, in this process: never
+the bottleneck); `--bootstrap` any running broker. A client that fails is reported with its
+error. Prints a table of records/s, MB/s, p50/p99
 latency and the ratio of each client's records/s to quorumlog's per-record send and to
 confluent-kafka's.
 """
@@ -19,6 +22,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLIENTS = [
@@ -39,6 +44,22 @@ def start_mock_broker() -> tuple[object, str]:
     )
     brokers = client.list_topics(timeout=10).brokers
     return client, ",".join(f"{b.host}:{b.port}" for b in brokers.values())
+
+
+def start_quorumlog_broker(directory: str) -> tuple[subprocess.Popen, str]:
+    """Our KafkaServer in a child process (bench/broker_produce.py --serve broker)."""
+    port_file = os.path.join(directory, "port")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.broker_produce", "--serve", "broker", "--dir", directory],
+        cwd=ROOT,
+    )
+    deadline = time.monotonic() + 30
+    while not os.path.exists(port_file) or not open(port_file).read():
+        if time.monotonic() > deadline or child.poll() is not None:
+            child.kill()
+            raise RuntimeError("the quorumlog broker did not start")
+        time.sleep(0.05)
+    return child, f"127.0.0.1:{int(open(port_file).read())}"
 
 
 def run_client(
@@ -92,17 +113,39 @@ def table(results: list[dict[str, object]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap", help="a running broker; default: librdkafka's mock")
+    parser.add_argument("--broker", choices=["quorumlog", "mock"], default="quorumlog")
+    parser.add_argument("--bootstrap", help="a running broker instead of starting one")
     parser.add_argument("--records", type=int, default=200000)
     parser.add_argument("--acks", default="1,all")
     parser.add_argument("--clients", default=",".join(name for name, _ in CLIENTS))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    mock = None
+    mock: object = None
+    child: subprocess.Popen | None = None
+    directory = tempfile.TemporaryDirectory()
     bootstrap = args.bootstrap
-    if bootstrap is None:
+    broker = f"running broker at {bootstrap}"
+    if bootstrap is None and args.broker == "mock":
         mock, bootstrap = start_mock_broker()
+        broker = "librdkafka mock cluster (1 broker, C)"
+    elif bootstrap is None:
+        child, bootstrap = start_quorumlog_broker(directory.name)
+        broker = "quorumlog KafkaServer (1 node, own process)"
     wanted = args.clients.split(",")
+    results = []
+    try:
+        results = run_all(bootstrap, args, wanted)
+    finally:
+        if child is not None and child.poll() is None:
+            child.terminate()
+            child.wait(30)
+    directory.cleanup()
+    print(f"{args.records} records of 100 bytes, linger.ms=5, broker: {broker}\n")
+    print(json.dumps(results, indent=1) if args.json else table(results))
+    del mock
+
+
+def run_all(bootstrap: str, args: argparse.Namespace, wanted: list[str]) -> list[dict]:
     results = []
     for acks in args.acks.split(","):
         for name, extra in CLIENTS:
@@ -111,10 +154,7 @@ def main() -> None:
                 result["acks"] = acks
                 results.append(result)
                 print(json.dumps(result), file=sys.stderr, flush=True)
-    broker = args.bootstrap or "librdkafka mock cluster (1 broker)"
-    print(f"{args.records} records of 100 bytes, linger.ms=5, broker: {broker}\n")
-    print(json.dumps(results, indent=1) if args.json else table(results))
-    del mock
+    return results
 
 
 if __name__ == "__main__":
