@@ -115,7 +115,7 @@ def metadata_body(leaders: dict[int, int], topic_error: int = 0):
     partition = cls.MetadataResponseTopic.MetadataResponsePartition
     return cls(
         brokers=[
-            cls.MetadataResponseBroker(node_id=n, host="h%d" % n, port=9000 + n) for n in (1, 2)
+            cls.MetadataResponseBroker(node_id=n, host=f"h{n}", port=9000 + n) for n in (1, 2)
         ],
         cluster_id="c",
         topics=[
