@@ -36,6 +36,7 @@ from producer.errors import ProducerClosedError
 from producer.producer_batch import (
     FinalState,
     ProducerBatch,
+    RecordHandle,
     RecordMetadata,
     compressed_upper_bound,
 )
@@ -45,13 +46,37 @@ from producer.producer_batch import (
 _FIXED_RECORD_OVERHEAD = 3
 
 
-def record_sizes(keys: Sequence[bytes | None] | None, values: Sequence[bytes | None]) -> list[int]:
-    """Exact encoded size of each record at offset delta = its index in a batch (< 2**13)."""
+_VARINT_TABLE = 1 << 14
+_VARINT_SIZES = tuple(varint_size(n) for n in range(_VARINT_TABLE))
+
+
+def records_limit_bytes(compression_type: int, buffer_size_bytes: int) -> int:
+    """The most records bytes whose worst-case built batch fits `buffer_size_bytes`."""
+    low, high = 0, buffer_size_bytes
+    while low < high:  # compressed_upper_bound is monotonic
+        middle = (low + high + 1) // 2
+        if HEADER_BYTES + compressed_upper_bound(compression_type, middle) <= buffer_size_bytes:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def record_sizes(
+    keys: Sequence[bytes | None] | None,
+    values: Sequence[bytes | None],
+    timestamps_ms: Sequence[int] | None = None,
+) -> list[int]:
+    """Encoded size of each record at offset delta = its index (exact for one timestamp or
+    timestamps not below the first; an upper bound for later offset deltas)."""
     sizes = []
     append = sizes.append
+    base_timestamp_ms = min(timestamps_ms) if timestamps_ms else 0
     for index, value in enumerate(values):
         key = None if keys is None else keys[index]
         body = _FIXED_RECORD_OVERHEAD + varint_size(index)
+        if timestamps_ms is not None:
+            body += varint_size(timestamps_ms[index] - base_timestamp_ms) - 1
         body += 1 if key is None else varint_size(len(key)) + len(key)
         body += 1 if value is None else varint_size(len(value)) + len(value)
         append(varint_size(body) + body)
@@ -152,22 +177,30 @@ class ColumnarBatch(ProducerBatch):
         values: Sequence[bytes | None],
         records_bytes: int,
         timestamp_ms: int,
-        delivery: BulkDelivery,
+        delivery: BulkDelivery | None,
         indices: Sequence[int],
         is_split_batch: bool = False,
+        record_handles: list[RecordHandle] | None = None,
+        timestamps_ms: list[int] | None = None,
+        open_for_appends: bool = False,
     ) -> None:
         super().__init__(
             topic_partition, buffer, created_ms, compression_type, is_split_batch=is_split_batch
         )
-        assert values, "a batch holds at least one record"
+        assert values or open_for_appends, "a batch holds at least one record"
         self.keys = keys
         self.values = values
         self.columnar_records_bytes = records_bytes
         self.timestamp_ms = timestamp_ms
-        self.delivery = delivery
+        self.delivery = delivery  # a send_many call's, or None with per-record handles
         self.indices = indices  # positions of these records in the send_many call
-        assert len(indices) == len(values)
-        self.close()
+        self.record_handles = record_handles
+        self.timestamps_ms = timestamps_ms  # per record (send), or None: all timestamp_ms
+        assert (delivery is None) == (record_handles is not None)
+        assert len(indices) == len(values) or record_handles is not None
+        self._records_limit_bytes = records_limit_bytes(compression_type, self.buffer_size_bytes)
+        if not open_for_appends:
+            self.close()
 
     @property
     def record_count(self) -> int:
@@ -181,15 +214,80 @@ class ColumnarBatch(ProducerBatch):
 
     @property
     def is_full(self) -> bool:
-        return True
+        return self._closed or (
+            bool(self.values) and self.columnar_records_bytes >= self._records_limit_bytes
+        )
 
     def try_append(self, *args: object, **kwargs: object) -> None:
-        return None  # closed: later records open a new batch behind this one
+        return None  # the accumulator's records open a new batch behind this one
+
+    def try_append_record(
+        self, timestamp_ms: int, key: bytes | None, value: bytes | None, now_ms: int
+    ) -> RecordHandle | None:
+        """Append one record to an open batch (the `send` fast path); None if it does not fit.
+
+        Timestamps must not go below the batch's first (its base timestamp), so the size
+        counted here is exact; an earlier timestamp opens a new batch instead.
+        """
+        if self._closed:
+            return None
+        values = self.values
+        timestamps = self.timestamps_ms
+        count = len(values)  # type: ignore[arg-type]
+        if count:
+            timestamp_delta = timestamp_ms - timestamps[0]  # type: ignore[index]
+            if timestamp_delta < 0:
+                return None
+        else:
+            timestamp_delta = 0
+        # zigzag varint sizes of small non-negative values come from a table
+        body = 2 + (
+            _VARINT_SIZES[timestamp_delta]
+            if timestamp_delta < _VARINT_TABLE
+            else varint_size(timestamp_delta)
+        )
+        body += _VARINT_SIZES[count] if count < _VARINT_TABLE else varint_size(count)
+        if key is None:
+            body += 1
+        else:
+            length = len(key)
+            body += length + (
+                _VARINT_SIZES[length] if length < _VARINT_TABLE else varint_size(length)
+            )
+        if value is None:
+            body += 1
+        else:
+            length = len(value)
+            body += length + (
+                _VARINT_SIZES[length] if length < _VARINT_TABLE else varint_size(length)
+            )
+        size = body + (_VARINT_SIZES[body] if body < _VARINT_TABLE else varint_size(body))
+        records_bytes = self.columnar_records_bytes + size
+        if count and records_bytes > self._records_limit_bytes:
+            return None
+        self.columnar_records_bytes = records_bytes
+        keys = self.keys
+        if keys is not None:
+            keys.append(key)  # type: ignore[attr-defined]
+        elif key is not None:
+            self.keys = [None] * count + [key]
+        values.append(value)  # type: ignore[attr-defined]
+        timestamps.append(timestamp_ms)  # type: ignore[union-attr]
+        handle = RecordHandle(
+            self.topic_partition,
+            timestamp_ms,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
+        self.record_handles.append(handle)  # type: ignore[union-attr]
+        self.last_append_ms = now_ms
+        return handle
 
     def build(self) -> bytes:
         return build_batch_from_columns(
             self.keys,
             self.values,
+            timestamps_ms=self.timestamps_ms,
             timestamp_ms=self.timestamp_ms,
             compression_type=self.compression_type,
             producer_id=self.producer_id,
@@ -199,12 +297,12 @@ class ColumnarBatch(ProducerBatch):
         )
 
     def handles(self) -> list:
-        return []
+        return [] if self.record_handles is None else list(self.record_handles)
 
     def split(self, split_batch_size_bytes: int, now_ms: int) -> list[ProducerBatch]:
         assert self.final_state is None and self.record_count > 1
         parts: list[ProducerBatch] = []
-        sizes = record_sizes(self.keys, self.values)
+        sizes = record_sizes(self.keys, self.values, self.timestamps_ms)
         start = 0
         while start < len(self.values):
             end, size = start, 0
@@ -216,6 +314,8 @@ class ColumnarBatch(ProducerBatch):
                 size += sizes[end]
                 end += 1
             keys = None if self.keys is None else self.keys[start:end]
+            handles = None if self.record_handles is None else self.record_handles[start:end]
+            timestamps = None if self.timestamps_ms is None else self.timestamps_ms[start:end]
             part = ColumnarBatch(
                 self.topic_partition,
                 bytearray(HEADER_BYTES + 1),
@@ -226,8 +326,10 @@ class ColumnarBatch(ProducerBatch):
                 records_bytes=size,
                 timestamp_ms=self.timestamp_ms,
                 delivery=self.delivery,
-                indices=self.indices[start:end],
+                indices=self.indices[start:end] if handles is None else (),
                 is_split_batch=True,
+                record_handles=handles,
+                timestamps_ms=timestamps,
             )
             if self.has_sequence:
                 part.set_producer_state(
@@ -254,7 +356,21 @@ class ColumnarBatch(ProducerBatch):
             assert self.final_state in (FinalState.FAILED, FinalState.ABORTED), self.final_state
             return False
         self.final_state = new_state
+        if self.record_handles is not None:
+            timestamps = self.timestamps_ms
+            assert timestamps is not None
+            for index, handle in enumerate(self.record_handles):
+                if error is not None:
+                    handle._complete(-1, -1, error)
+                else:
+                    handle._complete(
+                        base_offset + index if base_offset >= 0 else -1,
+                        log_append_time_ms if log_append_time_ms != -1 else timestamps[index],
+                        None,
+                    )
+            return True
         timestamp_ms = log_append_time_ms if log_append_time_ms != -1 else self.timestamp_ms
+        assert self.delivery is not None
         self.delivery._part_done(
             self.indices,
             self.topic_partition.partition,
@@ -275,6 +391,20 @@ class BulkRecordAccumulator(RecordAccumulator):
         assert batch.is_closed
         self._queue(batch.topic_partition).append(batch)
         self._incomplete[id(batch)] = batch
+
+    def open_batch(self, batch: ColumnarBatch) -> None:
+        """Queue an open ColumnarBatch that `send` appends to while it is the tail."""
+        if self.is_closed:
+            raise ProducerClosedError("producer closed while send in progress")
+        self._queue(batch.topic_partition).append(batch)
+        self._incomplete[id(batch)] = batch
+
+    def tail_batch(self, topic_partition: TopicPartition) -> ProducerBatch | None:
+        queue = self._queue(topic_partition)
+        return queue[-1] if queue else None
+
+    def queue_length(self, topic_partition: TopicPartition) -> int:
+        return len(self._queue(topic_partition))
 
 
 def plan_runs(

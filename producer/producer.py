@@ -49,8 +49,13 @@ from producer.connection import BrokerConnections, now_ms, parse_bootstrap_serve
 from producer.errors import ProducerClosedError
 from producer.idempotence import IdempotenceManager
 from producer.metadata import MetadataUpdater, ProducerMetadata
-from producer.partitioner import partition_for_key
-from producer.producer_batch import RecordHandle, RecordMetadata, compressed_upper_bound
+from producer.partitioner import StickyPartitionInfo, partition_for_key
+from producer.producer_batch import (
+    RecordHandle,
+    RecordMetadata,
+    compressed_upper_bound,
+    estimate_batch_size_upper_bound,
+)
 from producer.sender import Sender
 
 __all__ = ["DeliveryHandle", "Producer", "RecordMetadata", "build_config", "wait_all"]
@@ -109,6 +114,10 @@ class Producer:
             raise ValueError("bootstrap_servers is required")
         self._bootstrap = parse_bootstrap_servers(self.config.bootstrap_servers)
         self._rng = random.Random(seed)
+        # The open ColumnarBatch at the tail of each partition's queue that `send` appends to;
+        # dropped whenever another path queues a batch behind it (it is closed when drained).
+        self._open_tails: dict[TopicPartition, ColumnarBatch] = {}
+        self._max_record_bytes = min(self.config.max_request_size, self.config.buffer_memory)
         self._nursery: trio.Nursery | None = None
         self._closed = False
         self.sender: Sender | None = None
@@ -233,8 +242,11 @@ class Producer:
             await self.updater.wait_for_topic(topic, max_block_ms)
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
+        if not headers:
+            return await self._append_columnar(topic, value, key, partition, timestamp_ms, start_ms)
         record_headers = _headers(headers)
         accumulator = self.accumulator
+        self._open_tails.clear()  # the accumulator may queue a batch behind an open tail
         result = accumulator.try_append(
             topic, partition, timestamp_ms, key, value, record_headers, start_ms, self.metadata
         )
@@ -256,6 +268,117 @@ class Producer:
             # the appended record's handle always reaches the caller.
             await trio.lowlevel.cancel_shielded_checkpoint()
         return result.handle
+
+    async def _append_columnar(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        timestamp_ms: int,
+        start_ms: int,
+    ) -> RecordHandle:
+        """The `send` fast path for records without headers: append to the partition's open
+        ColumnarBatch (encoded once, when drained). Same rules as RecordAccumulator.try_append:
+        murmur2 for keys, the sticky partitioner otherwise, memory from the pool (waiting up
+        to max.block.ms), a new batch only behind the queue's tail."""
+        config = self.config
+        accumulator = self.accumulator
+        metadata = self.metadata
+        if accumulator.is_closed:
+            raise ProducerClosedError("producer closed while send in progress")
+        raw_bytes = (0 if key is None else len(key)) + (0 if value is None else len(value))
+        bound = HEADER_BYTES + compressed_upper_bound(config.compression, raw_bytes + 32)
+        if bound > self._max_record_bytes:
+            bound = estimate_batch_size_upper_bound(config.compression, key, value, ())
+        if bound > config.max_request_size or bound > config.buffer_memory:
+            raise MessageTooLargeError(
+                f"the message is {bound} bytes when serialized which is larger than "
+                f"max.request.size ({config.max_request_size}) or buffer.memory "
+                f"({config.buffer_memory})"
+            )
+        count = metadata.partition_count(topic)
+        assert count is not None
+        sticky = None
+        if partition is not None:
+            if not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(
+                    f"invalid partition {partition} for topic {topic!r}: "
+                    f"not in the range [0...{count - 1}]"
+                )
+        elif key is not None and not config.partitioner_ignore_keys:
+            partition = partition_for_key(key, count)
+        else:
+            sticky = accumulator.partitioner(topic).peek_current_partition_info(
+                count, metadata.available_partitions(topic)
+            )
+            partition = sticky.partition
+        tp = TopicPartition(topic, partition)
+        tail = self._open_tails.get(tp)
+        if tail is not None:
+            before = tail.columnar_records_bytes
+            handle = tail.try_append_record(timestamp_ms, key, value, start_ms)
+            if handle is not None:
+                if sticky is not None:
+                    self._update_sticky(
+                        tp, sticky, tail.columnar_records_bytes - before, count, tail
+                    )
+                if tail.is_full:
+                    self.sender.wakeup()  # type: ignore[union-attr]
+                return handle
+        size_bytes = max(config.batch_size, bound)
+        buffer = self.pool.try_allocate_nowait(size_bytes)
+        if buffer is None:
+            self.sender.wakeup()  # type: ignore[union-attr]  # exhausted: send now
+            remaining_ms = max(0, config.max_block_ms - (now_ms() - start_ms))
+            buffer = await self.pool.allocate(size_bytes, remaining_ms)
+            # another task may have opened a batch meanwhile
+            tail = self._open_tails.get(tp)
+            handle = (
+                None if tail is None else tail.try_append_record(timestamp_ms, key, value, now_ms())
+            )
+            if handle is not None:
+                self.pool.deallocate(buffer)
+                return handle
+        batch = ColumnarBatch(
+            tp, buffer, now_ms(), config.compression, keys=None, values=[], records_bytes=0,
+            timestamp_ms=timestamp_ms, delivery=None, indices=(), record_handles=[],
+            timestamps_ms=[], open_for_appends=True,
+        )  # fmt: skip
+        handle = batch.try_append_record(timestamp_ms, key, value, batch.created_ms)
+        assert handle is not None, "a fresh batch holds its first record"
+        try:
+            accumulator.open_batch(batch)
+        except BaseException:
+            self.pool.deallocate(buffer)
+            raise
+        self._open_tails[tp] = batch
+        if sticky is not None:
+            self._update_sticky(tp, sticky, batch.columnar_records_bytes, count, batch)
+        self.sender.wakeup()  # type: ignore[union-attr]
+        # Let the sender run once per batch even if the caller never blocks; shielded, so the
+        # appended record's handle always reaches the caller.
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return handle
+
+    def _update_sticky(
+        self,
+        tp: TopicPartition,
+        sticky: StickyPartitionInfo,
+        appended_bytes: int,
+        count: int,
+        tail: ColumnarBatch,
+    ) -> None:
+        partitioner = self.accumulator.partitioner(tp.topic)
+        if sticky.produced_bytes + appended_bytes < partitioner.sticky_batch_size_bytes:
+            sticky.produced_bytes += appended_bytes  # no switch possible yet: just count
+            return
+        # Switch only at a batch boundary: the tail is full or a new batch was started.
+        enable_switch = self.accumulator.queue_length(tp) > 1 or tail.is_full
+        self.accumulator.partitioner(tp.topic).update_partition_info(
+            sticky, appended_bytes, count, self.metadata.available_partitions(tp.topic),
+            enable_switch,
+        )  # fmt: skip
 
     async def send_many(
         self,
@@ -362,6 +485,7 @@ class Producer:
                 delivery=delivery,
                 indices=indices[start:end],
             )
+            self._open_tails.pop(batch.topic_partition, None)  # queued behind it: closed to us
             try:
                 accumulator.append_batch(batch)
             except BaseException:
@@ -380,7 +504,7 @@ class Producer:
         try:
             self.sender.wakeup()
             for batch in self.accumulator.incomplete_batches():
-                if isinstance(batch, ColumnarBatch):
+                if isinstance(batch, ColumnarBatch) and batch.delivery is not None:
                     await batch.delivery.wait_quietly()
                 for handle in batch.handles():
                     await _completed(handle)

@@ -184,3 +184,31 @@ async def test_send_many_blocks_on_a_tiny_buffer_and_still_delivers(mock_cluster
         delivery = await producer.send_many("tiny", [b"q" * 100] * 3000, partition=0)
         results = await delivery.wait()
     assert [r.offset for r in results] == list(range(3000))
+
+
+async def test_send_paths_interleaved_keep_order_and_timestamps(mock_cluster):
+    """Plain records (columnar fast path), records with headers (the accumulator's batches),
+    send_many and timestamps going backwards, all to one partition, stay in send order."""
+    expected = []
+    async with Producer(mock_cluster.bootstrap, batch_size=1024, linger_ms=1) as producer:
+        handles = []
+        for i in range(600):
+            timestamp_ms = 1_700_000_000_000 + (i * 7919) % 1000  # not monotonic
+            headers = [("i", b"%d" % i)] if i % 5 == 0 else None
+            value = b"r%04d" % i
+            handles.append(
+                await producer.send(
+                    "order", value, partition=3, headers=headers, timestamp_ms=timestamp_ms
+                )
+            )
+            expected.append((value, timestamp_ms, bool(headers)))
+            if i % 100 == 50:
+                bulk = [b"m%04d-%d" % (i, j) for j in range(30)]
+                await producer.send_many("order", bulk, partition=3, timestamp_ms=5)
+                expected += [(v, 5, False) for v in bulk]
+        await producer.flush()
+    records = await read_partition(mock_cluster.bootstrap, "order", 3)
+    assert [(r.value, r.timestamp_ms, bool(r.headers)) for r in records] == expected
+    value_at = {r.offset: r.value for r in records}
+    for i, handle in enumerate(handles):
+        assert value_at[handle.result().offset] == b"r%04d" % i
