@@ -21,7 +21,7 @@ from producer.fetch_client import FetchClient
 from producer.partitioner import partition_for_key
 from producer.producer import Producer, wait_all
 from producer.sync_producer import SyncProducer
-from tests.broker.conftest import fetch_body, start_broker
+from tests.broker.conftest import fetch_body, no_server_errors, start_broker  # noqa: F401 (autouse)
 from tools.cli import main
 
 
