@@ -180,3 +180,21 @@ async def test_perf_produce_json_against_the_broker(broker, client):
     report = json.loads(result.output.strip().splitlines()[-1])
     assert report["acknowledged"] == 3000 and report["records_per_s"] > 0
     assert report["p50_ms"] <= report["p99_ms"]
+
+
+async def test_acks_zero_is_fire_and_forget(broker):
+    await broker.create_topic("fire", partitions=1)
+    async with Producer(broker.bootstrap, acks=0, linger_ms=1) as producer:
+        assert producer.idempotence is None  # not explicitly asked for: turned off by acks=0
+        handles = [await producer.send("fire", b"%05d" % i) for i in range(3000)]
+        bulk = await producer.send_many("fire", [b"bulk"] * 2000)
+        await producer.flush()
+    assert all(h.result().offset == -1 for h in handles)  # acks=0: offsets unknown
+    assert bulk.done and bulk.error is None
+    with trio.fail_after(10):
+        while True:  # the broker appends without answering: poll until all landed
+            records = await read_partition(broker.bootstrap, "fire", 0)
+            if len(records) >= 5000:
+                break
+            await trio.sleep(0.05)
+    assert [r.value for r in records[:3000]] == [b"%05d" % i for i in range(3000)]
