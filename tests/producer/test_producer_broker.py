@@ -198,3 +198,17 @@ async def test_acks_zero_is_fire_and_forget(broker):
                 break
             await trio.sleep(0.05)
     assert [r.value for r in records[:3000]] == [b"%05d" % i for i in range(3000)]
+
+
+async def test_message_too_large_from_the_broker_splits_batches(broker):
+    await broker.create_topic("big", partitions=1, **{"max.message.bytes": "2000"})
+    values = [b"%04d" % i + b"." * 96 for i in range(400)]
+    async with Producer(broker.bootstrap, linger_ms=20, batch_size=16384) as producer:
+        bulk = await producer.send_many("big", values[:200])
+        handles = [await producer.send("big", v) for v in values[200:]]
+        bulk_results = await bulk.wait()
+        results = await wait_all([h.record_handle for h in handles])
+        assert producer.sender.split_count > 0
+    assert [r.offset for r in bulk_results + results] == list(range(400))
+    records = await read_partition(broker.bootstrap, "big", 0)
+    assert [r.value for r in records] == values
