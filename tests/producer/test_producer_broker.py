@@ -212,3 +212,16 @@ async def test_message_too_large_from_the_broker_splits_batches(broker):
     assert [r.offset for r in bulk_results + results] == list(range(400))
     records = await read_partition(broker.bootstrap, "big", 0)
     assert [r.value for r in records] == values
+
+
+@pytest.mark.parametrize("compression_type", ["lz4", "zstd", "gzip", "snappy"])
+async def test_compressed_batches_round_trip(broker, compression_type):
+    await broker.create_topic("zip", partitions=1)
+    values = [b"%05d " % i + b"compressible " * 8 for i in range(1500)]
+    async with Producer(broker.bootstrap, compression_type=compression_type) as producer:
+        handles = [await producer.send("zip", v, key=b"k") for v in values[:500]]
+        bulk = await producer.send_many("zip", values[500:], partition=0)
+        await producer.flush()
+    assert bulk.error is None and [h.result().offset for h in handles] == list(range(500))
+    records = await read_partition(broker.bootstrap, "zip", 0)
+    assert [r.value for r in records] == values
