@@ -23,3 +23,6 @@ main.add_command(node)
 from tools.metadata_cmd import metadata  # noqa: E402
 
 main.add_command(metadata)
+from tools.perf_cmd import perf  # noqa: E402
+
+main.add_command(perf)
