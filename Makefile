@@ -4,9 +4,20 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast lint format bench clean
+.PHONY: setup system-deps demo test test-fast lint format bench clean
 
-setup: $(STAMP)
+setup: $(STAMP) system-deps
+
+# kcat (Debian's package) for the interop tests; installed where we are root with apt-get,
+# otherwise its tests skip with a note.
+system-deps:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1 && \
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null 2>&1; } || \
+	    echo "note: could not install kcat; its interop tests will skip"; \
+	  else echo "note: kcat not installed (needs root + apt-get); its interop tests will skip"; fi; }
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
