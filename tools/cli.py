@@ -26,3 +26,6 @@ main.add_command(metadata)
 from tools.perf_cmd import perf  # noqa: E402
 
 main.add_command(perf)
+from tools.topics_cmd import topics  # noqa: E402
+
+main.add_command(topics)
