@@ -29,3 +29,9 @@ main.add_command(perf)
 from tools.topics_cmd import topics  # noqa: E402
 
 main.add_command(topics)
+from tools.produce_cmd import produce  # noqa: E402
+
+main.add_command(produce)
+from tools.consume_cmd import consume_command  # noqa: E402
+
+main.add_command(consume_command)

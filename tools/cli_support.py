@@ -48,33 +48,33 @@ def _one_line(exc: BaseException) -> str:
     return text
 
 
+def _leaf(exc: BaseException) -> BaseException:
+    """The first non-group exception inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
 def run_client(main: Callable[..., Any], *args: Any) -> Any:
     """trio.run(main, *args) with user-facing errors as one line and exit code 1."""
     try:
         return trio.run(main, *args)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except BrokenPipeError:
-        # the reader went away (`| head`): stop quietly, as Unix tools do
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(0)
-    except click.ClickException:
-        raise
-    except (KafkaError, CommandError, ValueError, OSError) as exc:
-        raise click.ClickException(_one_line(exc)) from None
-    except trio.TooSlowError:
-        raise click.ClickException("timed out waiting for the cluster") from None
-    except BaseExceptionGroup as group:  # an error inside a nursery: report its first leaf
-        leaf: BaseException = group
-        while isinstance(leaf, BaseExceptionGroup):
-            leaf = leaf.exceptions[0]
-        if isinstance(leaf, KeyboardInterrupt):
+    except BaseException as raised:  # noqa: BLE001 - sorted below; the rest re-raised
+        exc = _leaf(raised)
+        if isinstance(exc, KeyboardInterrupt):
             click.echo("interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
-        if isinstance(leaf, (KafkaError, CommandError, ValueError, OSError, trio.TooSlowError)):
-            raise click.ClickException(_one_line(leaf)) from None
+        if isinstance(exc, BrokenPipeError):
+            # the reader went away (`| head`): stop quietly, as Unix tools do
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(0)
+        if isinstance(exc, (click.ClickException, SystemExit)):
+            raise exc from None
+        if isinstance(exc, (KafkaError, CommandError, ValueError, OSError)):
+            raise click.ClickException(_one_line(exc)) from None
+        if isinstance(exc, trio.TooSlowError):
+            raise click.ClickException("timed out waiting for the cluster") from None
         raise
 
 
