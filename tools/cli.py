@@ -35,3 +35,6 @@ main.add_command(produce)
 from tools.consume_cmd import consume_command  # noqa: E402
 
 main.add_command(consume_command)
+from tools.status_cmd import status  # noqa: E402
+
+main.add_command(status)
