@@ -38,3 +38,6 @@ main.add_command(consume_command)
 from tools.status_cmd import status  # noqa: E402
 
 main.add_command(status)
+from tools.demo import demo  # noqa: E402
+
+main.add_command(demo)
