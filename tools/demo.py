@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -195,7 +196,36 @@ def _run_pipeline(pipeline, bootstrap: str, rows: int) -> int:  # noqa: ANN001
     return 0 if code is None else int(code) if isinstance(code, int) else 1
 
 
+class DemoInterruptedError(Exception):
+    """SIGINT/SIGTERM arrived; the cluster was stopped."""
+
+
 async def run_demo(data_dir: Path, rows: int, console: Console) -> DemoResult:
+    """The demo; SIGINT (Ctrl-C) or SIGTERM cancels it, and the cluster is stopped either way."""
+    result: list[DemoResult] = []
+    interrupted = False
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def work() -> None:
+                result.append(await _demo(data_dir, rows, console))
+                nursery.cancel_scope.cancel()
+
+            async def watch() -> None:
+                nonlocal interrupted
+                async for _signum in signals:
+                    interrupted = True
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(work)
+            nursery.start_soon(watch)
+    if interrupted or not result:
+        raise DemoInterruptedError()
+    return result[0]
+
+
+async def _demo(data_dir: Path, rows: int, console: Console) -> DemoResult:
     layout = ClusterLayout(data_dir, DEMO_NODE_COUNT, free_base_port(DEMO_NODE_COUNT))
     with console.status(f"starting {DEMO_NODE_COUNT} nodes in {data_dir} ..."):
         cluster = LocalCluster(layout, echo=lambda m, err=False: console.print(m))
@@ -294,8 +324,9 @@ def demo(rows: int, keep_data: bool) -> None:
         result = trio.run(run_demo, data_dir, rows, console)
         print_report(console, result)
         failed = False
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, DemoInterruptedError):
         console.print("interrupted: cluster stopped")
+        failed = False  # nothing to inspect
         sys.exit(130)
     except (DemoFailedError, ClusterNotReadyError, KafkaError, trio.TooSlowError, OSError) as exc:
         console.print(
