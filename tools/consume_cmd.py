@@ -114,8 +114,9 @@ async def consume(
         positions = {p: await _start_offset(admin, topic, p, offset, timestamp_ms) for p in chosen}
         client = admin.fetch_client
         if not follow:
+            ends = {p: await client.latest_offset(topic, p) for p in chosen}
             for p in chosen:
-                async for record in client.iter_records(topic, p, positions[p]):
+                async for record in client.iter_records(topic, p, positions[p], ends[p]):
                     if printer.full:
                         return
                     printer.emit(p, record)

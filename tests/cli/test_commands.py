@@ -173,3 +173,21 @@ def test_status_json_shows_nodes_and_controller(bootstrap):
     assert [p["high_watermark"] for p in st["partitions"]] == [0, 0, 2]
     text = run_cli(["status", "--bootstrap", bootstrap]).stdout
     assert "controller (active)" in text and "under-replicated partitions: none" in text
+
+
+def test_consume_follow_waits_for_new_records(bootstrap):
+    b = ["--bootstrap", bootstrap]
+    run_cli(["topics", "create", *b, "-t", "live", "-p", "2"])
+    run_cli(["produce", *b, "-t", "live", "-p", "0"], input="before\n")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "tools", "consume", *b, "-t", "live", "--follow", "-n", "3"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        run_cli(["produce", *b, "-t", "live", "-p", "1"], input="after1\nafter2\n")
+        out, err = follower.communicate(timeout=60)
+    finally:
+        follower.kill()
+    assert follower.returncode == 0, err
+    assert sorted(out.splitlines()) == ["after1", "after2", "before"]
+    assert "Processed a total of 3 records" in err
