@@ -6,7 +6,7 @@
         topics = await admin.describe_topics(["events"])   # [TopicDescription]
         configs = await admin.describe_topic_configs("events")
         await admin.alter_topic_configs("events", {"retention.ms": "1000"}, delete=["x"])
-        hw = await admin.high_watermarks("events")        # {partition: high watermark}
+        hw = await admin.high_watermarks("events", [0, 1])  # {partition: high watermark}
         await admin.delete_topic("events")
 
 It composes a FetchClient, so connections, bootstrap handling, leader lookup and ListOffsets
@@ -46,6 +46,7 @@ DESCRIBE_CONFIGS_KEY = 32
 CREATE_PARTITIONS_KEY = 37
 INCREMENTAL_ALTER_CONFIGS_KEY = 44
 DESCRIBE_CLUSTER_KEY = 60
+_READ_ONLY_KEYS = frozenset({METADATA_KEY, DESCRIBE_CONFIGS_KEY, DESCRIBE_CLUSTER_KEY})
 RESOURCE_TOPIC = 2
 OP_SET, OP_DELETE = 0, 1  # IncrementalAlterConfigs config_operation
 DEFAULT_REQUEST_TIMEOUT_MS = 15000
@@ -142,15 +143,17 @@ class AdminClient:
         raise ConnectionFailedError(f"cannot connect to any broker (last tried {last})")
 
     async def request(self, api_key: int, body: Any) -> Any:
-        """Send one request to any broker; one retry on another connection if it fails."""
-        for attempt in range(2):
+        """Send one request to any broker. Reads (Metadata, Describe*) are retried once on a
+        fresh connection; changes are not (a lost answer could hide a success)."""
+        attempts = 2 if api_key in _READ_ONLY_KEYS else 1
+        for attempt in range(attempts):
             connection = await self._any_broker()
             try:
                 with trio.fail_after(self.request_timeout_ms / 1000):
                     return await connection.request(api_key, body)
             except (ConnectionFailedError, trio.TooSlowError) as exc:
                 connection.close()
-                if attempt == 1:
+                if attempt == attempts - 1:
                     raise ConnectionFailedError(f"request failed: {exc}") from None
         raise AssertionError("unreachable")
 
