@@ -26,3 +26,18 @@ main.add_command(metadata)
 from tools.perf_cmd import perf  # noqa: E402
 
 main.add_command(perf)
+from tools.topics_cmd import topics  # noqa: E402
+
+main.add_command(topics)
+from tools.produce_cmd import produce  # noqa: E402
+
+main.add_command(produce)
+from tools.consume_cmd import consume_command  # noqa: E402
+
+main.add_command(consume_command)
+from tools.status_cmd import status  # noqa: E402
+
+main.add_command(status)
+from tools.demo import demo  # noqa: E402
+
+main.add_command(demo)

@@ -1,6 +1,8 @@
 """`quorumlog up`: format a local cluster directory and run one OS process per node.
 
-The supervisor starts `quorumlog node --data-dir DIR/node-i` for every node, waits for each to
+`LocalCluster` is the reusable part (also used by `quorumlog demo`): an async context manager
+that starts the nodes, yields once they are ready and stops them all on exit. The supervisor
+starts `quorumlog node --data-dir DIR/node-i` for every node, waits for each to
 say it is ready (a `READY` line on its stdout; its logs go to `DIR/node-i/node.log`), prints the
 bootstrap servers and stays in the foreground. SIGINT/SIGTERM stop every node cleanly (SIGTERM,
 then SIGKILL after a grace period). A node that dies is reported, not restarted: the operator
@@ -78,73 +80,96 @@ async def stop_all(nodes: list[NodeProcess]) -> None:
             await node.process.wait()
 
 
-async def run_cluster(layout: ClusterLayout, echo=click.echo) -> int:
-    format_cluster(layout)
-    nodes = [NodeProcess(i, layout.node_dir(i)) for i in layout.node_ids]
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+class ClusterNotReadyError(Exception):
+    """Fewer nodes than required said READY before the timeout (or they exited)."""
+
+
+class LocalCluster:
+    """`async with LocalCluster(layout) as cluster:` -- every node ready inside, all stopped after.
+
+    Entering formats the directory, starts one process per node and waits (up to
+    `ready_timeout_s`) until each node is ready or has exited; fewer than `min_ready` ready
+    nodes (default: all) stop everything and raise ClusterNotReadyError. While inside, a node
+    that exits is reported through `echo`. Leaving (normally, on an error, on cancellation)
+    stops every node: SIGTERM, SIGKILL after STOP_GRACE_S, shielded from cancellation. The
+    body's exception propagates unchanged (the watcher tasks are cancelled, never raise).
+    """
+
+    def __init__(
+        self,
+        layout: ClusterLayout,
+        *,
+        min_ready: int | None = None,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+        echo=click.echo,
+    ) -> None:
+        self.layout = layout
+        self.min_ready = layout.node_count if min_ready is None else min_ready
+        self.ready_timeout_s = ready_timeout_s
+        self.echo = echo
+        self.nodes = [NodeProcess(i, layout.node_dir(i)) for i in layout.node_ids]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.layout.bootstrap_servers
+
+    @property
+    def ready_nodes(self) -> list[NodeProcess]:
+        return [node for node in self.nodes if node.ready.is_set()]
+
+    async def __aenter__(self) -> LocalCluster:
+        format_cluster(self.layout)
+        self._nursery_manager = trio.open_nursery()
+        self._nursery = await self._nursery_manager.__aenter__()
         try:
-            for node in nodes:
+            for node in self.nodes:
                 await node.start()
-            async with trio.open_nursery() as nursery:
-                for node in nodes:
-                    nursery.start_soon(node.watch_ready)
-                    nursery.start_soon(_report_exit, node, echo)
-                code = await _serve(layout, nodes, signals, echo)
-                nursery.cancel_scope.cancel()
-            return code
+            for node in self.nodes:
+                self._nursery.start_soon(node.watch_ready)
+            with trio.move_on_after(self.ready_timeout_s):
+                async with trio.open_nursery() as each:
+                    for node in self.nodes:
+                        each.start_soon(_settle, node)
+            if len(self.ready_nodes) < max(1, self.min_ready):
+                raise ClusterNotReadyError(
+                    f"{len(self.ready_nodes)} of {len(self.nodes)} nodes ready; "
+                    f"see {self.layout.data_dir}/node-*/node.log"
+                )
+            for node in self.nodes:
+                self._nursery.start_soon(_report_exit, node, self.echo)
+        except BaseException:
+            await self._stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> bool:
+        await self._stop()
+        return False
+
+    async def _stop(self) -> None:
+        self._nursery.cancel_scope.cancel()  # the watchers: they only ever end cancelled
+        try:
+            await self._nursery_manager.__aexit__(None, None, None)
         finally:
             with trio.CancelScope(shield=True):
-                await stop_all(nodes)
+                await stop_all(self.nodes)
 
 
-async def _serve(layout: ClusterLayout, nodes: list[NodeProcess], signals, echo) -> int:
-    """Wait until every node is ready or gone, announce the cluster, wait for a signal."""
-    interrupted = False
-    with trio.move_on_after(READY_TIMEOUT_S) as ready_scope:
-        async with trio.open_nursery() as waiters:
+async def _settle(node: NodeProcess) -> None:
+    """Return when the node is ready or its process has exited."""
+    assert node.process is not None
+    async with trio.open_nursery() as race:
 
-            async def settle(node: NodeProcess) -> None:
-                assert node.process is not None
-                async with trio.open_nursery() as race:
+        async def ready() -> None:
+            await node.ready.wait()
+            race.cancel_scope.cancel()
 
-                    async def ready() -> None:
-                        await node.ready.wait()
-                        race.cancel_scope.cancel()
+        async def exited() -> None:
+            await node.process.wait()
+            race.cancel_scope.cancel()
 
-                    async def exited() -> None:
-                        await node.process.wait()
-                        race.cancel_scope.cancel()
-
-                    race.start_soon(ready)
-                    race.start_soon(exited)
-
-            async def all_settled() -> None:
-                async with trio.open_nursery() as each:
-                    for node in nodes:
-                        each.start_soon(settle, node)
-                waiters.cancel_scope.cancel()
-
-            async def on_signal() -> None:
-                nonlocal interrupted
-                async for _ in signals:
-                    interrupted = True
-                    waiters.cancel_scope.cancel()
-                    return
-
-            waiters.start_soon(all_settled)
-            waiters.start_soon(on_signal)
-    if interrupted:
-        return 130
-    ready = [node for node in nodes if node.ready.is_set()]
-    if ready_scope.cancelled_caught or not ready:
-        echo(f"error: nodes not ready; see {layout.data_dir}/node-*/node.log", err=True)
-        return 1
-    echo(f"quorumlog cluster ready: {len(ready)} of {len(nodes)} nodes in {layout.data_dir}")
-    echo(f"bootstrap servers: {layout.bootstrap_servers}")
-    async for signum in signals:
-        echo(f"received {signal.Signals(signum).name}, stopping every node")
-        break
-    return 0
+        race.start_soon(ready)
+        race.start_soon(exited)
 
 
 async def _report_exit(node: NodeProcess, echo) -> None:
@@ -155,6 +180,44 @@ async def _report_exit(node: NodeProcess, echo) -> None:
         f"(restart it with: quorumlog node --data-dir {node.node_dir})",
         err=True,
     )
+
+
+async def run_cluster(layout: ClusterLayout, echo=click.echo) -> int:
+    """`up`: a LocalCluster in the foreground until SIGINT/SIGTERM; the exit code."""
+    code = 0
+    ready = trio.Event()
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def serve() -> None:
+                nonlocal code
+                try:
+                    async with LocalCluster(layout, min_ready=1, echo=echo) as cluster:
+                        echo(
+                            f"quorumlog cluster ready: {len(cluster.ready_nodes)} of "
+                            f"{len(cluster.nodes)} nodes in {layout.data_dir}"
+                        )
+                        echo(f"bootstrap servers: {layout.bootstrap_servers}")
+                        ready.set()
+                        await trio.sleep_forever()
+                except ClusterNotReadyError:
+                    echo(f"error: nodes not ready; see {layout.data_dir}/node-*/node.log", err=True)
+                    code = 1
+                nursery.cancel_scope.cancel()
+
+            async def on_signal() -> None:
+                nonlocal code
+                async for signum in signals:
+                    if ready.is_set():
+                        echo(f"received {signal.Signals(signum).name}, stopping every node")
+                    else:
+                        code = 130
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(serve)
+            nursery.start_soon(on_signal)
+    return code
 
 
 @click.command("up")

@@ -1,0 +1,53 @@
+"""One real 3-node cluster (node processes) shared by every command test in tests/cli.
+
+The cluster comes from tests/node's harness (short heartbeats); the fixture waits until all
+three brokers are live before handing out the bootstrap servers. (cli_helpers.run_cli
+invokes the commands in-process.)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import trio
+
+pytest.importorskip("cryptography", reason="quorum.raft needs the cryptography package")
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "node"))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from cluster_harness import STARTED, Cluster  # noqa: E402
+
+from tools.admin_client import AdminClient  # noqa: E402
+
+CLUSTER_READY_TIMEOUT_S = 60
+
+
+async def _wait_for_brokers(bootstrap: str, count: int) -> None:
+    with trio.fail_after(CLUSTER_READY_TIMEOUT_S):
+        while True:
+            async with AdminClient(bootstrap) as admin:
+                cluster = await admin.describe_cluster()
+            if len(cluster.brokers) == count and cluster.controller_id in {
+                b.node_id for b in cluster.brokers
+            }:
+                return
+            await trio.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory) -> str:
+    cluster = Cluster(tmp_path_factory.mktemp("cli-cluster"), 3)
+    try:
+        cluster.start_all()
+        trio.run(_wait_for_brokers, cluster.layout.bootstrap_servers, 3)
+        yield cluster.layout.bootstrap_servers
+    finally:
+        cluster.stop_all()
+        while STARTED:
+            process = STARTED.pop()
+            if process.poll() is None:
+                process.kill()
+                process.wait()

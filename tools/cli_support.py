@@ -1,0 +1,121 @@
+"""What every client command shares: --bootstrap/--json options, errors as one line, tables.
+
+`run_client(main, *args)` runs an async command body under trio and turns what can go wrong
+for a user (a broker's KafkaError, an unreachable cluster, a bad value, a closed pipe, Ctrl-C)
+into one line on stderr and a non-zero exit code, never a traceback. Tables are rich tables
+on a terminal and tab-separated plain text when piped, so `| cut -f2` works.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+import trio
+
+from log.protocol.errors import KafkaError
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_ENV = "QUORUMLOG_BOOTSTRAP"
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+bootstrap_option = click.option(
+    "--bootstrap",
+    "-b",
+    envvar=BOOTSTRAP_ENV,
+    default=DEFAULT_BOOTSTRAP,
+    show_default=True,
+    show_envvar=True,
+    help="host:port[,host:port...] of any broker(s)",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="print JSON instead of text")
+
+
+class CommandError(Exception):
+    """An expected failure with a message for the user (exit code 1)."""
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, KafkaError):
+        name = exc.error_code.name
+        return text if text.startswith(name) else f"{name}: {text}"
+    return text
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first non-group exception inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+def run_client(main: Callable[..., Any], *args: Any) -> Any:
+    """trio.run(main, *args) with user-facing errors as one line and exit code 1."""
+    try:
+        return trio.run(main, *args)
+    except BaseException as raised:  # noqa: BLE001 - sorted below; the rest re-raised
+        exc = _leaf(raised)
+        if isinstance(exc, KeyboardInterrupt):
+            click.echo("interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        if isinstance(exc, BrokenPipeError):
+            # the reader went away (`| head`): stop quietly, as Unix tools do
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(0)
+        if isinstance(exc, (click.ClickException, SystemExit)):
+            raise exc from None
+        if isinstance(exc, (KafkaError, CommandError, ValueError, OSError)):
+            raise click.ClickException(_one_line(exc)) from None
+        if isinstance(exc, trio.TooSlowError):
+            raise click.ClickException("timed out waiting for the cluster") from None
+        raise
+
+
+def parse_key_values(pairs: Sequence[str], what: str) -> dict[str, str]:
+    """["k=v", ...] -> {k: v}; a pair without '=' is a usage error."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected key=value, got {pair!r}", param_hint=what)
+        out[key] = value
+    return out
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=None, sort_keys=False))
+
+
+def is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str = "") -> None:
+    """A rich table on a terminal; a header line and tab-separated rows otherwise."""
+    if is_terminal():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title or None, title_justify="left")
+        for column in columns:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*(str(cell) for cell in row))
+        Console().print(table)
+        return
+    if title:
+        click.echo(title)
+    click.echo("\t".join(columns))
+    for row in rows:
+        click.echo("\t".join(str(cell) for cell in row))
+
+
+def node_list(nodes: Sequence[int]) -> str:
+    return ",".join(str(n) for n in nodes) or "-"

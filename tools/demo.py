@@ -1,0 +1,352 @@
+"""`quorumlog demo` (`make demo`): a 3-node cluster, a topic, a dataset written and verified.
+
+1. Start a LocalCluster of DEMO_NODE_COUNT nodes in a temporary directory on free ports.
+2. Create the topic (DEMO_PARTITIONS partitions, DEMO_REPLICATION_FACTOR replicas).
+3. Write and verify a dataset. When the Spark pipeline (`spark/pipeline.py`, `main(argv)`)
+   is importable, it does both: it writes --rows rows through the Spark data source, reads
+   them back and checks counts and checksums, exiting non-zero on a mismatch. Otherwise our
+   own clients do it: the Producer's bulk path (send_many, keyed rows, acks=all,
+   idempotent) writes the rows, the FetchClient reads every partition back from its log
+   start to its high watermark, and each partition's record count and CRC-32 over its
+   (key, value) pairs in offset order must match what the producer's acknowledgements said.
+4. Print a report (records, throughput, per-partition leader and offsets) and stop the
+   cluster cleanly; Ctrl-C stops it too. The directory is removed unless --keep-data (or
+   the demo failed: then its node logs are kept for inspection).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+import trio
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from log.protocol.errors import ErrorCode, KafkaError
+from producer.fetch_client import FetchClient
+from producer.producer import Producer
+from tools.admin_client import AdminClient
+from tools.cluster_layout import ClusterLayout
+from tools.up import ClusterNotReadyError, LocalCluster
+
+DEMO_NODE_COUNT = 3
+DEMO_TOPIC = "demo-events"
+DEMO_PARTITIONS = 6
+DEMO_REPLICATION_FACTOR = 1  # 3 once partition replication lands
+DEFAULT_ROWS = 100_000  # about a minute end to end on 2 cores with Spark, seconds without
+VALUE_BYTES = 100
+CHUNK_ROWS = 10_000  # rows per send_many call
+CREATE_TOPIC_TIMEOUT_S = 60.0  # brokers register with the controller right after READY
+PORT_ATTEMPTS = 200
+
+
+class DemoFailedError(Exception):
+    """The data read back does not match what was written (or the pipeline said so)."""
+
+
+@dataclass
+class PartitionCheck:
+    records: int = 0
+    crc: int = 0
+    first_offset: int = -1
+    last_offset: int = -1
+
+
+@dataclass
+class DemoResult:
+    path: str
+    rows: int
+    write_s: float
+    read_s: float
+    partitions: dict[int, dict] = field(default_factory=dict)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_base_port(node_count: int) -> int:
+    """A base port whose Kafka, controller (+100) and Raft (+200) ports are all free now."""
+    rng = random.Random()
+    for _ in range(PORT_ATTEMPTS):
+        base = rng.randrange(20000, 32000 - 200 - node_count)  # below the ephemeral range
+        if all(_port_free(base + k + i) for k in (0, 100, 200) for i in range(node_count)):
+            return base
+    raise click.ClickException("no free ports for the demo cluster")
+
+
+def demo_row(index: int) -> tuple[bytes, bytes]:
+    """Row `index` of the synthetic dataset: a key spreading rows over partitions, a value."""
+    key = f"user-{index % 9973}".encode()
+    body = f"row={index};".encode()
+    return key, body + b"x" * max(0, VALUE_BYTES - len(body))
+
+
+def fold(check: PartitionCheck, offset: int, key: bytes | None, value: bytes | None) -> None:
+    """Add one record (in offset order) to a partition's count and CRC-32."""
+    check.records += 1
+    check.crc = zlib.crc32(value or b"", zlib.crc32(key or b"", check.crc))
+    if check.first_offset < 0:
+        check.first_offset = offset
+    check.last_offset = offset
+
+
+async def create_topic(bootstrap: str) -> None:
+    """Create the demo topic, retrying while the brokers finish registering."""
+    async with AdminClient(bootstrap) as admin:
+        with trio.fail_after(CREATE_TOPIC_TIMEOUT_S):
+            while True:
+                try:
+                    await admin.create_topic(DEMO_TOPIC, DEMO_PARTITIONS, DEMO_REPLICATION_FACTOR)
+                    return
+                except KafkaError as exc:
+                    if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                        return
+                    if exc.error_code not in (
+                        ErrorCode.INVALID_REPLICATION_FACTOR,  # not every broker registered yet
+                        ErrorCode.NOT_CONTROLLER,
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        ErrorCode.NETWORK_EXCEPTION,
+                        ErrorCode.BROKER_NOT_AVAILABLE,
+                    ):
+                        raise
+                await trio.sleep(0.2)
+
+
+async def write_rows(bootstrap: str, rows: int, progress: Progress) -> dict[int, PartitionCheck]:
+    """Produce the dataset (bulk path); per partition what the acknowledgements say."""
+    task = progress.add_task("writing rows (Producer.send_many)", total=rows)
+    written: dict[int, list[tuple[int, int]]] = {}  # partition -> [(offset, row index)]
+    async with Producer(bootstrap, acks=-1, linger_ms=5, batch_size=256 * 1024) as producer:
+        deliveries = []
+        for start in range(0, rows, CHUNK_ROWS):
+            indices = range(start, min(rows, start + CHUNK_ROWS))
+            keyed = [demo_row(i) for i in indices]
+            delivery = await producer.send_many(
+                DEMO_TOPIC, [v for _, v in keyed], keys=[k for k, _ in keyed]
+            )
+            deliveries.append((indices, delivery))
+            progress.advance(task, len(indices))
+        for indices, delivery in deliveries:
+            for index, metadata in zip(indices, await delivery.wait(), strict=True):
+                written.setdefault(metadata.partition, []).append((metadata.offset, index))
+    checks: dict[int, PartitionCheck] = {}
+    for partition, entries in written.items():
+        check = checks.setdefault(partition, PartitionCheck())
+        for offset, index in sorted(entries):
+            fold(check, offset, *demo_row(index))
+    return checks
+
+
+async def read_back(bootstrap: str, progress: Progress, total: int) -> dict[int, PartitionCheck]:
+    task = progress.add_task("reading back (FetchClient)", total=total)
+    checks: dict[int, PartitionCheck] = {}
+    async with FetchClient(bootstrap) as client:
+        for partition in range(await client.partition_count(DEMO_TOPIC)):
+            check = checks.setdefault(partition, PartitionCheck())
+            start = await client.earliest_offset(DEMO_TOPIC, partition)
+            async for record in client.iter_records(DEMO_TOPIC, partition, start):
+                fold(check, record.offset, record.key, record.value)
+                if check.records % 1000 == 0:
+                    progress.advance(task, 1000)
+    progress.update(task, completed=sum(c.records for c in checks.values()))
+    return checks
+
+
+def _verify(written: dict[int, PartitionCheck], read: dict[int, PartitionCheck]) -> None:
+    for partition in sorted(set(written) | set(read)):
+        w = written.get(partition, PartitionCheck())
+        r = read.get(partition, PartitionCheck())
+        if (w.records, w.crc) != (r.records, r.crc):
+            raise DemoFailedError(
+                f"partition {partition}: wrote {w.records} records (crc {w.crc:08x}), "
+                f"read {r.records} (crc {r.crc:08x})"
+            )
+
+
+def _load_pipeline():  # noqa: ANN202 - the spark.pipeline module or None
+    try:
+        import spark.pipeline as pipeline  # the `spark` branch; lazily, it pulls in pyspark
+    except ImportError as exc:
+        return None, f"{exc}"
+    return pipeline, None
+
+
+def _run_pipeline(pipeline, bootstrap: str, rows: int) -> int:  # noqa: ANN001
+    try:
+        code = pipeline.main(["--bootstrap", bootstrap, "--topic", DEMO_TOPIC, "--rows", str(rows)])
+    except SystemExit as exc:
+        code = exc.code
+    return 0 if code is None else int(code) if isinstance(code, int) else 1
+
+
+class DemoInterruptedError(Exception):
+    """SIGINT/SIGTERM arrived; the cluster was stopped."""
+
+
+async def run_demo(data_dir: Path, rows: int, console: Console) -> DemoResult:
+    """The demo; SIGINT (Ctrl-C) or SIGTERM cancels it, and the cluster is stopped either way."""
+    result: list[DemoResult] = []
+    interrupted = False
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def work() -> None:
+                result.append(await _demo(data_dir, rows, console))
+                nursery.cancel_scope.cancel()
+
+            async def watch() -> None:
+                nonlocal interrupted
+                async for _signum in signals:
+                    interrupted = True
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(work)
+            nursery.start_soon(watch)
+    if interrupted or not result:
+        raise DemoInterruptedError()
+    return result[0]
+
+
+async def _demo(data_dir: Path, rows: int, console: Console) -> DemoResult:
+    layout = ClusterLayout(data_dir, DEMO_NODE_COUNT, free_base_port(DEMO_NODE_COUNT))
+    with console.status(f"starting {DEMO_NODE_COUNT} nodes in {data_dir} ..."):
+        cluster = LocalCluster(layout, echo=lambda m, err=False: console.print(m))
+        await cluster.__aenter__()
+    try:
+        return await _run_on_cluster(cluster, rows, console)
+    finally:
+        with console.status("stopping the cluster ..."):
+            await cluster.__aexit__(None, None, None)
+
+
+async def _run_on_cluster(cluster: LocalCluster, rows: int, console: Console) -> DemoResult:
+    bootstrap = cluster.bootstrap_servers
+    console.print(f"[green]cluster ready[/]: bootstrap servers {bootstrap}")
+    with console.status(f"creating topic {DEMO_TOPIC} ({DEMO_PARTITIONS} partitions) ..."):
+        await create_topic(bootstrap)
+    pipeline, why_not = _load_pipeline()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())  # fmt: skip
+    if pipeline is not None:
+        console.print("running the Spark pipeline (spark/pipeline.py) ...")
+        start = time.perf_counter()
+        code = await trio.to_thread.run_sync(
+            _run_pipeline, pipeline, bootstrap, rows, abandon_on_cancel=True
+        )
+        if code != 0:
+            raise DemoFailedError(f"the Spark pipeline exited with code {code}")
+        result = DemoResult("Spark data source", rows, time.perf_counter() - start, 0.0)
+    else:
+        console.print(
+            f"Spark pipeline not available ({why_not}); using our Producer and FetchClient"
+        )
+        with Progress(*columns, console=console) as progress:
+            start = time.perf_counter()
+            written = await write_rows(bootstrap, rows, progress)
+            write_s = time.perf_counter() - start
+            start = time.perf_counter()
+            read = await read_back(bootstrap, progress, rows)
+            read_s = time.perf_counter() - start
+        _verify(written, read)
+        if sum(c.records for c in read.values()) != rows:
+            raise DemoFailedError(f"read {sum(c.records for c in read.values())} of {rows} rows")
+        result = DemoResult("Producer.send_many + FetchClient", rows, write_s, read_s)
+        for partition, check in sorted(read.items()):
+            result.partitions[partition] = {"records": check.records, "crc32": f"{check.crc:08x}"}
+    async with AdminClient(bootstrap) as admin:
+        description = await admin.describe_topic(DEMO_TOPIC)
+        partitions = [p.partition for p in description.partitions]
+        starts = await admin.log_start_offsets(DEMO_TOPIC, partitions)
+        marks = await admin.high_watermarks(DEMO_TOPIC, partitions)
+    for p in description.partitions:
+        entry = result.partitions.setdefault(p.partition, {})
+        entry.update(leader=p.leader, log_start_offset=starts[p.partition],
+                     high_watermark=marks[p.partition])  # fmt: skip
+        entry.setdefault("records", marks[p.partition] - starts[p.partition])
+    return result
+
+
+def print_report(console: Console, result: DemoResult) -> None:
+    mb = result.rows * VALUE_BYTES / 1e6
+    console.print(f"[bold green]demo passed[/]: {result.rows} rows via {result.path}, "
+                  "counts and checksums match")  # fmt: skip
+    if not result.read_s:  # the Spark pipeline: its own report above has the throughput
+        console.print(f"  pipeline: {result.write_s:.1f} s end to end, Spark start-up included")
+    else:
+        console.print(f"  write: {result.write_s:.2f} s, {result.rows / result.write_s:,.0f} "
+                      f"rows/s, {mb / result.write_s:.1f} MB/s")  # fmt: skip
+        console.print(f"  read:  {result.read_s:.2f} s, {result.rows / result.read_s:,.0f} "
+                      f"rows/s, {mb / result.read_s:.1f} MB/s")  # fmt: skip
+    table = Table(title=f"topic {DEMO_TOPIC}", title_justify="left")
+    for column in ("partition", "leader", "log start", "high watermark", "records", "crc32"):
+        table.add_column(column, justify="right")
+    for partition, e in sorted(result.partitions.items()):
+        table.add_row(str(partition), str(e.get("leader", "?")), str(e.get("log_start_offset")),
+                      str(e.get("high_watermark")), str(e.get("records", "-")),
+                      e.get("crc32", "-"))  # fmt: skip
+    console.print(table)
+
+
+@click.command("demo")
+@click.option("--rows", type=click.IntRange(1), default=DEFAULT_ROWS, show_default=True,
+              help="rows in the dataset")  # fmt: skip
+@click.option("--keep-data", is_flag=True, help="keep the cluster directory afterwards")
+def demo(rows: int, keep_data: bool) -> None:
+    """Start a 3-node cluster, write a dataset, read it back, verify it, report, stop.
+
+    Uses the Spark pipeline (spark/pipeline.py) when it is installed, else our own
+    Producer and FetchClient.
+
+    \b
+    Examples:
+      quorumlog demo
+      quorumlog demo --rows 20000 --keep-data
+    """
+    console = Console()
+    data_dir = Path(tempfile.mkdtemp(prefix="quorumlog-demo-"))
+    failed = True
+    try:
+        result = trio.run(run_demo, data_dir, rows, console)
+        print_report(console, result)
+        failed = False
+    except (KeyboardInterrupt, DemoInterruptedError):
+        console.print("interrupted: cluster stopped")
+        failed = False  # nothing to inspect
+        sys.exit(130)
+    except (DemoFailedError, ClusterNotReadyError, KafkaError, trio.TooSlowError, OSError) as exc:
+        console.print(
+            f"[bold red]demo failed[/]: {' '.join(str(exc).split()) or type(exc).__name__}"
+        )
+        sys.exit(1)
+    except BaseExceptionGroup as group:
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        if isinstance(leaf, KeyboardInterrupt):
+            console.print("interrupted: cluster stopped")
+            sys.exit(130)
+        console.print(f"[bold red]demo failed[/]: {type(leaf).__name__}: {leaf}")
+        sys.exit(1)
+    finally:
+        if keep_data or failed:
+            console.print(f"cluster data kept in {data_dir}")
+        else:
+            shutil.rmtree(data_dir, ignore_errors=True)
