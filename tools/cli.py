@@ -14,3 +14,15 @@ def main() -> None:
 from tools.dump_log import dump_log  # noqa: E402
 
 main.add_command(dump_log)
+from tools.up import up  # noqa: E402
+
+main.add_command(up)
+from tools.node_cmd import node  # noqa: E402
+
+main.add_command(node)
+from tools.metadata_cmd import metadata  # noqa: E402
+
+main.add_command(metadata)
+from tools.perf_cmd import perf  # noqa: E402
+
+main.add_command(perf)

@@ -1,0 +1,161 @@
+"""Producer clients side by side: quorumlog (per record and bulk) vs aiokafka, kafka-python and
+confluent-kafka, on the same broker, 100-byte records, acks=1 and acks=all.
+
+    python bench/producer_clients.py [--broker mock|quorumlog] [--bootstrap HOST:PORT]
+        [--records 200000] [--json]
+
+Each client runs in its own process through `quorumlog perf produce --json` (the same
+workload for all: linger.ms=5, batch.size 16 KiB, idempotence exactly with acks=all, unkeyed
+records). The broker: `--broker quorumlog` (default) starts our KafkaServer in a child process
+(bench/broker_produce.py's `--serve broker`: one node, in-process quorum, real storage);
+`--broker mock` uses librdkafka's built-in mock cluster (one broker, in C, in this process: never
+the bottleneck); `--bootstrap` any running broker. A client that fails is reported with its
+error. Prints a table of records/s, MB/s, p50/p99
+latency and the ratio of each client's records/s to quorumlog's per-record send and to
+confluent-kafka's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLIENTS = [
+    ("quorumlog", []),
+    ("quorumlog-bulk", ["--bulk"]),
+    ("aiokafka", []),
+    ("kafka-python", []),
+    ("confluent", []),
+]
+CLIENT_TIMEOUT_S = 600
+
+
+def start_mock_broker() -> tuple[object, str]:
+    import confluent_kafka
+
+    client = confluent_kafka.Producer(
+        {"test.mock.num.brokers": 1, "bootstrap.servers": "", "log_level": 0}
+    )
+    brokers = client.list_topics(timeout=10).brokers
+    return client, ",".join(f"{b.host}:{b.port}" for b in brokers.values())
+
+
+def start_quorumlog_broker(directory: str) -> tuple[subprocess.Popen, str]:
+    """Our KafkaServer in a child process (bench/broker_produce.py --serve broker)."""
+    port_file = os.path.join(directory, "port")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench.broker_produce", "--serve", "broker", "--dir", directory],
+        cwd=ROOT,
+    )
+    deadline = time.monotonic() + 30
+    while not os.path.exists(port_file) or not open(port_file).read():
+        if time.monotonic() > deadline or child.poll() is not None:
+            child.kill()
+            raise RuntimeError("the quorumlog broker did not start")
+        time.sleep(0.05)
+    return child, f"127.0.0.1:{int(open(port_file).read())}"
+
+
+def run_client(
+    bootstrap: str, name: str, extra: list[str], records: int, acks: str
+) -> dict[str, object]:
+    client = "quorumlog" if name.startswith("quorumlog") else name
+    command = [
+        sys.executable, "-m", "tools", "perf", "produce", "--bootstrap", bootstrap,
+        "--topic", f"bench-{name}-acks{acks}", "--records", str(records), "--record-size", "100",
+        "--acks", acks, "--client", client, "--json", *extra,
+    ]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S, cwd=ROOT, env=env
+        )
+    except subprocess.TimeoutExpired:
+        return {"client": name, "error": f"timed out after {CLIENT_TIMEOUT_S} s"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        error = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"client": name, "error": error[:160]}
+    result = json.loads(lines[-1])
+    result["client"] = name
+    return result
+
+
+def table(results: list[dict[str, object]]) -> str:
+    rows = [
+        "| acks | client | records/s | MB/s | p50 ms | p99 ms | vs quorumlog send | vs confluent |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for acks in sorted({str(r["acks"]) for r in results}):
+        group = [r for r in results if r["acks"] == acks]
+        base = {r["client"]: r.get("records_per_s") for r in group}
+        for r in group:
+            if "error" in r:
+                rows.append(f"| {acks} | {r['client']} | failed: {r['error']} | | | | | |")
+                continue
+            rate = float(r["records_per_s"])  # type: ignore[arg-type]
+            ratios = []
+            for reference in ("quorumlog", "confluent"):
+                ref = base.get(reference)
+                ratios.append(f"{rate / float(ref):.2f}x" if ref else "n/a")
+            rows.append(
+                f"| {acks} | {r['client']} | {rate:,.0f} | {r['mb_per_s']} | {r['p50_ms']} | "
+                f"{r['p99_ms']} | {ratios[0]} | {ratios[1]} |"
+            )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--broker", choices=["quorumlog", "mock"], default="quorumlog")
+    parser.add_argument("--bootstrap", help="a running broker instead of starting one")
+    parser.add_argument("--records", type=int, default=200000)
+    parser.add_argument("--acks", default="1,all")
+    parser.add_argument("--clients", default=",".join(name for name, _ in CLIENTS))
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    mock: object = None
+    child: subprocess.Popen | None = None
+    directory = tempfile.TemporaryDirectory()
+    bootstrap = args.bootstrap
+    broker = f"running broker at {bootstrap}"
+    if bootstrap is None and args.broker == "mock":
+        mock, bootstrap = start_mock_broker()
+        broker = "librdkafka mock cluster (1 broker, C)"
+    elif bootstrap is None:
+        child, bootstrap = start_quorumlog_broker(directory.name)
+        broker = "quorumlog KafkaServer (1 node, own process)"
+    wanted = args.clients.split(",")
+    results = []
+    try:
+        results = run_all(bootstrap, args, wanted)
+    finally:
+        if child is not None and child.poll() is None:
+            child.terminate()
+            child.wait(30)
+    directory.cleanup()
+    print(f"{args.records} records of 100 bytes, linger.ms=5, broker: {broker}\n")
+    print(json.dumps(results, indent=1) if args.json else table(results))
+    del mock
+
+
+def run_all(bootstrap: str, args: argparse.Namespace, wanted: list[str]) -> list[dict]:
+    results = []
+    for acks in args.acks.split(","):
+        for name, extra in CLIENTS:
+            if name in wanted:
+                result = run_client(bootstrap, name, extra, args.records, acks)
+                result["acks"] = acks
+                results.append(result)
+                print(json.dumps(result), file=sys.stderr, flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    main()

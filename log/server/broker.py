@@ -1,0 +1,202 @@
+"""KafkaServer: the broker's trio TCP server -- listener, connections, request dispatch.
+
+    server = KafkaServer(config, log_manager, metadata, controller, broker_epoch_getter=...)
+    port = await nursery.start(server.run)
+
+`run` binds the PLAINTEXT listener (port 0 picks a free port; `task_status.started(port)`),
+follows the metadata image into HostedPartitions, drives `LogManager.tick` (sleeping until the
+next due job), serves connections until cancelled, and on the way out shuts the LogManager down
+(flush, checkpoints, clean-shutdown marker) -- node.py need not call it.
+
+One task per connection drives the sans-IO `ServerConnection`: read at most MAX_READ_BYTES at a
+time and only when the connection has no whole request buffered (so a client that pipelines
+stops being read -- back-pressure -- instead of growing our buffers); requests on a connection
+are handled one at a time in arrival order, like Kafka (which mutes a connection while its
+request is processed): that keeps an idempotent producer's pipelined batches in sequence order.
+Responses are written with one vectored send, so Fetch records go from the log's read buffer to
+the socket without a copy.
+
+Failures: a KafkaError from a handler answers the whole request with its code
+(`error_response_body`); any other exception is logged with its traceback and answered
+UNKNOWN_SERVER_ERROR; a BadRequest is answered and/or closes; an invalid frame closes; a
+Produce with acks=0 that failed closes (Kafka's way to tell the client to refresh metadata).
+Nothing a client sends can end the server: the connection task catches everything but
+cancellation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from log.protocol.apis import error_response_body
+from log.protocol.connection import NEED_DATA, PAUSED, BadRequest, Request, ServerConnection
+from log.protocol.errors import ErrorCode, KafkaError
+from log.server.broker_context import ControllerChannel, MetadataSource
+from log.server.config import NodeConfig
+from log.server.handlers import ADVERTISED_API_KEYS, HANDLED_API_KEYS, HANDLERS
+from log.server.handlers.context import BrokerContext, wall_clock_ms
+from log.server.handlers.produce import has_error
+from log.server.partitions import HostedPartitions
+from log.server.producer_ids import ProducerIdDriver
+from log.storage.manager import LogManager
+
+logger = logging.getLogger(__name__)
+
+MAX_READ_BYTES = 1 << 18  # one socket read
+MIN_TICK_SLEEP_MS = 10  # LogManager.tick never spins, whatever it returns
+MAX_IOV = 512  # parts per sendmsg (IOV_MAX is 1024 on Linux)
+
+
+async def send_parts(stream: trio.SocketStream, parts: list) -> None:
+    """Write `parts` (bytes / memoryviews) with vectored sends; handles partial writes."""
+    views = [memoryview(p) for p in parts if len(p)]
+    sock = stream.socket
+    while views:
+        sent = await sock.sendmsg(views[:MAX_IOV])
+        while sent and views:
+            if sent >= len(views[0]):
+                sent -= len(views[0])
+                views.pop(0)
+            else:
+                views[0] = views[0][sent:]
+                sent = 0
+
+
+class KafkaServer:
+    def __init__(
+        self,
+        config: NodeConfig,
+        log_manager: LogManager,
+        metadata: MetadataSource,
+        controller: ControllerChannel,
+        *,
+        broker_epoch_getter: Callable[[], int] = lambda: -1,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        listen_port: int | None = None,
+    ) -> None:
+        # listen_port: None binds the PLAINTEXT listener's port; 0 any free port (tests, bench:
+        # NodeConfig refuses port 0), reported through task_status.started.
+        self.listen_port = listen_port
+        self.config = config
+        self.log_manager = log_manager
+        self.partitions = HostedPartitions(config.node_id, log_manager, config)
+        self.producer_ids = ProducerIdDriver(
+            config.node_id, controller, broker_epoch_getter, clock_ms
+        )
+        self.ctx = BrokerContext(
+            config=config,
+            log_manager=log_manager,
+            metadata=metadata,
+            controller=controller,
+            partitions=self.partitions,
+            producer_ids=self.producer_ids,
+            advertised_api_keys=ADVERTISED_API_KEYS,
+            clock_ms=clock_ms,
+        )
+        self.max_frame_bytes = config.props["socket.request.max.bytes"]
+        self.max_in_flight = config.props["max.inflight.requests.per.connection"]
+        self.port: int | None = None
+        self.connection_count = 0
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        endpoint = self.config.listener("PLAINTEXT")
+        port = endpoint.port if self.listen_port is None else self.listen_port
+        listeners = await trio.open_tcp_listeners(port, host=endpoint.host)
+        try:
+            async with trio.open_nursery() as nursery:
+                self.producer_ids.nursery = nursery
+                self.ctx.sync_partitions()
+                nursery.start_soon(self._follow_metadata)
+                nursery.start_soon(self._tick_log_manager)
+                self.port = listeners[0].socket.getsockname()[1]
+                nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
+                logger.info("broker %s listening on %s:%s", self.config.node_id,
+                            endpoint.host, self.port)  # fmt: skip
+                task_status.started(self.port)
+        finally:
+            for listener in listeners:
+                with trio.CancelScope(shield=True):
+                    await listener.aclose()
+            self.log_manager.shutdown(self.ctx.clock_ms())
+
+    async def _follow_metadata(self) -> None:
+        async with self.ctx.metadata.subscribe() as images:
+            async for _image in images:
+                self.ctx.sync_partitions()  # applies the newest, whichever we were sent
+
+    async def _tick_log_manager(self) -> None:
+        while True:
+            delay_ms = self.log_manager.tick(self.ctx.clock_ms())
+            await trio.sleep(max(delay_ms, MIN_TICK_SLEEP_MS) / 1000)
+
+    # -- connections -------------------------------------------------------------------------
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        self.connection_count += 1
+        try:
+            async with stream:
+                await self._connection_loop(stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        except Exception:  # never let one connection take the server down
+            logger.exception("connection failed")
+        finally:
+            self.connection_count -= 1
+
+    async def _connection_loop(self, stream: trio.SocketStream) -> None:
+        conn = ServerConnection(
+            max_frame_bytes=self.max_frame_bytes,
+            max_in_flight=self.max_in_flight,
+            advertised_api_keys=ADVERTISED_API_KEYS,
+            accepted_api_keys=HANDLED_API_KEYS,
+            max_read_bytes=MAX_READ_BYTES,
+        )
+        while True:
+            try:
+                event = conn.next_request()
+            except KafkaError as exc:  # InvalidFrameError
+                logger.info("closing connection: %s", exc)
+                return
+            if event is NEED_DATA or event is PAUSED:
+                # PAUSED cannot persist: requests are answered before the next is taken.
+                data = await stream.receive_some(MAX_READ_BYTES)
+                if not data:
+                    return
+                try:
+                    conn.receive_data(data)
+                except KafkaError as exc:
+                    logger.info("closing connection: %s", exc)
+                    return
+                continue
+            if isinstance(event, BadRequest):
+                if event.data_to_send:
+                    await stream.send_all(event.data_to_send)
+                if event.close_connection:
+                    logger.info("closing connection: %s", event.reason)
+                    return
+                continue
+            assert isinstance(event, Request)
+            body = await self._dispatch(event)
+            if not event.expects_response:
+                pending = conn.no_response(event)
+                if pending:
+                    await stream.send_all(pending)
+                if has_error(body):
+                    return
+                continue
+            await send_parts(stream, conn.send_response_parts(event, body))
+
+    async def _dispatch(self, request: Request) -> Any:
+        handler = HANDLERS[request.api_key]
+        try:
+            return await handler(self.ctx, request)
+        except KafkaError as exc:
+            code = exc.error_code
+        except Exception:
+            logger.exception("%s v%s failed", request.api.name, request.api_version)
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+        return error_response_body(request.api, request.api_version, request.body, code)

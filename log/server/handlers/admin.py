@@ -1,0 +1,323 @@
+"""CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs (forwarded
+to the controller), DescribeConfigs.
+
+Forwarded requests become `quorum.controller` requests; after the controller answers, we wait
+(up to the request's timeout_ms) until this broker's own image shows every successful change,
+so the client's next Metadata (to any broker that caught up, in particular this one) sees it.
+Explicit replica assignments are not supported (INVALID_REPLICA_ASSIGNMENT).
+
+DescribeConfigs: topic resources list every topic config LogConfig models, from the node's
+defaults (config_source 5 DEFAULT_CONFIG) or the topic's overrides (1 TOPIC_CONFIG, plus any
+override LogConfig does not model); broker resources list the node's configuration
+(4 STATIC_BROKER_CONFIG). kafka-python rejects config_source -1, so we never send it.
+"""
+
+from __future__ import annotations
+
+from log.protocol.admin import (
+    ALTER_CONFIGS_RESPONSE,
+    CREATE_PARTITIONS_RESPONSE,
+    CREATE_TOPICS_RESPONSE,
+    DELETE_TOPICS_RESPONSE,
+    DESCRIBE_CONFIGS_RESPONSE,
+    INCREMENTAL_ALTER_CONFIGS_RESPONSE,
+)
+from log.protocol.connection import Request
+from log.protocol.errors import ErrorCode
+from log.server.handlers.context import MAX_ADMIN_WAIT_MS, BrokerContext
+from log.server.partitions import default_log_config_properties
+from quorum.controller import (
+    AlterConfigsRequest,
+    CreatableTopic,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    topic_config_error,
+)
+from quorum.image import MetadataImage
+
+CT = CREATE_TOPICS_RESPONSE.cls
+DT = DELETE_TOPICS_RESPONSE.cls
+CP = CREATE_PARTITIONS_RESPONSE.cls
+DC = DESCRIBE_CONFIGS_RESPONSE.cls
+AC = ALTER_CONFIGS_RESPONSE.cls
+IAC = INCREMENTAL_ALTER_CONFIGS_RESPONSE.cls
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+SOURCE_TOPIC_CONFIG = 1
+SOURCE_STATIC_BROKER_CONFIG = 4
+SOURCE_DEFAULT_CONFIG = 5
+_SENSITIVE = frozenset({"controller.quorum.password"})
+
+
+async def handle_create_topics(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    refused: dict[str, tuple[int, str]] = {}
+    topics = []
+    for t in body.topics:
+        if t.assignments:
+            refused[t.name] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "assignments unsupported")
+            continue
+        configs = {c.name: c.value for c in t.configs if c.value is not None}
+        topics.append(CreatableTopic(t.name, t.num_partitions, t.replication_factor, configs))
+    results: dict[str, tuple[int, str | None]] = dict(refused)
+    if topics:
+        response = await ctx.controller.create_topics(
+            CreateTopicsRequest(tuple(topics), validate_only=body.validate_only)
+        )
+        for result in response.results:
+            results[result.name] = (result.error_code, result.error_message)
+    created = {
+        name: next(t.num_partitions for t in topics if t.name == name)
+        for name, (code, _) in results.items()
+        if code == ErrorCode.NONE and not body.validate_only
+    }
+
+    def visible(image: MetadataImage) -> bool:
+        return all(image.topic(name) is not None for name in created)
+
+    if created and not await ctx.wait_until(visible, body.timeout_ms):
+        for name in created:
+            results[name] = (ErrorCode.REQUEST_TIMED_OUT, "created; not yet visible here")
+    return CT(
+        topics=[
+            CT.CreatableTopicResult(
+                name=t.name,
+                error_code=results.get(t.name, (ErrorCode.UNKNOWN_SERVER_ERROR, None))[0],
+                error_message=results.get(t.name, (0, None))[1],
+            )
+            for t in body.topics
+        ]
+    )
+
+
+async def handle_delete_topics(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    response = await ctx.controller.delete_topics(DeleteTopicsRequest(tuple(body.topic_names)))
+    deleted = {r.name for r in response.results if r.error_code == ErrorCode.NONE}
+
+    def gone(image: MetadataImage) -> bool:
+        return all(image.topic(name) is None for name in deleted)
+
+    timed_out = bool(deleted) and not await ctx.wait_until(gone, body.timeout_ms)
+    return DT(
+        responses=[
+            DT.DeletableTopicResult(
+                name=r.name,
+                error_code=ErrorCode.REQUEST_TIMED_OUT
+                if timed_out and r.name in deleted
+                else r.error_code,
+            )
+            for r in response.results
+        ]
+    )
+
+
+async def handle_create_partitions(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    refused = {t.name for t in body.topics if t.assignments}
+    wanted = tuple(
+        CreatePartitionsTopic(t.name, t.count) for t in body.topics if t.name not in refused
+    )
+    results: dict[str, tuple[int, str | None]] = {
+        name: (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "assignments unsupported") for name in refused
+    }
+    if wanted:
+        response = await ctx.controller.create_partitions(
+            CreatePartitionsRequest(wanted, validate_only=body.validate_only)
+        )
+        for r in response.results:
+            results[r.name] = (r.error_code, r.error_message)
+    grown = {
+        t.name: t.count
+        for t in wanted
+        if results[t.name][0] == ErrorCode.NONE and not body.validate_only
+    }
+
+    def visible(image: MetadataImage) -> bool:
+        for name, count in grown.items():
+            topic = image.topic(name)
+            if topic is None or len(topic.partitions) < count:
+                return False
+        return True
+
+    if grown and not await ctx.wait_until(visible, body.timeout_ms):
+        for name in grown:
+            results[name] = (ErrorCode.REQUEST_TIMED_OUT, "created; not yet visible here")
+    return CP(
+        results=[
+            CP.CreatePartitionsTopicResult(
+                name=t.name, error_code=results[t.name][0], error_message=results[t.name][1]
+            )
+            for t in body.topics
+        ]
+    )
+
+
+def _config_entry(name: str, value: str | None, source: int, version: int) -> object:
+    return DC.DescribeConfigsResourceResult(
+        name=name,
+        value=None if name in _SENSITIVE else value,
+        read_only=source != SOURCE_TOPIC_CONFIG,
+        config_source=source,
+        is_default=source == SOURCE_DEFAULT_CONFIG,
+        is_sensitive=name in _SENSITIVE,
+        synonyms=[],
+    )
+
+
+def _describe_topic(ctx: BrokerContext, image: MetadataImage, resource, version: int) -> object:  # noqa: ANN001
+    name = resource.resource_name
+    if image.topic(name) is None:
+        return DC.DescribeConfigsResult(
+            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            error_message=f"topic {name!r} does not exist",
+            resource_type=resource.resource_type,
+            resource_name=name,
+            configs=[],
+        )
+    entries = {
+        k: (v, SOURCE_DEFAULT_CONFIG) for k, v in default_log_config_properties(ctx.config).items()
+    }
+    for key, value in image.topic_configs(name).items():
+        entries[key] = (value, SOURCE_TOPIC_CONFIG)
+    keys = resource.configuration_keys
+    return DC.DescribeConfigsResult(
+        error_code=0,
+        resource_type=resource.resource_type,
+        resource_name=name,
+        configs=[
+            _config_entry(key, value, source, version)
+            for key, (value, source) in sorted(entries.items())
+            if keys is None or key in keys
+        ],
+    )
+
+
+def _describe_broker(ctx: BrokerContext, resource, version: int) -> object:  # noqa: ANN001
+    if resource.resource_name not in ("", str(ctx.node_id)):
+        return DC.DescribeConfigsResult(
+            error_code=ErrorCode.INVALID_REQUEST,
+            error_message=f"this is broker {ctx.node_id}",
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            configs=[],
+        )
+    keys = resource.configuration_keys
+    configs = []
+    for key, value in sorted(ctx.config.props.items()):
+        if keys is not None and key not in keys:
+            continue
+        text = (
+            None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        )
+        configs.append(_config_entry(key, text, SOURCE_STATIC_BROKER_CONFIG, version))
+    return DC.DescribeConfigsResult(
+        error_code=0,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        configs=configs,
+    )
+
+
+async def handle_describe_configs(ctx: BrokerContext, request: Request) -> object:
+    image = ctx.image
+    results = []
+    for resource in request.body.resources:
+        if resource.resource_type == RESOURCE_TOPIC:
+            results.append(_describe_topic(ctx, image, resource, request.api_version))
+        elif resource.resource_type == RESOURCE_BROKER:
+            results.append(_describe_broker(ctx, resource, request.api_version))
+        else:
+            results.append(
+                DC.DescribeConfigsResult(
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message=f"resource type {resource.resource_type} is not supported",
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=[],
+                )
+            )
+    return DC(results=results)
+
+
+# -- AlterConfigs / IncrementalAlterConfigs (topic resources, forwarded) ------------------------
+
+OP_SET, OP_DELETE = 0, 1  # IncrementalAlterConfigs config_operation (APPEND 2 / SUBTRACT 3: no)
+
+
+async def _alter_topic(
+    ctx: BrokerContext, name: str, changes: dict[str, str | None], validate_only: bool
+) -> tuple[int, str | None]:
+    """Forward one topic's changes; wait until the local image shows them."""
+    if validate_only:
+        for key, value in changes.items():
+            error = topic_config_error(key, value)
+            if error:
+                return ErrorCode.INVALID_CONFIG, error
+        if ctx.image.topic(name) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        return ErrorCode.NONE, None
+    response = await ctx.controller.alter_topic_configs(AlterConfigsRequest(name, changes))
+    if response.error_code != ErrorCode.NONE:
+        return response.error_code, response.error_message
+
+    def applied(image: MetadataImage) -> bool:
+        configs = image.topic_configs(name)
+        return all(configs.get(k) == v for k, v in changes.items())
+
+    if not await ctx.wait_until(applied, MAX_ADMIN_WAIT_MS):
+        return ErrorCode.REQUEST_TIMED_OUT, "altered; not yet visible here"
+    return ErrorCode.NONE, None
+
+
+def _alter_result(cls: type, resource, code: int, message: str | None) -> object:  # noqa: ANN001
+    return cls(
+        error_code=code,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
+
+
+async def handle_alter_configs(ctx: BrokerContext, request: Request) -> object:
+    """Kafka's AlterConfigs replaces a resource's whole override set: keys not given revert."""
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        if resource.resource_type != RESOURCE_TOPIC:
+            code, message = ErrorCode.INVALID_REQUEST, "only topic configs can be altered"
+        else:
+            changes: dict[str, str | None] = {c.name: c.value for c in resource.configs}
+            for key in ctx.image.topic_configs(resource.resource_name):
+                changes.setdefault(key, None)
+            code, message = await _alter_topic(
+                ctx, resource.resource_name, changes, body.validate_only
+            )
+        responses.append(_alter_result(AC.AlterConfigsResourceResponse, resource, code, message))
+    return AC(responses=responses)
+
+
+async def handle_incremental_alter_configs(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        code, message = ErrorCode.NONE, None
+        changes: dict[str, str | None] = {}
+        if resource.resource_type != RESOURCE_TOPIC:
+            code, message = ErrorCode.INVALID_REQUEST, "only topic configs can be altered"
+        for c in resource.configs:
+            if c.config_operation == OP_SET:
+                changes[c.name] = c.value
+            elif c.config_operation == OP_DELETE:
+                changes[c.name] = None
+            else:
+                code, message = ErrorCode.INVALID_REQUEST, "APPEND/SUBTRACT are not supported"
+        if code == ErrorCode.NONE:
+            code, message = await _alter_topic(
+                ctx, resource.resource_name, changes, body.validate_only
+            )
+        responses.append(_alter_result(IAC.AlterConfigsResourceResponse, resource, code, message))
+    return IAC(responses=responses)

@@ -1,0 +1,160 @@
+"""ApiVersions, Metadata, DescribeCluster, FindCoordinator: what clients learn about the cluster.
+
+Metadata lists the unfenced brokers with their PLAINTEXT endpoint, and each requested topic's
+partitions (leader, leader_epoch, replicas, isr, offline replicas = replicas not live). An
+unknown topic is auto-created (when `auto.create.topics.enable` and the request allows it)
+through the controller, and answered LEADER_NOT_AVAILABLE as Kafka does; clients retry.
+
+controller_id: clients (kafka-python's admin) send CreateTopics to it, so it must be a broker
+in the list. KRaft brokers answer a live broker there too; we answer the active controller's
+id when it is also a live broker (combined nodes), else this broker.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from log.protocol.admin import DESCRIBE_CLUSTER_RESPONSE
+from log.protocol.apis import api_versions_body
+from log.protocol.connection import Request
+from log.protocol.coordinator import FIND_COORDINATOR_RESPONSE
+from log.protocol.errors import ErrorCode, KafkaError
+from log.protocol.metadata import METADATA_RESPONSE
+from log.server.handlers.context import BrokerContext
+from quorum.controller import CreatableTopic, CreateTopicsRequest
+from quorum.image import MetadataImage, topic_name_error
+from quorum.records import NO_LEADER
+
+logger = logging.getLogger(__name__)
+
+M = METADATA_RESPONSE.cls
+LISTENER = "PLAINTEXT"
+
+
+async def handle_api_versions(ctx: BrokerContext, request: Request) -> object:
+    return api_versions_body(ctx.advertised_api_keys)
+
+
+def live_brokers(image: MetadataImage) -> list[tuple[int, str, int, str | None]]:
+    """(broker_id, host, port, rack) of every unfenced broker with a PLAINTEXT endpoint."""
+    brokers = []
+    for broker_id in image.live_broker_ids():
+        registration = image.brokers[broker_id]
+        for endpoint in registration.endpoints:
+            if endpoint.name == LISTENER:
+                brokers.append((broker_id, endpoint.host, endpoint.port, registration.rack))
+    return brokers
+
+
+def visible_controller_id(ctx: BrokerContext, image: MetadataImage) -> int:
+    return image.controller_id if image.is_live(image.controller_id) else ctx.node_id
+
+
+def _topic_metadata(image: MetadataImage, name: str) -> object:
+    topic = image.topic(name)
+    assert topic is not None
+    partitions = []
+    for index in sorted(topic.partitions):
+        state = topic.partitions[index]
+        partitions.append(
+            M.MetadataResponsePartition(
+                error_code=ErrorCode.LEADER_NOT_AVAILABLE if state.leader == NO_LEADER else 0,
+                partition_index=index,
+                leader_id=state.leader,
+                leader_epoch=state.leader_epoch,
+                replica_nodes=list(state.replicas),
+                isr_nodes=list(state.isr),
+                offline_replicas=[b for b in state.replicas if not image.is_live(b)],
+            )
+        )
+    return M.MetadataResponseTopic(
+        error_code=0, name=name, is_internal=name.startswith("__"), partitions=partitions
+    )
+
+
+async def _auto_create(ctx: BrokerContext, names: list[str]) -> dict[str, int]:
+    """Ask the controller to create `names` with the node's defaults; error code per name."""
+    request = CreateTopicsRequest(
+        tuple(
+            CreatableTopic(
+                name,
+                ctx.config.props["num.partitions"],
+                ctx.config.props["default.replication.factor"],
+            )
+            for name in names
+        )
+    )
+    try:
+        response = await ctx.controller.create_topics(request)
+    except KafkaError as exc:
+        logger.warning("auto-creating %s failed: %r", names, exc)
+        return {name: ErrorCode.LEADER_NOT_AVAILABLE for name in names}
+    codes = {}
+    for result in response.results:
+        code = result.error_code
+        if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            code = ErrorCode.LEADER_NOT_AVAILABLE
+        codes[result.name] = code
+    return codes
+
+
+async def handle_metadata(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    image = ctx.sync_partitions()
+    if body.topics is None:
+        names = sorted(image.topic_ids_by_name)
+    else:
+        names = list(dict.fromkeys(t.name for t in body.topics))
+    missing = [n for n in names if image.topic(n) is None]
+    errors: dict[str, int] = {}
+    creatable = []
+    for name in missing:
+        if topic_name_error(name) is not None:
+            errors[name] = ErrorCode.INVALID_TOPIC_EXCEPTION
+        elif ctx.config.props["auto.create.topics.enable"] and body.allow_auto_topic_creation:
+            creatable.append(name)
+        else:
+            errors[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if creatable:
+        errors.update(await _auto_create(ctx, creatable))
+    topics = []
+    for name in names:
+        if name in errors or image.topic(name) is None:
+            code = errors.get(name, ErrorCode.LEADER_NOT_AVAILABLE)
+            topics.append(M.MetadataResponseTopic(error_code=code, name=name, partitions=[]))
+        else:
+            topics.append(_topic_metadata(image, name))
+    return M(
+        brokers=[
+            M.MetadataResponseBroker(node_id=b, host=host, port=port, rack=rack)
+            for b, host, port, rack in live_brokers(image)
+        ],
+        cluster_id=ctx.cluster_id,
+        controller_id=visible_controller_id(ctx, image),
+        topics=topics,
+    )
+
+
+async def handle_describe_cluster(ctx: BrokerContext, request: Request) -> object:
+    image = ctx.image
+    D = DESCRIBE_CLUSTER_RESPONSE.cls
+    return D(
+        error_code=0,
+        cluster_id=ctx.cluster_id,
+        controller_id=visible_controller_id(ctx, image),
+        brokers=[
+            D.DescribeClusterBroker(broker_id=b, host=host, port=port, rack=rack)
+            for b, host, port, rack in live_brokers(image)
+        ],
+    )
+
+
+async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> object:
+    """No group or transaction coordinator exists yet: a clean, retriable refusal."""
+    return FIND_COORDINATOR_RESPONSE.cls(
+        error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        error_message="consumer groups and transactions are not supported yet",
+        node_id=-1,
+        host="",
+        port=-1,
+    )

@@ -1,0 +1,90 @@
+"""ListOffsets and OffsetForLeaderEpoch, answered by the partition leader.
+
+ListOffsets: -2 earliest (log_start_offset), -1 latest (the high watermark for consumers: what
+they can read; the log end offset for replicas), -3 max timestamp, else the first offset whose
+timestamp >= the given one (offset -1 when none). Leader epoch of the returned offset from the
+epoch cache (v4+). OffsetForLeaderEpoch: `UnifiedLog.end_offset_for_epoch`.
+"""
+
+from __future__ import annotations
+
+from log.protocol.connection import Request
+from log.protocol.errors import ErrorCode, KafkaError
+from log.protocol.offsets import LIST_OFFSETS_RESPONSE, OFFSET_FOR_LEADER_EPOCH_RESPONSE
+from log.server.handlers.context import BrokerContext
+from log.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
+L = LIST_OFFSETS_RESPONSE.cls
+E = OFFSET_FOR_LEADER_EPOCH_RESPONSE.cls
+
+
+def _list_offset(ctx: BrokerContext, image, topic: str, p, is_replica: bool) -> object:  # noqa: ANN001
+    try:
+        hosted = ctx.partitions.leader(topic, p.partition_index, image)
+        hosted.check_leader_epoch(p.current_leader_epoch)
+        log = hosted.log
+        if p.timestamp == LATEST_TIMESTAMP:
+            offset = log.log_end_offset if is_replica else log.high_watermark
+            epoch = log.latest_epoch
+            return L.ListOffsetsPartitionResponse(
+                partition_index=p.partition_index, error_code=0, timestamp=-1, offset=offset,
+                leader_epoch=-1 if epoch is None else epoch,
+            )  # fmt: skip
+        if p.timestamp == EARLIEST_TIMESTAMP:
+            found = log.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP)
+        else:
+            found = log.fetch_offset_by_timestamp(p.timestamp)
+            if found is not None and not is_replica and found.offset >= log.high_watermark:
+                found = None
+    except KafkaError as exc:
+        return L.ListOffsetsPartitionResponse(
+            partition_index=p.partition_index, error_code=exc.error_code
+        )
+    if found is None:
+        return L.ListOffsetsPartitionResponse(
+            partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1
+        )
+    return L.ListOffsetsPartitionResponse(
+        partition_index=p.partition_index, error_code=0, timestamp=found.timestamp_ms,
+        offset=found.offset, leader_epoch=-1 if found.leader_epoch is None else found.leader_epoch,
+    )  # fmt: skip
+
+
+async def handle_list_offsets(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    image = ctx.sync_partitions()
+    is_replica = body.replica_id >= 0
+    return L(
+        topics=[
+            L.ListOffsetsTopicResponse(
+                name=t.name,
+                partitions=[_list_offset(ctx, image, t.name, p, is_replica) for p in t.partitions],
+            )
+            for t in body.topics
+        ]
+    )
+
+
+def _epoch_end_offset(ctx: BrokerContext, image, topic: str, p) -> object:  # noqa: ANN001
+    try:
+        hosted = ctx.partitions.leader(topic, p.partition, image)
+        hosted.check_leader_epoch(p.current_leader_epoch)
+        epoch, end_offset = hosted.log.end_offset_for_epoch(p.leader_epoch)
+    except KafkaError as exc:
+        return E.EpochEndOffset(error_code=exc.error_code, partition=p.partition)
+    return E.EpochEndOffset(
+        error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=epoch, end_offset=end_offset
+    )
+
+
+async def handle_offset_for_leader_epoch(ctx: BrokerContext, request: Request) -> object:
+    image = ctx.sync_partitions()
+    return E(
+        topics=[
+            E.OffsetForLeaderTopicResult(
+                topic=t.topic,
+                partitions=[_epoch_end_offset(ctx, image, t.topic, p) for p in t.partitions],
+            )
+            for t in request.body.topics
+        ]
+    )

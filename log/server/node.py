@@ -1,0 +1,123 @@
+"""The node process runtime: one `run_node(config, ready=...)` per `quorumlog node`.
+
+Start-up (per process.roles): write DIR/node.pid; the controller role (ControllerService:
+Raft seat + CONTROLLER listener); the broker role: LogManager (recovers the partition logs),
+BrokerLifecycle (registration, heartbeats, metadata following over TCP to
+controller.quorum.voters: the same path on combined and broker-only nodes) and the Kafka
+listener (KafkaServer, log/server/broker.py; it shuts the LogManager down on exit).
+`ready()` is called once the Kafka listener serves and the broker is unfenced
+(controller-only nodes: once the CONTROLLER listener serves).
+
+Shutdown on SIGTERM/SIGINT: controlled shutdown (leaderships move away), stop serving,
+LogManager.shutdown() (the clean-shutdown marker), Raft stops; run_node returns normally.
+Log lines (one per state change, with the node id) go to the `logging` root (stderr).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+
+import trio
+
+from log.server.broker import KafkaServer
+from log.server.config import NodeConfig
+from log.server.partitions import default_log_config
+from log.storage.manager import LogManager
+from quorum.broker_lifecycle import BrokerLifecycle
+from quorum.controller_client import ControllerClient
+from quorum.service import ControllerService
+
+logger = logging.getLogger(__name__)
+
+PID_FILE = "node.pid"
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 3.0  # the quorum may be stopping too (`up` stops all nodes)
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Node:
+    """The running pieces of one node (for tests and tools: `node.controller`, ...)."""
+
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.controller: ControllerService | None = None
+        self.lifecycle: BrokerLifecycle | None = None
+        self.log_manager: LogManager | None = None
+        self.kafka_port: int | None = None
+        self.controller_port: int | None = None
+
+    async def run(self, ready: Callable[[], None], *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Start every role, call `ready()`, serve until SIGTERM/SIGINT (also during start-up,
+        e.g. while waiting for a quorum that never forms), then shut down cleanly."""
+        node_id = self.config.node_id
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            try:
+                async with trio.open_nursery() as nursery:
+
+                    async def start_roles() -> None:
+                        await self._start_roles(nursery)
+                        logger.info("node %d: ready", node_id)
+                        ready()
+                        task_status.started(self)
+
+                    nursery.start_soon(start_roles)
+                    async for signum in signals:
+                        name = signal.Signals(signum).name
+                        logger.info("node %d: %s, shutting down", node_id, name)
+                        break
+                    if (
+                        self.lifecycle is not None
+                        and self.config.props["controlled.shutdown.enable"]
+                    ):
+                        with trio.move_on_after(CONTROLLED_SHUTDOWN_TIMEOUT_S):
+                            await self.lifecycle.controlled_shutdown()
+                    nursery.cancel_scope.cancel()
+            finally:
+                if self.log_manager is not None:
+                    self.log_manager.shutdown(_wall_ms())
+                logger.info("node %d: stopped", node_id)
+
+    async def _start_roles(self, nursery: trio.Nursery) -> None:
+        if "controller" in self.config.roles:
+            self.controller = ControllerService(self.config)
+            self.controller_port = await nursery.start(self.controller.run)
+        if "broker" in self.config.roles:
+            await self._start_broker(nursery)
+
+    async def _start_broker(self, nursery: trio.Nursery) -> None:
+        config = self.config
+        self.log_manager = await trio.to_thread.run_sync(
+            lambda: LogManager(config.log_dir, default_log_config(config), now_ms=_wall_ms())
+        )
+        client = ControllerClient(config.controller_voters)
+        # Metadata may come from any controller: a combined node asks its own first.
+        local_first = sorted(config.controller_voters, key=lambda v: v.node_id != config.node_id)
+        fetch_client = ControllerClient(local_first)
+        self.lifecycle = lifecycle = BrokerLifecycle(config, client, fetch_client)
+        await nursery.start(lifecycle.run)
+        # One client per purpose (each carries one request at a time): heartbeats never wait
+        # behind a forwarded admin call or the metadata long-poll.
+        channel = ControllerClient(config.controller_voters)
+        server = KafkaServer(
+            config,
+            self.log_manager,
+            lifecycle,
+            channel,
+            broker_epoch_getter=lambda: lifecycle.broker_epoch,
+        )
+        self.kafka_port = await nursery.start(server.run)
+        await lifecycle.unfenced.wait()
+
+
+async def run_node(config: NodeConfig, *, ready: Callable[[], None]) -> None:
+    """Run a node until SIGTERM/SIGINT; returns after a clean shutdown."""
+    config.node_dir.mkdir(parents=True, exist_ok=True)
+    pid_path = config.node_dir / PID_FILE
+    pid_path.write_text(f"{os.getpid()}\n")
+    await Node(config).run(ready)

@@ -1,0 +1,429 @@
+"""The bulk path: many records appended as whole batches, with little per-record Python work.
+
+`send_many(topic, values, keys=None, partition=None)` does not append record by record. It
+cuts the columns into runs that fit `batch.size` (one pass computing each record's encoded
+size), and each run becomes a `ColumnarBatch`: a ProducerBatch whose records stay as the
+caller's column slices until the sender drains it, when `build()` encodes them in one call to
+`log.records.builder.build_batch_from_columns`. No per-record handle exists; one
+`BulkDelivery` per call completes when every batch of the call is complete, and maps each
+record to its offset on demand.
+
+ColumnarBatch keeps every ProducerBatch contract the accumulator and sender rely on: closed
+for appends (`is_full`), `record_count` and a worst-case `estimated_size_bytes` for
+max.request.size, producer state and sequences (assigned at drain), retries, `split` after
+MESSAGE_TOO_LARGE (columns halved, sequences continuing), and completion exactly once. Its
+memory comes from the BufferPool like any batch (a pooled `batch.size` buffer, or an exact
+one for a single larger record), so back-pressure (max.block.ms) holds for bulk sends too.
+Batches enter the partition's queue behind any open batch, so order with `send` is kept.
+`BulkRecordAccumulator` is the accumulator with that one extra entry point.
+
+Placement: an explicit partition; else by key (murmur2, the same as `send`); else each batch
+goes to the topic's sticky partition, which then moves on (one batch per sticky period).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import trio
+
+from log.records.batch_header import HEADER_BYTES
+from log.records.builder import build_batch_from_columns
+from log.records.varint import varint_size
+from producer.accumulator import RecordAccumulator
+from producer.cluster_view import TopicPartition
+from producer.errors import ProducerClosedError
+from producer.producer_batch import (
+    FinalState,
+    ProducerBatch,
+    RecordHandle,
+    RecordMetadata,
+    compressed_upper_bound,
+)
+
+# Encoded record overhead beyond key and value bytes, when the deltas are small: attributes,
+# timestamp delta (0: one timestamp per call), header count; the varints are added exactly.
+_FIXED_RECORD_OVERHEAD = 3
+
+
+_VARINT_TABLE = 1 << 14
+_VARINT_SIZES = tuple(varint_size(n) for n in range(_VARINT_TABLE))
+
+
+def records_limit_bytes(compression_type: int, buffer_size_bytes: int) -> int:
+    """The most records bytes whose worst-case built batch fits `buffer_size_bytes`."""
+    low, high = 0, buffer_size_bytes
+    while low < high:  # compressed_upper_bound is monotonic
+        middle = (low + high + 1) // 2
+        if HEADER_BYTES + compressed_upper_bound(compression_type, middle) <= buffer_size_bytes:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def record_sizes(
+    keys: Sequence[bytes | None] | None,
+    values: Sequence[bytes | None],
+    timestamps_ms: Sequence[int] | None = None,
+) -> list[int]:
+    """Encoded size of each record at offset delta = its index (exact for one timestamp or
+    timestamps not below the first; an upper bound for later offset deltas)."""
+    sizes = []
+    append = sizes.append
+    base_timestamp_ms = min(timestamps_ms) if timestamps_ms else 0
+    for index, value in enumerate(values):
+        key = None if keys is None else keys[index]
+        body = _FIXED_RECORD_OVERHEAD + varint_size(index)
+        if timestamps_ms is not None:
+            body += varint_size(timestamps_ms[index] - base_timestamp_ms) - 1
+        body += 1 if key is None else varint_size(len(key)) + len(key)
+        body += 1 if value is None else varint_size(len(value)) + len(value)
+        append(varint_size(body) + body)
+    return sizes
+
+
+class BulkDelivery:
+    """The delivery of one `send_many` call: complete when all of its batches are."""
+
+    __slots__ = ("topic", "record_count", "_pending", "_parts", "_error", "_callbacks", "_done")
+
+    def __init__(self, topic: str, record_count: int) -> None:
+        self.topic = topic
+        self.record_count = record_count
+        self._pending = record_count  # records not yet completed
+        self._parts: list[tuple[Sequence[int], int, int, int]] = []  # (indices, p, off, ts)
+        self._error: BaseException | None = None
+        self._callbacks: list[Callable[[BulkDelivery], None]] = []
+        self._done = record_count == 0
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    def add_callback(self, callback: Callable[[BulkDelivery], None]) -> None:
+        if self._done:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    def _part_done(
+        self,
+        indices: Sequence[int],
+        partition: int,
+        base_offset: int,
+        timestamp_ms: int,
+        error: BaseException | None,
+    ) -> None:
+        assert not self._done and len(indices) <= self._pending
+        if error is not None and self._error is None:
+            self._error = error
+        self._parts.append((indices, partition, base_offset, timestamp_ms))
+        self._pending -= len(indices)
+        if self._pending == 0:
+            self._done = True
+            callbacks, self._callbacks = self._callbacks, []
+            for callback in callbacks:
+                callback(self)
+
+    async def wait_quietly(self) -> None:
+        """Wait until every batch of the call is complete (success or not)."""
+        if not self._done:
+            event = trio.Event()
+            self.add_callback(lambda _delivery: event.set())
+            await event.wait()
+
+    async def wait(self) -> list[RecordMetadata]:
+        """[RecordMetadata] in call order once delivered; raises the first batch error."""
+        await self.wait_quietly()
+        return self.results()
+
+    def check(self) -> None:
+        """Raise the first failed batch's error, if any."""
+        assert self._done, "check() on an incomplete delivery"
+        if self._error is not None:
+            raise self._error
+
+    def results(self) -> list[RecordMetadata]:
+        """RecordMetadata per record, in call order (built on demand)."""
+        self.check()
+        out: list[RecordMetadata | None] = [None] * self.record_count
+        for indices, partition, base_offset, timestamp_ms in self._parts:
+            for i, index in enumerate(indices):
+                offset = base_offset + i if base_offset >= 0 else -1
+                out[index] = RecordMetadata(self.topic, partition, offset, timestamp_ms, -1, -1)
+        return out  # type: ignore[return-value]
+
+    def offsets(self) -> list[int]:
+        """The offset of each record, in call order (-1 where the broker did not say)."""
+        return [r.offset for r in self.results()]
+
+
+class ColumnarBatch(ProducerBatch):
+    """A closed batch of column slices, encoded only when built; see the module docstring."""
+
+    def __init__(
+        self,
+        topic_partition: TopicPartition,
+        buffer: bytearray,
+        created_ms: int,
+        compression_type: int,
+        *,
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        records_bytes: int,
+        timestamp_ms: int,
+        delivery: BulkDelivery | None,
+        indices: Sequence[int],
+        is_split_batch: bool = False,
+        record_handles: list[RecordHandle] | None = None,
+        timestamps_ms: list[int] | None = None,
+        open_for_appends: bool = False,
+    ) -> None:
+        super().__init__(
+            topic_partition, buffer, created_ms, compression_type, is_split_batch=is_split_batch
+        )
+        assert values or open_for_appends, "a batch holds at least one record"
+        self.keys = keys
+        self.values = values
+        self.columnar_records_bytes = records_bytes
+        self.timestamp_ms = timestamp_ms
+        self.delivery = delivery  # a send_many call's, or None with per-record handles
+        self.indices = indices  # positions of these records in the send_many call
+        self.record_handles = record_handles
+        self.timestamps_ms = timestamps_ms  # per record (send), or None: all timestamp_ms
+        assert (delivery is None) == (record_handles is not None)
+        assert len(indices) == len(values) or record_handles is not None
+        self._records_limit_bytes = records_limit_bytes(compression_type, self.buffer_size_bytes)
+        if not open_for_appends:
+            self.close()
+
+    @property
+    def record_count(self) -> int:
+        return len(self.values)
+
+    @property
+    def estimated_size_bytes(self) -> int:
+        return HEADER_BYTES + compressed_upper_bound(
+            self.compression_type, self.columnar_records_bytes
+        )
+
+    @property
+    def is_full(self) -> bool:
+        return self._closed or (
+            bool(self.values) and self.columnar_records_bytes >= self._records_limit_bytes
+        )
+
+    def try_append(self, *args: object, **kwargs: object) -> None:
+        return None  # the accumulator's records open a new batch behind this one
+
+    def try_append_record(
+        self, timestamp_ms: int, key: bytes | None, value: bytes | None, now_ms: int
+    ) -> RecordHandle | None:
+        """Append one record to an open batch (the `send` fast path); None if it does not fit.
+
+        Timestamps must not go below the batch's first (its base timestamp), so the size
+        counted here is exact; an earlier timestamp opens a new batch instead.
+        """
+        if self._closed:
+            return None
+        values = self.values
+        timestamps = self.timestamps_ms
+        count = len(values)  # type: ignore[arg-type]
+        if count:
+            timestamp_delta = timestamp_ms - timestamps[0]  # type: ignore[index]
+            if timestamp_delta < 0:
+                return None
+        else:
+            timestamp_delta = 0
+        # zigzag varint sizes of small non-negative values come from a table
+        body = 2 + (
+            _VARINT_SIZES[timestamp_delta]
+            if timestamp_delta < _VARINT_TABLE
+            else varint_size(timestamp_delta)
+        )
+        body += _VARINT_SIZES[count] if count < _VARINT_TABLE else varint_size(count)
+        if key is None:
+            body += 1
+        else:
+            length = len(key)
+            body += length + (
+                _VARINT_SIZES[length] if length < _VARINT_TABLE else varint_size(length)
+            )
+        if value is None:
+            body += 1
+        else:
+            length = len(value)
+            body += length + (
+                _VARINT_SIZES[length] if length < _VARINT_TABLE else varint_size(length)
+            )
+        size = body + (_VARINT_SIZES[body] if body < _VARINT_TABLE else varint_size(body))
+        records_bytes = self.columnar_records_bytes + size
+        if count and records_bytes > self._records_limit_bytes:
+            return None
+        self.columnar_records_bytes = records_bytes
+        keys = self.keys
+        if keys is not None:
+            keys.append(key)  # type: ignore[attr-defined]
+        elif key is not None:
+            self.keys = [None] * count + [key]
+        values.append(value)  # type: ignore[attr-defined]
+        timestamps.append(timestamp_ms)  # type: ignore[union-attr]
+        handle = RecordHandle(
+            self.topic_partition,
+            timestamp_ms,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
+        self.record_handles.append(handle)  # type: ignore[union-attr]
+        self.last_append_ms = now_ms
+        return handle
+
+    def build(self) -> bytes:
+        return build_batch_from_columns(
+            self.keys,
+            self.values,
+            timestamps_ms=self.timestamps_ms,
+            timestamp_ms=self.timestamp_ms,
+            compression_type=self.compression_type,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
+            is_transactional=self.is_transactional,
+        )
+
+    def handles(self) -> list:
+        return [] if self.record_handles is None else list(self.record_handles)
+
+    def split(self, split_batch_size_bytes: int, now_ms: int) -> list[ProducerBatch]:
+        assert self.final_state is None and self.record_count > 1
+        parts: list[ProducerBatch] = []
+        sizes = record_sizes(self.keys, self.values, self.timestamps_ms)
+        start = 0
+        while start < len(self.values):
+            end, size = start, 0
+            while end < len(self.values) and (
+                end == start
+                or HEADER_BYTES + compressed_upper_bound(self.compression_type, size + sizes[end])
+                <= split_batch_size_bytes
+            ):
+                size += sizes[end]
+                end += 1
+            keys = None if self.keys is None else self.keys[start:end]
+            handles = None if self.record_handles is None else self.record_handles[start:end]
+            timestamps = None if self.timestamps_ms is None else self.timestamps_ms[start:end]
+            part = ColumnarBatch(
+                self.topic_partition,
+                bytearray(HEADER_BYTES + 1),
+                self.created_ms,
+                self.compression_type,
+                keys=keys,
+                values=self.values[start:end],
+                records_bytes=size,
+                timestamp_ms=self.timestamp_ms,
+                delivery=self.delivery,
+                indices=self.indices[start:end] if handles is None else (),
+                is_split_batch=True,
+                record_handles=handles,
+                timestamps_ms=timestamps,
+            )
+            if self.has_sequence:
+                part.set_producer_state(
+                    self.producer_id,
+                    self.producer_epoch,
+                    (self.base_sequence + start) % 2**31,
+                    self.is_transactional,
+                )
+            parts.append(part)
+            start = end
+        self.final_state = FinalState.SPLIT
+        self.in_flight_request = False
+        return parts
+
+    def _finish(
+        self,
+        new_state: FinalState,
+        base_offset: int,
+        log_append_time_ms: int,
+        error: BaseException | None,
+    ) -> bool:
+        self.in_flight_request = False
+        if self.final_state is not None:
+            assert self.final_state in (FinalState.FAILED, FinalState.ABORTED), self.final_state
+            return False
+        self.final_state = new_state
+        if self.record_handles is not None:
+            timestamps = self.timestamps_ms
+            assert timestamps is not None
+            for index, handle in enumerate(self.record_handles):
+                if error is not None:
+                    handle._complete(-1, -1, error)
+                else:
+                    handle._complete(
+                        base_offset + index if base_offset >= 0 else -1,
+                        log_append_time_ms if log_append_time_ms != -1 else timestamps[index],
+                        None,
+                    )
+            return True
+        timestamp_ms = log_append_time_ms if log_append_time_ms != -1 else self.timestamp_ms
+        assert self.delivery is not None
+        self.delivery._part_done(
+            self.indices,
+            self.topic_partition.partition,
+            base_offset if error is None else -1,
+            timestamp_ms,
+            error,
+        )
+        return True
+
+
+class BulkRecordAccumulator(RecordAccumulator):
+    """RecordAccumulator plus `append_batch` for ready-made (columnar) batches."""
+
+    def append_batch(self, batch: ProducerBatch) -> None:
+        """Queue a closed batch at its partition's tail (behind any open batch)."""
+        if self.is_closed:
+            raise ProducerClosedError("producer closed while send in progress")
+        assert batch.is_closed
+        self._queue(batch.topic_partition).append(batch)
+        self._incomplete[id(batch)] = batch
+
+    def open_batch(self, batch: ColumnarBatch) -> None:
+        """Queue an open ColumnarBatch that `send` appends to while it is the tail."""
+        if self.is_closed:
+            raise ProducerClosedError("producer closed while send in progress")
+        self._queue(batch.topic_partition).append(batch)
+        self._incomplete[id(batch)] = batch
+
+    def tail_batch(self, topic_partition: TopicPartition) -> ProducerBatch | None:
+        queue = self._queue(topic_partition)
+        return queue[-1] if queue else None
+
+    def queue_length(self, topic_partition: TopicPartition) -> int:
+        return len(self._queue(topic_partition))
+
+
+def plan_runs(
+    sizes: Sequence[int], compression_type: int, batch_size_bytes: int
+) -> list[tuple[int, int, int]]:
+    """Cut records into consecutive runs (start, end, records_bytes) that fit batch.size.
+
+    A record too big for batch.size on its own gets a run (and a buffer) of its own.
+    """
+    runs = []
+    start, size = 0, 0
+    for index, record_size in enumerate(sizes):
+        if index > start and (
+            HEADER_BYTES + compressed_upper_bound(compression_type, size + record_size)
+            > batch_size_bytes
+        ):
+            runs.append((start, index, size))
+            start, size = index, 0
+        size += record_size
+    if start < len(sizes):
+        runs.append((start, len(sizes), size))
+    return runs

@@ -1,0 +1,536 @@
+"""Producer: the public trio producer API over the accumulator, the sender and metadata.
+
+    async with Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5) as producer:
+        handle = await producer.send("events", b"value", key=b"k")
+        metadata = await handle.wait()        # RecordMetadata(topic, partition, offset, ...)
+        handles = await producer.send_many("events", values, keys=keys)
+        await producer.flush()
+
+Configuration comes as Python names (`linger_ms=5`), Kafka names in a dict
+(`Producer(config={"linger.ms": "5"})`), or both; it is validated once by ProducerConfig.
+
+`send` returns as soon as the record is in its partition's batch: it blocks only for metadata
+of a new topic and for buffer memory, together at most max.block.ms (then
+MetadataTimeoutError / BufferExhaustedError). Delivery is reported by the handle: every
+handle completes exactly once, with RecordMetadata or with the batch's error (its retries
+exhausted, DeliveryTimeoutError after delivery.timeout.ms, ProducerClosedError on a forced
+close). Leaving the `async with` normally flushes and delivers everything; leaving it with
+an exception aborts what is still queued.
+
+The nursery owned by the producer runs the sender, the metadata updater and one reader task
+per broker connection.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import trio
+
+from log.protocol.errors import MessageTooLargeError, UnknownTopicOrPartitionError
+from log.records.batch_header import HEADER_BYTES
+from log.records.builder import Header
+from producer.accumulator import AppendStatus
+from producer.buffer_pool import BufferPool
+from producer.bulk import (
+    BulkDelivery,
+    BulkRecordAccumulator,
+    ColumnarBatch,
+    plan_runs,
+    record_sizes,
+)
+from producer.cluster_view import TopicPartition
+from producer.config import ProducerConfig
+from producer.connection import BrokerConnections, now_ms, parse_bootstrap_servers
+from producer.errors import ProducerClosedError
+from producer.idempotence import IdempotenceManager
+from producer.metadata import MetadataUpdater, ProducerMetadata
+from producer.partitioner import StickyPartitionInfo, partition_for_key
+from producer.producer_batch import (
+    RecordHandle,
+    RecordMetadata,
+    compressed_upper_bound,
+    estimate_batch_size_upper_bound,
+)
+from producer.sender import Sender
+
+__all__ = ["DeliveryHandle", "Producer", "RecordMetadata", "build_config", "wait_all"]
+
+
+def build_config(
+    bootstrap_servers: str | Sequence[str] | None,
+    config: Mapping[str, object] | None,
+    overrides: Mapping[str, object],
+) -> ProducerConfig:
+    """Merge a Kafka-style dict and Python keyword names into one validated ProducerConfig."""
+    properties: dict[str, object] = dict(config or {})
+    properties.update(overrides)
+    if bootstrap_servers is not None:
+        properties["bootstrap.servers"] = (
+            bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)
+        )
+    return ProducerConfig.from_kafka_properties(properties)
+
+
+class DeliveryHandle:
+    """One record's delivery: `await wait()` gives RecordMetadata or raises its error."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, handle: RecordHandle) -> None:
+        self._handle = handle
+
+    @property
+    def done(self) -> bool:
+        return self._handle.done
+
+    @property
+    def record_handle(self) -> RecordHandle:
+        return self._handle
+
+    def result(self) -> RecordMetadata:
+        return self._handle.result()
+
+    async def wait(self) -> RecordMetadata:
+        await _completed(self._handle)
+        return self._handle.result()
+
+
+class Producer:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | None = None,
+        config: Mapping[str, object] | None = None,
+        *,
+        seed: int | None = None,
+        **overrides: object,
+    ) -> None:
+        self.config = build_config(bootstrap_servers, config, overrides)
+        if not self.config.bootstrap_servers:
+            raise ValueError("bootstrap_servers is required")
+        self._bootstrap = parse_bootstrap_servers(self.config.bootstrap_servers)
+        self._rng = random.Random(seed)
+        # The open ColumnarBatch at the tail of each partition's queue that `send` appends to;
+        # dropped whenever another path queues a batch behind it (it is closed when drained).
+        self._open_tails: dict[TopicPartition, ColumnarBatch] = {}
+        self._max_record_bytes = min(self.config.max_request_size, self.config.buffer_memory)
+        self._nursery: trio.Nursery | None = None
+        self._closed = False
+        self.sender: Sender | None = None
+
+    # -- lifetime -------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Producer:
+        config = self.config
+        self._nursery_manager = trio.open_nursery()
+        nursery = await self._nursery_manager.__aenter__()
+        self._nursery = nursery
+        self.pool = BufferPool(config.buffer_memory, config.batch_size)
+        self.idempotence = IdempotenceManager() if config.enable_idempotence else None
+        self.accumulator = BulkRecordAccumulator(config, self.pool, self._rng, self.idempotence)
+        self.metadata = ProducerMetadata(
+            self._bootstrap,
+            metadata_max_age_ms=config.metadata_max_age_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+        )
+        self.connections = BrokerConnections(
+            nursery,
+            client_id=config.client_id or "quorumlog-producer",
+            max_in_flight=config.max_in_flight_requests_per_connection,
+            request_timeout_ms=config.request_timeout_ms,
+            on_change=self._on_connection_change,
+        )
+        self.updater = MetadataUpdater(
+            self.metadata, self.connections, request_timeout_ms=config.request_timeout_ms
+        )
+        self.sender = Sender(
+            config, self.accumulator, self.metadata, self.updater, self.connections,
+            self.idempotence,
+        )  # fmt: skip
+        self._sender_done = trio.Event()
+        nursery.start_soon(self.updater.run)
+        nursery.start_soon(self._run_sender)
+        return self
+
+    async def _run_sender(self) -> None:
+        assert self.sender is not None
+        try:
+            await self.sender.run()
+        finally:
+            self._sender_done.set()
+
+    def _on_connection_change(self) -> None:
+        if self.sender is not None:
+            self.sender.wakeup()
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool | None:
+        if exc_type is None:
+            await self.close()
+        else:
+            self._abort(ProducerClosedError(f"producer closed after an error: {exc!r}"))
+            assert self._nursery is not None
+            self._nursery.cancel_scope.cancel()
+        return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+
+    async def close(self, timeout_ms: int | None = None) -> None:
+        """Deliver (or fail) everything sent, then stop; after `timeout_ms`, abort the rest."""
+        if self._nursery is None or self._closed:
+            return
+        self._closed = True
+        assert self.sender is not None
+        self.accumulator.close()
+        self.sender.initiate_close()
+        with trio.move_on_after(math.inf if timeout_ms is None else timeout_ms / 1000):
+            await self._sender_done.wait()
+        if not self._sender_done.is_set():
+            self._abort(ProducerClosedError("producer closed before delivery completed"))
+            await self._sender_done.wait()
+        self.updater.close()
+        self.connections.close()
+        self.pool.close()
+        self._nursery.cancel_scope.cancel()
+
+    def _abort(self, error: BaseException) -> None:
+        self._closed = True
+        if self.sender is not None:
+            self.accumulator.close()
+            self.sender.force_close(error)
+            self.accumulator.abort_incomplete_batches(error)
+            self.updater.close()
+            self.pool.close()
+
+    # -- sending --------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._nursery is None:
+            raise ProducerClosedError("use the producer inside `async with`")
+        if self._closed:
+            raise ProducerClosedError("producer is closed")
+        if self.idempotence is not None and self.idempotence.fatal_error is not None:
+            raise self.idempotence.fatal_error
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Sequence[Header] | Sequence[tuple[str, bytes | None]] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> DeliveryHandle:
+        """Append one record; returns its DeliveryHandle (see the module docstring)."""
+        handle = await self._append(topic, value, key, partition, headers, timestamp_ms)
+        return DeliveryHandle(handle)
+
+    async def _append(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        headers: Any,
+        timestamp_ms: int | None,
+    ) -> RecordHandle:
+        self._check_open()
+        start_ms = now_ms()
+        max_block_ms = self.config.max_block_ms
+        if self.metadata.partition_count(topic) is None:
+            await self.updater.wait_for_topic(topic, max_block_ms)
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        if not headers:
+            return await self._append_columnar(topic, value, key, partition, timestamp_ms, start_ms)
+        record_headers = _headers(headers)
+        accumulator = self.accumulator
+        self._open_tails.clear()  # the accumulator may queue a batch behind an open tail
+        result = accumulator.try_append(
+            topic, partition, timestamp_ms, key, value, record_headers, start_ms, self.metadata
+        )
+        while result.status is AppendStatus.NEEDS_BUFFER:
+            size = result.buffer_size_bytes
+            buffer = self.pool.try_allocate_nowait(size)
+            if buffer is None:
+                remaining_ms = max(0, max_block_ms - (now_ms() - start_ms))
+                self.sender.wakeup()  # type: ignore[union-attr]  # exhausted: send now
+                buffer = await self.pool.allocate(size, remaining_ms)
+            result = accumulator.try_append(
+                topic, partition, timestamp_ms, key, value, record_headers, now_ms(),
+                self.metadata, buffer=buffer,
+            )  # fmt: skip
+        assert result.handle is not None
+        if result.batch_is_full or result.new_batch_created:
+            self.sender.wakeup()  # type: ignore[union-attr]
+            # Let the sender run once per batch even if the caller never blocks; shielded, so
+            # the appended record's handle always reaches the caller.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return result.handle
+
+    async def _append_columnar(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        timestamp_ms: int,
+        start_ms: int,
+    ) -> RecordHandle:
+        """The `send` fast path for records without headers: append to the partition's open
+        ColumnarBatch (encoded once, when drained). Same rules as RecordAccumulator.try_append:
+        murmur2 for keys, the sticky partitioner otherwise, memory from the pool (waiting up
+        to max.block.ms), a new batch only behind the queue's tail."""
+        config = self.config
+        accumulator = self.accumulator
+        metadata = self.metadata
+        if accumulator.is_closed:
+            raise ProducerClosedError("producer closed while send in progress")
+        raw_bytes = (0 if key is None else len(key)) + (0 if value is None else len(value))
+        bound = HEADER_BYTES + compressed_upper_bound(config.compression, raw_bytes + 32)
+        if bound > self._max_record_bytes:
+            bound = estimate_batch_size_upper_bound(config.compression, key, value, ())
+        if bound > config.max_request_size or bound > config.buffer_memory:
+            raise MessageTooLargeError(
+                f"the message is {bound} bytes when serialized which is larger than "
+                f"max.request.size ({config.max_request_size}) or buffer.memory "
+                f"({config.buffer_memory})"
+            )
+        count = metadata.partition_count(topic)
+        assert count is not None
+        sticky = None
+        if partition is not None:
+            if not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(
+                    f"invalid partition {partition} for topic {topic!r}: "
+                    f"not in the range [0...{count - 1}]"
+                )
+        elif key is not None and not config.partitioner_ignore_keys:
+            partition = partition_for_key(key, count)
+        else:
+            sticky = accumulator.partitioner(topic).peek_current_partition_info(
+                count, metadata.available_partitions(topic)
+            )
+            partition = sticky.partition
+        tp = TopicPartition(topic, partition)
+        tail = self._open_tails.get(tp)
+        if tail is not None:
+            before = tail.columnar_records_bytes
+            handle = tail.try_append_record(timestamp_ms, key, value, start_ms)
+            if handle is not None:
+                if sticky is not None:
+                    self._update_sticky(
+                        tp, sticky, tail.columnar_records_bytes - before, count, tail
+                    )
+                if tail.is_full:
+                    self.sender.wakeup()  # type: ignore[union-attr]
+                return handle
+        size_bytes = max(config.batch_size, bound)
+        buffer = self.pool.try_allocate_nowait(size_bytes)
+        if buffer is None:
+            self.sender.wakeup()  # type: ignore[union-attr]  # exhausted: send now
+            remaining_ms = max(0, config.max_block_ms - (now_ms() - start_ms))
+            buffer = await self.pool.allocate(size_bytes, remaining_ms)
+            # another task may have opened a batch meanwhile
+            tail = self._open_tails.get(tp)
+            handle = (
+                None if tail is None else tail.try_append_record(timestamp_ms, key, value, now_ms())
+            )
+            if handle is not None:
+                self.pool.deallocate(buffer)
+                return handle
+        batch = ColumnarBatch(
+            tp, buffer, now_ms(), config.compression, keys=None, values=[], records_bytes=0,
+            timestamp_ms=timestamp_ms, delivery=None, indices=(), record_handles=[],
+            timestamps_ms=[], open_for_appends=True,
+        )  # fmt: skip
+        handle = batch.try_append_record(timestamp_ms, key, value, batch.created_ms)
+        assert handle is not None, "a fresh batch holds its first record"
+        try:
+            accumulator.open_batch(batch)
+        except BaseException:
+            self.pool.deallocate(buffer)
+            raise
+        self._open_tails[tp] = batch
+        if sticky is not None:
+            self._update_sticky(tp, sticky, batch.columnar_records_bytes, count, batch)
+        self.sender.wakeup()  # type: ignore[union-attr]
+        # Let the sender run once per batch even if the caller never blocks; shielded, so the
+        # appended record's handle always reaches the caller.
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return handle
+
+    def _update_sticky(
+        self,
+        tp: TopicPartition,
+        sticky: StickyPartitionInfo,
+        appended_bytes: int,
+        count: int,
+        tail: ColumnarBatch,
+    ) -> None:
+        partitioner = self.accumulator.partitioner(tp.topic)
+        if sticky.produced_bytes + appended_bytes < partitioner.sticky_batch_size_bytes:
+            sticky.produced_bytes += appended_bytes  # no switch possible yet: just count
+            return
+        # Switch only at a batch boundary: the tail is full or a new batch was started.
+        enable_switch = self.accumulator.queue_length(tp) > 1 or tail.is_full
+        self.accumulator.partitioner(tp.topic).update_partition_info(
+            sticky, appended_bytes, count, self.metadata.available_partitions(tp.topic),
+            enable_switch,
+        )  # fmt: skip
+
+    async def send_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> BulkDelivery:
+        """Append many records as whole batches (the bulk path, see producer/bulk.py).
+
+        Same partitioning, ordering, retries and idempotence as `send`; all records share one
+        timestamp (now by default). Returns a BulkDelivery: `await delivery.wait()` gives
+        [RecordMetadata] in call order (or raises the first failed batch's error).
+        """
+        self._check_open()
+        if keys is not None and len(keys) != len(values):
+            raise ValueError("keys and values must have the same length")
+        delivery = BulkDelivery(topic, len(values))
+        if not values:
+            return delivery
+        start_ms = now_ms()
+        config = self.config
+        partition_count = self.metadata.partition_count(topic)
+        if partition_count is None:
+            partition_count = await self.updater.wait_for_topic(topic, config.max_block_ms)
+        if partition is not None and not 0 <= partition < partition_count:
+            raise UnknownTopicOrPartitionError(
+                f"invalid partition {partition} for topic {topic!r}: "
+                f"not in the range [0...{partition_count - 1}]"
+            )
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        sizes = record_sizes(keys, values)
+        largest = HEADER_BYTES + compressed_upper_bound(config.compression, max(sizes))
+        if largest > config.max_request_size or largest > config.buffer_memory:
+            raise MessageTooLargeError(
+                f"a record of {largest} bytes when serialized exceeds max.request.size "
+                f"({config.max_request_size}) or buffer.memory ({config.buffer_memory})"
+            )
+        if partition is None and keys is not None and not config.partitioner_ignore_keys:
+            groups: dict[int, list[int]] = {}
+            for index, key in enumerate(keys):
+                p = partition_for_key(key, partition_count) if key is not None else -1
+                groups.setdefault(p, []).append(index)
+            for p, indices in groups.items():
+                group_keys = [keys[i] for i in indices]
+                group_values = [values[i] for i in indices]
+                await self._append_columns(
+                    topic, None if p < 0 else p, group_keys, group_values, indices,
+                    [sizes[i] for i in indices], timestamp_ms, delivery, start_ms,
+                    partition_count,
+                )  # fmt: skip
+        else:
+            await self._append_columns(
+                topic, partition, keys, values, range(len(values)), sizes, timestamp_ms,
+                delivery, start_ms, partition_count,
+            )  # fmt: skip
+        return delivery
+
+    async def _append_columns(
+        self,
+        topic: str,
+        partition: int | None,
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        indices: Sequence[int],
+        sizes: Sequence[int],
+        timestamp_ms: int,
+        delivery: BulkDelivery,
+        start_ms: int,
+        partition_count: int,
+    ) -> None:
+        config = self.config
+        accumulator = self.accumulator
+        sender = self.sender
+        assert sender is not None
+        partitioner = accumulator.partitioner(topic) if partition is None else None
+        for start, end, records_bytes in plan_runs(sizes, config.compression, config.batch_size):
+            size_bytes = max(config.batch_size, HEADER_BYTES + records_bytes + 1)
+            buffer = self.pool.try_allocate_nowait(size_bytes)
+            if buffer is None:
+                sender.wakeup()
+                remaining_ms = max(0, config.max_block_ms - (now_ms() - start_ms))
+                buffer = await self.pool.allocate(size_bytes, remaining_ms)
+            target = partition
+            if partitioner is not None:
+                available = self.metadata.available_partitions(topic)
+                sticky = partitioner.peek_current_partition_info(partition_count, available)
+                target = sticky.partition
+                partitioner.update_partition_info(
+                    sticky, records_bytes, partition_count, available, True
+                )
+            assert target is not None
+            batch = ColumnarBatch(
+                TopicPartition(topic, target),
+                buffer,
+                now_ms(),
+                config.compression,
+                keys=None if keys is None else keys[start:end],
+                values=values[start:end],
+                records_bytes=records_bytes,
+                timestamp_ms=timestamp_ms,
+                delivery=delivery,
+                indices=indices[start:end],
+            )
+            self._open_tails.pop(batch.topic_partition, None)  # queued behind it: closed to us
+            try:
+                accumulator.append_batch(batch)
+            except BaseException:
+                self.pool.deallocate(buffer)
+                raise
+            sender.wakeup()
+            await trio.lowlevel.cancel_shielded_checkpoint()  # let the sender take it
+
+    send_batch = send_many
+
+    async def flush(self) -> None:
+        """Make every queued batch sendable now and wait until all sent so far complete."""
+        self._check_open()
+        assert self.sender is not None
+        self.accumulator.begin_flush()
+        try:
+            self.sender.wakeup()
+            for batch in self.accumulator.incomplete_batches():
+                if isinstance(batch, ColumnarBatch) and batch.delivery is not None:
+                    await batch.delivery.wait_quietly()
+                for handle in batch.handles():
+                    await _completed(handle)
+        finally:
+            self.accumulator.end_flush()
+
+    def partitions_for(self, topic: str) -> int | None:
+        return self.metadata.partition_count(topic)
+
+
+async def _completed(handle: RecordHandle) -> None:
+    """Wait for a record's completion without raising its error."""
+    if not handle.done:
+        event = trio.Event()
+        handle.add_callback(lambda _handle: event.set())
+        await event.wait()
+
+
+async def wait_all(handles: Sequence[RecordHandle]) -> list[RecordMetadata]:
+    """RecordMetadata for each handle (raises the first failed record's error)."""
+    for handle in handles:
+        await _completed(handle)
+    return [handle.result() for handle in handles]
+
+
+def _headers(headers: Any) -> tuple[Header, ...]:
+    if not headers:
+        return ()
+    return tuple(h if isinstance(h, Header) else Header(h[0], h[1]) for h in headers)

@@ -1,0 +1,272 @@
+"""BrokerLifecycle: a broker's registration, heartbeats and metadata following.
+
+Theory of operation
+-------------------
+* Register with the active controller (a fresh incarnation id per process start); the
+  controller answers with the broker_epoch; the broker starts fenced.
+* Follow metadata: long-poll MetadataFetch (any controller) after the newest offset replayed,
+  replay each committed batch into a local MetadataStateMachine (the same deterministic
+  apply as every controller, so a batch rejected there is rejected here), or adopt the
+  controller's checkpoint when it says we are behind its retained tail. Every new image is
+  published to subscribers (the MetadataSource contract of log/server/broker_context.py).
+* Heartbeat every broker.heartbeat.interval.ms with the newest replayed offset: the
+  controller unfences the broker once it has replayed up to its own registration
+  (`unfenced` is then set). STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED (the controller lost
+  or replaced our registration) registers again.
+* `controlled_shutdown()`: a heartbeat with want_shut_down, so the controller moves our
+  leaderships away and fences us before the node stops serving.
+
+All I/O goes through a ControllerClient; every call is under a deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import trio
+
+from log.protocol.errors import ErrorCode, KafkaError
+from log.server.broker_context import MAX_PENDING_IMAGES
+from log.server.config import NodeConfig
+from quorum import controller as c
+from quorum.controller_client import ControllerClient
+from quorum.image import MetadataImage, partition_changes
+from quorum.records import Endpoint
+from quorum.state_machine import MetadataStateMachine
+
+logger = logging.getLogger(__name__)
+
+FETCH_MAX_WAIT_MS = 500
+FETCH_MAX_BATCHES = 1000
+RETRY_BACKOFF_MS = 200
+FENCED_HEARTBEAT_INTERVAL_MS = 100
+MAX_LOGGED_CHANGES = 20  # partition changes logged per image; the rest are counted
+MAX_SUBSCRIBERS = 64
+
+
+class BrokerLifecycle:
+    """`await nursery.start(lifecycle.run)` returns once registered; implements MetadataSource."""
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        client: ControllerClient,
+        fetch_client: ControllerClient,
+        *,
+        incarnation_id: uuid.UUID | None = None,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.node_id
+        self.client = client
+        self.fetch_client = fetch_client
+        self.incarnation_id = incarnation_id or uuid.uuid4()
+        self.heartbeat_interval_ms = config.props["broker.heartbeat.interval.ms"]
+        self.session_timeout_ms = config.props["broker.session.timeout.ms"]
+        self.broker_epoch = -1
+        self.is_fenced = True
+        self.unfenced = trio.Event()
+        self._state_machine = MetadataStateMachine()
+        self._image_advanced = trio.Event()
+        self._subscribers: list[trio.MemorySendChannel[MetadataImage]] = []
+        self._stopping = False
+        self._scope: trio.CancelScope | None = None
+
+    # -- MetadataSource -----------------------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._state_machine.image
+
+    async def wait_for_image(self, min_offset: int) -> MetadataImage:
+        while self._state_machine.image.last_offset < min_offset:
+            await self._image_advanced.wait()
+        return self._state_machine.image
+
+    def subscribe(self) -> trio.MemoryReceiveChannel[MetadataImage]:
+        assert len(self._subscribers) < MAX_SUBSCRIBERS
+        send, receive = trio.open_memory_channel[MetadataImage](MAX_PENDING_IMAGES)
+        self._subscribers.append(send)
+        return receive
+
+    def _publish(self, image: MetadataImage) -> None:
+        for send in list(self._subscribers):
+            try:
+                send.send_nowait(image)
+            except trio.WouldBlock:
+                pass  # the next image supersedes this one
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._subscribers.remove(send)
+        event, self._image_advanced = self._image_advanced, trio.Event()
+        event.set()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def _registration_request(self) -> c.BrokerRegistrationRequest:
+        endpoints = tuple(
+            Endpoint(e.listener, e.host, e.port)
+            for e in self.config.advertised_listeners
+            if e.listener != "CONTROLLER"
+        )
+        return c.BrokerRegistrationRequest(self.broker_id, self.incarnation_id, endpoints)
+
+    async def register(self) -> None:
+        """Register until it works (each attempt bounded by the client's retries)."""
+        while True:
+            try:
+                with trio.fail_after(self.session_timeout_ms / 1000):
+                    response = await self.client.register(
+                        self._registration_request(), self.config.props["cluster.id"]
+                    )
+                if response.error_code == ErrorCode.NONE:
+                    self.broker_epoch = response.broker_epoch
+                    logger.info(
+                        "node %d: registered, broker_epoch=%d incarnation=%s",
+                        self.broker_id,
+                        self.broker_epoch,
+                        self.incarnation_id,
+                    )
+                    return
+                logger.info("node %d: registration refused: %s", self.broker_id, response)
+            except (KafkaError, trio.TooSlowError) as exc:
+                logger.info("node %d: registration failed: %s", self.broker_id, exc)
+            await trio.sleep(RETRY_BACKOFF_MS / 1000)
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        await self.register()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._scope = nursery.cancel_scope
+                nursery.start_soon(self._follow_metadata)
+                nursery.start_soon(self._heartbeat_loop)
+                task_status.started()
+        finally:
+            for send in self._subscribers:
+                send.close()
+            with trio.CancelScope(shield=True):
+                await self.client.aclose()
+                await self.fetch_client.aclose()
+
+    async def _heartbeat_loop(self) -> None:
+        while not self._stopping:
+            request = c.BrokerHeartbeatRequest(
+                self.broker_id, self.broker_epoch, self._state_machine.last_applied_offset
+            )
+            try:
+                with trio.fail_after(self.session_timeout_ms / 1000):
+                    response = await self.client.heartbeat(request)
+            except (KafkaError, trio.TooSlowError) as exc:
+                logger.info("node %d: heartbeat failed: %s", self.broker_id, exc)
+            else:
+                self._on_heartbeat(response)
+                if response.error_code in (
+                    ErrorCode.STALE_BROKER_EPOCH,
+                    ErrorCode.BROKER_ID_NOT_REGISTERED,
+                ):
+                    await self.register()
+                    continue
+            # While fenced, heartbeat often: the controller unfences us on the first heartbeat
+            # that shows we replayed our own registration.
+            interval_ms = self.heartbeat_interval_ms
+            if self.is_fenced:
+                interval_ms = min(interval_ms, FENCED_HEARTBEAT_INTERVAL_MS)
+            await trio.sleep(interval_ms / 1000)
+
+    def _on_heartbeat(self, response: c.BrokerHeartbeatResponse) -> None:
+        if response.error_code != ErrorCode.NONE:
+            logger.info("node %d: heartbeat answered %s", self.broker_id, response.error_code.name)
+            return
+        if response.is_fenced != self.is_fenced and not self._stopping:
+            logger.info(
+                "node %d: broker %s (broker_epoch=%d)",
+                self.broker_id,
+                "fenced" if response.is_fenced else "unfenced",
+                self.broker_epoch,
+            )
+        self.is_fenced = response.is_fenced
+        if not response.is_fenced:
+            self.unfenced.set()
+
+    async def _follow_metadata(self) -> None:
+        while True:
+            after = self._state_machine.last_applied_offset
+            try:
+                with trio.fail_after(FETCH_MAX_WAIT_MS / 1000 + self.session_timeout_ms / 1000):
+                    response = await self.fetch_client.metadata_fetch(
+                        self.broker_id, after, FETCH_MAX_WAIT_MS, FETCH_MAX_BATCHES
+                    )
+            except (KafkaError, trio.TooSlowError) as exc:
+                logger.info("node %d: metadata fetch failed: %s", self.broker_id, exc)
+                await trio.sleep(RETRY_BACKOFF_MS / 1000)
+                continue
+            self.apply_fetch_response(response)
+
+    def apply_fetch_response(self, response: Any) -> bool:
+        """Replay a MetadataFetch answer; True when the image advanced."""
+        before = self._state_machine.image
+        if response.checkpoint is not None and response.checkpoint_offset > before.last_offset:
+            self._state_machine = MetadataStateMachine.from_checkpoint(bytes(response.checkpoint))
+            logger.info(
+                "node %d: loaded metadata checkpoint at offset %d",
+                self.broker_id,
+                self._state_machine.last_applied_offset,
+            )
+        for batch in response.batches:
+            if batch.offset > self._state_machine.last_applied_offset:
+                self._state_machine.apply(batch.offset, bytes(batch.payload))
+        after = self._state_machine.image
+        if after is before:
+            return False
+        self._log_changes(before, after)
+        self._publish(after)
+        return True
+
+    def _log_changes(self, before: MetadataImage, after: MetadataImage) -> None:
+        changes = partition_changes(before, after)
+        for change in changes[:MAX_LOGGED_CHANGES]:
+            new = change.new
+            if new is None:
+                logger.info(
+                    "node %d: partition %s-%d removed",
+                    self.broker_id,
+                    change.topic_name,
+                    change.partition,
+                )
+                continue
+            logger.info(
+                "node %d: partition %s-%d leader=%d leader_epoch=%d isr=%s metadata_offset=%d",
+                self.broker_id,
+                change.topic_name,
+                change.partition,
+                new.leader,
+                new.leader_epoch,
+                list(new.isr),
+                after.last_offset,
+            )
+        if len(changes) > MAX_LOGGED_CHANGES:
+            logger.info(
+                "node %d: ... and %d more partition changes",
+                self.broker_id,
+                len(changes) - MAX_LOGGED_CHANGES,
+            )
+
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move our leaderships away and fence us; best effort."""
+        self._stopping = True
+        if self.broker_epoch < 0:
+            return
+        request = c.BrokerHeartbeatRequest(
+            self.broker_id,
+            self.broker_epoch,
+            self._state_machine.last_applied_offset,
+            want_shut_down=True,
+        )
+        try:
+            with trio.fail_after(self.session_timeout_ms / 1000):
+                response = await self.client.heartbeat(request)
+            logger.info(
+                "node %d: controlled shutdown: %s", self.broker_id, response.error_code.name
+            )
+        except (KafkaError, trio.TooSlowError) as exc:
+            logger.warning("node %d: controlled shutdown failed: %s", self.broker_id, exc)

@@ -1,0 +1,238 @@
+"""ControllerClient: a broker's calls to the controller quorum over TCP (Kafka framing).
+
+One TCP connection at a time, one request at a time (a lock), to one of
+`controller.quorum.voters`. `call()` finds the active controller: it starts with the last
+controller that answered (or the first voter), follows a NOT_CONTROLLER answer's `leader_id`
+when it has one, otherwise moves to the next voter; connection failures and retriable errors
+are retried with exponential backoff up to `max_attempts`. Everything is bounded (attempts,
+connect timeout, request timeout); callers still put `trio.fail_after` around calls.
+
+`ControllerClient` implements log.server.broker_context.ControllerChannel (create_topics,
+delete_topics, create_partitions, alter_topic_configs, alter_partition,
+allocate_producer_ids) plus register / heartbeat / controlled_shutdown / metadata_fetch for
+broker_lifecycle. MetadataFetch may be served by any controller, so `any_controller=True`
+does not chase the leader.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+
+from log.protocol import controller_extra as extra
+from log.protocol.controller import (
+    ALLOCATE_PRODUCER_IDS_REQUEST,
+    BROKER_HEARTBEAT_REQUEST,
+    BROKER_REGISTRATION_REQUEST,
+)
+from log.protocol.errors import (
+    ErrorCode,
+    InvalidRequestError,
+    KafkaError,
+    RequestTimedOutError,
+    error_for,
+)
+from log.protocol.framing import FrameDecoder
+from log.server.config import Voter
+from quorum import controller as c
+from quorum import controller_codec
+
+logger = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_MS = 1000
+REQUEST_TIMEOUT_MS = 10_000  # per attempt; a MetadataFetch adds its max_wait_ms
+MAX_ATTEMPTS = 20
+RETRY_BACKOFF_MS = 50
+RETRY_BACKOFF_MAX_MS = 200  # a controller election takes ~0.3-0.7 s: look again soon
+MAX_READ_BYTES = 1 << 20
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # a MetadataFetch may carry a whole checkpoint
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.NOT_CONTROLLER,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        ErrorCode.STALE_CONTROLLER_EPOCH,
+    }
+)
+
+
+class ControllerClient:
+    def __init__(
+        self,
+        voters: Sequence[Voter],
+        *,
+        client_id: str = "quorumlog-broker",
+        max_attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        assert voters and max_attempts >= 1
+        self.voters = tuple(voters)
+        self.client_id = client_id
+        self.max_attempts = max_attempts
+        self._current = 0  # index into voters
+        self._stream: trio.SocketStream | None = None
+        self._frames: FrameDecoder | None = None
+        self._next_correlation_id = 0
+        self._lock = trio.Lock()
+
+    async def aclose(self) -> None:
+        await self._disconnect()
+
+    async def _disconnect(self) -> None:
+        stream, self._stream, self._frames = self._stream, None, None
+        if stream is not None:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    def _move_to(self, leader_id: int) -> None:
+        for i, voter in enumerate(self.voters):
+            if voter.node_id == leader_id:
+                self._current = i
+                return
+        self._current = (self._current + 1) % len(self.voters)
+
+    async def _exchange(self, api_key: int, body: Any, timeout_s: float) -> Any:
+        if self._stream is None:
+            voter = self.voters[self._current]
+            with trio.fail_after(CONNECT_TIMEOUT_MS / 1000):
+                self._stream = await trio.open_tcp_stream(voter.host, voter.port)
+            self._frames = FrameDecoder(MAX_RESPONSE_BYTES)
+        stream, frames = self._stream, self._frames
+        assert stream is not None and frames is not None
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        with trio.fail_after(timeout_s):
+            await stream.send_all(
+                extra.encode_request_frame(api_key, correlation_id, self.client_id, body)
+            )
+            while (frame := frames.next_frame()) is None:
+                data = await stream.receive_some(MAX_READ_BYTES)
+                if not data:
+                    raise trio.BrokenResourceError("controller closed the connection")
+                frames.feed(data)
+        answered_id, response = extra.decode_response_frame(frame, api_key)
+        if answered_id != correlation_id:
+            raise InvalidRequestError(f"correlation id {answered_id}, expected {correlation_id}")
+        return response
+
+    async def call(self, api_key: int, body: Any, *, any_controller: bool = False) -> Any:
+        """Send one request to the (active) controller; return a response body whose
+        error_code is not retriable. Raises a KafkaError after max_attempts."""
+        extra_wait_s = getattr(body, "max_wait_ms", 0) / 1000
+        backoff_ms = RETRY_BACKOFF_MS
+        last_error: str = "no attempt"
+        async with self._lock:
+            for _attempt in range(self.max_attempts):
+                try:
+                    response = await self._exchange(
+                        api_key, body, REQUEST_TIMEOUT_MS / 1000 + extra_wait_s
+                    )
+                except (OSError, trio.BrokenResourceError, trio.TooSlowError, KafkaError) as exc:
+                    last_error = f"{self.voters[self._current]}: {type(exc).__name__} {exc}"
+                    await self._disconnect()
+                    self._current = (self._current + 1) % len(self.voters)
+                else:
+                    code = ErrorCode(response.error_code)
+                    if code not in _RETRIABLE:
+                        return response
+                    last_error = f"{self.voters[self._current]}: {code.name}"
+                    if code == ErrorCode.NOT_CONTROLLER and not any_controller:
+                        leader_id = getattr(response, "leader_id", -1)
+                        await self._disconnect()
+                        self._move_to(leader_id)
+                        if leader_id >= 0 and leader_id != self.voters[self._current].node_id:
+                            self._current = (self._current + 1) % len(self.voters)
+                await trio.sleep(backoff_ms / 1000)
+                backoff_ms = min(2 * backoff_ms, RETRY_BACKOFF_MAX_MS)
+        raise RequestTimedOutError(f"controller call {api_key} failed: {last_error}")
+
+    # -- broker-to-controller RPCs --------------------------------------------------------------
+
+    async def register(self, request: c.BrokerRegistrationRequest, cluster_id: str) -> Any:
+        listener = BROKER_REGISTRATION_REQUEST.cls.Listener
+        body = BROKER_REGISTRATION_REQUEST.cls(
+            broker_id=request.broker_id,
+            cluster_id=cluster_id,
+            incarnation_id=request.incarnation_id,
+            listeners=[
+                listener(name=e.name, host=e.host, port=e.port, security_protocol=0)
+                for e in request.endpoints
+            ],
+            features=[],
+            rack=request.rack,
+        )
+        r = await self.call(62, body)
+        return c.BrokerRegistrationResponse(ErrorCode(r.error_code), r.broker_epoch)
+
+    async def heartbeat(self, request: c.BrokerHeartbeatRequest) -> c.BrokerHeartbeatResponse:
+        body = BROKER_HEARTBEAT_REQUEST.cls(
+            broker_id=request.broker_id,
+            broker_epoch=request.broker_epoch,
+            current_metadata_offset=request.current_metadata_offset,
+            want_fence=request.want_fence,
+            want_shut_down=request.want_shut_down,
+        )
+        r = await self.call(63, body)
+        return c.BrokerHeartbeatResponse(
+            ErrorCode(r.error_code), r.is_caught_up, r.is_fenced, r.should_shut_down
+        )
+
+    async def metadata_fetch(
+        self, broker_id: int, after_offset: int, max_wait_ms: int, max_batches: int = 1000
+    ) -> Any:
+        body = extra.METADATA_FETCH_REQUEST.cls(
+            broker_id=broker_id,
+            after_offset=after_offset,
+            max_wait_ms=max_wait_ms,
+            max_batches=max_batches,
+        )
+        response = await self.call(extra.METADATA_FETCH_KEY, body, any_controller=True)
+        if response.error_code != ErrorCode.NONE:
+            raise error_for(response.error_code, f"metadata fetch after {after_offset}")
+        return response
+
+    async def _forward(self, operation: str, request: Any) -> Any:
+        body = extra.CONTROLLER_FORWARD_REQUEST.cls(
+            operation=operation, payload=controller_codec.encode(request)
+        )
+        r = await self.call(extra.CONTROLLER_FORWARD_KEY, body)
+        if r.error_code != ErrorCode.NONE:
+            raise error_for(r.error_code, r.error_message or operation)
+        return controller_codec.decode(controller_codec.OPERATIONS[operation][1], r.payload)
+
+    async def controlled_shutdown(
+        self, request: c.ControlledShutdownRequest
+    ) -> c.ControlledShutdownResponse:
+        return await self._forward("controlled_shutdown", request)
+
+    # -- ControllerChannel ----------------------------------------------------------------------
+
+    async def create_topics(self, request: c.CreateTopicsRequest) -> c.CreateTopicsResponse:
+        return await self._forward("create_topics", request)
+
+    async def delete_topics(self, request: c.DeleteTopicsRequest) -> c.DeleteTopicsResponse:
+        return await self._forward("delete_topics", request)
+
+    async def create_partitions(
+        self, request: c.CreatePartitionsRequest
+    ) -> c.CreatePartitionsResponse:
+        return await self._forward("create_partitions", request)
+
+    async def alter_topic_configs(self, request: c.AlterConfigsRequest) -> c.AlterConfigsResponse:
+        return await self._forward("alter_topic_configs", request)
+
+    async def alter_partition(self, request: c.AlterPartitionRequest) -> c.AlterPartitionResponse:
+        return await self._forward("alter_partition", request)
+
+    async def allocate_producer_ids(
+        self, request: c.AllocateProducerIdsRequest
+    ) -> c.AllocateProducerIdsResponse:
+        body = ALLOCATE_PRODUCER_IDS_REQUEST.cls(
+            broker_id=request.broker_id, broker_epoch=request.broker_epoch
+        )
+        r = await self.call(67, body)
+        return c.AllocateProducerIdsResponse(
+            ErrorCode(r.error_code), r.producer_id_start, r.producer_id_len
+        )

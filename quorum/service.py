@@ -1,0 +1,409 @@
+"""ControllerService: the controller role of a node (Raft seat + controller RPC listener).
+
+Theory of operation
+-------------------
+The service runs a RaftNode over MetadataStateMachine. When Raft makes this node leader, the
+activation task proposes `activate_controller(node_id, raft_term)` (batch controller_epoch =
+raft term); only once that batch applied (accepted) and the term is unchanged does the service
+become *active*: its image then holds everything earlier leaders committed, and stale batches
+of older epochs are rejected on replay. Leaving leadership deactivates at once.
+
+Decisions are serialized by one lock: decide on the newest image (pure functions of
+quorum/controller.py), propose the records as one batch under a timeout, answer only after the
+batch applied; a batch rejected on replay is answered with its error code. Randomness (topic
+ids, placement start) is drawn here, never in the pure layer.
+
+RPCs (Kafka framing, CONTROLLER listener): BrokerRegistration, BrokerHeartbeat,
+AllocateProducerIds (Kafka's messages), ControllerForward (the other decisions) and
+MetadataFetch (log/protocol/controller_extra.py). Non-leaders answer NOT_CONTROLLER (with the
+leader's node id in ControllerForward/MetadataFetch); MetadataFetch is served by any
+controller from its own committed state (long-poll with RaftNode.wait_for_offset), or as the
+newest checkpoint when the broker is behind the retained tail.
+
+The active controller also runs the fencing task: every `fence_check_interval_ms` it fences
+brokers whose last heartbeat is older than broker.session.timeout.ms (fence_expired_brokers:
+leadership moves to the first live ISR member with leader_epoch + 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from log.protocol import controller_extra as extra
+from log.protocol.errors import (
+    ErrorCode,
+    InvalidRequestError,
+    KafkaError,
+    NotControllerError,
+    OffsetOutOfRangeError,
+    RequestTimedOutError,
+)
+from log.protocol.framing import FrameDecoder
+from log.server.config import NodeConfig
+from quorum import controller as c
+from quorum import controller_codec
+from quorum.raft import RaftConfig, RaftNode
+from quorum.records import Endpoint, MetadataRecord, encode_batch
+from quorum.state_machine import ApplyResult, MetadataStateMachine
+
+logger = logging.getLogger(__name__)
+
+PROPOSE_TIMEOUT_MS = 5000  # a decision that has not committed by then is answered with a timeout
+MAX_CONNECTIONS = 256
+MAX_READ_BYTES = 1 << 16
+ACTIVATION_RETRY_MS = 100
+
+
+def raft_config_for(config: NodeConfig) -> RaftConfig:
+    me = [v for v in config.raft_voters if v.node_id == config.node_id][0]
+    records = max(2, config.props["metadata.log.max.record.count.between.snapshots"])
+    return RaftConfig(
+        self_address=f"{me.host}:{me.port}",
+        partner_addresses=tuple(
+            f"{v.host}:{v.port}" for v in config.raft_voters if v.node_id != config.node_id
+        ),
+        data_dir=str(config.metadata_dir.parent),
+        password=config.props["controller.quorum.password"],
+        checkpoint_interval_records=records,
+        checkpoint_interval_ms=config.props["metadata.log.max.snapshot.interval.ms"],
+        tail_max_batches=max(20_000, 2 * records),
+    )
+
+
+class ControllerService:
+    """`port = await nursery.start(service.run)`; serves until cancelled."""
+
+    def __init__(self, config: NodeConfig, *, seed: int | None = None) -> None:
+        assert "controller" in config.roles
+        self.config = config
+        self.node_id = config.node_id
+        self.session_timeout_ms = config.props["broker.session.timeout.ms"]
+        self.fence_check_interval_ms = max(50, min(1000, self.session_timeout_ms // 4))
+        self.raft: RaftNode | None = None
+        self.active_epoch = -1  # the controller epoch we serve in; -1: not active
+        self.tracker = c.BrokerHeartbeatTracker(self.session_timeout_ms)
+        self._decision_lock = trio.Lock()
+        self._proposal_ids = itertools.count(1)
+        self._random = random.Random(seed)
+        self._leadership_changed = trio.Event()
+        self._connection_slots = trio.Semaphore(MAX_CONNECTIONS)
+        self._leader_ids = {f"{v.host}:{v.port}": v.node_id for v in config.raft_voters}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        endpoint = self.config.listener("CONTROLLER")
+        async with RaftNode(
+            raft_config_for(self.config),
+            state_machine_factory=MetadataStateMachine,
+            on_leadership_change=self._on_leadership_change,
+        ) as raft:
+            self.raft = raft
+            listeners = await trio.open_tcp_listeners(endpoint.port, host=endpoint.host)
+            port = listeners[0].socket.getsockname()[1]
+            logger.info("node %d: controller listening on %s:%d", self.node_id, endpoint.host, port)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
+                    nursery.start_soon(self._activation_loop)
+                    nursery.start_soon(self._fence_loop)
+                    task_status.started(port)
+            finally:
+                self.active_epoch = -1
+
+    @property
+    def image(self):  # noqa: ANN201 - MetadataImage
+        assert self.raft is not None
+        return self.raft.state_machine.image  # type: ignore[attr-defined]
+
+    @property
+    def is_active(self) -> bool:
+        raft = self.raft
+        return (
+            raft is not None
+            and self.active_epoch >= 0
+            and raft.is_leader
+            and raft.raft_term == self.active_epoch
+        )
+
+    def leader_node_id(self) -> int:
+        if self.is_active:
+            return self.node_id
+        raft = self.raft
+        address = None if raft is None else raft.leader_id
+        return self._leader_ids.get(address, -1) if address else -1
+
+    def _on_leadership_change(self, is_leader: bool, raft_term: int) -> None:
+        logger.info("node %d: raft leader=%s term=%d", self.node_id, is_leader, raft_term)
+        if not is_leader:
+            self.active_epoch = -1
+        event, self._leadership_changed = self._leadership_changed, trio.Event()
+        event.set()
+
+    async def _activation_loop(self) -> None:
+        raft = self.raft
+        assert raft is not None
+        while True:
+            if raft.is_leader and not self.is_active:
+                term = raft.raft_term
+                try:
+                    async with self._decision_lock:
+                        result = await self._propose(
+                            c.activate_controller(self.node_id, term), term
+                        )
+                    if raft.is_leader and raft.raft_term == term and result.accepted:
+                        self.tracker.on_activate(self.image, _now_ms())
+                        self.active_epoch = term
+                        logger.info(
+                            "node %d: active controller, controller_epoch=%d at offset %d",
+                            self.node_id,
+                            term,
+                            result.metadata_offset,
+                        )
+                    elif not result.accepted:
+                        logger.warning("node %d: activation rejected: %s", self.node_id, result)
+                except KafkaError as exc:
+                    logger.info("node %d: activation failed (%s), retrying", self.node_id, exc)
+                with trio.move_on_after(ACTIVATION_RETRY_MS / 1000):
+                    await self._leadership_changed.wait()
+            else:
+                with trio.move_on_after(ACTIVATION_RETRY_MS / 1000):
+                    await self._leadership_changed.wait()
+
+    async def _fence_loop(self) -> None:
+        while True:
+            await trio.sleep(self.fence_check_interval_ms / 1000)
+            if not self.is_active:
+                continue
+            try:
+                fenced = await self._decide(
+                    lambda image: self.tracker.fence_expired(image, _now_ms())
+                )
+            except NotControllerError:
+                continue  # lost leadership since the check above
+            except KafkaError as exc:
+                logger.info("node %d: fencing round failed: %s", self.node_id, exc)
+                continue
+            if fenced:
+                logger.info("node %d: fenced brokers %s (session expired)", self.node_id, fenced)
+
+    # -- decisions ----------------------------------------------------------------------------
+
+    async def _propose(self, records: list[MetadataRecord], epoch: int) -> ApplyResult:
+        raft = self.raft
+        assert raft is not None
+        payload = encode_batch(records, epoch, next(self._proposal_ids))
+        try:
+            with trio.fail_after(PROPOSE_TIMEOUT_MS / 1000):
+                outcome = await raft.propose(payload)
+        except trio.TooSlowError:
+            raise RequestTimedOutError("metadata batch did not commit in time") from None
+        result = outcome.result
+        if not isinstance(result, ApplyResult):
+            raise KafkaError(f"apply failed: {result}")
+        return result
+
+    async def _decide(self, decide: Callable[[Any], tuple[list[MetadataRecord], Any]]) -> Any:
+        """Run one pure decision on the newest image; commit its records; return its answer."""
+        async with self._decision_lock:
+            if not self.is_active:
+                raise NotControllerError(f"node {self.node_id} is not the active controller")
+            epoch = self.active_epoch
+            records, response = decide(self.image)
+            if records:
+                result = await self._propose(list(records), epoch)
+                if not result.accepted:
+                    raise KafkaError(
+                        f"batch rejected on replay: {result.reason}",
+                        error_code=result.error_code or ErrorCode.UNKNOWN_SERVER_ERROR,
+                    )
+            return response
+
+    async def register_broker(self, request: c.BrokerRegistrationRequest) -> Any:
+        def decide(image):  # noqa: ANN001, ANN202
+            last = self.tracker.last_heartbeat_ms_by_broker.get(request.broker_id)
+            alive = last is not None and _now_ms() - last <= self.session_timeout_ms
+            records, response = c.register_broker(image, request, previous_session_alive=alive)
+            if response.error_code == ErrorCode.NONE:
+                self.tracker.touch(request.broker_id, _now_ms())
+            return records, response
+
+        response = await self._decide(decide)
+        logger.info(
+            "node %d: broker %d registered, broker_epoch=%d (%s)",
+            self.node_id,
+            request.broker_id,
+            response.broker_epoch,
+            response.error_code.name,
+        )
+        return response
+
+    async def heartbeat(self, request: c.BrokerHeartbeatRequest) -> Any:
+        def decide(image):  # noqa: ANN001, ANN202
+            records, response = c.heartbeat(image, request)
+            if response.error_code == ErrorCode.NONE:
+                self.tracker.touch(request.broker_id, _now_ms())
+            return records, response
+
+        return await self._decide(decide)
+
+    async def forward(self, operation: str, request: Any) -> Any:
+        if operation == "create_topics":
+            ids = [uuid.UUID(int=self._random.getrandbits(128), version=4) for _ in request.topics]
+            start = self._random.randrange(1 << 16)
+            return await self._decide(
+                lambda image: c.create_topics(
+                    image,
+                    request,
+                    start_index=start,
+                    topic_ids=ids,
+                    default_num_partitions=self.config.props["num.partitions"],
+                    default_replication_factor=self.config.props["default.replication.factor"],
+                )
+            )
+        if operation == "create_partitions":
+            start = self._random.randrange(1 << 16)
+            return await self._decide(
+                lambda image: c.create_partitions(image, request, start_index=start)
+            )
+        decide = {
+            "delete_topics": c.delete_topics,
+            "alter_topic_configs": c.alter_topic_configs,
+            "alter_partition": c.alter_partition,
+            "controlled_shutdown": c.controlled_shutdown,
+        }[operation]
+        return await self._decide(lambda image: decide(image, request))
+
+    # -- metadata fetch (any controller) ------------------------------------------------------
+
+    async def metadata_fetch(self, body: Any) -> Any:
+        raft = self.raft
+        assert raft is not None
+        response = extra.METADATA_FETCH_RESPONSE.cls
+        after = max(0, body.after_offset)
+        max_wait_ms = min(max(0, body.max_wait_ms), extra.MAX_FETCH_WAIT_MS)
+        max_batches = min(max(1, body.max_batches), extra.MAX_FETCH_BATCHES)
+        with trio.move_on_after(max_wait_ms / 1000):
+            await raft.wait_for_offset(after)
+        batch_cls = response.MetadataBatch
+        try:
+            batches = raft.read_committed(after, max_batches)
+        except OffsetOutOfRangeError:
+            checkpoint = raft.latest_checkpoint()
+            if checkpoint is None:
+                return response(error_code=ErrorCode.OFFSET_OUT_OF_RANGE)
+            return response(
+                error_code=ErrorCode.NONE,
+                leader_id=self.leader_node_id(),
+                committed_offset=raft.committed_offset,
+                checkpoint_offset=checkpoint[0],
+                checkpoint=checkpoint[1],
+                batches=[],
+            )
+        return response(
+            error_code=ErrorCode.NONE,
+            leader_id=self.leader_node_id(),
+            committed_offset=raft.committed_offset,
+            batches=[batch_cls(offset=o, payload=p) for o, p in batches],
+        )
+
+    # -- the wire -----------------------------------------------------------------------------
+
+    async def _dispatch(self, api_key: int, body: Any) -> Any:
+        """The response body for one request; typed failures become their error code."""
+        api = extra.CONTROLLER_LISTENER_APIS[api_key]
+        try:
+            if api_key == extra.METADATA_FETCH_KEY:
+                return await self.metadata_fetch(body)
+            if api_key == 62:
+                r = await self.register_broker(
+                    c.BrokerRegistrationRequest(
+                        body.broker_id,
+                        body.incarnation_id,
+                        tuple(Endpoint(x.name, x.host, x.port) for x in body.listeners),
+                        body.rack,
+                    )
+                )
+                return api.response.cls(error_code=r.error_code, broker_epoch=r.broker_epoch)
+            if api_key == 63:
+                r = await self.heartbeat(
+                    c.BrokerHeartbeatRequest(
+                        body.broker_id,
+                        body.broker_epoch,
+                        body.current_metadata_offset,
+                        body.want_fence,
+                        body.want_shut_down,
+                    )
+                )
+                return api.response.cls(
+                    error_code=r.error_code,
+                    is_caught_up=r.is_caught_up,
+                    is_fenced=r.is_fenced,
+                    should_shut_down=r.should_shut_down,
+                )
+            if api_key == 67:
+                r = await self._decide(
+                    lambda image: c.allocate_producer_ids(
+                        image, c.AllocateProducerIdsRequest(body.broker_id, body.broker_epoch)
+                    )
+                )
+                return api.response.cls(
+                    error_code=r.error_code,
+                    producer_id_start=r.producer_id_start,
+                    producer_id_len=r.producer_id_len,
+                )
+            if api_key == extra.CONTROLLER_FORWARD_KEY:
+                types = controller_codec.OPERATIONS.get(body.operation)
+                if types is None:
+                    raise InvalidRequestError(f"unknown operation {body.operation!r}")
+                request = controller_codec.decode(types[0], body.payload)
+                result = await self.forward(body.operation, request)
+                return api.response.cls(
+                    error_code=ErrorCode.NONE,
+                    leader_id=self.node_id,
+                    payload=controller_codec.encode(result),
+                )
+            raise InvalidRequestError(f"api {api_key} not served here")
+        except KafkaError as exc:
+            fields = {"error_code": exc.error_code}
+            if api_key in (extra.CONTROLLER_FORWARD_KEY, extra.METADATA_FETCH_KEY):
+                fields["leader_id"] = self.leader_node_id()
+            if api_key == extra.CONTROLLER_FORWARD_KEY:
+                fields["error_message"] = str(exc)[:1000]
+            return api.response.cls(**fields)
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        if self._connection_slots.value == 0:
+            await stream.aclose()
+            return
+        async with self._connection_slots, stream:
+            frames = FrameDecoder(self.config.props["socket.request.max.bytes"])
+            try:
+                while True:
+                    frame = frames.next_frame()
+                    if frame is None:
+                        data = await stream.receive_some(MAX_READ_BYTES)
+                        if not data:
+                            return
+                        frames.feed(data)
+                        continue
+                    # One request at a time: nothing more is read until it is answered.
+                    header, api, body = extra.decode_request_frame(frame)
+                    response = await self._dispatch(header.api_key, body)
+                    await stream.send_all(
+                        extra.encode_response_frame(api, header.correlation_id, response)
+                    )
+            except (trio.BrokenResourceError, trio.ClosedResourceError, KafkaError):
+                return  # a bad frame or request closes the connection, as in Kafka
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)

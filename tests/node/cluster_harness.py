@@ -1,0 +1,167 @@
+"""Real-process cluster harness for tests/node: format node dirs, start/kill `quorumlog node`.
+
+Nodes run as `python -m tools node --data-dir DIR/node-i` with short heartbeat/session
+timeouts. Every started process is remembered in `STARTED` and killed by the conftest fixture.
+Controller-side state is read over the wire (MetadataFetch, ControllerClient); what a broker
+replayed is read from its log lines (`partition t-0 leader=...`).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import trio
+
+from log.server.config import NODE_CONFIG_FILE, NodeConfig, Voter, to_toml
+from quorum.controller_client import ControllerClient
+from quorum.state_machine import MetadataStateMachine
+from tools.cluster_layout import ClusterLayout
+
+REPO = Path(__file__).resolve().parents[2]
+STARTED: list[subprocess.Popen] = []
+HEARTBEAT_INTERVAL_MS = 200
+SESSION_TIMEOUT_MS = 1500
+TEST_PROPS = {
+    "broker.heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+    "broker.session.timeout.ms": SESSION_TIMEOUT_MS,
+    "metadata.log.max.record.count.between.snapshots": 10,
+}
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_base_port(count: int) -> int:
+    """A base port with base..base+count, +100.., +200.. all free (seeded by pid)."""
+    rng = random.Random(os.getpid() ^ time.time_ns())
+    for _ in range(200):
+        base = rng.randrange(10000, 32500 - 200 - count)  # below Linux's ephemeral range (32768+)
+        ports = [base + k + i for k in (0, 100, 200) for i in range(count)]
+        if all(_port_free(p) for p in ports):
+            return base
+    raise RuntimeError("no free ports")
+
+
+class Cluster:
+    def __init__(self, data_dir: Path, node_count: int, base_port: int | None = None) -> None:
+        self.layout = ClusterLayout(data_dir, node_count, base_port or free_base_port(node_count))
+        self.processes: dict[int, subprocess.Popen] = {}
+        cluster_id, password = "test-cluster", "test-password"
+        for node_id in self.layout.node_ids:
+            node_dir = self.layout.node_dir(node_id)
+            path = node_dir / NODE_CONFIG_FILE
+            if not path.exists():
+                node_dir.mkdir(parents=True, exist_ok=True)
+                props = self.layout.node_properties(node_id, cluster_id, password)
+                props.update(TEST_PROPS)
+                path.write_text(to_toml(props))
+
+    def config(self, node_id: int) -> NodeConfig:
+        return NodeConfig.load(self.layout.node_dir(node_id))
+
+    def start(self, node_id: int) -> None:
+        node_dir = self.layout.node_dir(node_id)
+        log = open(node_dir / "node.log", "ab")  # noqa: SIM115
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tools", "node", "--data-dir", str(node_dir)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+        )
+        log.close()
+        STARTED.append(process)
+        self.processes[node_id] = process
+
+    def wait_ready(self, node_id: int, timeout_s: float = 60) -> None:
+        process = self.processes[node_id]
+        assert process.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        os.set_blocking(process.stdout.fileno(), False)
+        buffer = b""
+        while time.monotonic() < deadline:
+            chunk = process.stdout.read()
+            if chunk:
+                buffer += chunk
+                if b"READY" in buffer.splitlines():
+                    return
+            if process.poll() is not None:
+                raise AssertionError(
+                    f"node {node_id} exited with {process.returncode}: {self.log(node_id)[-2000:]}"
+                )
+            time.sleep(0.05)
+        raise AssertionError(f"node {node_id} not ready: {self.log(node_id)[-2000:]}")
+
+    def start_all(self) -> None:
+        for node_id in self.layout.node_ids:
+            self.start(node_id)
+        for node_id in self.layout.node_ids:
+            self.wait_ready(node_id)
+
+    def kill9(self, node_id: int) -> None:
+        process = self.processes.pop(node_id)
+        process.kill()
+        process.wait()
+
+    def terminate(self, node_id: int, timeout_s: float = 20) -> int:
+        process = self.processes.pop(node_id)
+        process.send_signal(signal.SIGTERM)
+        return process.wait(timeout=timeout_s)
+
+    def log(self, node_id: int) -> str:
+        return (self.layout.node_dir(node_id) / "node.log").read_text(errors="replace")
+
+    def log_matches(self, node_id: int, pattern: str) -> list[re.Match]:
+        return list(re.finditer(pattern, self.log(node_id)))
+
+    def controller_voters(self, node_ids=None) -> list[Voter]:
+        ids = node_ids or self.layout.controller_ids
+        return [Voter(i, "127.0.0.1", self.layout.controller_port(i)) for i in ids]
+
+    def client(self, node_ids=None) -> ControllerClient:
+        return ControllerClient(self.controller_voters(node_ids), max_attempts=40)
+
+    async def image_from(self, node_id: int):
+        """The committed image of controller `node_id` (MetadataFetch from its own state)."""
+        client = self.client([node_id])
+        machine = MetadataStateMachine()
+        try:
+            while True:
+                with trio.fail_after(10):
+                    r = await client.metadata_fetch(-1, machine.last_applied_offset, 0)
+                if r.checkpoint is not None and r.checkpoint_offset > machine.last_applied_offset:
+                    machine = MetadataStateMachine.from_checkpoint(bytes(r.checkpoint))
+                for b in r.batches:
+                    machine.apply(b.offset, bytes(b.payload))
+                if machine.last_applied_offset >= r.committed_offset:
+                    return machine.image
+        finally:
+            await client.aclose()
+
+    def stop_all(self) -> None:
+        for node_id in list(self.processes):
+            self.kill9(node_id)
+
+
+async def wait_until(predicate, timeout_s: float, interval_s: float = 0.05):
+    """Poll an async predicate until it returns a truthy value (real-process tests only)."""
+    with trio.fail_after(timeout_s):
+        while True:
+            value = await predicate()
+            if value:
+                return value
+            await trio.sleep(interval_s)

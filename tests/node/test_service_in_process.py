@@ -1,0 +1,146 @@
+"""In-process tests of the controller service and the broker lifecycle (one-voter quorum on
+real loopback sockets), plus the wire/JSON codecs of the controller listener."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import trio
+from cluster_harness import free_base_port
+
+from log.protocol import controller_extra as extra
+from log.protocol.errors import ErrorCode, InvalidRequestError
+from log.server.config import NodeConfig
+from quorum import controller as c
+from quorum import controller_codec
+from quorum.broker_lifecycle import BrokerLifecycle
+from quorum.controller_client import ControllerClient
+from quorum.service import ControllerService
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _config(tmp_path, base: int) -> NodeConfig:
+    return NodeConfig.from_properties(
+        tmp_path,
+        {
+            "node.id": 1,
+            "cluster.id": "c1",
+            "listeners": f"PLAINTEXT://127.0.0.1:{base},CONTROLLER://127.0.0.1:{base + 100}",
+            "controller.quorum.voters": f"1@127.0.0.1:{base + 100}",
+            "controller.quorum.raft.voters": f"1@127.0.0.1:{base + 200}",
+            "controller.quorum.password": "pw",
+            "broker.heartbeat.interval.ms": 100,
+            "broker.session.timeout.ms": 1000,
+        },
+    )
+
+
+def test_controller_codec_round_trips_every_operation():
+    topic_id = uuid.UUID(int=7)
+    samples = {
+        "create_topics": c.CreateTopicsRequest(
+            (c.CreatableTopic("t", 3, 1, {"retention.ms": "5"}),)
+        ),
+        "delete_topics": c.DeleteTopicsRequest(("t",), (topic_id,)),
+        "create_partitions": c.CreatePartitionsRequest((c.CreatePartitionsTopic("t", 4),), True),
+        "alter_topic_configs": c.AlterConfigsRequest("t", {"a": "1", "b": None}),
+        "alter_partition": c.AlterPartitionRequest(1, 5, topic_id, 0, 2, 3, (1, 2)),
+        "controlled_shutdown": c.ControlledShutdownRequest(2, 9),
+    }
+    assert set(samples) == set(controller_codec.OPERATIONS)
+    for operation, request in samples.items():
+        request_type, _ = controller_codec.OPERATIONS[operation]
+        assert controller_codec.decode(request_type, controller_codec.encode(request)) == request
+    response = c.CreateTopicsResponse(
+        (c.CreatableTopicResult("t", ErrorCode.TOPIC_ALREADY_EXISTS, "exists", topic_id, 3, 1),)
+    )
+    decoded = controller_codec.decode(c.CreateTopicsResponse, controller_codec.encode(response))
+    assert decoded == response
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"{", b"[]", b'{"topics": 5}', b'{"topics": [{"name": 1}]}',
+     b'{"topic_names": ["x"], "topic_ids": ["not-a-uuid"]}', b'{"topics": [[[[[[[[[[]]]]]]]]]]}'],
+)  # fmt: skip
+def test_controller_codec_refuses_bad_payloads_with_a_typed_error(payload):
+    for request_type, _ in controller_codec.OPERATIONS.values():
+        try:
+            controller_codec.decode(request_type, payload)
+        except InvalidRequestError:
+            pass
+
+
+def test_controller_listener_frames_round_trip():
+    body = extra.METADATA_FETCH_REQUEST.cls(broker_id=4, after_offset=17, max_wait_ms=9)
+    frame = extra.encode_request_frame(extra.METADATA_FETCH_KEY, 5, "me", body)
+    header, api, decoded = extra.decode_request_frame(frame[4:])
+    assert (header.correlation_id, header.client_id, decoded) == (5, "me", body)
+    response = api.response.cls(
+        error_code=0, batches=[api.response.cls.MetadataBatch(offset=3, payload=b"x")]
+    )
+    out = extra.encode_response_frame(api, 5, response)
+    assert extra.decode_response_frame(out[4:], extra.METADATA_FETCH_KEY) == (5, response)
+    with pytest.raises(InvalidRequestError):
+        extra.decode_request_frame(b"\x00\x13\x00\x00" + frame[8:])  # CreateTopics: not served
+
+
+async def test_one_node_registers_unfences_creates_topics_and_survives_garbage(tmp_path):
+    config = _config(tmp_path, free_base_port(1))
+    service = ControllerService(config, seed=1)
+    async with trio.open_nursery() as nursery:
+        controller_port = await nursery.start(service.run)
+        voters = config.controller_voters
+        lifecycle = BrokerLifecycle(config, ControllerClient(voters), ControllerClient(voters))
+        images = lifecycle.subscribe()
+        with trio.fail_after(20):
+            await nursery.start(lifecycle.run)
+            await lifecycle.unfenced.wait()
+        assert service.is_active and service.image.brokers[1].fenced is False
+
+        # Garbage on the CONTROLLER listener closes that connection only.
+        with trio.fail_after(5):
+            async with await trio.open_tcp_stream("127.0.0.1", controller_port) as raw:
+                await raw.send_all(b"\x00\x00\x00\x08garbage!")
+                assert await raw.receive_some(100) == b""
+
+        client = ControllerClient(voters)
+        with trio.fail_after(20):
+            response = await client.create_topics(
+                c.CreateTopicsRequest((c.CreatableTopic("t", 2, 1),))
+            )
+            assert response.results[0].error_code == ErrorCode.NONE
+            again = await client.create_topics(
+                c.CreateTopicsRequest((c.CreatableTopic("t", 2, 1),))
+            )
+            assert again.results[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+            image = await lifecycle.wait_for_image(service.image.last_offset)
+            assert sorted(image.topic("t").partitions) == [0, 1]
+            while (seen := await images.receive()).topic("t") is None:
+                pass
+            assert seen.topic("t").topic_id == response.results[0].topic_id
+            ids = await client.allocate_producer_ids(
+                c.AllocateProducerIdsRequest(1, lifecycle.broker_epoch)
+            )
+            assert (ids.error_code, ids.producer_id_len) == (ErrorCode.NONE, 1000)
+            stale = await client.allocate_producer_ids(c.AllocateProducerIdsRequest(1, 0))
+            assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH
+            await lifecycle.controlled_shutdown()
+        assert service.image.brokers[1].fenced
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+
+
+def test_node_command_reports_a_missing_or_bad_config_in_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from tools.cli import main
+
+    result = CliRunner().invoke(main, ["node", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "node.toml: no such file" in result.output
+    (tmp_path / "node.toml").write_text('"node.id" = 1\n"no.such.key" = 3\n')
+    result = CliRunner().invoke(main, ["node", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "unknown configuration key 'no.such.key'" in result.output

@@ -1,0 +1,277 @@
+"""`quorumlog perf produce`: produce N records with one client and report throughput and latency.
+
+    quorumlog perf produce --bootstrap 127.0.0.1:9092 --topic perf --records 200000 \\
+        --record-size 100 --acks all --client quorumlog [--bulk] [--json]
+
+The same command drives every client (quorumlog's trio producer, per record or with --bulk
+its send_many path; confluent-kafka; aiokafka; kafka-python) with the same settings: acks,
+linger.ms (default 5), batch size 16 KiB, idempotence exactly when acks=all, the
+Java-compatible murmur2 partitioner, unkeyed records of `record-size` random bytes. The clock
+starts before the first send and stops when the last record is acknowledged; latency is per
+record, from its send call to its delivery callback. Output: records/s, MB/s (10^6 bytes of
+values), latency p50/p99/max; with --json one JSON object with at least records_per_s,
+mb_per_s, p50_ms, p99_ms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+CLIENTS = ("quorumlog", "confluent", "aiokafka", "kafka-python")
+BULK_CHUNK_RECORDS = 10000  # records per send_many call in --bulk mode
+BATCH_SIZE_BYTES = 16384
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    index = min(len(sorted_values) - 1, max(0, round(fraction * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+def _acks_value(acks: str) -> int:
+    return -1 if acks in ("all", "-1") else int(acks)
+
+
+def run_quorumlog(
+    bootstrap: str, topic: str, values: list[bytes], acks: str, linger_ms: int, bulk: bool
+) -> tuple[float, list[float]]:
+    import trio
+
+    from producer.producer import Producer
+
+    latencies: list[float] = []
+    clock = time.perf_counter
+
+    async def main() -> float:
+        async with Producer(
+            bootstrap,
+            acks=_acks_value(acks),
+            linger_ms=linger_ms,
+            batch_size=BATCH_SIZE_BYTES,
+            enable_idempotence=_acks_value(acks) == -1,
+        ) as producer:
+            await producer.send(topic, b"warm-up")  # metadata and connections
+            await producer.flush()
+            start = clock()
+            if bulk:
+                for begin in range(0, len(values), BULK_CHUNK_RECORDS):
+                    sent_at = clock()
+                    delivery = await producer.send_many(
+                        topic, values[begin : begin + BULK_CHUNK_RECORDS]
+                    )
+                    # one timing per chunk, taken when its last record is acknowledged
+                    count = delivery.record_count
+                    delivery.add_callback(
+                        lambda _h, t=sent_at, n=count: latencies.extend([(clock() - t) * 1000] * n)
+                    )
+            else:
+                for value in values:
+                    sent_at = clock()
+                    handle = await producer.send(topic, value)
+                    handle.record_handle.add_callback(
+                        lambda _h, t=sent_at: latencies.append((clock() - t) * 1000)
+                    )
+            await producer.flush()
+            return clock() - start
+
+    return trio.run(main), latencies
+
+
+def run_confluent(
+    bootstrap: str, topic: str, values: list[bytes], acks: str, linger_ms: int, bulk: bool
+) -> tuple[float, list[float]]:
+    import confluent_kafka
+
+    latencies: list[float] = []
+    clock = time.perf_counter
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": linger_ms,
+            "batch.size": BATCH_SIZE_BYTES * 64,  # librdkafka's batches are per message set
+            "enable.idempotence": _acks_value(acks) == -1,
+            "partitioner": "murmur2_random",
+            "queue.buffering.max.messages": 1000000,
+        }
+    )
+    producer.produce(topic, b"warm-up")
+    producer.flush(30)
+    start = clock()
+    for value in values:
+        sent_at = clock()
+
+        def on_delivery(error: Any, _message: Any, t: float = sent_at) -> None:
+            latencies.append((clock() - t) * 1000)
+
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    remaining = producer.flush(60)
+    assert remaining == 0, f"{remaining} records not delivered"
+    return clock() - start, latencies
+
+
+def run_aiokafka(
+    bootstrap: str, topic: str, values: list[bytes], acks: str, linger_ms: int, bulk: bool
+) -> tuple[float, list[float]]:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    latencies: list[float] = []
+    clock = time.perf_counter
+
+    async def main() -> float:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all" if _acks_value(acks) == -1 else _acks_value(acks),
+            linger_ms=linger_ms,
+            max_batch_size=BATCH_SIZE_BYTES,
+            enable_idempotence=_acks_value(acks) == -1,
+        )
+        await producer.start()
+        try:
+            await (await producer.send(topic, b"warm-up"))
+            start = clock()
+            last = None
+            for value in values:
+                sent_at = clock()
+                last = await producer.send(topic, value)
+                last.add_done_callback(lambda _f, t=sent_at: latencies.append((clock() - t) * 1000))
+            await producer.flush()
+            if last is not None:
+                await last
+            return clock() - start
+        finally:
+            await producer.stop()
+
+    return asyncio.run(main()), latencies
+
+
+def run_kafka_python(
+    bootstrap: str, topic: str, values: list[bytes], acks: str, linger_ms: int, bulk: bool
+) -> tuple[float, list[float]]:
+    from kafka import KafkaProducer
+
+    latencies: list[float] = []
+    clock = time.perf_counter
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all" if _acks_value(acks) == -1 else _acks_value(acks),
+        linger_ms=linger_ms,
+        batch_size=BATCH_SIZE_BYTES,
+        enable_idempotence=_acks_value(acks) == -1,
+    )
+    try:
+        producer.send(topic, b"warm-up").get(timeout=30)
+        start = clock()
+        for value in values:
+            sent_at = clock()
+            future = producer.send(topic, value)
+            future.add_both(lambda _r, t=sent_at: latencies.append((clock() - t) * 1000))
+        producer.flush()
+        return clock() - start, latencies
+    finally:
+        producer.close()
+
+
+RUNNERS: dict[str, Callable[..., tuple[float, list[float]]]] = {
+    "quorumlog": run_quorumlog,
+    "confluent": run_confluent,
+    "aiokafka": run_aiokafka,
+    "kafka-python": run_kafka_python,
+}
+
+
+def run_produce_benchmark(
+    *,
+    bootstrap: str,
+    topic: str,
+    records: int,
+    record_size: int,
+    acks: str = "all",
+    client: str = "quorumlog",
+    linger_ms: int = 5,
+    bulk: bool = False,
+) -> dict[str, Any]:
+    """Run one client's produce workload; the result dict the command prints."""
+    if client not in RUNNERS:
+        raise click.BadParameter(f"unknown client {client!r}; one of {', '.join(CLIENTS)}")
+    payload = os.urandom(record_size)
+    values = [payload] * records
+    elapsed_s, latencies = RUNNERS[client](bootstrap, topic, values, acks, linger_ms, bulk)
+    latencies.sort()
+    return {
+        "client": client + ("-bulk" if bulk and client == "quorumlog" else ""),
+        "records": records,
+        "record_size": record_size,
+        "acks": acks,
+        "linger_ms": linger_ms,
+        "elapsed_s": round(elapsed_s, 4),
+        "records_per_s": round(records / elapsed_s, 1),
+        "mb_per_s": round(records * record_size / elapsed_s / 1e6, 3),
+        "p50_ms": round(percentile(latencies, 0.50), 3),
+        "p99_ms": round(percentile(latencies, 0.99), 3),
+        "max_ms": round(latencies[-1], 3) if latencies else float("nan"),
+        "acknowledged": len(latencies),
+    }
+
+
+@click.group("perf")
+def perf() -> None:
+    """Performance tools (like kafka-producer-perf-test)."""
+
+
+@perf.command("produce")
+@click.option("--bootstrap", required=True, help="host:port[,host:port...]")
+@click.option("--topic", required=True)
+@click.option("--records", type=click.IntRange(1), required=True, help="records to produce")
+@click.option("--record-size", type=click.IntRange(0), default=100, show_default=True)
+@click.option("--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all")
+@click.option("--client", type=click.Choice(CLIENTS), default="quorumlog", show_default=True)
+@click.option("--linger-ms", type=click.IntRange(0), default=5, show_default=True)
+@click.option("--bulk", is_flag=True, help="quorumlog: use send_many (the bulk path)")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: int,
+    record_size: int,
+    acks: str,
+    client: str,
+    linger_ms: int,
+    bulk: bool,
+    as_json: bool,
+) -> None:
+    """Produce N records and print records/s, MB/s and latency percentiles."""
+    result = run_produce_benchmark(
+        bootstrap=bootstrap,
+        topic=topic,
+        records=records,
+        record_size=record_size,
+        acks=acks,
+        client=client,
+        linger_ms=linger_ms,
+        bulk=bulk,
+    )
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    click.echo(
+        f"{result['client']}: {records} records of {record_size} bytes, acks={acks}: "
+        f"{result['records_per_s']:.0f} records/s, {result['mb_per_s']:.2f} MB/s, "
+        f"latency p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, "
+        f"max {result['max_ms']:.1f} ms"
+    )
