@@ -75,6 +75,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     """Validate the sink options; the producer properties are checked by ProducerConfig."""
     from producer.config import ProducerConfig
 
+    options = {str(k).lower(): v for k, v in options.items()}
     bootstrap = bootstrap_servers(options)
     topic = _get(options, "topic")
     if topic is not None and not topic.strip():
@@ -163,6 +164,7 @@ def parse_offsets(name: str, raw: str | None, default: int, allow_earliest: bool
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+    options = {str(k).lower(): v for k, v in options.items()}
     bootstrap = bootstrap_servers(options)
     subscribe_raw = _get(options, "subscribe")
     assign_raw = _get(options, "assign")

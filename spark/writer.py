@@ -44,6 +44,7 @@ from pyspark.sql.datasource import (
 from spark.options import WriteOptions, parse_write_options
 from spark.schema import validate_sink_schema
 
+ROW_CHUNK = 1000  # row path: rows validated together before any of them is sent
 MAX_IN_FLIGHT_FUTURES = 100_000  # row path: wait for acks before queueing more than this
 
 
@@ -261,6 +262,7 @@ class _TaskWriter:
     # -- rows ----------------------------------------------------------------------------------
 
     def _send_rows(self, producer: Any, batches: Iterable[Any]) -> None:
+        chunk: list = []
         for batch in batches:
             if hasattr(batch, "to_pylist"):  # an Arrow batch on the per-record path
                 self._check_batch(batch)
@@ -269,10 +271,24 @@ class _TaskWriter:
                     stamps = _timestamps_ms(batch.column(batch.schema.names.index("timestamp")))
                     for row, stamp in zip(rows, stamps, strict=True):
                         row["timestamp"] = stamp
-            else:
-                rows = [batch]
-            for row in rows:
-                self._send_row(producer, row)
+                for row in rows:
+                    self._send_row(producer, row)
+            else:  # Spark Rows: validated a chunk at a time, then sent
+                chunk.append(batch)
+                if len(chunk) >= ROW_CHUNK:
+                    self._send_row_chunk(producer, chunk)
+                    chunk = []
+        self._send_row_chunk(producer, chunk)
+
+    def _send_row_chunk(self, producer: Any, rows: list) -> None:
+        for row in rows:
+            if row["value"] is None:
+                raise QuorumLogWriteError(
+                    f"quorumlog sink: a row with a null 'value' in Spark partition "
+                    f"{self.spark_partition}; nothing of its chunk of {len(rows)} rows was sent"
+                )
+        for row in rows:
+            self._send_row(producer, row)
 
     def _send_row(self, producer: Any, row: Any) -> None:
         get = row.get if isinstance(row, dict) else (lambda name: getattr(row, name, None))
