@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import shutil
+from pathlib import Path
 
 import pytest
 from spark_harness import create_topic
@@ -273,3 +274,75 @@ def test_streaming_round_trip_resumes_from_the_checkpoint(cluster, bootstrap, se
     out = sorted(bytes(r.value).decode() for r in _read(session, bootstrap, sink).collect())
     assert out == sorted(f"{i}!" for i in range(500))
     shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def retention_broker(tmp_path_factory):
+    """One in-process KafkaServer (tests/broker's single-node stand-in) on a trio thread, so
+    that the test can run retention now (a node runs it every 5 minutes)."""
+    import importlib.util
+    import threading
+
+    import trio
+
+    path = Path(__file__).resolve().parents[1] / "broker" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("spark_tests_broker_harness", path)
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    tmp_path = tmp_path_factory.mktemp("retention-broker")
+    ready = threading.Event()
+    box: dict = {}
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            box["broker"] = await harness.start_broker(nursery, tmp_path)
+            box["token"] = trio.lowlevel.current_trio_token()
+            box["stop"] = trio.Event()
+            ready.set()
+            await box["stop"].wait()
+            nursery.cancel_scope.cancel()
+
+    thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
+    thread.start()
+    assert ready.wait(30)
+    yield box
+    trio.from_thread.run_sync(box["stop"].set, trio_token=box["token"])
+    thread.join(30)
+
+
+def test_fail_on_data_loss_after_retention_deleted_records(session, retention_broker):
+    import functools
+    import time
+
+    import trio
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    broker, token = retention_broker["broker"], retention_broker["token"]
+    topic = "lossy"
+    configs = {"segment.bytes": "2048", "retention.bytes": "8192"}
+    trio.from_thread.run(
+        functools.partial(broker.create_topic, topic, 1, **configs), trio_token=token
+    )
+    bootstrap = broker.bootstrap
+    df = session.range(0, 2000, 1, 1).selectExpr("cast(id as string) as value")
+    errors = (PySparkException, Py4JJavaError)
+    # A batch larger than segment.bytes is refused: the task names the partition and cause.
+    with pytest.raises(errors, match=r"lossy-0: RecordListTooLargeError"):
+        _write(df, bootstrap, topic)
+    _write(df, bootstrap, topic, **{"producer.batch.size": "1024"})
+
+    def retention():
+        return broker.server.log_manager.cleanup_logs(int(time.time() * 1000))
+
+    assert trio.from_thread.run_sync(retention, trio_token=token) > 0
+    options = {"bootstrap.servers": bootstrap, "subscribe": topic}
+    (planned,) = plan_offset_ranges(parse_read_options(options))  # earliest: the log start
+    log_start, high_watermark = planned.start_offset, planned.end_offset
+    assert 0 < log_start < high_watermark == 2000
+    from_zero = {"startingOffsets": '{"lossy": {"0": 0}}'}
+    with pytest.raises(errors, match="were deleted"):
+        _read(session, bootstrap, topic, **from_zero).count()
+    rows = _read(session, bootstrap, topic, failOnDataLoss="false", **from_zero).collect()
+    assert sorted(r.offset for r in rows) == list(range(log_start, 2000))
+    assert sorted(int(bytes(r.value)) for r in rows) == list(range(log_start, 2000))
