@@ -9,7 +9,8 @@ resumes from the checkpointed offsets, so nothing here needs state beyond that r
 - `latestOffset(start, limit)`: one ListOffsets per partition (the high watermark); a
   partition missing from `start` (new) starts at its log start offset; with `ReadMaxRows`
   (maxOffsetsPerTrigger) the budget is shared across partitions in proportion to their lag
-  (the last one takes the rounding remainder, like spark-sql-kafka's rate limit); returns
+  (rounded down; the remainder goes to partitions in order, like spark-sql-kafka's rate
+  limit); returns
   `start` unchanged when nothing is new.
 - `partitions(start, end)`: one OffsetRange per partition with new records (failOnDataLoss
   applies when `start` fell below the log start offset); `read` is the batch reader's.
@@ -46,12 +47,14 @@ def limit_offsets(start: Offsets, latest: Offsets, max_rows: int) -> Offsets:
     end = {t: dict(ps) for t, ps in latest.items()}
     if total <= max_rows:
         return end
-    budget = max_rows
     keys = sorted(k for k, lag in lags.items() if lag > 0)
-    for i, (t, p) in enumerate(keys):
-        take = budget if i == len(keys) - 1 else min(budget, lags[(t, p)] * max_rows // total)
-        take = min(take, lags[(t, p)])
-        budget -= take
+    takes = {k: lags[k] * max_rows // total for k in keys}  # proportional, rounded down
+    budget = max_rows - sum(takes.values())
+    for k in keys:  # the rounding remainder, in partition order, within each lag
+        extra = min(budget, lags[k] - takes[k])
+        takes[k] += extra
+        budget -= extra
+    for (t, p), take in takes.items():
         end[t][p] = start[t][p] + take
     return end
 
