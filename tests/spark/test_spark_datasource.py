@@ -346,3 +346,23 @@ def test_fail_on_data_loss_after_retention_deleted_records(session, retention_br
     rows = _read(session, bootstrap, topic, failOnDataLoss="false", **from_zero).collect()
     assert sorted(r.offset for r in rows) == list(range(log_start, 2000))
     assert sorted(int(bytes(r.value)) for r in rows) == list(range(log_start, 2000))
+
+
+def test_pipeline_writes_reads_back_and_verifies(cluster, bootstrap, tmp_path):
+    """spark/pipeline.py as users run it (its own process and SparkSession) on a CSV file
+    (the synthetic-events default shares everything after loading)."""
+    import subprocess
+    import sys
+
+    csv = tmp_path / "people.csv"
+    csv.write_text("name,age\n" + "".join(f"p{i},{i % 90}\n" for i in range(300)))
+    repo = Path(__file__).resolve().parents[2]
+    for extra in (["--input", str(csv)],):
+        result = subprocess.run(
+            [sys.executable, "-m", "spark.pipeline", "--bootstrap", bootstrap,
+             "--topic", "pipeline", "--partitions", "3", *extra],
+            cwd=repo, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+        assert "OK: every record once" in result.stdout
+    assert sum(_high_watermarks(bootstrap, "pipeline").values()) == 300
