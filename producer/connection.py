@@ -248,9 +248,12 @@ class BrokerConnection:
                 assert self._stream is not None
                 await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            self._fail(ConnectionFailedError(f"send to {self.host}:{self.port} failed: {exc!r}"))
+            error = ConnectionFailedError(f"send to {self.host}:{self.port} failed: {exc!r}")
+            self._fail(error)
             if self._read_scope is not None:
                 self._read_scope.cancel()
+            if not expects_response:
+                on_response(self.error or error)  # not in _pending: nobody else will tell it
             return
         if not expects_response:
             on_response(None)

@@ -133,10 +133,9 @@ class ProducerMetadata:
             self.topic_errors.pop(name, None)
             count = 0
             for partition in topic.partitions:
-                leader = partition.leader_id
-                known = partition.error_code == ErrorCode.NONE or leader >= 0
-                if leader < 0 or leader not in self.brokers or not known:
-                    leader = None
+                leader: int | None = partition.leader_id
+                if leader is None or leader < 0 or leader not in self.brokers:
+                    leader = None  # LEADER_NOT_AVAILABLE, or a broker we were not told about
                     self._need_update = True
                 self._leaders[TopicPartition(name, partition.partition_index)] = leader
                 count = max(count, partition.partition_index + 1)

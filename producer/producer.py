@@ -3,7 +3,8 @@
     async with Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5) as producer:
         handle = await producer.send("events", b"value", key=b"k")
         metadata = await handle.wait()        # RecordMetadata(topic, partition, offset, ...)
-        handles = await producer.send_many("events", values, keys=keys)
+        delivery = await producer.send_many("events", values, keys=keys)   # the bulk path
+        results = await delivery.wait()       # [RecordMetadata] in call order
         await producer.flush()
 
 Configuration comes as Python names (`linger_ms=5`), Kafka names in a dict
@@ -16,6 +17,12 @@ handle completes exactly once, with RecordMetadata or with the batch's error (it
 exhausted, DeliveryTimeoutError after delivery.timeout.ms, ProducerClosedError on a forced
 close). Leaving the `async with` normally flushes and delivers everything; leaving it with
 an exception aborts what is still queued.
+
+Records without headers take a fast path: they go into an open ColumnarBatch at the tail of
+their partition's queue (producer/bulk.py), encoded once when the sender drains it; records
+with headers go through RecordAccumulator.try_append. Either way a batch only ever joins a
+queue at its tail, so send order is kept per partition. The sender runs at least once per
+new batch (a shielded checkpoint), even when the caller never blocks.
 
 The nursery owned by the producer runs the sender, the metadata updater and one reader task
 per broker connection.

@@ -45,7 +45,9 @@ from producer.metadata import MetadataUpdater, ProducerMetadata
 from producer.producer_batch import ProducerBatch
 
 INIT_PRODUCER_ID_KEY = 22
-IDEMPOTENT_TRANSACTION_TIMEOUT_MS = 60000  # Kafka's transaction.timeout.ms default; unused
+IDEMPOTENT_TRANSACTION_TIMEOUT_MS = (
+    60000  # Kafka's default; brokers ignore it without a transactional id
+)
 IDLE_RECHECK_MS = 20  # bound on a wait for a wake-up that should come anyway
 _TopicData = PRODUCE_REQUEST.cls.TopicProduceData
 _PartitionData = PRODUCE_REQUEST.cls.PartitionProduceData

@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BATCHES = 1000
+FETCH_IDLE_ROTATE_COUNT = 20  # empty long-polls (~10 s) before trying another controller
 RETRY_BACKOFF_MS = 200
 FENCED_HEARTBEAT_INTERVAL_MS = 100
 MAX_LOGGED_CHANGES = 20  # partition changes logged per image; the rest are counted
@@ -189,6 +190,7 @@ class BrokerLifecycle:
             self.unfenced.set()
 
     async def _follow_metadata(self) -> None:
+        idle_count = 0
         while True:
             after = self._state_machine.last_applied_offset
             try:
@@ -200,7 +202,15 @@ class BrokerLifecycle:
                 logger.info("node %d: metadata fetch failed: %s", self.broker_id, exc)
                 await trio.sleep(RETRY_BACKOFF_MS / 1000)
                 continue
-            self.apply_fetch_response(response)
+            if self.apply_fetch_response(response):
+                idle_count = 0
+                continue
+            # A controller cut off from the quorum answers empty long-polls forever: after a
+            # while without news, ask another one (harmless when the cluster is just idle).
+            idle_count += 1
+            if idle_count >= FETCH_IDLE_ROTATE_COUNT:
+                idle_count = 0
+                await self.fetch_client.next_controller()
 
     def apply_fetch_response(self, response: Any) -> bool:
         """Replay a MetadataFetch answer; True when the image advanced."""

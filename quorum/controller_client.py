@@ -86,6 +86,12 @@ class ControllerClient:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
+    async def next_controller(self) -> None:
+        """Drop the connection and use the next voter from the next call on."""
+        async with self._lock:
+            await self._disconnect()
+            self._current = (self._current + 1) % len(self.voters)
+
     def _move_to(self, leader_id: int) -> None:
         for i, voter in enumerate(self.voters):
             if voter.node_id == leader_id:
@@ -103,15 +109,19 @@ class ControllerClient:
         assert stream is not None and frames is not None
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
-        with trio.fail_after(timeout_s):
-            await stream.send_all(
-                extra.encode_request_frame(api_key, correlation_id, self.client_id, body)
-            )
-            while (frame := frames.next_frame()) is None:
-                data = await stream.receive_some(MAX_READ_BYTES)
-                if not data:
-                    raise trio.BrokenResourceError("controller closed the connection")
-                frames.feed(data)
+        try:
+            with trio.fail_after(timeout_s):
+                await stream.send_all(
+                    extra.encode_request_frame(api_key, correlation_id, self.client_id, body)
+                )
+                while (frame := frames.next_frame()) is None:
+                    data = await stream.receive_some(MAX_READ_BYTES)
+                    if not data:
+                        raise trio.BrokenResourceError("controller closed the connection")
+                    frames.feed(data)
+        except BaseException:  # cancelled or failed mid-request: the stream is out of step
+            await self._disconnect()
+            raise
         answered_id, response = extra.decode_response_frame(frame, api_key)
         if answered_id != correlation_id:
             raise InvalidRequestError(f"correlation id {answered_id}, expected {correlation_id}")
@@ -134,11 +144,17 @@ class ControllerClient:
                     await self._disconnect()
                     self._current = (self._current + 1) % len(self.voters)
                 else:
-                    code = ErrorCode(response.error_code)
+                    try:
+                        code = ErrorCode(response.error_code)
+                    except ValueError:
+                        code = ErrorCode.UNKNOWN_SERVER_ERROR
                     if code not in _RETRIABLE:
                         return response
                     last_error = f"{self.voters[self._current]}: {code.name}"
-                    if code == ErrorCode.NOT_CONTROLLER and not any_controller:
+                    if any_controller:  # e.g. that controller is stopping: try another
+                        await self._disconnect()
+                        self._current = (self._current + 1) % len(self.voters)
+                    elif code == ErrorCode.NOT_CONTROLLER:
                         leader_id = getattr(response, "leader_id", -1)
                         await self._disconnect()
                         self._move_to(leader_id)

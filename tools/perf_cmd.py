@@ -239,7 +239,7 @@ def perf() -> None:
 @click.option("--topic", required=True)
 @click.option("--records", type=click.IntRange(1), required=True, help="records to produce")
 @click.option("--record-size", type=click.IntRange(0), default=100, show_default=True)
-@click.option("--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all")
+@click.option("--acks", type=click.Choice(["all", "-1", "0", "1"]), default="all", show_default=True)
 @click.option("--client", type=click.Choice(CLIENTS), default="quorumlog", show_default=True)
 @click.option("--linger-ms", type=click.IntRange(0), default=5, show_default=True)
 @click.option("--bulk", is_flag=True, help="quorumlog: use send_many (the bulk path)")

@@ -21,7 +21,7 @@ from producer.fetch_client import FetchClient
 from producer.partitioner import partition_for_key
 from producer.producer import Producer, wait_all
 from producer.sync_producer import SyncProducer
-from tests.broker.conftest import fetch_body, start_broker
+from tests.broker.conftest import fetch_body, no_server_errors, start_broker  # noqa: F401 (autouse)
 from tools.cli import main
 
 
@@ -180,3 +180,48 @@ async def test_perf_produce_json_against_the_broker(broker, client):
     report = json.loads(result.output.strip().splitlines()[-1])
     assert report["acknowledged"] == 3000 and report["records_per_s"] > 0
     assert report["p50_ms"] <= report["p99_ms"]
+
+
+async def test_acks_zero_is_fire_and_forget(broker):
+    await broker.create_topic("fire", partitions=1)
+    async with Producer(broker.bootstrap, acks=0, linger_ms=1) as producer:
+        assert producer.idempotence is None  # not explicitly asked for: turned off by acks=0
+        handles = [await producer.send("fire", b"%05d" % i) for i in range(3000)]
+        bulk = await producer.send_many("fire", [b"bulk"] * 2000)
+        await producer.flush()
+    assert all(h.result().offset == -1 for h in handles)  # acks=0: offsets unknown
+    assert bulk.done and bulk.error is None
+    with trio.fail_after(10):
+        while True:  # the broker appends without answering: poll until all landed
+            records = await read_partition(broker.bootstrap, "fire", 0)
+            if len(records) >= 5000:
+                break
+            await trio.sleep(0.05)
+    assert [r.value for r in records[:3000]] == [b"%05d" % i for i in range(3000)]
+
+
+async def test_message_too_large_from_the_broker_splits_batches(broker):
+    await broker.create_topic("big", partitions=1, **{"max.message.bytes": "2000"})
+    values = [b"%04d" % i + b"." * 96 for i in range(400)]
+    async with Producer(broker.bootstrap, linger_ms=20, batch_size=16384) as producer:
+        bulk = await producer.send_many("big", values[:200])
+        handles = [await producer.send("big", v) for v in values[200:]]
+        bulk_results = await bulk.wait()
+        results = await wait_all([h.record_handle for h in handles])
+        assert producer.sender.split_count > 0
+    assert [r.offset for r in bulk_results + results] == list(range(400))
+    records = await read_partition(broker.bootstrap, "big", 0)
+    assert [r.value for r in records] == values
+
+
+@pytest.mark.parametrize("compression_type", ["lz4", "zstd", "gzip", "snappy"])
+async def test_compressed_batches_round_trip(broker, compression_type):
+    await broker.create_topic("zip", partitions=1)
+    values = [b"%05d " % i + b"compressible " * 8 for i in range(1500)]
+    async with Producer(broker.bootstrap, compression_type=compression_type) as producer:
+        handles = [await producer.send("zip", v, key=b"k") for v in values[:500]]
+        bulk = await producer.send_many("zip", values[500:], partition=0)
+        await producer.flush()
+    assert bulk.error is None and [h.result().offset for h in handles] == list(range(500))
+    records = await read_partition(broker.bootstrap, "zip", 0)
+    assert [r.value for r in records] == values
