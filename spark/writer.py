@@ -184,10 +184,17 @@ class _TaskWriter:
                 else:
                     for batch in batches:
                         self._send_arrow(producer, batch)
-            finally:
-                # Input error or not: wait for what was handed over, so that what a failed
-                # attempt leaves behind is exactly its acknowledged records.
+            except BaseException as exc:
+                # Wait for what was handed over, so that what a failed attempt leaves behind
+                # is exactly its acknowledged records, and say how many there are.
                 self._wait_all(producer)
+                exc.add_note(
+                    f"quorumlog sink: Spark partition {self.spark_partition} attempt "
+                    f"{self.attempt} failed after {self.tracker.acknowledged} record(s) were "
+                    f"acknowledged; they stay in the log (at-least-once)"
+                )
+                raise
+            self._wait_all(producer)
         finally:
             producer.close(0)
         return self._report()
