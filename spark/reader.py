@@ -56,6 +56,26 @@ PLANNING_TIMEOUT_S = 60
 INT64_MAX = 2**63 - 1
 
 
+def unwrap(exc: BaseException) -> BaseException:
+    """The one error inside trio's ExceptionGroup wrappers (nurseries wrap what they raise)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def run_trio(async_fn: Any) -> Any:
+    """trio.run(async_fn), raising the underlying error rather than an ExceptionGroup."""
+    import trio
+
+    try:
+        return trio.run(async_fn)
+    except BaseExceptionGroup as group:
+        error = unwrap(group)
+        if error is group:
+            raise
+        raise error from None
+
+
 # -- planning (driver) ---------------------------------------------------------------------------
 
 
@@ -112,7 +132,7 @@ def plan_offset_ranges(options: ReadOptions, bounds: OffsetBounds | None = None)
                     }
                 return narrow_ranges(ranges, bounds, by_time)
 
-    return split_ranges(trio.run(plan), options.min_partitions)
+    return split_ranges(run_trio(plan), options.min_partitions)
 
 
 def _to_ms(value: Any) -> int | None:
@@ -252,7 +272,7 @@ def read_range(
             trio.run(fetch_loop)
             chunks.put(_DONE)
         except BaseException as exc:
-            chunks.put(exc)
+            chunks.put(unwrap(exc))
 
     thread = threading.Thread(target=thread_main, name="quorumlog-read", daemon=True)
     thread.start()

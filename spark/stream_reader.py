@@ -31,7 +31,13 @@ from pyspark.sql.streaming.datasource import (
 
 from spark.offset_ranges import OffsetRange, PartitionOffsets, resolve_ranges
 from spark.options import parse_read_options
-from spark.reader import PLANNING_TIMEOUT_S, _list_partitions, fetch_partition_offsets, read_range
+from spark.reader import (
+    PLANNING_TIMEOUT_S,
+    _list_partitions,
+    fetch_partition_offsets,
+    read_range,
+    run_trio,
+)
 
 Offsets = dict[str, dict[str, int]]
 
@@ -76,7 +82,7 @@ class QuorumLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     partitions = await _list_partitions(client, self.read_options)
                     return await fetch_partition_offsets(client, partitions)
 
-        return trio.run(query)
+        return run_trio(query)
 
     def initialOffset(self) -> Offsets:  # noqa: N802  (Spark's names)
         known = self._known_offsets()

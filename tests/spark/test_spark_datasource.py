@@ -368,3 +368,37 @@ def test_pipeline_writes_reads_back_and_verifies(cluster, bootstrap, tmp_path):
         assert result.returncode == 0, result.stdout + result.stderr[-3000:]
         assert "OK: every record once" in result.stdout
     assert sum(_high_watermarks(bootstrap, "pipeline").values()) == 300
+
+
+def test_retention_between_planning_and_reading(session, retention_broker):
+    """The executor's side of failOnDataLoss: a planned range whose start is deleted before
+    the task fetches it (read_range, as an executor runs it)."""
+    import functools
+    import time
+
+    import trio
+
+    from spark.offset_ranges import QuorumLogDataLossError
+    from spark.reader import read_range
+
+    broker, token = retention_broker["broker"], retention_broker["token"]
+    topic = "lossy-late"
+    configs = {"segment.bytes": "2048", "retention.bytes": "8192"}
+    trio.from_thread.run(
+        functools.partial(broker.create_topic, topic, 1, **configs), trio_token=token
+    )
+    df = session.range(0, 1000, 1, 1).selectExpr("cast(id as string) as value")
+    _write(df, broker.bootstrap, topic, **{"producer.batch.size": "1024"})
+    options = parse_read_options({"bootstrap.servers": broker.bootstrap, "subscribe": topic})
+    (planned,) = plan_offset_ranges(options)
+    assert planned == OffsetRange(topic, 0, 0, 1000)
+
+    def retention():
+        return broker.server.log_manager.cleanup_logs(int(time.time() * 1000))
+
+    assert trio.from_thread.run_sync(retention, trio_token=token) > 0
+    with pytest.raises(QuorumLogDataLossError, match="offset 0 was deleted"):
+        list(read_range(broker.bootstrap, planned, True))
+    batches = list(read_range(broker.bootstrap, planned, False))
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    assert offsets and offsets == list(range(offsets[0], 1000)) and offsets[0] > 0
