@@ -27,6 +27,7 @@ and re-raises. A task Spark kills outright gets no chance to run any code.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -46,6 +47,8 @@ from spark.schema import validate_sink_schema
 
 ROW_CHUNK = 1000  # row path: rows validated together before any of them is sent
 MAX_IN_FLIGHT_FUTURES = 100_000  # row path: wait for acks before queueing more than this
+
+logger = logging.getLogger(__name__)
 
 
 class QuorumLogWriteError(RuntimeError):
@@ -379,7 +382,19 @@ class _WriterBase:
     def __init__(self, options: dict[str, str], schema: Any) -> None:
         self.write_options = parse_write_options(options)
         validate_sink_schema(schema, self.write_options.topic)
-        self.last_totals: dict | None = None
+
+    def _commit(self, messages: list[Any]) -> None:
+        totals = check_messages(messages)
+        records = sum(stats.records for stats in totals.values())
+        logger.info(
+            "quorumlog sink: %d task(s) wrote %d record(s), all acknowledged: %s",
+            len(messages),
+            records,
+            ", ".join(
+                f"{t}-{p}: {s.records} [{s.first_offset}..{s.last_offset}]"
+                for (t, p), s in sorted(totals.items())
+            ),
+        )
 
 
 class QuorumLogArrowWriter(_WriterBase, DataSourceArrowWriter):
@@ -387,7 +402,7 @@ class QuorumLogArrowWriter(_WriterBase, DataSourceArrowWriter):
         return _TaskWriter(self.write_options).run(iterator, rows=False)
 
     def commit(self, messages: list[Any]) -> None:
-        self.last_totals = check_messages(messages)
+        self._commit(messages)
 
     def abort(self, messages: list[Any]) -> None:
         """At-least-once: acknowledged records stay in the log (see the module docstring)."""
@@ -398,7 +413,7 @@ class QuorumLogRowWriter(_WriterBase, DataSourceWriter):
         return _TaskWriter(self.write_options).run(iterator, rows=True)
 
     def commit(self, messages: list[Any]) -> None:
-        self.last_totals = check_messages(messages)
+        self._commit(messages)
 
     def abort(self, messages: list[Any]) -> None:
         """At-least-once: acknowledged records stay in the log (see the module docstring)."""
@@ -412,7 +427,7 @@ class QuorumLogStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
         return _TaskWriter(self.write_options).run(iterator, rows=False)
 
     def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803  (Spark's name)
-        check_messages(messages)
+        self._commit(messages)
 
     def abort(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
         """At-least-once: acknowledged records stay in the log."""

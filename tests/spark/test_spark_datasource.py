@@ -232,6 +232,8 @@ def test_bad_input_fails_clearly_before_sending(cluster, bootstrap, session):
         _write(session.range(1).selectExpr("'x' as value"), bootstrap, topic,
                **{"producer.linger.ms": "soon"})  # fmt: skip
     assert _high_watermarks(bootstrap, topic) == {0: 0, 1: 0}, "nothing may have been sent"
+    _write(session.range(0, 0, 1, 2).selectExpr("'x' as value"), bootstrap, topic)  # empty: ok
+    assert _high_watermarks(bootstrap, topic) == {0: 0, 1: 0}
 
 
 def test_streaming_round_trip_resumes_from_the_checkpoint(cluster, bootstrap, session, tmp_path):
