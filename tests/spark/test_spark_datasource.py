@@ -106,6 +106,12 @@ def test_min_partitions_splits_ranges_and_planning_is_what_spark_runs(cluster, b
     assert loaded.rdd.getNumPartitions() == 6
     assert loaded.count() == 2000
     assert loaded.select("offset", "partition").distinct().count() == 2000
+    assigned = (
+        session.read.format("quorumlog").option("bootstrap.servers", bootstrap)
+        .option("assign", '{"split": [1]}').load()
+    )  # fmt: skip
+    assert assigned.rdd.getNumPartitions() == 1
+    assert {r.partition for r in assigned.collect()} == {1} and assigned.count() == 1000
     ending = _read(
         session, bootstrap, topic,
         startingOffsets='{"split": {"0": 10, "1": -2}}',
