@@ -1,7 +1,7 @@
 """Spark writing through the quorumlog data source vs the same job writing Parquet to disk.
 
 One local SparkSession (`--master`, default local[2]) builds N rows with a 100-byte string
-`value` and a 16-byte `key` (cached in memory first, so generating them is not timed), then runs
+`value` and a 16-byte `key` (none with `--no-keys`; cached in memory first, so generating them is not timed), then runs
 the same write job three ways in one run, `--repeat` times each, keeping the best:
 
 * `parquet`: `df.write.parquet(tmpdir)`, local disk (the baseline: Spark's own fast path);
@@ -16,8 +16,18 @@ on `--bootstrap` if given. Producer settings are the defaults (idempotent, acks=
 
     python -m bench.spark_write [--rows 200000] [--repeat 2] [--partitions 6]
 
-Measured (2 shared cores, 200,000 rows, local[2], 6 partitions, best of 2): see the report
-printed by a run; numbers vary with load on the machine.
+Measured on 2 shared cores (other jobs running), 200,000 rows, local[2], 6 partitions, 3
+nodes, best of 2 (rows/s; ratio to Parquet):
+
+    | job             | 16-byte keys      | no keys           |
+    |-----------------|-------------------|-------------------|
+    | parquet         | 350,116 (1.00)    | 411,244 (1.00)    |
+    | quorumlog arrow |  95,436 (0.27)    | 215,194 (0.52)    |
+    | quorumlog row   |  20,565 (0.06)    |  12,870 (0.03)    |
+
+Profiled outside Spark, the Arrow writer's own work (to_pylist of the two columns, one
+send_many per batch) is ~2% of a task; the rest is the producer's trio thread, and with keys
+its per-record pure-Python murmur2 roughly halves the rate.
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--bootstrap", default=None, help="use this cluster instead")
     parser.add_argument("--producer", action="append", default=[], help="kafka.name=value")
+    parser.add_argument("--no-keys", action="store_true", help="value column only")
     args = parser.parse_args()
 
     from spark.admin import create_topic
@@ -69,14 +80,13 @@ def main() -> None:
     }
     try:
         session = build_session(args.master)
-        df = (
-            session.range(0, args.rows, 1, 2)
-            .selectExpr(
-                "lpad(cast(id as string), 16, 'k') as key",
-                f"lpad(cast(id as string), {VALUE_BYTES}, 'v') as value",
-            )
-            .cache()
+        df = session.range(0, args.rows, 1, 2).selectExpr(
+            "lpad(cast(id as string), 16, 'k') as key",
+            f"lpad(cast(id as string), {VALUE_BYTES}, 'v') as value",
         )
+        if args.no_keys:
+            df = df.select("value")
+        df = df.cache()
         assert df.count() == args.rows
 
         def parquet(run: int) -> None:
@@ -111,7 +121,8 @@ def main() -> None:
             cluster.stop_all()
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"\n{args.rows} rows x {VALUE_BYTES}-byte values, {args.master}, "
+    keys = "no keys" if args.no_keys else "16-byte keys (murmur2 partitions)"
+    print(f"\n{args.rows} rows x {VALUE_BYTES}-byte values, {keys}, {args.master}, "
           f"{args.partitions} partitions (RF 1, 3 nodes), best of {args.repeat}")  # fmt: skip
     print(f"| {'job':<16} | {'seconds':>8} | {'rows/s':>10} | {'MB/s':>6} | {'vs parquet':>10} |")
     print(
