@@ -165,6 +165,8 @@ def test_filter_pushdown_narrows_the_planned_ranges(cluster, bootstrap, session)
         "timestamp >= timestamp'2023-06-01 00:00:00'"
     )
     assert sorted(int(bytes(r.value)) for r in recent.collect()) == list(range(300, 600))
+    plain = _read(session, bootstrap, topic, includeHeaders="false")
+    assert "headers" not in plain.columns and plain.count() == 600
     unpushed = _read(session, bootstrap, topic).where("partition = 1 and offset >= 150")
     assert unpushed.rdd.getNumPartitions() == 3 and unpushed.count() == 50
 
