@@ -1,0 +1,65 @@
+"""Creating a topic for the pipeline and the benchmark: one CreateTopics request (Kafka API 19)
+to the first reachable bootstrap server, which forwards it to the controller. An existing
+topic is fine (TOPIC_ALREADY_EXISTS is not an error here)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+CREATE_TOPICS_KEY = 19
+ADMIN_TIMEOUT_S = 60
+
+
+def create_topic(
+    bootstrap_servers: str,
+    topic: str,
+    partitions: int,
+    replication_factor: int = 1,
+    configs: Mapping[str, str] | None = None,
+) -> bool:
+    """Create `topic`; True if created, False if it existed. Raises the broker's error."""
+    import trio
+
+    from log.protocol.admin import CREATE_TOPICS_REQUEST
+    from log.protocol.errors import ErrorCode, error_for
+    from producer.connection import BrokerConnections, parse_bootstrap_servers
+
+    request = CREATE_TOPICS_REQUEST.cls
+    body = request(
+        topics=[
+            request.CreatableTopic(
+                name=topic,
+                num_partitions=partitions,
+                replication_factor=replication_factor,
+                assignments=[],
+                configs=[
+                    request.CreatableTopicConfig(name=k, value=v)
+                    for k, v in (configs or {}).items()
+                ],
+            )
+        ],
+        timeout_ms=ADMIN_TIMEOUT_S * 1000,
+    )
+
+    async def create() -> bool:
+        host, port = parse_bootstrap_servers(bootstrap_servers)[0]
+        with trio.fail_after(ADMIN_TIMEOUT_S):
+            async with trio.open_nursery() as nursery:
+                connections = BrokerConnections(
+                    nursery, client_id="quorumlog-spark-admin", max_in_flight=1,
+                    request_timeout_ms=ADMIN_TIMEOUT_S * 1000,
+                )  # fmt: skip
+                try:
+                    connection = await connections.connected(-1, host, port)
+                    response = await connection.request(CREATE_TOPICS_KEY, body)
+                finally:
+                    connections.close()
+                    nursery.cancel_scope.cancel()
+        (result,) = response.topics
+        if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            return False
+        if result.error_code != ErrorCode.NONE:
+            raise error_for(result.error_code, f"CreateTopics {topic}: {result.error_message}")
+        return True
+
+    return trio.run(create)

@@ -1,0 +1,65 @@
+"""QuorumLogDataSource: the PySpark data source named "quorumlog" (batch and streaming).
+
+    from spark import QuorumLogDataSource
+    spark.dataSource.register(QuorumLogDataSource)
+    df.write.format("quorumlog").mode("append").option("bootstrap.servers", servers) \
+        .option("topic", "events").save()
+    spark.read.format("quorumlog").option("bootstrap.servers", servers) \
+        .option("subscribe", "events").load()
+
+Column schema and option names follow spark-sql-kafka-0-10 (see spark/schema.py and
+spark/options.py). Writers: Arrow (default) or `.option("writer", "row")`. Readers: filter
+pushdown on partition / offset / timestamp when `.option("pushFilters", "true")` is set, which
+needs `spark.sql.python.filterPushdown.enabled=true` on the session (Spark refuses a reader
+implementing pushFilters without it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import DataSource
+
+from spark.options import QuorumLogOptionError
+from spark.schema import source_schema
+
+FORMAT_NAME = "quorumlog"
+
+
+class QuorumLogDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self) -> Any:
+        value = str(self.options.get("includeheaders", "true")).strip().lower()
+        return source_schema(include_headers=value != "false")
+
+    def reader(self, schema: Any) -> Any:
+        from spark.reader import QuorumLogFilteringReader, QuorumLogReader
+
+        push = str(self.options.get("pushfilters", "false")).strip().lower()
+        if push not in ("true", "false"):
+            raise QuorumLogOptionError(f"option pushFilters: expected true or false, got {push!r}")
+        return (QuorumLogFilteringReader if push == "true" else QuorumLogReader)(
+            self.options, schema
+        )
+
+    def writer(self, schema: Any, overwrite: bool) -> Any:
+        from spark.writer import QuorumLogArrowWriter, QuorumLogRowWriter
+
+        if overwrite:
+            raise QuorumLogOptionError("quorumlog sink: only mode append is supported")
+        kind = str(self.options.get("writer", "arrow")).strip().lower()
+        cls = QuorumLogRowWriter if kind == "row" else QuorumLogArrowWriter
+        return cls(self.options, schema)
+
+    def streamReader(self, schema: Any) -> Any:  # noqa: N802  (Spark's name)
+        from spark.stream_reader import QuorumLogStreamReader
+
+        return QuorumLogStreamReader(self.options, schema)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:  # noqa: N802
+        from spark.writer import QuorumLogStreamWriter
+
+        return QuorumLogStreamWriter(self.options, schema)

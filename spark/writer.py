@@ -1,0 +1,433 @@
+"""Writing a DataFrame to quorumlog from Spark's executors.
+
+Each write task (one Spark partition, one attempt) builds its own SyncProducer inside
+`write()` (nothing live is pickled: the writer object carries only parsed options), sends its
+rows and returns a `QuorumLogCommitMessage` only after every record was acknowledged
+(idempotent producer, acks=all by default). The message reports, per log partition, the
+record count and the first and last offsets. The driver's `commit()` checks that every task
+reported all of its records acknowledged; a task whose records were not all acknowledged
+raises `QuorumLogWriteError` naming the log partition and the cause instead of returning.
+
+Two paths feed the producer:
+
+- Arrow (default, `DataSourceArrowWriter`): Spark hands over `pyarrow.RecordBatch`es; each is
+  validated (no null values), split by topic/partition column only when those columns are
+  used, and its key and value columns go to `send_many`, the producer's bulk path, as whole
+  columns. Rows carrying headers or an explicit timestamp take the per-record path.
+- Row (`.option("writer", "row")`, for comparison): one `send` per Row.
+
+Delivery guarantee: at-least-once, like spark-sql-kafka. Nothing acknowledged is lost, and a
+job that succeeds had every record acknowledged. Duplicates are possible when Spark re-runs a
+task (a retry after a failure, a speculative copy): the records that the earlier attempt had
+already had acknowledged are written again by the new attempt. When a task fails because
+its input raised, the writer first waits for the records it had already handed to the
+producer (so the duplicates are exactly those acknowledged records), then closes the producer
+and re-raises. A task Spark kills outright gets no chance to run any code.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
+
+from spark.options import WriteOptions, parse_write_options
+from spark.schema import validate_sink_schema
+
+ROW_CHUNK = 1000  # row path: rows validated together before any of them is sent
+MAX_IN_FLIGHT_FUTURES = 100_000  # row path: wait for acks before queueing more than this
+
+logger = logging.getLogger(__name__)
+
+
+class QuorumLogWriteError(RuntimeError):
+    """A write task could not get all of its records acknowledged, or its input was bad."""
+
+
+@dataclass
+class PartitionWriteStats:
+    records: int = 0
+    first_offset: int = -1
+    last_offset: int = -1
+
+    def add(self, count: int, first: int, last: int) -> None:
+        self.records += count
+        if first >= 0 and (self.first_offset < 0 or first < self.first_offset):
+            self.first_offset = first
+        self.last_offset = max(self.last_offset, last)
+
+
+@dataclass
+class QuorumLogCommitMessage(WriterCommitMessage):
+    """One task's report: per (topic, partition) the records written and their offsets."""
+
+    spark_partition: int
+    attempt: int
+    records_sent: int
+    records_acknowledged: int
+    partitions: dict[tuple[str, int], PartitionWriteStats] = field(default_factory=dict)
+
+
+class _Tracker:
+    """Collects acknowledgements (called on the producer's thread) and the first error."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stats: dict[tuple[str, int], PartitionWriteStats] = {}
+        self.errors: list[str] = []
+        self.sent = 0
+        self.acknowledged = 0
+        self.pending: list[Future] = []
+
+    def _stats(self, topic: str, partition: int) -> PartitionWriteStats:
+        key = (topic, partition)
+        stats = self.stats.get(key)
+        if stats is None:
+            stats = self.stats[key] = PartitionWriteStats()
+        return stats
+
+    def bulk_done(self, topic: str, future: Future) -> None:
+        try:
+            delivery = future.result()
+        except BaseException as exc:  # the send_many call itself failed
+            with self.lock:
+                self.errors.append(f"topic {topic}: {exc!r}")
+            return
+        error = delivery.error
+        with self.lock:
+            # (indices, partition, base_offset, timestamp_ms) per completed batch
+            for indices, partition, base_offset, _ts in delivery._parts:
+                if error is not None and base_offset < 0:
+                    self.errors.append(f"{topic}-{partition}: {error!r}")
+                    continue
+                count = len(indices)
+                self.acknowledged += count
+                self._stats(topic, partition).add(count, base_offset, base_offset + count - 1)
+            if error is not None and not self.errors:
+                self.errors.append(f"topic {topic}: {error!r}")
+
+    def record_done(self, topic: str, partition: int | None, future: Future) -> None:
+        error = future.exception()
+        with self.lock:
+            if error is not None:
+                where = f"{topic}-{partition}" if partition is not None else f"topic {topic}"
+                self.errors.append(f"{where}: {error!r}")
+                return
+            metadata = future.result()
+            self.acknowledged += 1
+            self._stats(metadata.topic, metadata.partition).add(1, metadata.offset, metadata.offset)
+
+
+def _task_ids() -> tuple[int, int]:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        return -1, 0
+    return context.partitionId(), context.attemptNumber()
+
+
+def _as_bytes_list(column: Any) -> list:
+    import pyarrow as pa
+
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.binary())
+    return column.to_pylist()
+
+
+def _timestamps_ms(column: Any) -> list:
+    import pyarrow as pa
+
+    as_ms = column.cast(pa.timestamp("ms", tz=column.type.tz), safe=False).cast(pa.int64())
+    return as_ms.to_pylist()
+
+
+def _header_list(headers: Any) -> list[tuple[str, bytes | None]] | None:
+    if not headers:
+        return None
+    out = []
+    for header in headers:
+        key, value = (header["key"], header["value"]) if isinstance(header, dict) else header
+        if isinstance(value, str):
+            value = value.encode()
+        out.append((key, None if value is None else bytes(value)))
+    return out
+
+
+class _TaskWriter:
+    """The body of one write task: sends through a SyncProducer, then reports."""
+
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+        self.spark_partition, self.attempt = _task_ids()
+        self.tracker = _Tracker()
+
+    def run(self, batches: Iterable[Any], *, rows: bool) -> QuorumLogCommitMessage:
+        from producer.sync_producer import SyncProducer
+
+        options = self.options
+        producer = SyncProducer(
+            config={"bootstrap.servers": options.bootstrap_servers, **options.producer_properties}
+        )
+        try:
+            try:
+                if rows:
+                    self._send_rows(producer, batches)
+                else:
+                    for batch in batches:
+                        self._send_arrow(producer, batch)
+            except BaseException as exc:
+                # Wait for what was handed over, so that what a failed attempt leaves behind
+                # is exactly its acknowledged records, and say how many there are.
+                self._wait_all(producer)
+                exc.add_note(
+                    f"quorumlog sink: Spark partition {self.spark_partition} attempt "
+                    f"{self.attempt} failed after {self.tracker.acknowledged} record(s) were "
+                    f"acknowledged; they stay in the log (at-least-once)"
+                )
+                raise
+            self._wait_all(producer)
+        finally:
+            producer.close(0)
+        return self._report()
+
+    # -- Arrow ---------------------------------------------------------------------------------
+
+    def _check_batch(self, batch: Any) -> None:
+        import pyarrow as pa
+
+        names = batch.schema.names
+        value = batch.column(names.index("value"))
+        if value.null_count:
+            raise QuorumLogWriteError(
+                f"quorumlog sink: {value.null_count} row(s) with a null 'value' in Spark "
+                f"partition {self.spark_partition}; nothing of this batch was sent"
+            )
+        if self.options.topic is None:
+            topic = batch.column(names.index("topic"))
+            if topic.null_count:
+                raise QuorumLogWriteError(
+                    "quorumlog sink: row(s) with a null 'topic' and no topic option"
+                )
+        assert pa is not None
+
+    def _send_arrow(self, producer: Any, batch: Any) -> None:
+        import pyarrow.compute as pc
+
+        if batch.num_rows == 0:
+            return
+        self._check_batch(batch)
+        names = batch.schema.names
+        needs_rows = any(
+            name in names and batch.column(names.index(name)).null_count < batch.num_rows
+            for name in ("headers", "timestamp")
+        )
+        if needs_rows:
+            self._send_rows(producer, [batch])
+            return
+        group_columns = [
+            name
+            for name in ("topic", "partition")
+            if name in names
+            and not (name == "topic" and self.options.topic is not None)
+            and batch.column(names.index(name)).null_count < batch.num_rows
+        ]
+        if not group_columns:
+            self._send_columns(producer, batch, self.options.topic, None)
+            return
+        table = batch.select(group_columns).to_pylist()  # small dicts only for grouping keys
+        groups: dict[tuple, list[int]] = {}
+        for index, keys in enumerate(table):
+            groups.setdefault(tuple(keys[c] for c in group_columns), []).append(index)
+        for group_key, indices in groups.items():
+            values = dict(zip(group_columns, group_key, strict=True))
+            topic = self.options.topic or values.get("topic")
+            part = batch.take(pc.cast(indices, "int64")) if len(groups) > 1 else batch
+            self._send_columns(producer, part, topic, values.get("partition"))
+
+    def _send_columns(self, producer: Any, batch: Any, topic: Any, partition: Any) -> None:
+        names = batch.schema.names
+        values = _as_bytes_list(batch.column(names.index("value")))
+        keys = None
+        if "key" in names:
+            key_column = batch.column(names.index("key"))
+            if key_column.null_count < batch.num_rows:
+                keys = _as_bytes_list(key_column)
+        future = producer.send_many(topic, values, keys, partition)
+        self.tracker.sent += len(values)
+        future.add_done_callback(lambda f, t=topic: self.tracker.bulk_done(t, f))
+        self.tracker.pending.append(future)
+
+    # -- rows ----------------------------------------------------------------------------------
+
+    def _send_rows(self, producer: Any, batches: Iterable[Any]) -> None:
+        chunk: list = []
+        for batch in batches:
+            if hasattr(batch, "to_pylist"):  # an Arrow batch on the per-record path
+                self._check_batch(batch)
+                rows: Iterable[Any] = batch.to_pylist()
+                if "timestamp" in batch.schema.names:
+                    stamps = _timestamps_ms(batch.column(batch.schema.names.index("timestamp")))
+                    for row, stamp in zip(rows, stamps, strict=True):
+                        row["timestamp"] = stamp
+                for row in rows:
+                    self._send_row(producer, row)
+            else:  # Spark Rows: validated a chunk at a time, then sent
+                chunk.append(batch)
+                if len(chunk) >= ROW_CHUNK:
+                    self._send_row_chunk(producer, chunk)
+                    chunk = []
+        self._send_row_chunk(producer, chunk)
+
+    def _send_row_chunk(self, producer: Any, rows: list) -> None:
+        for row in rows:
+            if row["value"] is None:
+                raise QuorumLogWriteError(
+                    f"quorumlog sink: a row with a null 'value' in Spark partition "
+                    f"{self.spark_partition}; nothing of its chunk of {len(rows)} rows was sent"
+                )
+        for row in rows:
+            self._send_row(producer, row)
+
+    def _send_row(self, producer: Any, row: Any) -> None:
+        get = row.get if isinstance(row, dict) else (lambda name: getattr(row, name, None))
+        value = get("value")
+        if value is None:
+            raise QuorumLogWriteError(
+                f"quorumlog sink: a row with a null 'value' in Spark partition "
+                f"{self.spark_partition}"
+            )
+        topic = self.options.topic or get("topic")
+        if topic is None:
+            raise QuorumLogWriteError("quorumlog sink: a row with a null 'topic'")
+        key = get("key")
+        partition = get("partition")
+        timestamp = get("timestamp")
+        if timestamp is not None and not isinstance(timestamp, int):
+            timestamp = int(timestamp.timestamp() * 1000)
+        future = producer.send(
+            topic,
+            value.encode() if isinstance(value, str) else bytes(value),
+            None if key is None else key.encode() if isinstance(key, str) else bytes(key),
+            partition,
+            _header_list(get("headers")),
+            timestamp,
+        )
+        tracker = self.tracker
+        tracker.sent += 1
+        future.add_done_callback(lambda f, t=topic, p=partition: tracker.record_done(t, p, f))
+        if tracker.sent - tracker.acknowledged > MAX_IN_FLIGHT_FUTURES:
+            producer.flush()
+
+    # -- completion ----------------------------------------------------------------------------
+
+    def _wait_all(self, producer: Any) -> None:
+        deadline = time.monotonic() + self.options.task_timeout_ms / 1000
+        producer.flush(self.options.task_timeout_ms / 1000)
+        for future in self.tracker.pending:
+            future.result(max(0.0, deadline - time.monotonic()))
+
+    def _report(self) -> QuorumLogCommitMessage:
+        tracker = self.tracker
+        with tracker.lock:
+            if tracker.errors:
+                raise QuorumLogWriteError(
+                    f"quorumlog sink: Spark partition {self.spark_partition} attempt "
+                    f"{self.attempt}: {tracker.sent - tracker.acknowledged} of {tracker.sent} "
+                    f"record(s) not acknowledged; first failure: {tracker.errors[0]}"
+                )
+            if tracker.acknowledged != tracker.sent:
+                raise QuorumLogWriteError(
+                    f"quorumlog sink: Spark partition {self.spark_partition}: only "
+                    f"{tracker.acknowledged} of {tracker.sent} record(s) acknowledged"
+                )
+            return QuorumLogCommitMessage(
+                self.spark_partition,
+                self.attempt,
+                tracker.sent,
+                tracker.acknowledged,
+                dict(tracker.stats),
+            )
+
+
+def check_messages(messages: Iterable[Any]) -> dict[tuple[str, int], PartitionWriteStats]:
+    """The driver's check: every task reported all records acknowledged; the totals."""
+    totals: dict[tuple[str, int], PartitionWriteStats] = {}
+    for index, message in enumerate(messages):
+        if not isinstance(message, QuorumLogCommitMessage):
+            raise QuorumLogWriteError(f"quorumlog sink: task {index} reported no commit message")
+        if message.records_acknowledged != message.records_sent:
+            raise QuorumLogWriteError(
+                f"quorumlog sink: task {index}: {message.records_acknowledged} of "
+                f"{message.records_sent} record(s) acknowledged"
+            )
+        for key, stats in message.partitions.items():
+            total = totals.setdefault(key, PartitionWriteStats())
+            total.add(stats.records, stats.first_offset, stats.last_offset)
+    return totals
+
+
+class _WriterBase:
+    def __init__(self, options: dict[str, str], schema: Any) -> None:
+        self.write_options = parse_write_options(options)
+        validate_sink_schema(schema, self.write_options.topic)
+
+    def _commit(self, messages: list[Any]) -> None:
+        totals = check_messages(messages)
+        records = sum(stats.records for stats in totals.values())
+        logger.info(
+            "quorumlog sink: %d task(s) wrote %d record(s), all acknowledged: %s",
+            len(messages),
+            records,
+            ", ".join(
+                f"{t}-{p}: {s.records} [{s.first_offset}..{s.last_offset}]"
+                for (t, p), s in sorted(totals.items())
+            ),
+        )
+
+
+class QuorumLogArrowWriter(_WriterBase, DataSourceArrowWriter):
+    def write(self, iterator: Iterator[Any]) -> QuorumLogCommitMessage:
+        return _TaskWriter(self.write_options).run(iterator, rows=False)
+
+    def commit(self, messages: list[Any]) -> None:
+        self._commit(messages)
+
+    def abort(self, messages: list[Any]) -> None:
+        """At-least-once: acknowledged records stay in the log (see the module docstring)."""
+
+
+class QuorumLogRowWriter(_WriterBase, DataSourceWriter):
+    def write(self, iterator: Iterator[Any]) -> QuorumLogCommitMessage:
+        return _TaskWriter(self.write_options).run(iterator, rows=True)
+
+    def commit(self, messages: list[Any]) -> None:
+        self._commit(messages)
+
+    def abort(self, messages: list[Any]) -> None:
+        """At-least-once: acknowledged records stay in the log (see the module docstring)."""
+
+
+class QuorumLogStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
+    """The streaming sink: each micro-batch's tasks write like batch tasks (at-least-once;
+    a replayed micro-batch is written again)."""
+
+    def write(self, iterator: Iterator[Any]) -> QuorumLogCommitMessage:
+        return _TaskWriter(self.write_options).run(iterator, rows=False)
+
+    def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803  (Spark's name)
+        self._commit(messages)
+
+    def abort(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
+        """At-least-once: acknowledged records stay in the log."""

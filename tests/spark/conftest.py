@@ -1,0 +1,44 @@
+"""Fixtures for the Spark data source tests: one real 3-node quorumlog cluster and one local
+SparkSession per module (both slow to start)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("cryptography", reason="quorum.raft needs the cryptography package")
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "tests" / "node"))
+sys.path.insert(0, str(HERE))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from cluster_harness import Cluster
+
+    cluster = Cluster(tmp_path_factory.mktemp("spark-cluster"), 3)
+    try:
+        cluster.start_all()
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+@pytest.fixture(scope="module")
+def bootstrap(cluster) -> str:
+    return cluster.layout.bootstrap_servers
+
+
+@pytest.fixture(scope="module")
+def session():
+    from spark_harness import make_session
+
+    s = make_session()
+    try:
+        yield s
+    finally:
+        s.stop()
