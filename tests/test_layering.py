@@ -35,6 +35,7 @@ SANS_IO = [
     "producer/producer_batch.py",
     "producer/idempotence.py",
     "producer/config.py",
+    "spark/offset_ranges.py",
 ]
 PYSYNCOBJ_ALLOWED = {"quorum/raft.py", "quorum/raft_journal.py", "bench/metadata_commit.py"}
 
