@@ -112,17 +112,21 @@ def test_kill9_all_and_restart_keeps_every_committed_record(tmp_path):
         str(tmp_path), free_ports(3), checkpoint_interval_records=25, tail_max_batches=100
     )
     nodes = [NodeProcess(c) for c in configs]
-    leader = wait_for_leader(nodes)
-    assert leader.request("propose", payloads=[f"r{i}" for i in range(80)])["ok"]
-    expected = leader.request("records")["records"]
-    for node in nodes:
-        node.kill9()
+    try:
+        leader = wait_for_leader(nodes)
+        reply = propose_retrying(leader, [f"r{i}" for i in range(80)])
+        assert reply["ok"], reply
+        expected = leader.request("records")["records"]
+    finally:
+        for node in nodes:
+            node.kill9()
     nodes = [NodeProcess(c) for c in configs]
     try:
         leader = wait_for_leader(nodes)
         for node in nodes:
             assert wait_for_records(node, expected) == expected
-        assert leader.request("propose", payloads=["later"])["ok"]
+        reply = propose_retrying(leader, ["later"])
+        assert reply["ok"], reply
     finally:
         for node in nodes:
             node.kill9()
