@@ -16,12 +16,17 @@ no key to one single-partition topic, timed from the first produce() to flush() 
 A second table measures the worker-thread hop the broker does NOT take for appends: the same
 ~16 KB batch appended with UnifiedLog.append_as_leader inline vs through trio.to_thread.run_sync.
 
-    python -m bench.broker_produce [--count 300000] [--repeat 2]
+With one producer process the client itself (one Python thread calling produce()) can be the
+bottleneck for both servers; `--producers N` runs N producer processes at once (wall time from
+the common start to the last flush) to load the server harder.
+
+    python -m bench.broker_produce [--count 300000] [--repeat 2] [--producers 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -147,7 +152,7 @@ def produce(port: int, count: int) -> float:
     return elapsed
 
 
-def run_server(kind: str, count: int) -> float:
+def run_server(kind: str, count: int, producers: int) -> float:
     with tempfile.TemporaryDirectory() as directory:
         port_file = os.path.join(directory, "port")
         child = subprocess.Popen(
@@ -159,7 +164,15 @@ def run_server(kind: str, count: int) -> float:
             while not os.path.exists(port_file) or not Path(port_file).read_text():
                 assert time.monotonic() < deadline and child.poll() is None, "server did not start"
                 time.sleep(0.05)
-            return produce(int(Path(port_file).read_text()), count)
+            port = int(Path(port_file).read_text())
+            if producers == 1:
+                return produce(port, count)
+            # Several producer processes at once (one client process alone may be the limit):
+            # the wall time from the common start to the last flush.
+            with multiprocessing.get_context("spawn").Pool(producers) as pool:
+                start = time.perf_counter()
+                pool.starmap(produce, [(port, count // producers)] * producers)
+                return time.perf_counter() - start
         finally:
             child.terminate()
             child.wait(10)
@@ -198,6 +211,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--producers", type=int, default=1, help="producer processes")
     parser.add_argument("--serve", choices=["broker", "limit"])
     parser.add_argument("--dir")
     args = parser.parse_args()
@@ -207,10 +221,10 @@ def main() -> None:
         return
     best = {}
     for kind in ("limit", "broker"):
-        best[kind] = min(run_server(kind, args.count) for _ in range(args.repeat))
+        best[kind] = min(run_server(kind, args.count, args.producers) for _ in range(args.repeat))
     mb = args.count * VALUE_BYTES / 1e6
-    print(f"confluent-kafka producer, acks=1, linger.ms=5, {args.count} x {VALUE_BYTES} B values "
-          f"(best of {args.repeat})")  # fmt: skip
+    print(f"{args.producers} confluent-kafka producer process(es), acks=1, linger.ms=5, "
+          f"{args.count} x {VALUE_BYTES} B values in all (best of {args.repeat})")  # fmt: skip
     print(f"{'server':<8} {'records/s':>12} {'MB/s':>8} {'vs limit':>9}")
     for kind in ("limit", "broker"):
         rate = args.count / best[kind]

@@ -101,7 +101,34 @@ def fuzz(port: int) -> None:
         body = produce_body(topic, partition, bytes(records), acks=acks)
         exchange(port, client.codec.encode_request(0, 8, body, expect_response=acks != 0))
 
-    for test in (raw_bytes, framed_garbage, header_then_garbage, mutated_produce):
+    @SETTINGS
+    @given(
+        st.sampled_from(["fuzzed", "nope", ""]),
+        st.integers(-3, 3),
+        st.integers(-(2**63), 2**63 - 1),
+        st.integers(-(2**31), 2**31 - 1),
+        st.integers(-(2**31), 2**31 - 1),
+        st.integers(-5, 50),
+        st.integers(-(2**31), 2**31 - 1),
+        st.integers(-1, 1),
+        st.integers(4, 11),
+    )
+    def mutated_fetch(topic, partition, offset, max_bytes, partition_max_bytes, max_wait_ms,
+                      epoch, session_epoch, version):  # fmt: skip
+        from log.protocol.client_codec import ClientCodec
+
+        body = fetch_body(topic, partition, offset, max_wait_ms=max_wait_ms, min_bytes=1 << 30,
+                          current_leader_epoch=epoch)  # fmt: skip
+        fields = {f: getattr(body, f) for f in body.__dataclass_fields__}
+        part = body.topics[0].partitions[0]
+        part = type(part)(**{**{f: getattr(part, f) for f in part.__dataclass_fields__},
+                             "partition_max_bytes": partition_max_bytes})  # fmt: skip
+        body = type(body)(**{**fields, "max_bytes": max_bytes, "session_epoch": session_epoch,
+                             "topics": [type(body.topics[0])(topic=topic, partitions=[part])]})  # fmt: skip
+        answer = exchange(port, ClientCodec("fuzz").encode_request(1, version, body))
+        assert answer, "a fetch is always answered"
+
+    for test in (raw_bytes, framed_garbage, header_then_garbage, mutated_produce, mutated_fetch):
         test()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import trio
+import trio.testing
 
 from log.protocol.api_versions import API_VERSIONS_REQUEST
 from log.protocol.errors import ErrorCode
@@ -20,7 +21,7 @@ async def test_api_versions_advertise_what_we_handle(broker):
     client = await WireClient.connect(broker.port)
     body = await client.call(18, 2, API_VERSIONS_REQUEST.cls())
     keys = {entry.api_key for entry in body.api_keys}
-    assert {0, 1, 2, 3, 18, 19, 20, 22, 23, 32, 37, 60} == keys
+    assert {0, 1, 2, 3, 18, 19, 20, 22, 23, 32, 33, 37, 44, 60} == keys
     await client.aclose()
 
 
@@ -214,3 +215,136 @@ async def test_topic_deletion_deletes_the_log(broker):
     broker.server.ctx.sync_partitions()
     assert broker.server.log_manager.get_log("gone", 0) is None
     assert broker.server.partitions.get("gone", 0) is None
+
+
+async def test_long_poll_waits_for_min_bytes_then_times_out(broker):
+    await broker.create_topic("t", 1)
+    client = await WireClient.connect(broker.port)
+    start = trio.current_time()
+    body = await client.call(1, 11, fetch_body("t", 0, 0, max_wait_ms=200, min_bytes=1))
+    assert trio.current_time() - start >= 0.19
+    assert not bytes(body.responses[0].partitions[0].records or b"")
+    await client.aclose()
+
+
+async def test_producer_id_blocks_prefetch(broker):
+    from quorum.producer_id_manager import BLOCK_SIZE
+
+    driver = broker.server.producer_ids
+    ids = [await driver.generate_producer_id() for _ in range(int(BLOCK_SIZE * 0.9) + 1)]
+    await trio.testing.wait_all_tasks_blocked()
+    assert driver.manager.next_block is not None  # prefetched in the background at 90 %
+    ids += [await driver.generate_producer_id() for _ in range(BLOCK_SIZE)]
+    assert len(set(ids)) == len(ids) and ids == sorted(ids)
+    assert broker.quorum.image.next_producer_id >= 2 * BLOCK_SIZE
+
+
+async def test_idempotent_retry_answers_original_offsets(broker):
+    await broker.create_topic("t", 1)
+    client = await WireClient.connect(broker.port)
+    records = [Record(b"a"), Record(b"b")]
+    first = build_batch(records, producer_id=7, producer_epoch=0, base_sequence=0)
+    second = build_batch(records, producer_id=7, producer_epoch=0, base_sequence=2)
+    offsets = []
+    for data in (first, second, first):
+        body = await client.call(0, 8, produce_body("t", 0, data, acks=-1))
+        p = body.responses[0].partition_responses[0]
+        offsets.append((p.error_code, p.base_offset))
+    assert offsets == [(0, 0), (0, 2), (0, 0)]
+    assert broker.server.log_manager.get_log("t", 0).log_end_offset == 4
+    gap = build_batch(records, producer_id=7, producer_epoch=0, base_sequence=9)
+    body = await client.call(0, 8, produce_body("t", 0, gap))
+    code = body.responses[0].partition_responses[0].error_code
+    assert code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    await client.aclose()
+
+
+async def test_replica_fetch_reads_to_log_end(broker):
+    await broker.create_topic("t", 1)
+    client = await WireClient.connect(broker.port)
+    await client.call(0, 8, produce_body("t", 0, batch(2)))
+    body = fetch_body("t", 0, 0)
+    body = type(body)(
+        **{**{f: getattr(body, f) for f in body.__dataclass_fields__}, "replica_id": 2}
+    )
+    data = (await client.call(1, 11, body)).responses[0].partitions[0]
+    assert data.error_code == 0 and len(list(iter_batches(bytes(data.records)))) == 1
+    await client.aclose()
+
+
+async def test_alter_configs_reach_the_log(broker):
+    from log.protocol.admin import ALTER_CONFIGS_REQUEST, INCREMENTAL_ALTER_CONFIGS_REQUEST
+
+    await broker.create_topic("t", 1, **{"retention.ms": "5000"})
+    log = broker.server.log_manager.get_log("t", 0)
+    assert log.config.retention_ms == 5000
+    client = await WireClient.connect(broker.port)
+    A = ALTER_CONFIGS_REQUEST.cls
+    body = A(resources=[A.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
+        A.AlterableConfig(name="segment.bytes", value="100000")])], validate_only=False)  # fmt: skip
+    answer = await client.call(33, 1, body)
+    assert answer.responses[0].error_code == 0
+    assert log.config.segment_bytes == 100000
+    assert log.config.retention_ms == broker.server.partitions.default_config.retention_ms
+    assert broker.quorum.image.topic_configs("t") == {"segment.bytes": "100000"}
+    Inc = INCREMENTAL_ALTER_CONFIGS_REQUEST.cls
+    body = Inc(resources=[Inc.AlterConfigsResource(resource_type=2, resource_name="t", configs=[
+        Inc.AlterableConfig(name="retention.ms", config_operation=0, value="-1"),
+        Inc.AlterableConfig(name="nonsense", config_operation=0, value="1")])],
+        validate_only=False)  # fmt: skip
+    answer = await client.call(44, 1, body)
+    assert answer.responses[0].error_code == ErrorCode.INVALID_CONFIG
+    await client.aclose()
+
+
+async def test_untyped_handler_failure_is_unknown_server_error(broker, monkeypatch, caplog):
+    """A bug in a handler answers UNKNOWN_SERVER_ERROR (logged with its traceback); a
+    KafkaError answers its own code; the connection and the server keep serving."""
+    from log.protocol.admin import DESCRIBE_CLUSTER_REQUEST
+    from log.protocol.errors import NotControllerError
+    from log.server import handlers
+
+    async def buggy(ctx, request):
+        raise RuntimeError("bug")
+
+    async def typed(ctx, request):
+        raise NotControllerError("moved")
+
+    client = await WireClient.connect(broker.port)
+    request = DESCRIBE_CLUSTER_REQUEST.cls()
+    monkeypatch.setitem(handlers.HANDLERS, 60, buggy)
+    assert (await client.call(60, 0, request)).error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    monkeypatch.setitem(handlers.HANDLERS, 60, typed)
+    assert (await client.call(60, 0, request)).error_code == ErrorCode.NOT_CONTROLLER
+    monkeypatch.undo()
+    assert (await client.call(60, 0, request)).error_code == 0
+    assert any("bug" in (r.exc_text or "") for r in caplog.records)
+    caplog.clear()  # the ERROR above was the point of this test
+    await client.aclose()
+
+
+async def test_fetch_sizes_return_at_least_one_batch(broker):
+    await broker.create_topic("t", 2)
+    client = await WireClient.connect(broker.port)
+    for _ in range(3):
+        await client.call(0, 8, produce_body("t", 0, batch(20)))
+    size = len(batch(20))
+    body = fetch_body("t", 0, 0)
+    fields = {f: getattr(body, f) for f in body.__dataclass_fields__}
+    topic = body.topics[0]
+    part = topic.partitions[0]
+    small_part = type(part)(**{**{f: getattr(part, f) for f in part.__dataclass_fields__},
+                               "partition_max_bytes": 10})  # fmt: skip
+    two = type(part)(**{**{f: getattr(part, f) for f in part.__dataclass_fields__},
+                        "partition_max_bytes": 2 * size, "partition": 0})  # fmt: skip
+    request = type(body)(**{**fields, "topics": [type(topic)(topic="t", partitions=[small_part])]})
+    data = (await client.call(1, 11, request)).responses[0].partitions[0]
+    assert len(bytes(data.records)) == size  # one whole batch although larger than the limit
+    request = type(body)(**{**fields, "topics": [type(topic)(topic="t", partitions=[two])]})
+    data = (await client.call(1, 11, request)).responses[0].partitions[0]
+    assert len(bytes(data.records)) == 2 * size
+    request = type(body)(**{**fields, "max_bytes": size,
+                            "topics": [type(topic)(topic="t", partitions=[two, two])]})  # fmt: skip
+    partitions = (await client.call(1, 11, request)).responses[0].partitions
+    assert [len(bytes(p.records)) for p in partitions] == [size, 0]  # response max_bytes
+    await client.aclose()

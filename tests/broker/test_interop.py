@@ -99,6 +99,12 @@ def _confluent_admin(bootstrap: str) -> dict:
             "admin-topic", 5)]
     )["admin-topic"].result(10)  # fmt: skip
     grown = len(admin.list_topics(timeout=10).topics["admin-topic"].partitions)
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    entry = ConfigEntry("retention.ms", "2000", incremental_operation=AlterConfigOpType.SET)
+    altered = ConfigResource(ConfigResource.Type.TOPIC, "admin-topic", incremental_configs=[entry])
+    admin.incremental_alter_configs([altered])[altered].result(10)
+    after = admin.describe_configs([resource])[resource].result(10)["retention.ms"].value
     admin.delete_topics(["admin-topic"])["admin-topic"].result(10)
     remaining = admin.list_topics(timeout=10).topics
     return {
@@ -107,6 +113,7 @@ def _confluent_admin(bootstrap: str) -> dict:
         "segment_default": configs["segment.bytes"].is_default,
         "cluster_nodes": None if cluster is None else len(cluster.nodes),
         "grown": grown,
+        "altered": after,
         "deleted": "admin-topic" not in remaining,
     }
 
@@ -118,6 +125,7 @@ async def test_confluent_admin(broker):
     assert result["segment_default"] is True
     assert result["cluster_nodes"] in (None, 1)
     assert result["grown"] == 5
+    assert result["altered"] == "2000"
     assert result["deleted"]
 
 

@@ -11,10 +11,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from log.server.handlers.admin import (
+    handle_alter_configs,
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
     handle_describe_configs,
+    handle_incremental_alter_configs,
 )
 from log.server.handlers.fetch import handle_fetch
 from log.server.handlers.metadata import (
@@ -41,7 +43,9 @@ HANDLERS: dict[int, Handler] = {
     22: handle_init_producer_id,
     23: handle_offset_for_leader_epoch,
     32: handle_describe_configs,
+    33: handle_alter_configs,
     37: handle_create_partitions,
+    44: handle_incremental_alter_configs,
     60: handle_describe_cluster,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)

@@ -1,4 +1,5 @@
-"""CreateTopics, DeleteTopics, CreatePartitions (forwarded to the controller), DescribeConfigs.
+"""CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs (forwarded
+to the controller), DescribeConfigs.
 
 Forwarded requests become `quorum.controller` requests; after the controller answers, we wait
 (up to the request's timeout_ms) until this broker's own image shows every successful change,
@@ -14,21 +15,25 @@ override LogConfig does not model); broker resources list the node's configurati
 from __future__ import annotations
 
 from log.protocol.admin import (
+    ALTER_CONFIGS_RESPONSE,
     CREATE_PARTITIONS_RESPONSE,
     CREATE_TOPICS_RESPONSE,
     DELETE_TOPICS_RESPONSE,
     DESCRIBE_CONFIGS_RESPONSE,
+    INCREMENTAL_ALTER_CONFIGS_RESPONSE,
 )
 from log.protocol.connection import Request
 from log.protocol.errors import ErrorCode
-from log.server.handlers.context import BrokerContext
+from log.server.handlers.context import MAX_ADMIN_WAIT_MS, BrokerContext
 from log.server.partitions import default_log_config_properties
 from quorum.controller import (
+    AlterConfigsRequest,
     CreatableTopic,
     CreatePartitionsRequest,
     CreatePartitionsTopic,
     CreateTopicsRequest,
     DeleteTopicsRequest,
+    topic_config_error,
 )
 from quorum.image import MetadataImage
 
@@ -36,6 +41,8 @@ CT = CREATE_TOPICS_RESPONSE.cls
 DT = DELETE_TOPICS_RESPONSE.cls
 CP = CREATE_PARTITIONS_RESPONSE.cls
 DC = DESCRIBE_CONFIGS_RESPONSE.cls
+AC = ALTER_CONFIGS_RESPONSE.cls
+IAC = INCREMENTAL_ALTER_CONFIGS_RESPONSE.cls
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -234,3 +241,83 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> objec
                 )
             )
     return DC(results=results)
+
+
+# -- AlterConfigs / IncrementalAlterConfigs (topic resources, forwarded) ------------------------
+
+OP_SET, OP_DELETE = 0, 1  # IncrementalAlterConfigs config_operation (APPEND 2 / SUBTRACT 3: no)
+
+
+async def _alter_topic(
+    ctx: BrokerContext, name: str, changes: dict[str, str | None], validate_only: bool
+) -> tuple[int, str | None]:
+    """Forward one topic's changes; wait until the local image shows them."""
+    if validate_only:
+        for key, value in changes.items():
+            error = topic_config_error(key, value)
+            if error:
+                return ErrorCode.INVALID_CONFIG, error
+        if ctx.image.topic(name) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        return ErrorCode.NONE, None
+    response = await ctx.controller.alter_topic_configs(AlterConfigsRequest(name, changes))
+    if response.error_code != ErrorCode.NONE:
+        return response.error_code, response.error_message
+
+    def applied(image: MetadataImage) -> bool:
+        configs = image.topic_configs(name)
+        return all(configs.get(k) == v for k, v in changes.items())
+
+    if not await ctx.wait_until(applied, MAX_ADMIN_WAIT_MS):
+        return ErrorCode.REQUEST_TIMED_OUT, "altered; not yet visible here"
+    return ErrorCode.NONE, None
+
+
+def _alter_result(cls: type, resource, code: int, message: str | None) -> object:  # noqa: ANN001
+    return cls(
+        error_code=code,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
+
+
+async def handle_alter_configs(ctx: BrokerContext, request: Request) -> object:
+    """Kafka's AlterConfigs replaces a resource's whole override set: keys not given revert."""
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        if resource.resource_type != RESOURCE_TOPIC:
+            code, message = ErrorCode.INVALID_REQUEST, "only topic configs can be altered"
+        else:
+            changes: dict[str, str | None] = {c.name: c.value for c in resource.configs}
+            for key in ctx.image.topic_configs(resource.resource_name):
+                changes.setdefault(key, None)
+            code, message = await _alter_topic(
+                ctx, resource.resource_name, changes, body.validate_only
+            )
+        responses.append(_alter_result(AC.AlterConfigsResourceResponse, resource, code, message))
+    return AC(responses=responses)
+
+
+async def handle_incremental_alter_configs(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        code, message = ErrorCode.NONE, None
+        changes: dict[str, str | None] = {}
+        if resource.resource_type != RESOURCE_TOPIC:
+            code, message = ErrorCode.INVALID_REQUEST, "only topic configs can be altered"
+        for c in resource.configs:
+            if c.config_operation == OP_SET:
+                changes[c.name] = c.value
+            elif c.config_operation == OP_DELETE:
+                changes[c.name] = None
+            else:
+                code, message = ErrorCode.INVALID_REQUEST, "APPEND/SUBTRACT are not supported"
+        if code == ErrorCode.NONE:
+            code, message = await _alter_topic(
+                ctx, resource.resource_name, changes, body.validate_only
+            )
+        responses.append(_alter_result(IAC.AlterConfigsResourceResponse, resource, code, message))
+    return IAC(responses=responses)

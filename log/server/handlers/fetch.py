@@ -11,9 +11,9 @@ writes them with a vectored send, no copy, no re-encoding.
 Sizes: each partition gets at most partition_max_bytes and the response at most max_bytes,
 except that the first batch found is returned whole even if larger (progress, KIP-74).
 
-Long poll: if fewer than min_bytes are available and max_wait_ms > 0 (and no partition had an
-error), wait on the fetched partitions' `high_watermark_changed` events -- an append that moves
-the HW wakes us at once -- or until max_wait_ms, then read again once.
+Long poll: while fewer than min_bytes are available, no partition had an error and max_wait_ms
+has not passed, wait on the fetched partitions' `high_watermark_changed` events -- an append
+that moves the HW wakes us at once -- and read again.
 
 Fetch sessions (KIP-227): we never create one. session_id 0 in the response means "no session",
 so clients keep sending full fetches (kafka-python does; librdkafka is always sessionless); a
@@ -110,7 +110,8 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> object:
         if body.session_epoch not in (-1, 0):
             return R(error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id=0, responses=[])
     topics, total_bytes, any_error, hosted_list = _read_all(ctx, body)
-    if total_bytes < body.min_bytes and body.max_wait_ms > 0 and not any_error:
-        await _wait_for_any(hosted_list, body.max_wait_ms)
+    deadline = trio.current_time() + min(max(body.max_wait_ms, 0), MAX_WAIT_MS) / 1000
+    while total_bytes < body.min_bytes and not any_error and trio.current_time() < deadline:
+        await _wait_for_any(hosted_list, (deadline - trio.current_time()) * 1000)
         topics, total_bytes, any_error, hosted_list = _read_all(ctx, body)
     return R(error_code=0, session_id=0, responses=topics)

@@ -1,0 +1,63 @@
+"""HostedPartitions driven by real metadata images (controller decisions + replay), no network."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from log.server.partitions import HostedPartitions, default_log_config, topic_log_config
+from log.storage.manager import LogManager
+from quorum.records import PartitionChangeRecord
+from tests.broker.conftest import LocalQuorum, node_config
+
+
+async def test_leader_follower_deletion_and_configs(tmp_path):
+    config = node_config(tmp_path, **{"log.segment.bytes": 123456})
+    quorum = LocalQuorum()
+    quorum.register(1, "127.0.0.1", 9092)
+    quorum.register(2, "127.0.0.1", 9093)
+    manager = LogManager(config.log_dir, default_log_config(config))
+    hosted = HostedPartitions(1, manager, config)
+    from quorum.controller import AlterConfigsRequest, CreatableTopic, CreateTopicsRequest
+
+    await quorum.create_topics(
+        CreateTopicsRequest((CreatableTopic("t", 2, 1, {"retention.ms": "1000"}),))
+    )
+    hosted.apply_image(quorum.image)
+    leaders = {p: s.leader for p, s in quorum.image.topic("t").partitions.items()}
+    mine = [p for p, leader in leaders.items() if leader == 1]
+    theirs = [p for p, leader in leaders.items() if leader == 2]
+    assert mine and theirs  # round-robin placement over brokers 1 and 2
+    partition = hosted.get("t", mine[0])
+    assert partition.is_leader and partition.leader_epoch == 0
+    assert partition.log.config.segment_bytes == 123456  # node default
+    assert partition.log.config.retention_ms == 1000  # topic override
+    assert hosted.get("t", theirs[0]) is None  # not a replica here
+
+    # Leadership moves away (as a reassignment to broker 2 would do): stop leading.
+    topic_id = quorum.image.topic_ids_by_name["t"]
+    state = quorum.image.topic("t").partitions[mine[0]]
+    quorum.commit([PartitionChangeRecord(topic_id, mine[0], leader_epoch=state.leader_epoch + 1,
+                   partition_epoch=state.partition_epoch + 1, replicas=(1, 2), isr=(2,),
+                   leader=2)])  # fmt: skip
+    old_event = partition.high_watermark_changed
+    hosted.apply_image(quorum.image)
+    assert not partition.is_leader and partition.leader_epoch == 1
+    assert old_event.is_set()  # waiters woke up to notice
+
+    await quorum.alter_topic_configs(AlterConfigsRequest("t", {"retention.ms": "2000"}))
+    hosted.apply_image(quorum.image)
+    assert manager.get_log("t", mine[0]).config.retention_ms == 2000
+
+    from quorum.controller import DeleteTopicsRequest
+
+    await quorum.delete_topics(DeleteTopicsRequest(("t",)))
+    hosted.apply_image(quorum.image)
+    assert manager.get_log("t", mine[0]) is None and hosted.get("t", mine[0]) is None
+
+
+def test_topic_config_merge_ignores_unmodelled_and_bad_keys(tmp_path):
+    base = default_log_config(node_config(tmp_path))
+    assert topic_log_config(base, {"compression.type": "zstd"}) is base
+    merged = topic_log_config(base, {"retention.ms": "5", "compression.type": "zstd"})
+    assert merged == dataclasses.replace(base, retention_ms=5)
+    assert topic_log_config(base, {"segment.bytes": "1"}) is base  # below the floor: kept base
