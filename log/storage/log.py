@@ -617,6 +617,10 @@ class UnifiedLog:
         if offset < 0:
             raise OffsetOutOfRangeError(f"cannot truncate to {offset}")
         if offset >= self.log_end_offset:
+            # Kafka truncates the epoch cache even then: a leader that assigned a new epoch's
+            # start offset but appended nothing before losing leadership holds an entry at the
+            # log end offset that conflicts with the new leader's history.
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset, now_ms)

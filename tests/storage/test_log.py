@@ -326,3 +326,15 @@ def test_disk_write_failure_is_a_typed_storage_error(log_factory):
         os.close(read_only)
     assert log.log_end_offset == 1
     assert log.append_as_leader(make_batch(1), 0, 0).first_offset == 1
+
+
+def test_truncate_at_or_past_the_end_still_cuts_a_dangling_epoch_entry(log_factory):
+    # A leader that started epoch 7 at its log end offset but appended nothing, then became a
+    # follower: the entry must go, or the new leader's epoch history would conflict with it.
+    log = log_factory(name="dangling-0")
+    log.append_as_leader(make_batch(3), 4, 0)
+    log.leader_epoch_cache.assign(7, log.log_end_offset)
+    assert log.latest_epoch == 7
+    assert log.truncate_to(log.log_end_offset) is False
+    assert log.latest_epoch == 4
+    assert log.end_offset_for_epoch(4) == (4, 3)

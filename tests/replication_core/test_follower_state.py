@@ -1,0 +1,212 @@
+from log.protocol.errors import ErrorCode
+from log.replication.follower_state import (
+    EpochQuery,
+    FetcherState,
+    FetchState,
+    FollowerState,
+    RecordsMeta,
+    TruncationDecision,
+)
+from tests.replication_core.memory_log import Batch, MemoryLog
+
+
+def log_with(*epochs_and_counts: tuple[int, int]) -> MemoryLog:
+    """A log with `count` one-record batches per `epoch`, in order."""
+    log = MemoryLog()
+    for epoch, count in epochs_and_counts:
+        for _ in range(count):
+            log.append_as_leader(f"e{epoch}", 1, epoch)
+    return log
+
+
+def truncating(log: MemoryLog, leader_epoch: int = 9) -> FollowerState:
+    f = FollowerState(replica_fetch_backoff_ms=100)
+    f.on_become_follower(leader_id=2, leader_epoch=leader_epoch, log=log)
+    assert f.state is FetchState.TRUNCATING
+    return f
+
+
+def test_no_epoch_information_truncates_to_high_watermark():
+    log = MemoryLog()
+    f = truncating(log)
+    assert f.truncation_request(log) == TruncationDecision(0)
+    assert f.state is FetchState.FETCHING
+
+
+def test_epoch_query_asks_for_latest_epoch():
+    log = log_with((1, 2), (3, 2))
+    f = truncating(log)
+    assert f.truncation_request(log) == EpochQuery(current_leader_epoch=9, leader_epoch=3)
+
+
+def test_leader_has_our_epoch_shorter():
+    log = log_with((1, 2), (3, 4))  # epoch 3: offsets 2..5
+    f = truncating(log)
+    assert f.on_epoch_end_offset(3, 4, log) == TruncationDecision(4)
+    assert f.state is FetchState.FETCHING
+
+
+def test_leader_answers_older_epoch_uses_min_of_both_ends():
+    log = log_with((1, 3), (3, 2))  # we: epoch 1 ends at 3
+    f = truncating(log)
+    # Leader never had epoch 3; its epoch 1 ended at 5 (beyond ours): cut at our end, 3.
+    assert f.on_epoch_end_offset(1, 5, log) == TruncationDecision(3)
+    f = truncating(log)
+    assert f.on_epoch_end_offset(1, 2, log) == TruncationDecision(2)
+
+
+def test_unknown_leader_epoch_truncates_in_steps():
+    log = log_with((1, 2), (4, 2), (6, 2))
+    f = truncating(log)
+    # Leader answers epoch 5 (which we never had): cut where our epoch 4 ends, ask again.
+    decision = f.on_epoch_end_offset(5, 7, log)
+    assert decision == TruncationDecision(4, truncation_completed=False)
+    assert f.state is FetchState.TRUNCATING
+    log.truncate_to(decision.offset)
+    assert f.truncation_request(log) == EpochQuery(9, 4)
+    assert f.on_epoch_end_offset(4, 3, log) == TruncationDecision(3)
+
+
+def test_undefined_answers():
+    log = log_with((1, 4))
+    log.update_high_watermark(2)
+    f = truncating(log)
+    assert f.on_epoch_end_offset(-1, -1, log) == TruncationDecision(2)  # fall back to HW
+    f = truncating(log)
+    assert f.on_epoch_end_offset(-1, 3, log) == TruncationDecision(3)  # old protocol: min
+    f = truncating(log)
+    assert f.on_epoch_end_offset(-1, 9, log) == TruncationDecision(4)
+
+
+def test_stale_answer_ignored_once_fetching():
+    log = log_with((1, 2))
+    f = truncating(log)
+    f.on_epoch_end_offset(1, 2, log)
+    assert f.on_epoch_end_offset(1, 0, log) is None
+
+
+def fetching(log: MemoryLog) -> FollowerState:
+    f = truncating(log)
+    f.on_epoch_end_offset(log.latest_epoch, log.log_end_offset, log)
+    assert f.state is FetchState.FETCHING
+    return f
+
+
+def test_fetch_and_adopt_high_watermark_and_log_start():
+    log = log_with((1, 2))
+    f = fetching(log)
+    request = f.build_fetch(log, 1024)
+    assert (request.fetch_offset, request.current_leader_epoch, request.log_start_offset) == (
+        2,
+        9,
+        0,
+    )
+    outcome = f.on_fetch_response(
+        request, ErrorCode.NONE, 10, 1, RecordsMeta(2, 5, 300), log, now_ms=0
+    )
+    assert outcome.append and outcome.high_watermark == 5 and outcome.log_start_offset == 1
+    log.append_as_follower([Batch(2, 4, 9, "x")])
+    request = f.build_fetch(log, 1024)
+    outcome = f.on_fetch_response(request, ErrorCode.NONE, 4, 0, None, log, now_ms=0)
+    assert not outcome.append and outcome.high_watermark == 4 and outcome.log_start_offset is None
+
+
+def test_empty_log_starting_inside_leader_batch_restarts_at_batch_base():
+    log = MemoryLog()
+    log.truncate_fully_and_start_at(5)  # leader's log start 5 is inside its batch 3..7
+    f = fetching(log)
+    request = f.build_fetch(log, 1024)
+    outcome = f.on_fetch_response(request, ErrorCode.NONE, 8, 5, RecordsMeta(3, 8, 100), log, 0)
+    assert outcome.truncation == TruncationDecision(3, fully=True)
+    assert outcome.append and outcome.high_watermark == 8 and outcome.log_start_offset == 5
+
+
+def test_non_contiguous_records_are_refused_and_backed_off():
+    log = log_with((1, 2))
+    f = fetching(log)
+    request = f.build_fetch(log, 1024)
+    outcome = f.on_fetch_response(request, ErrorCode.NONE, 9, 0, RecordsMeta(4, 6, 100), log, 0)
+    assert not outcome.append and outcome.error is ErrorCode.UNKNOWN_SERVER_ERROR
+    assert f.state is FetchState.DELAYED
+
+
+def test_fetch_response_for_old_request_is_ignored():
+    log = log_with((1, 2))
+    f = fetching(log)
+    request = f.build_fetch(log, 1024)
+    log.append_as_follower([Batch(2, 2, 9, "x")])
+    outcome = f.on_fetch_response(request, ErrorCode.NONE, 3, 0, RecordsMeta(2, 3, 70), log, 0)
+    assert outcome.ignored and not outcome.append
+
+
+def test_epoch_errors_back_off_and_resume():
+    log = log_with((1, 2))
+    f = fetching(log)
+    request = f.build_fetch(log, 1024)
+    outcome = f.on_fetch_response(request, ErrorCode.FENCED_LEADER_EPOCH, 0, 0, None, log, 1_000)
+    assert outcome.error is ErrorCode.FENCED_LEADER_EPOCH and f.state is FetchState.DELAYED
+    assert not f.is_ready(1_099)
+    assert f.is_ready(1_100) and f.state is FetchState.FETCHING
+    f.on_become_follower(3, 10, log)
+    assert f.state is FetchState.TRUNCATING
+
+
+def test_offset_out_of_range_resets_per_leader_offsets():
+    log = log_with((1, 5))
+    f = fetching(log)
+    request = f.build_fetch(log, 1024)
+    outcome = f.on_fetch_response(request, ErrorCode.OFFSET_OUT_OF_RANGE, 0, 0, None, log, 0)
+    assert outcome.needs_leader_offsets
+    assert f.on_leader_offsets(0, 3, log) == TruncationDecision(3)  # we are ahead of the leader
+    assert f.on_leader_offsets(9, 20, log) == TruncationDecision(9, fully=True)  # leader deleted
+    assert f.on_leader_offsets(2, 20, log) == TruncationDecision(5)  # in range now: keep going
+
+
+def test_diverging_epoch_in_fetch_response_truncates():
+    log = log_with((1, 2), (3, 3))
+    f = fetching(log)
+    request = f.build_fetch(log, 1024, use_last_fetched_epoch=True)
+    assert request.last_fetched_epoch == 3
+    outcome = f.on_fetch_response(
+        request, ErrorCode.NONE, 2, 0, None, log, 0, diverging_epoch=(1, 3)
+    )
+    assert outcome.truncation == TruncationDecision(2)
+    assert f.state is FetchState.FETCHING
+
+
+def test_fetcher_rotates_partitions_and_respects_response_budget():
+    fetcher = FetcherState(1, replica_fetch_max_bytes=100, replica_fetch_response_max_bytes=250)
+    logs = {}
+    for tp in ("a", "b", "c", "d"):
+        logs[tp] = MemoryLog()
+        f = FollowerState()
+        f.on_become_follower(1, 1, logs[tp])
+        fetcher.add_partition(tp, f)
+    assert fetcher.partitions_to_truncate(0) == ["a", "b", "c", "d"]
+    for tp, state in fetcher.partitions.items():
+        state.truncation_request(logs[tp])
+    assert fetcher.partitions_to_fetch(0) == ["a", "b"]
+    fetcher.mark_fetched("a")
+    fetcher.mark_fetched("b")
+    assert fetcher.partitions_to_fetch(0) == ["c", "d"]
+    fetcher.partitions["c"].on_error(ErrorCode.UNKNOWN_SERVER_ERROR, 0)
+    assert fetcher.next_wakeup_ms() == 1000
+    assert fetcher.partitions_to_fetch(0) == ["d", "a"]
+    assert fetcher.partitions_to_fetch(1000)[0] == "c"
+
+
+def test_fetcher_poll_truncates_queries_and_fetches():
+    logs = {"empty": MemoryLog(), "epochs": log_with((2, 3)), "ready": log_with((1, 1))}
+    fetcher = FetcherState(1)
+    for tp, log in logs.items():
+        f = FollowerState()
+        f.on_become_follower(1, 4, log)
+        fetcher.add_partition(tp, f)
+    fetcher.partitions["ready"].on_epoch_end_offset(1, 1, logs["ready"])
+    first = fetcher.poll(0, logs.__getitem__)
+    assert first.truncate_now == {"empty": TruncationDecision(0)}
+    assert first.epoch_queries == {"epochs": EpochQuery(4, 2)}
+    assert list(first.fetch) == ["ready"] and first.fetch["ready"].fetch_offset == 1
+    assert first.wakeup_ms is None
+    second = fetcher.poll(0, logs.__getitem__)
+    assert second.truncate_now == {} and list(second.fetch) == ["empty", "ready"]
