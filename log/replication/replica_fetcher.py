@@ -92,9 +92,9 @@ class LeaderConnection:
         self._stream: trio.SocketStream | None = None
 
     async def request(self, api_key: int, api_version: int, body: Any) -> Any:
-        if self._stream is None:
-            self._stream = await trio.open_tcp_stream(self.host, self.port)
         try:
+            if self._stream is None:
+                self._stream = await trio.open_tcp_stream(self.host, self.port)
             await self._stream.send_all(self._codec.encode_request(api_key, api_version, body))
             while True:
                 data = await self._stream.receive_some(MAX_READ_BYTES)
@@ -162,18 +162,24 @@ class ReplicaFetcher:
                 try:
                     waited = await self._do_work()
                 except (KafkaError, trio.TooSlowError) as exc:
-                    logger.info(
-                        "fetcher from broker %s: %s", self.state.source_broker_id, exc or "timeout"
-                    )
-                    await self._drop_connection()
-                    now_ms = self.clock_ms()
-                    for follower in self.state.partitions.values():
-                        follower.on_error(ErrorCode.NETWORK_EXCEPTION, now_ms)
+                    logger.info("fetcher from broker %s: %r", self.state.source_broker_id, exc)
+                    await self._back_off_all()
+                    waited = False
+                except Exception:  # a bug must not take the broker down: log, back off
+                    logger.exception("fetcher from broker %s failed", self.state.source_broker_id)
+                    await self._back_off_all()
                     waited = False
                 if not waited:
                     await self._sleep_until_ready()
         finally:
             await self._drop_connection()
+
+    async def _back_off_all(self) -> None:
+        """The connection or a request failed: every partition waits replica.fetch.backoff.ms."""
+        await self._drop_connection()
+        now_ms = self.clock_ms()
+        for follower in self.state.partitions.values():
+            follower.on_error(ErrorCode.NETWORK_EXCEPTION, now_ms)
 
     async def _sleep_until_ready(self) -> None:
         wakeup_ms = self.state.next_wakeup_ms()

@@ -89,3 +89,72 @@ def partition_batches(node_dir: Path, partition: int = 0) -> tuple[int, list[byt
         return high_watermark, batches
     finally:
         manager.shutdown(0)
+
+
+async def image_from_any(cluster: Cluster):
+    """The committed image of some live controller."""
+    import trio
+
+    last_error: Exception | None = None
+    for node_id in cluster.layout.controller_ids:
+        if node_id not in cluster.processes:
+            continue
+        try:
+            with trio.fail_after(5):
+                return await cluster.image_from(node_id)
+        except Exception as exc:  # that controller is down or cut off: try the next
+            last_error = exc
+    raise AssertionError(f"no controller answered: {last_error}")
+
+
+async def partition_state(cluster: Cluster, partition: int = 0):
+    image = await image_from_any(cluster)
+    topic = image.topic(TOPIC)
+    assert topic is not None
+    return topic.partitions[partition]
+
+
+class BackgroundProducer:
+    """An idempotent acks=all confluent-kafka producer in a thread: `count` records, recording
+    which were acknowledged (and when)."""
+
+    def __init__(self, bootstrap: str, count: int, rate_per_s: float = 2000) -> None:
+        import threading
+
+        self.bootstrap = bootstrap
+        self.count = count
+        self.rate_per_s = rate_per_s
+        self.acked: set[bytes] = set()
+        self.ack_times: list[float] = []
+        self.errors: list = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _on_delivery(self, err, message) -> None:
+        import time
+
+        if err is None:
+            self.acked.add(message.value())
+            self.ack_times.append(time.monotonic())
+        else:
+            self.errors.append(err)
+
+    def _run(self) -> None:
+        import time
+
+        p = producer(self.bootstrap, **{"message.timeout.ms": 60000})
+        started = time.monotonic()
+        for i in range(self.count):
+            while True:
+                try:
+                    p.produce(TOPIC, b"v-%d" % i, on_delivery=self._on_delivery)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            p.poll(0)
+            ahead_s = (i + 1) / self.rate_per_s - (time.monotonic() - started)
+            if ahead_s > 0:
+                time.sleep(ahead_s)
+        p.flush(120)

@@ -8,9 +8,11 @@ import trio
 from cluster_harness import wait_until
 from replication_harness import (
     TOPIC,
+    BackgroundProducer,
     consume_all,
     create_topic,
     partition_batches,
+    partition_state,
     producer,
     start_cluster,
 )
@@ -59,3 +61,51 @@ async def test_acks_all_replicates_to_identical_logs(tmp_path):
     high_watermarks = {hw for hw, _ in logs}
     assert high_watermarks == {N}, high_watermarks
     assert logs[0][1] == logs[1][1] == logs[2][1]
+
+
+async def _wait_isr(cluster, expected: set[int], timeout_s: float = 30) -> None:
+    async def isr_is_expected():
+        return set((await partition_state(cluster)).isr) == expected
+
+    await wait_until(isr_is_expected, timeout_s, interval_s=0.2)
+
+
+async def test_kill_leader_under_idempotent_load_loses_and_duplicates_nothing(tmp_path):
+    import time
+
+    cluster = await trio.to_thread.run_sync(start_cluster, tmp_path)
+    bootstrap = cluster.layout.bootstrap_servers
+    await trio.to_thread.run_sync(create_topic, bootstrap)
+    load = BackgroundProducer(bootstrap, 4000, rate_per_s=1000)
+    load.start()
+    await wait_until(lambda: _async(len(load.acked) >= 800), 30)
+    leader = (await partition_state(cluster)).leader
+    acked_before = len(load.ack_times)
+    killed_at = time.monotonic()
+    cluster.kill9(leader)
+    await wait_until(lambda: _async(len(load.ack_times) > acked_before + 10), 30)
+    failover_s = load.ack_times[acked_before] - killed_at
+    state = await partition_state(cluster)
+    assert state.leader != leader and state.leader_epoch >= 1
+    cluster.start(leader)
+    await trio.to_thread.run_sync(cluster.wait_ready, leader)
+    await trio.to_thread.run_sync(load.thread.join, 180)
+    assert not load.errors
+    assert len(load.acked) == 4000
+    await _wait_isr(cluster, {1, 2, 3})
+    values = await trio.to_thread.run_sync(consume_all, bootstrap, 1, len(load.acked))
+    assert len(values) == len(set(values)), "duplicates"
+    assert set(values) >= load.acked, "acknowledged records lost"
+    assert set(values) <= {b"v-%d" % i for i in range(4000)}
+    await trio.sleep(1)
+    for node_id in list(cluster.processes):
+        cluster.terminate(node_id)
+    logs = [partition_batches(cluster.layout.node_dir(i)) for i in cluster.layout.node_ids]
+    common = min(len(batches) for _, batches in logs)
+    assert common > 0 and logs[0][1][:common] == logs[1][1][:common] == logs[2][1][:common]
+    print(f"fail-over {failover_s * 1000:.0f} ms")
+    assert failover_s < 5
+
+
+async def _async(value):
+    return value
