@@ -11,6 +11,7 @@ from replication_harness import (
     BackgroundProducer,
     consume_all,
     create_topic,
+    image_from_any,
     partition_batches,
     partition_state,
     producer,
@@ -63,9 +64,9 @@ async def test_acks_all_replicates_to_identical_logs(tmp_path):
     assert logs[0][1] == logs[1][1] == logs[2][1]
 
 
-async def _wait_isr(cluster, expected: set[int], timeout_s: float = 30) -> None:
+async def _wait_isr(cluster, expected: set[int], partition: int = 0, timeout_s: float = 30) -> None:
     async def isr_is_expected():
-        return set((await partition_state(cluster)).isr) == expected
+        return set((await partition_state(cluster, partition)).isr) == expected
 
     await wait_until(isr_is_expected, timeout_s, interval_s=0.2)
 
@@ -109,3 +110,73 @@ async def test_kill_leader_under_idempotent_load_loses_and_duplicates_nothing(tm
 
 async def _async(value):
     return value
+
+
+async def _produce_raw(cluster, node_id: int, acks: int, partition: int = 0) -> int:
+    """One acks=`acks` batch straight to `node_id` over the wire; its error code."""
+    from log.protocol.produce import PRODUCE_REQUEST
+    from log.records.builder import Record, build_batch
+    from log.replication.replica_fetcher import LeaderConnection
+
+    P = PRODUCE_REQUEST.cls  # noqa: N806
+    body = P(
+        acks=acks,
+        timeout_ms=3000,
+        topic_data=[
+            P.TopicProduceData(
+                name=TOPIC,
+                partition_data=[
+                    P.PartitionProduceData(index=partition, records=build_batch([Record(b"raw")]))
+                ],
+            )
+        ],
+    )
+    connection = LeaderConnection("127.0.0.1", cluster.layout.kafka_port(node_id), "test")
+    try:
+        with trio.fail_after(10):
+            response = await connection.request(0, 8, body)
+    finally:
+        await connection.aclose()
+    return response.responses[0].partition_responses[0].error_code
+
+
+async def test_isr_shrinks_and_expands_and_min_isr_refuses(tmp_path):
+    """4 nodes (3 controllers + 1 broker), so that 2 of a partition's 3 replicas can die while
+    the metadata quorum (which commits ISR changes) stays up."""
+    from log.protocol.errors import ErrorCode
+
+    cluster = await trio.to_thread.run_sync(start_cluster, tmp_path, 4)
+    bootstrap = cluster.layout.bootstrap_servers
+    await trio.to_thread.run_sync(create_topic, bootstrap, 4)
+    acked, errors = await trio.to_thread.run_sync(_produce, bootstrap, 100)
+    assert not errors and len(acked) == 100
+    image = await image_from_any(cluster)
+    partitions = image.topic(TOPIC).partitions
+    # A partition led by a controller, with broker 4 and another controller as followers.
+    partition = next(p for p, s in sorted(partitions.items()) if s.leader != 4 and 4 in s.replicas)
+    state = partitions[partition]
+    leader = state.leader
+    followers = sorted((b for b in state.replicas if b != leader), key=lambda b: b != 4)
+    await _wait_isr(cluster, set(state.replicas), partition)
+    # One follower dies: the ISR shrinks, acks=all still works with 2 in sync.
+    cluster.kill9(followers[0])
+    await _wait_isr(cluster, {leader, followers[1]}, partition)
+    assert await _produce_raw(cluster, leader, -1, partition) == ErrorCode.NONE
+    # The second one dies too: ISR [leader] < min.insync.replicas 2.
+    cluster.kill9(followers[1])
+    await _wait_isr(cluster, {leader}, partition)
+    assert await _produce_raw(cluster, leader, -1, partition) == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert await _produce_raw(cluster, leader, 1, partition) == ErrorCode.NONE  # acks=1 appends
+    # Both return: they catch up (the acks=1 record included) and rejoin the ISR.
+    for follower in followers:
+        cluster.start(follower)
+    for follower in followers:
+        await trio.to_thread.run_sync(cluster.wait_ready, follower)
+    await _wait_isr(cluster, set(state.replicas), partition)
+    assert await _produce_raw(cluster, leader, -1, partition) == ErrorCode.NONE
+    await trio.sleep(1)
+    for node_id in list(cluster.processes):
+        cluster.terminate(node_id)
+    logs = [partition_batches(cluster.layout.node_dir(i), partition) for i in state.replicas]
+    common = min(len(batches) for _, batches in logs)
+    assert common >= 2 and logs[0][1][:common] == logs[1][1][:common] == logs[2][1][:common]
