@@ -230,7 +230,7 @@ class ReplicaFetcher:
         if decision.fully:
             log.truncate_fully_and_start_at(decision.offset)
         elif decision.offset < log.log_end_offset:
-            logger.info("%s: truncating %s -> %s", tp, log.log_end_offset, decision.offset)
+            logger.info("%s-%s: truncating %s -> %s", *tp, log.log_end_offset, decision.offset)
             log.truncate_to(decision.offset)
         else:
             log.truncate_to(decision.offset)  # drops epoch entries at the log end offset

@@ -180,3 +180,53 @@ async def test_isr_shrinks_and_expands_and_min_isr_refuses(tmp_path):
     logs = [partition_batches(cluster.layout.node_dir(i), partition) for i in state.replicas]
     common = min(len(batches) for _, batches in logs)
     assert common >= 2 and logs[0][1][:common] == logs[1][1][:common] == logs[2][1][:common]
+
+
+async def test_restarted_replica_truncates_its_divergent_tail(tmp_path):
+    """The leader appends acks=1 batches no follower fetched (both followers frozen, their
+    long-polls already answered), then dies; a follower becomes leader in a new epoch and takes
+    acks=all writes; the old leader restarts, truncates the divergent tail by leader epoch and
+    ends with the new leader's log."""
+    import os
+    import signal
+
+    from log.protocol.errors import ErrorCode
+
+    cluster = await trio.to_thread.run_sync(start_cluster, tmp_path, 4)
+    bootstrap = cluster.layout.bootstrap_servers
+    await trio.to_thread.run_sync(create_topic, bootstrap, 4)
+    image = await image_from_any(cluster)
+    partitions = image.topic(TOPIC).partitions
+    partition = next(p for p, s in sorted(partitions.items()) if s.leader != 4 and 4 in s.replicas)
+    state = partitions[partition]
+    leader = state.leader
+    followers = [b for b in state.replicas if b != leader]
+    await _wait_isr(cluster, set(state.replicas), partition)
+    for _ in range(3):
+        assert await _produce_raw(cluster, leader, -1, partition) == ErrorCode.NONE
+    for follower in followers:
+        os.kill(cluster.processes[follower].pid, signal.SIGSTOP)
+    await trio.sleep(0.4)  # their pending long-polls (replica.fetch.wait.max.ms 200) end
+    for _ in range(2):
+        assert await _produce_raw(cluster, leader, 1, partition) == ErrorCode.NONE
+    cluster.kill9(leader)
+    for follower in followers:
+        os.kill(cluster.processes[follower].pid, signal.SIGCONT)
+
+    async def new_leader():
+        s = await partition_state(cluster, partition)
+        return s if s.leader in followers else None
+
+    new_state = await wait_until(new_leader, 30, interval_s=0.2)
+    for _ in range(4):
+        assert await _produce_raw(cluster, new_state.leader, -1, partition) == ErrorCode.NONE
+    cluster.start(leader)
+    await trio.to_thread.run_sync(cluster.wait_ready, leader)
+    await _wait_isr(cluster, set(state.replicas), partition)
+    assert cluster.log_matches(leader, rf"{TOPIC}-{partition}: truncating 5 -> 3")
+    await trio.sleep(1)
+    for node_id in list(cluster.processes):
+        cluster.terminate(node_id)
+    logs = [partition_batches(cluster.layout.node_dir(i), partition) for i in state.replicas]
+    assert [len(batches) for _, batches in logs] == [7, 7, 7]
+    assert logs[0][1] == logs[1][1] == logs[2][1]
