@@ -13,6 +13,10 @@ from log.storage.config import LogConfig
 from log.storage.manager import LogManager
 
 REPLICATION_TEST_PROPS = {
+    # Fail-over is the session timeout plus a fence check (session / 4) plus a metadata commit:
+    # 1000 ms keeps it near a second while 5 heartbeats fit in one session.
+    "broker.heartbeat.interval.ms": 200,
+    "broker.session.timeout.ms": 1000,
     "replica.lag.time.max.ms": 2000,
     "replica.fetch.backoff.ms": 100,
     "replica.fetch.wait.max.ms": 200,
