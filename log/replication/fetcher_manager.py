@@ -71,9 +71,12 @@ class ReplicaFetcherManager:
 
     def add_partition(
         self, tp: TopicPartition, log: UnifiedLog, leader_id: int, leader_epoch: int
-    ) -> FollowerState:
-        """Fetch `tp` from `leader_id` in `leader_epoch`, truncating first."""
+    ) -> FollowerState | None:
+        """Fetch `tp` from `leader_id` in `leader_epoch`, truncating first (None: the manager
+        is not running -- the broker is shutting down -- and nothing will fetch)."""
         self.remove_partition(tp)
+        if self._nursery is None:
+            return None
         key = (leader_id, self.fetcher_index(tp))
         fetcher = self._fetcher(key)
         follower = FollowerState(self.config.replica_fetch_backoff_ms)
