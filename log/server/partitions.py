@@ -7,8 +7,7 @@ applied here (`quorum.image.partition_changes`) and every changed partition is h
                                         LogConfig (node defaults + topic ConfigRecords), take
                                         the new leader_epoch and ISR
     this broker in replicas, not leader -> become follower: open the log, stop serving produce/
-                                        consumer fetch (fetching from the leader is the
-                                        replication engineer's ReplicaFetcher)
+                                        consumer fetch, fetch from the leader (ReplicaFetcher)
     not a replica / topic deleted    -> stop serving; a deleted topic's log is deleted
 
 Topic config changes (ConfigRecords) update the open logs' LogConfig.
