@@ -10,7 +10,10 @@
    record produced after the kill; then restart the node and wait until the ISR is whole again.
    Repeated `--kills` times; median and max. Test timeouts (tests/replication harness):
    heartbeat 200 ms, broker session 1000 ms -- the controller fences the dead leader and elects the first
-   live ISR member after the session timeout, so that bounds the fail-over from below.
+   live ISR member after the session timeout (checked every session / 4), so that bounds the
+   fail-over from below. librdkafka then adds up to ~1 s: while its metadata still names the
+   dead broker as leader it re-queries only on its 1 s topic scan (seen with debug=metadata).
+   A kill of the node that is also the active controller adds a Raft election.
 
     python -m bench.replication [--count 100000] [--kills 10]
 """

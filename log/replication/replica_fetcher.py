@@ -132,6 +132,7 @@ class ReplicaFetcher:
         self.logs: dict[TopicPartition, UnifiedLog] = {}
         self._wakeup = trio.Event()
         self._connection: LeaderConnection | None = None
+        self.failures_in_row = 0
 
     # -- membership (called by the manager, from the trio thread) --------------------------
 
@@ -161,8 +162,14 @@ class ReplicaFetcher:
                     continue
                 try:
                     waited = await self._do_work()
+                    self.failures_in_row = 0
                 except (KafkaError, trio.TooSlowError) as exc:
-                    logger.info("fetcher from broker %s: %r", self.state.source_broker_id, exc)
+                    # The first failure in a row at INFO; the retries (every back-off) at DEBUG.
+                    level = logging.DEBUG if self.failures_in_row else logging.INFO
+                    self.failures_in_row += 1
+                    logger.log(
+                        level, "fetcher from broker %s: %r", self.state.source_broker_id, exc
+                    )
                     await self._back_off_all()
                     waited = False
                 except Exception:  # a bug must not take the broker down: log, back off

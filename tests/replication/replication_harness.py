@@ -53,6 +53,9 @@ def producer(bootstrap: str, **extra):
         "acks": "all",
         "linger.ms": 5,
         "retry.backoff.ms": 50,
+        # librdkafka backs retries off exponentially up to 1 s by default: cap it, so that a
+        # fail-over is measured on the cluster, not on the client's back-off.
+        "retry.backoff.max.ms": 100,
         "topic.metadata.refresh.interval.ms": 1000,
     }
     config.update(extra)
