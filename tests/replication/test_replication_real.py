@@ -230,3 +230,22 @@ async def test_restarted_replica_truncates_its_divergent_tail(tmp_path):
     logs = [partition_batches(cluster.layout.node_dir(i), partition) for i in state.replicas]
     assert [len(batches) for _, batches in logs] == [7, 7, 7]
     assert logs[0][1] == logs[1][1] == logs[2][1]
+
+
+async def test_clean_shutdown_of_the_leader_moves_leadership_first(tmp_path):
+    """SIGTERM: controlled shutdown moves the leadership (epoch + 1) before the node exits, so
+    an idempotent acks=all producer loses and duplicates nothing."""
+    cluster = await trio.to_thread.run_sync(start_cluster, tmp_path)
+    bootstrap = cluster.layout.bootstrap_servers
+    await trio.to_thread.run_sync(create_topic, bootstrap)
+    load = BackgroundProducer(bootstrap, 2000, rate_per_s=1000)
+    load.start()
+    await wait_until(lambda: _async(len(load.acked) >= 500), 30)
+    state = await partition_state(cluster)
+    assert await trio.to_thread.run_sync(cluster.terminate, state.leader) == 0
+    new_state = await partition_state(cluster)
+    assert new_state.leader != state.leader and new_state.leader_epoch > state.leader_epoch
+    await trio.to_thread.run_sync(load.thread.join, 120)
+    assert not load.errors and len(load.acked) == 2000
+    values = await trio.to_thread.run_sync(consume_all, bootstrap, 1, 2000)
+    assert len(values) == len(set(values)) and set(values) == load.acked
