@@ -11,8 +11,9 @@
    Repeated `--kills` times; median and max. Test timeouts (tests/replication harness):
    heartbeat 200 ms, broker session 1000 ms -- the controller fences the dead leader and elects the first
    live ISR member after the session timeout (checked every session / 4), so that bounds the
-   fail-over from below. librdkafka then adds up to ~1 s: while its metadata still names the
-   dead broker as leader it re-queries only on its 1 s topic scan (seen with debug=metadata).
+   fail-over from below. librdkafka then adds its metadata delay: while its metadata still
+   names the dead broker as leader it re-queries only on its 1 s topic scan (seen with
+   debug=metadata) or its periodic refresh, set to 250 ms here (tests/replication harness).
    A kill of the node that is also the active controller adds a Raft election.
 
     python -m bench.replication [--count 100000] [--kills 10]
