@@ -35,6 +35,9 @@ import trio
 from log.protocol.apis import error_response_body
 from log.protocol.connection import NEED_DATA, PAUSED, BadRequest, Request, ServerConnection
 from log.protocol.errors import ErrorCode, KafkaError
+from log.replication.fetcher_manager import ReplicaFetcherManager
+from log.replication.isr_manager import IsrManager
+from log.replication.replica_fetcher import FetcherConfig
 from log.server.broker_context import ControllerChannel, MetadataSource
 from log.server.config import NodeConfig
 from log.server.handlers import ADVERTISED_API_KEYS, HANDLED_API_KEYS, HANDLERS
@@ -97,6 +100,34 @@ class KafkaServer:
             advertised_api_keys=ADVERTISED_API_KEYS,
             clock_ms=clock_ms,
         )
+        props = config.props
+        self.fetcher_manager = ReplicaFetcherManager(
+            FetcherConfig(
+                broker_id=config.node_id,
+                replica_fetch_max_bytes=props["replica.fetch.max.bytes"],
+                replica_fetch_response_max_bytes=max(
+                    props["replica.fetch.response.max.bytes"], props["replica.fetch.max.bytes"]
+                ),
+                replica_fetch_wait_max_ms=props["replica.fetch.wait.max.ms"],
+                replica_fetch_min_bytes=props["replica.fetch.min.bytes"],
+                replica_fetch_backoff_ms=props["replica.fetch.backoff.ms"],
+                request_timeout_ms=max(30_000, props["replica.fetch.wait.max.ms"] + 10_000),
+            ),
+            props["num.replica.fetchers"],
+            self.partitions.endpoint_for,
+            clock_ms,
+        )
+        self.isr_manager = IsrManager(
+            config.node_id,
+            controller,
+            broker_epoch_getter,
+            lambda: self.partitions.image,
+            self.partitions.leaders,
+            self.partitions.on_isr_change,
+            clock_ms,
+            props["replica.lag.time.max.ms"],
+        )
+        self.ctx.isr_manager = self.isr_manager
         self.max_frame_bytes = config.props["socket.request.max.bytes"]
         self.max_in_flight = config.props["max.inflight.requests.per.connection"]
         self.port: int | None = None
@@ -109,6 +140,9 @@ class KafkaServer:
         try:
             async with trio.open_nursery() as nursery:
                 self.producer_ids.nursery = nursery
+                await nursery.start(self.fetcher_manager.run)
+                await nursery.start(self.isr_manager.run)
+                self.partitions.fetcher_manager = self.fetcher_manager
                 self.ctx.sync_partitions()
                 nursery.start_soon(self._follow_metadata)
                 nursery.start_soon(self._tick_log_manager)

@@ -7,18 +7,24 @@ applied here (`quorum.image.partition_changes`) and every changed partition is h
                                         LogConfig (node defaults + topic ConfigRecords), take
                                         the new leader_epoch and ISR
     this broker in replicas, not leader -> become follower: open the log, stop serving produce/
-                                        consumer fetch (fetching from the leader is the
-                                        replication engineer's ReplicaFetcher)
+                                        consumer fetch, fetch from the leader (ReplicaFetcher)
     not a replica / topic deleted    -> stop serving; a deleted topic's log is deleted
 
 Topic config changes (ConfigRecords) update the open logs' LogConfig.
 
+Replication. Each hosted partition carries the sans-IO `log.replication.partition_state.
+PartitionState` (`hosted.state`): a leader change calls `make_leader`, a follower change
+`make_follower` and -- for a new leader or leader epoch -- hands the partition to the
+`ReplicaFetcherManager` (`fetcher_manager`), which truncates and fetches it from the leader;
+leaving the replica set calls `make_offline` and stops fetching.
+
 High watermark. `maybe_advance_high_watermark` is the ONE place the leader's high watermark
-moves: today the rule is "ISR == [this broker] -> HW = log end offset" (replication factor 1);
-with followers in the ISR it stays until replication (log/replication) supplies their fetch
-offsets and replaces this method with "HW = min LEO over the ISR". Every HW advance sets the
-partition's `high_watermark_changed` trio Event (replaced after each set), which wakes
-long-polling consumer fetches and acks=all produce requests -- no timer loops.
+moves: `PartitionState.maybe_increment_high_watermark` (HW = min log end offset over the maximal
+ISR, never backwards), called after appends, follower fetches and ISR changes. The partition's
+`high_watermark_changed` trio Event (replaced after each set) is set when the HW moves, when
+data is appended (follower long-polls wait for data, not for the HW) and when leadership or
+the ISR changes; it wakes long-polling fetches and acks=all produce requests, which re-check
+their condition -- no timer loops.
 
 Not thread-safe: called from the broker's trio task only.
 """
@@ -38,6 +44,10 @@ from log.protocol.errors import (
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
+from log.replication.fetcher_manager import ReplicaFetcherManager
+from log.replication.partition_state import PartitionState as ReplicationState
+from log.replication.partition_state import StateChange
+from log.replication.unified_replica_log import UnifiedReplicaLog
 from log.server.config import NodeConfig
 from log.storage.config import INT64_MAX, LogConfig
 from log.storage.log import UnifiedLog
@@ -103,6 +113,7 @@ class HostedPartition:
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
     is_leader: bool
+    state: ReplicationState
     high_watermark_changed: trio.Event = dataclasses.field(default_factory=trio.Event)
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
@@ -130,6 +141,8 @@ class HostedPartitions:
         self.default_config = default_log_config(node_config)
         self._image = MetadataImage()
         self._partitions: dict[tuple[str, int], HostedPartition] = {}
+        # Set by the broker when it runs: follower partitions are fetched by it.
+        self.fetcher_manager: ReplicaFetcherManager | None = None
 
     @property
     def image(self) -> MetadataImage:
@@ -156,14 +169,15 @@ class HostedPartitions:
     # -- the high watermark rule (one place) ---------------------------------------------------
 
     def maybe_advance_high_watermark(self, hosted: HostedPartition) -> bool:
-        """Leader's HW rule. ISR == [self]: HW = log end offset. Otherwise unchanged until
-        replication supplies follower offsets. Wakes waiters when it moved."""
-        if not hosted.is_leader or hosted.isr != (self.broker_id,):
-            return False
-        moved = hosted.log.maybe_increment_high_watermark(hosted.log.log_end_offset)
+        """Leader's HW rule: min log end offset over the maximal ISR (PartitionState). Wakes
+        waiters when it moved."""
+        moved = hosted.state.maybe_increment_high_watermark()
         if moved:
             hosted.signal_high_watermark()
         return moved
+
+    def leaders(self) -> list[HostedPartition]:
+        return [h for h in self._partitions.values() if h.is_leader]
 
     # -- applying metadata ---------------------------------------------------------------------
 
@@ -197,6 +211,8 @@ class HostedPartitions:
             if hosted is not None:
                 del self._partitions[key]
                 hosted.is_leader = False
+                hosted.state.make_offline()
+                self._stop_fetching(key)
                 hosted.signal_high_watermark()  # wake waiters: they re-check and fail
             if state is None or image.topic(topic) is None:
                 self.log_manager.delete_log(topic, partition)
@@ -208,17 +224,64 @@ class HostedPartitions:
                 log = self.log_manager.get_or_create_log(topic, partition, config, now_ms)
             elif log.config != config:
                 log.update_config(config)
-            hosted = HostedPartition(topic, partition, log, -1, (), (), False)
+            replication = ReplicationState(self.broker_id, UnifiedReplicaLog(log))
+            hosted = HostedPartition(topic, partition, log, -1, (), (), False, replication)
             self._partitions[key] = hosted
-        was_leader = hosted.is_leader
-        hosted.leader_epoch = state.leader_epoch
-        hosted.isr = state.isr
-        hosted.replicas = state.replicas
-        hosted.is_leader = state.leader == self.broker_id
+        self._apply_replication_state(key, hosted, state, now_ms)
+
+    def _apply_replication_state(
+        self, key: tuple[str, int], hosted: HostedPartition, state: PartitionState, now_ms: int
+    ) -> None:
+        replication = hosted.state
+        if state.leader == self.broker_id:
+            change = replication.make_leader(
+                state.leader_epoch, state.partition_epoch, state.isr, state.replicas, now_ms
+            )
+            if change is not StateChange.IGNORED_STALE:
+                self._stop_fetching(key)
+        elif state.leader >= 0:
+            change = replication.make_follower(
+                state.leader, state.leader_epoch, state.partition_epoch, state.isr, state.replicas
+            )
+            if change is StateChange.NEW_LEADER_EPOCH and self.fetcher_manager is not None:
+                self.fetcher_manager.add_partition(
+                    key, hosted.log, state.leader, state.leader_epoch
+                )
+        else:  # no leader (all ISR members gone): nobody to fetch from
+            replication.make_offline()
+            self._stop_fetching(key)
+        self.refresh(hosted)
         if hosted.is_leader:
             self.maybe_advance_high_watermark(hosted)
-        elif was_leader:
-            hosted.signal_high_watermark()  # wake waiters: they re-check and fail
+        hosted.signal_high_watermark()  # wake waiters: they re-check leadership and the ISR
+
+    def refresh(self, hosted: HostedPartition) -> None:
+        """Copy the replication state's view (leader epoch, ISR) into the hosted fields."""
+        replication = hosted.state
+        hosted.leader_epoch = replication.leader_epoch
+        hosted.isr = tuple(sorted(replication.isr))
+        hosted.replicas = replication.replicas
+        hosted.is_leader = replication.is_leader
+
+    def on_isr_change(self, hosted: HostedPartition) -> None:
+        """An AlterPartition committed: refresh, maybe move the HW, wake waiters."""
+        self.refresh(hosted)
+        self.maybe_advance_high_watermark(hosted)
+        hosted.signal_high_watermark()
+
+    def endpoint_for(self, broker_id: int) -> tuple[str, int] | None:
+        """The PLAINTEXT endpoint of `broker_id` in the image last applied here."""
+        registration = self._image.brokers.get(broker_id)
+        if registration is None:
+            return None
+        for endpoint in registration.endpoints:
+            if endpoint.name == "PLAINTEXT":
+                return endpoint.host, endpoint.port
+        return None
+
+    def _stop_fetching(self, key: tuple[str, int]) -> None:
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_partition(key)
 
     def _apply_configs(self, old: MetadataImage, image: MetadataImage) -> None:
         for name in image.topic_ids_by_name:

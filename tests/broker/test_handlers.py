@@ -259,7 +259,9 @@ async def test_idempotent_retry_answers_original_offsets(broker):
     await client.aclose()
 
 
-async def test_replica_fetch_reads_to_log_end(broker):
+async def test_replica_fetch_from_a_non_replica_is_refused(broker):
+    """Replica fetches are validated by PartitionState: broker 2 is no replica of t-0 (RF 1);
+    tests/replication covers real follower fetches reading to the log end offset."""
     await broker.create_topic("t", 1)
     client = await WireClient.connect(broker.port)
     await client.call(0, 8, produce_body("t", 0, batch(2)))
@@ -268,7 +270,7 @@ async def test_replica_fetch_reads_to_log_end(broker):
         **{**{f: getattr(body, f) for f in body.__dataclass_fields__}, "replica_id": 2}
     )
     data = (await client.call(1, 11, body)).responses[0].partitions[0]
-    assert data.error_code == 0 and len(list(iter_batches(bytes(data.records)))) == 1
+    assert data.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     await client.aclose()
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import trio
 
+from log.replication.isr_manager import IsrManager
 from log.server.broker_context import ControllerChannel, MetadataSource
 from log.server.config import NodeConfig
 from log.server.partitions import HostedPartitions
@@ -37,6 +38,7 @@ class BrokerContext:
     producer_ids: ProducerIdDriver
     advertised_api_keys: frozenset[int]
     clock_ms: Callable[[], int] = wall_clock_ms
+    isr_manager: IsrManager | None = None  # set by KafkaServer: ISR expansions on fetch
 
     @property
     def node_id(self) -> int:

@@ -4,16 +4,19 @@ Per partition: unknown -> UNKNOWN_TOPIC_OR_PARTITION; not the leader -> NOT_LEAD
 current_leader_epoch older/newer than ours -> FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH;
 fetch_offset outside [log_start_offset, log_end_offset] -> OFFSET_OUT_OF_RANGE. Consumers read
 below the high watermark (read_committed is the same: no transactions yet); replica fetches
-(replica_id >= 0) read to the log end offset (the replication engineer's fetcher will own their
-ISR/HW side effects). The stored file bytes go into the response as they are: the connection
+(replica_id >= 0) are checked by `PartitionState.validate_fetch` (the replica must be a follower
+of ours in the same leader epoch), read to the log end offset, and then recorded
+(`update_follower_fetch_state`: the follower's log end offset is its fetch offset), which may
+move the high watermark -- waking acks=all produce requests and consumer long-polls -- and may
+propose an ISR expansion (`IsrManager.maybe_expand`). The stored file bytes go into the response as they are: the connection
 writes them with a vectored send, no copy, no re-encoding.
 
 Sizes: each partition gets at most partition_max_bytes and the response at most max_bytes,
 except that the first batch found is returned whole even if larger (progress, KIP-74).
 
 Long poll: while fewer than min_bytes are available, no partition had an error and max_wait_ms
-has not passed, wait on the fetched partitions' `high_watermark_changed` events -- an append
-that moves the HW wakes us at once -- and read again.
+has not passed, wait on the fetched partitions' `high_watermark_changed` events -- an append or
+a HW move wakes us at once -- and read again.
 
 Fetch sessions (KIP-227): we never create one. session_id 0 in the response means "no session",
 so clients keep sending full fetches (kafka-python does; librdkafka is always sessionless); a
@@ -39,7 +42,9 @@ MAX_WAIT_MS = 30_000  # a bound on one long poll, whatever the client asks
 def _read_all(ctx: BrokerContext, body: object) -> tuple[list, int, bool, list[HostedPartition]]:
     """One pass over the request: (topic responses, bytes read, any error, partitions read)."""
     image = ctx.sync_partitions()
-    is_replica = body.replica_id >= 0  # type: ignore[attr-defined]
+    replica_id = body.replica_id  # type: ignore[attr-defined]
+    is_replica = replica_id >= 0
+    now_ms = ctx.clock_ms()
     remaining = max(body.max_bytes, 0)  # type: ignore[attr-defined]
     total_bytes = 0
     any_error = False
@@ -50,15 +55,22 @@ def _read_all(ctx: BrokerContext, body: object) -> tuple[list, int, bool, list[H
         for fp in fetch_topic.partitions:
             try:
                 hosted = ctx.partitions.leader(fetch_topic.topic, fp.partition, image)
-                hosted.check_leader_epoch(fp.current_leader_epoch)
+                if is_replica:
+                    hosted.state.validate_fetch(
+                        replica_id, fp.fetch_offset, fp.current_leader_epoch
+                    )
+                else:
+                    hosted.check_leader_epoch(fp.current_leader_epoch)
                 log = hosted.log
-                high_watermark = log.high_watermark
                 info = log.read(
                     fp.fetch_offset,
                     min(max(fp.partition_max_bytes, 0), remaining),
-                    upper_bound_offset=None if is_replica else high_watermark,
+                    upper_bound_offset=None if is_replica else log.high_watermark,
                     min_one_batch=total_bytes == 0,
                 )
+                if is_replica:
+                    _record_follower_fetch(ctx, image, hosted, replica_id, fp, now_ms)
+                high_watermark = log.high_watermark
             except KafkaError as exc:
                 any_error = True
                 partitions.append(
@@ -85,6 +97,30 @@ def _read_all(ctx: BrokerContext, body: object) -> tuple[list, int, bool, list[H
             )
         topics.append(R.FetchableTopicResponse(topic=fetch_topic.topic, partitions=partitions))
     return topics, total_bytes, any_error, hosted_list
+
+
+def _record_follower_fetch(
+    ctx: BrokerContext,
+    image: object,
+    hosted: HostedPartition,
+    replica_id: int,
+    fp: object,
+    now_ms: int,
+) -> None:
+    """The follower's log end offset is its fetch offset: maybe move the HW, maybe expand."""
+    registration = image.brokers.get(replica_id)  # type: ignore[attr-defined]
+    broker_epoch = registration.broker_epoch if registration is not None else -1
+    moved = hosted.state.update_follower_fetch_state(
+        replica_id,
+        fp.fetch_offset,  # type: ignore[attr-defined]
+        fp.log_start_offset,  # type: ignore[attr-defined]
+        now_ms,
+        broker_epoch,
+    )
+    if moved:
+        hosted.signal_high_watermark()
+    if ctx.isr_manager is not None:
+        ctx.isr_manager.maybe_expand(hosted, replica_id)
 
 
 async def _wait_for_any(hosted_list: list[HostedPartition], timeout_ms: int) -> None:

@@ -9,8 +9,12 @@ OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH come back as that partition
 idempotent retry answers the original offsets. A failure affects only its partition.
 
 acks: 0 and 1 answer after the local append; -1 waits until the high watermark passes the
-appended batch (HostedPartitions.maybe_advance_high_watermark decides when, and signals), up to
-the request's timeout_ms, then REQUEST_TIMED_OUT. acks outside {-1, 0, 1}: INVALID_REQUIRED_ACKS
+appended batch (HostedPartitions.maybe_advance_high_watermark decides when, and signals) and
+then answers `PartitionState.check_enough_replicas_reach_offset`'s verdict: NONE, or
+NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below min.insync.replicas meanwhile;
+NOT_LEADER_OR_FOLLOWER when leadership moved; REQUEST_TIMED_OUT after the request's
+timeout_ms. The wait is on the partition's `high_watermark_changed` event (the one mechanism;
+it is set on HW moves, appends, ISR and leadership changes). acks outside {-1, 0, 1}: INVALID_REQUIRED_ACKS
 for every partition. acks=0 gets no response; broker.py closes the connection when such a
 request had an error (Kafka does, so the client refreshes its metadata).
 
@@ -29,7 +33,6 @@ from log.protocol.errors import (
     ErrorCode,
     InvalidRecordError,
     KafkaError,
-    NotEnoughReplicasError,
 )
 from log.protocol.produce import PRODUCE_RESPONSE
 from log.server.handlers.context import BrokerContext
@@ -43,12 +46,18 @@ async def _wait_for_high_watermark(
     ctx: BrokerContext, hosted: HostedPartition, required_offset: int, timeout_ms: int
 ) -> int:
     """acks=-1: wait until the HW reaches `required_offset`; the error code to answer."""
+    min_insync_replicas = hosted.log.config.min_insync_replicas
     with trio.move_on_after(min(max(timeout_ms, 0), MAX_ACKS_WAIT_MS) / 1000):
-        while hosted.log.high_watermark < required_offset:
-            if not hosted.is_leader:
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER
-            await hosted.high_watermark_changed.wait()
-        return ErrorCode.NONE
+        while True:
+            event = hosted.high_watermark_changed
+            done, error = hosted.state.check_enough_replicas_reach_offset(
+                required_offset, min_insync_replicas
+            )
+            if done or error != ErrorCode.NONE:
+                return error
+            if ctx.partitions.get(hosted.topic, hosted.partition) is not hosted:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER  # no longer hosted here
+            await event.wait()
     return ErrorCode.REQUEST_TIMED_OUT
 
 
@@ -69,10 +78,9 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
                 continue
             try:
                 hosted = ctx.partitions.leader(topic_data.name, index, image)
-                if acks == -1 and len(hosted.isr) < hosted.log.config.min_insync_replicas:
-                    raise NotEnoughReplicasError(
-                        f"ISR {hosted.isr} is smaller than min.insync.replicas "
-                        f"{hosted.log.config.min_insync_replicas}"
+                if acks == -1:
+                    hosted.state.check_enough_replicas_for_append(
+                        hosted.log.config.min_insync_replicas
                     )
                 records = partition_data.records
                 if not records:
@@ -81,7 +89,8 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
             except KafkaError as exc:
                 rows.append([index, exc.error_code, -1, -1, -1, str(exc)])
                 continue
-            ctx.partitions.maybe_advance_high_watermark(hosted)
+            if not ctx.partitions.maybe_advance_high_watermark(hosted):
+                hosted.signal_high_watermark()  # new data: wake follower long-polls
             row = [index, ErrorCode.NONE, info.first_offset, info.log_append_time_ms,
                    info.log_start_offset, None]  # fmt: skip
             rows.append(row)

@@ -1,0 +1,138 @@
+"""IsrManager: the leader's ISR changes, sent to the controller (Kafka's AlterPartitionManager
+plus the leader's periodic isr-expiration task), the I/O driver around `PartitionState`.
+
+- Shrink: every `replica.lag.time.max.ms / 2` each led partition runs `check_isr_shrink`.
+- Expand: the Fetch handler calls `maybe_expand(hosted, replica_id)` after a follower fetch.
+- Either proposal (`AlterPartitionRequest` of the core, at most one pending per partition) is
+  sent by a task of ours through the `ControllerChannel.alter_partition`; the answer goes to
+  `on_alter_partition_response`. COMMITTED: the hosted fields are refreshed and waiters woken
+  (the HW may have moved, or min ISR be violated now). RETRY (transport failures included):
+  resend after `ALTER_PARTITION_RETRY_BACKOFF_MS` while the same proposal is still pending.
+  AWAIT_METADATA: leave it pending; the next metadata image replaces it.
+
+`hosted` is duck-typed: it has `topic`, `partition`, `state` (PartitionState) and `log`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import trio
+
+from log.protocol.errors import ErrorCode, KafkaError
+from log.replication.partition_state import AlterPartitionOutcome, AlterPartitionRequest
+from quorum import controller as c
+
+logger = logging.getLogger(__name__)
+
+ALTER_PARTITION_RETRY_BACKOFF_MS = 100
+ALTER_PARTITION_TIMEOUT_MS = 10_000
+MIN_SHRINK_CHECK_INTERVAL_MS = 10
+
+
+class IsrManager:
+    def __init__(
+        self,
+        broker_id: int,
+        controller: Any,  # ControllerChannel
+        broker_epoch_getter: Callable[[], int],
+        image_getter: Callable[[], Any],
+        leaders: Callable[[], Iterable[Any]],
+        on_change: Callable[[Any], None],
+        clock_ms: Callable[[], int],
+        replica_lag_time_max_ms: int,
+    ) -> None:
+        assert replica_lag_time_max_ms > 0
+        self.broker_id = broker_id
+        self.controller = controller
+        self.broker_epoch_getter = broker_epoch_getter
+        self.image_getter = image_getter
+        self.leaders = leaders
+        self.on_change = on_change
+        self.clock_ms = clock_ms
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            interval_ms = max(self.replica_lag_time_max_ms // 2, MIN_SHRINK_CHECK_INTERVAL_MS)
+            try:
+                while True:
+                    await trio.sleep(interval_ms / 1000)
+                    self.check_shrink()
+            finally:
+                self._nursery = None
+
+    def check_shrink(self) -> None:
+        now_ms = self.clock_ms()
+        for hosted in list(self.leaders()):
+            request = hosted.state.check_isr_shrink(now_ms, self.replica_lag_time_max_ms)
+            if request is not None:
+                logger.info("%s-%s: shrinking ISR %s -> %s", hosted.topic, hosted.partition,
+                            sorted(hosted.state.isr), list(request.new_isr))  # fmt: skip
+                self._send(hosted, request)
+
+    def ineligible_replica_ids(self) -> set[int]:
+        """Brokers the image shows fenced or not registered (KIP-841): never proposed."""
+        image = self.image_getter()
+        return {b for b, r in image.brokers.items() if r.fenced}
+
+    def maybe_expand(self, hosted: Any, replica_id: int) -> None:
+        state = hosted.state
+        if replica_id in state.isr or state.pending_alter_partition is not None:
+            return
+        ineligible = self.ineligible_replica_ids()
+        if replica_id not in self.image_getter().brokers:
+            ineligible.add(replica_id)
+        request = state.check_isr_expand(replica_id, ineligible)
+        if request is not None:
+            logger.info("%s-%s: expanding ISR %s -> %s", hosted.topic, hosted.partition,
+                        sorted(state.isr), list(request.new_isr))  # fmt: skip
+            self._send(hosted, request)
+
+    def _send(self, hosted: Any, request: AlterPartitionRequest) -> None:
+        if self._nursery is None:  # not running (in-process tests without the loop)
+            return
+        self._nursery.start_soon(self._send_until_answered, hosted, request)
+
+    async def _send_until_answered(self, hosted: Any, request: AlterPartitionRequest) -> None:
+        state = hosted.state
+        while state.pending_alter_partition is request:
+            image = self.image_getter()
+            topic = image.topic(hosted.topic)
+            if topic is None:
+                return
+            wire_request = c.AlterPartitionRequest(
+                broker_id=self.broker_id,
+                broker_epoch=self.broker_epoch_getter(),
+                topic_id=topic.topic_id,
+                partition=hosted.partition,
+                leader_epoch=request.leader_epoch,
+                partition_epoch=request.partition_epoch,
+                new_isr=request.new_isr,
+            )
+            try:
+                with trio.fail_after(ALTER_PARTITION_TIMEOUT_MS / 1000):
+                    response = await self.controller.alter_partition(wire_request)
+                error = ErrorCode(response.error_code)
+            except (KafkaError, trio.TooSlowError) as exc:
+                logger.info("AlterPartition %s-%s failed: %s", hosted.topic, hosted.partition, exc)
+                error, response = ErrorCode.REQUEST_TIMED_OUT, None
+            if state.pending_alter_partition is not request:
+                return  # new metadata superseded the proposal meanwhile
+            if response is not None and error == ErrorCode.NONE:
+                result = state.on_alter_partition_response(
+                    error, response.leader_epoch, response.partition_epoch, response.isr
+                )
+            else:
+                result = state.on_alter_partition_response(error)
+            if result.outcome is AlterPartitionOutcome.COMMITTED:
+                self.on_change(hosted)
+                return
+            if result.outcome is not AlterPartitionOutcome.RETRY:
+                return
+            await trio.sleep(ALTER_PARTITION_RETRY_BACKOFF_MS / 1000)

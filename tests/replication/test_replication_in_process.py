@@ -1,0 +1,147 @@
+"""Three real KafkaServers in one trio process over the broker tests' local quorum (real
+controller decisions, no Raft, no broker sessions -- so nothing fences a stopped broker and
+ISR shrinks here are the leader's own, from IsrManager). Real sockets and clock; ~4 s."""
+
+from __future__ import annotations
+
+import trio
+
+from log.protocol.errors import ErrorCode
+from log.protocol.produce import PRODUCE_REQUEST
+from log.records.builder import Record, build_batch
+from log.replication.replica_fetcher import LeaderConnection
+from log.server.broker import KafkaServer
+from log.server.partitions import default_log_config
+from log.storage.manager import LogManager
+from quorum import controller
+from tests.broker.conftest import LocalQuorum, node_config
+
+TOPIC = "r"
+TIMEOUT_S = 10
+
+
+async def _start(nursery: trio.Nursery, quorum: LocalQuorum, tmp_path, broker_id: int):
+    config = node_config(
+        tmp_path / f"b{broker_id}",
+        **{
+            "node.id": broker_id,
+            "process.roles": "broker",
+            "listeners": "PLAINTEXT://127.0.0.1:9092",
+            "replica.lag.time.max.ms": 1000,
+            "replica.fetch.wait.max.ms": 50,
+            "replica.fetch.backoff.ms": 50,
+        },
+    )
+    epochs: dict[int, int] = {}
+    server = KafkaServer(
+        config,
+        LogManager(config.log_dir, default_log_config(config)),
+        quorum,
+        quorum,
+        broker_epoch_getter=lambda: epochs.get(broker_id, -1),
+        listen_port=0,
+    )
+    scope = trio.CancelScope()
+
+    async def run(task_status=trio.TASK_STATUS_IGNORED):
+        with scope:
+            await server.run(task_status=task_status)
+
+    port = await nursery.start(run)
+    quorum.register(broker_id, "127.0.0.1", port)
+    epochs[broker_id] = quorum.broker_epoch
+    return server, port, scope
+
+
+async def _produce(port: int, acks: int, value: bytes = b"v") -> int:
+    P = PRODUCE_REQUEST.cls  # noqa: N806
+    body = P(
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[
+            P.TopicProduceData(
+                name=TOPIC,
+                partition_data=[
+                    P.PartitionProduceData(index=0, records=build_batch([Record(value)]))
+                ],
+            )
+        ],
+    )
+    connection = LeaderConnection("127.0.0.1", port, "test")
+    try:
+        with trio.fail_after(TIMEOUT_S):
+            response = await connection.request(0, 8, body)
+    finally:
+        await connection.aclose()
+    return response.responses[0].partition_responses[0].error_code
+
+
+def _partition(quorum: LocalQuorum):
+    return quorum.image.topic(TOPIC).partitions[0]
+
+
+async def _wait(predicate) -> None:
+    with trio.fail_after(TIMEOUT_S):
+        while not predicate():
+            await trio.sleep(0.02)
+
+
+async def test_followers_fetch_hw_follows_isr_and_leader_shrinks_it(nursery, tmp_path):
+    quorum = LocalQuorum()
+    brokers = {i: await _start(nursery, quorum, tmp_path, i) for i in (1, 2, 3)}
+    response = await quorum.create_topics(
+        controller.CreateTopicsRequest(
+            (controller.CreatableTopic(TOPIC, 1, 3, {"min.insync.replicas": "2"}),)
+        )
+    )
+    assert response.results[0].error_code == 0
+    state = _partition(quorum)
+    leader = state.leader
+    followers = [b for b in state.replicas if b != leader]
+    leader_server, leader_port, _ = brokers[leader]
+    leader_server.ctx.sync_partitions()
+    hosted = leader_server.partitions.get(TOPIC, 0)
+    # Both followers fetching and in the ISR (a slow start may shrink and re-expand it first).
+    await _wait(
+        lambda: (
+            hosted.state.isr == {1, 2, 3}
+            and all(hosted.state.followers[b].last_fetch_time_ms > 0 for b in followers)
+        )
+    )
+
+    # acks=all is answered once both followers fetched: their logs hold the batch then.
+    assert await _produce(leader_port, -1) == ErrorCode.NONE
+    for b in (leader, *followers):
+        log = brokers[b][0].log_manager.get_log(TOPIC, 0)
+        assert log.log_end_offset == 1, b
+    assert leader_server.log_manager.get_log(TOPIC, 0).high_watermark == 1
+    # Followers adopt the HW with their next fetch.
+    await _wait(
+        lambda: all(
+            brokers[b][0].log_manager.get_log(TOPIC, 0).high_watermark == 1 for b in followers
+        )
+    )
+
+    # A follower stops fetching; once it lags (new data) for replica.lag.time.max.ms the leader
+    # shrinks the ISR (a caught-up idle follower stays in, as in Kafka) and the HW moves on.
+    log = leader_server.log_manager.get_log(TOPIC, 0)
+    brokers[followers[0]][2].cancel()
+    assert await _produce(leader_port, 1) == ErrorCode.NONE
+    await _wait(lambda: set(_partition(quorum).isr) == {leader, followers[1]})
+    await _wait(lambda: log.high_watermark == 2)
+    assert await _produce(leader_port, -1) == ErrorCode.NONE
+
+    # The second one too: ISR [leader] < min.insync.replicas -> NOT_ENOUGH_REPLICAS.
+    brokers[followers[1]][2].cancel()
+    assert await _produce(leader_port, 1) == ErrorCode.NONE
+    await _wait(lambda: set(_partition(quorum).isr) == {leader})
+    assert await _produce(leader_port, -1) == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert log.high_watermark == log.log_end_offset == 4  # ISR [leader]: HW = its LEO
+
+    # A follower returns (same log dir): it catches up and the leader expands the ISR.
+    brokers[followers[0]] = await _start(nursery, quorum, tmp_path, followers[0])
+    await _wait(lambda: set(_partition(quorum).isr) == {leader, followers[0]})
+    assert brokers[followers[0]][0].log_manager.get_log(TOPIC, 0).log_end_offset >= 4
+    assert await _produce(leader_port, -1) == ErrorCode.NONE
+    for _, _, scope in brokers.values():
+        scope.cancel()
