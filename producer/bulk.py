@@ -38,6 +38,7 @@ from producer.producer_batch import (
     ProducerBatch,
     RecordHandle,
     RecordMetadata,
+    complete_handles,
     compressed_upper_bound,
 )
 
@@ -81,6 +82,16 @@ def record_sizes(
         body += 1 if value is None else varint_size(len(value)) + len(value)
         append(varint_size(body) + body)
     return sizes
+
+
+def _record_size(
+    timestamp_delta: int, offset_delta: int, key_length: int, value_length: int
+) -> int:
+    """Encoded size of one record (lengths -1 for null), without the varint table."""
+    body = 2 + varint_size(timestamp_delta) + varint_size(offset_delta)
+    body += 1 if key_length < 0 else key_length + varint_size(key_length)
+    body += 1 if value_length < 0 else value_length + varint_size(value_length)
+    return body + varint_size(body)
 
 
 class BulkDelivery:
@@ -240,28 +251,16 @@ class ColumnarBatch(ProducerBatch):
                 return None
         else:
             timestamp_delta = 0
-        # zigzag varint sizes of small non-negative values come from a table
-        body = 2 + (
-            _VARINT_SIZES[timestamp_delta]
-            if timestamp_delta < _VARINT_TABLE
-            else varint_size(timestamp_delta)
-        )
-        body += _VARINT_SIZES[count] if count < _VARINT_TABLE else varint_size(count)
-        if key is None:
-            body += 1
-        else:
-            length = len(key)
-            body += length + (
-                _VARINT_SIZES[length] if length < _VARINT_TABLE else varint_size(length)
-            )
-        if value is None:
-            body += 1
-        else:
-            length = len(value)
-            body += length + (
-                _VARINT_SIZES[length] if length < _VARINT_TABLE else varint_size(length)
-            )
-        size = body + (_VARINT_SIZES[body] if body < _VARINT_TABLE else varint_size(body))
+        key_length = -1 if key is None else len(key)
+        value_length = -1 if value is None else len(value)
+        try:  # zigzag varint sizes of small non-negative values come from a table
+            sizes = _VARINT_SIZES
+            body = 2 + sizes[timestamp_delta] + sizes[count]
+            body += 1 if key_length < 0 else key_length + sizes[key_length]
+            body += 1 if value_length < 0 else value_length + sizes[value_length]
+            size = body + sizes[body]
+        except IndexError:  # a large value or delta: compute the varints
+            size = _record_size(timestamp_delta, count, key_length, value_length)
         records_bytes = self.columnar_records_bytes + size
         if count and records_bytes > self._records_limit_bytes:
             return None
@@ -273,12 +272,7 @@ class ColumnarBatch(ProducerBatch):
             self.keys = [None] * count + [key]
         values.append(value)  # type: ignore[attr-defined]
         timestamps.append(timestamp_ms)  # type: ignore[union-attr]
-        handle = RecordHandle(
-            self.topic_partition,
-            timestamp_ms,
-            -1 if key is None else len(key),
-            -1 if value is None else len(value),
-        )
+        handle = RecordHandle(self.topic_partition, timestamp_ms, key_length, value_length)
         self.record_handles.append(handle)  # type: ignore[union-attr]
         self.last_append_ms = now_ms
         return handle
@@ -357,17 +351,10 @@ class ColumnarBatch(ProducerBatch):
             return False
         self.final_state = new_state
         if self.record_handles is not None:
-            timestamps = self.timestamps_ms
-            assert timestamps is not None
-            for index, handle in enumerate(self.record_handles):
-                if error is not None:
-                    handle._complete(-1, -1, error)
-                else:
-                    handle._complete(
-                        base_offset + index if base_offset >= 0 else -1,
-                        log_append_time_ms if log_append_time_ms != -1 else timestamps[index],
-                        None,
-                    )
+            assert self.timestamps_ms is not None
+            complete_handles(
+                self.record_handles, base_offset, self.timestamps_ms, log_append_time_ms, error
+            )
             return True
         timestamp_ms = log_append_time_ms if log_append_time_ms != -1 else self.timestamp_ms
         assert self.delivery is not None
