@@ -70,6 +70,11 @@ def record_sizes(
 ) -> list[int]:
     """Encoded size of each record at offset delta = its index (exact for one timestamp or
     timestamps not below the first; an upper bound for later offset deltas)."""
+    if timestamps_ms is None:
+        try:
+            return _record_sizes_from_table(keys, values)
+        except IndexError:  # a large record or more offsets than the table: compute them
+            pass
     sizes = []
     append = sizes.append
     base_timestamp_ms = min(timestamps_ms) if timestamps_ms else 0
@@ -81,6 +86,28 @@ def record_sizes(
         body += 1 if key is None else varint_size(len(key)) + len(key)
         body += 1 if value is None else varint_size(len(value)) + len(value)
         append(varint_size(body) + body)
+    return sizes
+
+
+def _record_sizes_from_table(
+    keys: Sequence[bytes | None] | None, values: Sequence[bytes | None]
+) -> list[int]:
+    """record_sizes for one timestamp (delta 0), with every varint size from the table."""
+    table = _VARINT_SIZES
+    sizes = []
+    append = sizes.append
+    if keys is None:  # null key: one byte
+        for index, value in enumerate(values):
+            body = _FIXED_RECORD_OVERHEAD + 1 + table[index]
+            body += 1 if value is None else table[len(value)] + len(value)
+            append(table[body] + body)
+        return sizes
+    for index, value in enumerate(values):
+        key = keys[index]
+        body = _FIXED_RECORD_OVERHEAD + table[index]
+        body += 1 if key is None else table[len(key)] + len(key)
+        body += 1 if value is None else table[len(value)] + len(value)
+        append(table[body] + body)
     return sizes
 
 
@@ -401,13 +428,13 @@ def plan_runs(
 
     A record too big for batch.size on its own gets a run (and a buffer) of its own.
     """
+    # HEADER_BYTES + compressed_upper_bound(records bytes) <= batch.size exactly when the
+    # records bytes are at most this (the bound is monotonic): one search, not one per record
+    limit_bytes = records_limit_bytes(compression_type, batch_size_bytes)
     runs = []
     start, size = 0, 0
     for index, record_size in enumerate(sizes):
-        if index > start and (
-            HEADER_BYTES + compressed_upper_bound(compression_type, size + record_size)
-            > batch_size_bytes
-        ):
+        if index > start and size + record_size > limit_bytes:
             runs.append((start, index, size))
             start, size = index, 0
         size += record_size
