@@ -237,12 +237,13 @@ class Producer:
         timestamp_ms: int | None = None,
     ) -> DeliveryHandle:
         """Append one record; returns its DeliveryHandle (see the module docstring)."""
-        handle = None
         if not headers:
             handle = self._append_to_open_tail(topic, value, key, partition, timestamp_ms)
-        if handle is None:
-            handle = await self._append(topic, value, key, partition, headers, timestamp_ms)
-        return DeliveryHandle(handle)
+            if handle is not None:
+                return DeliveryHandle(handle)
+        return DeliveryHandle(
+            await self._append(topic, value, key, partition, headers, timestamp_ms)
+        )
 
     def _append_to_open_tail(
         self,
@@ -257,8 +258,9 @@ class Producer:
         (having changed nothing) sends the record down the full path, which checks everything
         again; so this only skips work whose outcome is known: no metadata wait, no size error
         (`_fast_path_raw_bytes`), no new batch, no checkpoint (none is owed: the sender already
-        ran once for this batch)."""
-        if self._closed or self._nursery is None or self.accumulator.is_closed:
+        ran once for this batch). The accumulator is closed only by close() and _abort(), which
+        set `_closed` first, so `_closed` stands for both."""
+        if self._closed or self._nursery is None:
             return None
         idempotence = self.idempotence
         if idempotence is not None and idempotence.fatal_error is not None:
