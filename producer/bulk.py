@@ -305,11 +305,17 @@ class ColumnarBatch(ProducerBatch):
         return handle
 
     def build(self) -> bytes:
+        timestamps_ms = self.timestamps_ms
+        timestamp_ms = self.timestamp_ms
+        if timestamps_ms and timestamps_ms.count(timestamps_ms[0]) == len(timestamps_ms):
+            # one timestamp for every record (sends within a millisecond): the builder's
+            # constant-timestamp form gives the same bytes without a per-record delta
+            timestamps_ms, timestamp_ms = None, timestamps_ms[0]
         return build_batch_from_columns(
             self.keys,
             self.values,
-            timestamps_ms=self.timestamps_ms,
-            timestamp_ms=self.timestamp_ms,
+            timestamps_ms=timestamps_ms,
+            timestamp_ms=timestamp_ms,
             compression_type=self.compression_type,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
