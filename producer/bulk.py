@@ -38,6 +38,7 @@ from producer.producer_batch import (
     ProducerBatch,
     RecordHandle,
     RecordMetadata,
+    complete_handles,
     compressed_upper_bound,
 )
 
@@ -69,6 +70,11 @@ def record_sizes(
 ) -> list[int]:
     """Encoded size of each record at offset delta = its index (exact for one timestamp or
     timestamps not below the first; an upper bound for later offset deltas)."""
+    if timestamps_ms is None:
+        try:
+            return _record_sizes_from_table(keys, values)
+        except IndexError:  # a large record or more offsets than the table: compute them
+            pass
     sizes = []
     append = sizes.append
     base_timestamp_ms = min(timestamps_ms) if timestamps_ms else 0
@@ -81,6 +87,38 @@ def record_sizes(
         body += 1 if value is None else varint_size(len(value)) + len(value)
         append(varint_size(body) + body)
     return sizes
+
+
+def _record_sizes_from_table(
+    keys: Sequence[bytes | None] | None, values: Sequence[bytes | None]
+) -> list[int]:
+    """record_sizes for one timestamp (delta 0), with every varint size from the table."""
+    table = _VARINT_SIZES
+    sizes = []
+    append = sizes.append
+    if keys is None:  # null key: one byte
+        for index, value in enumerate(values):
+            body = _FIXED_RECORD_OVERHEAD + 1 + table[index]
+            body += 1 if value is None else table[len(value)] + len(value)
+            append(table[body] + body)
+        return sizes
+    for index, value in enumerate(values):
+        key = keys[index]
+        body = _FIXED_RECORD_OVERHEAD + table[index]
+        body += 1 if key is None else table[len(key)] + len(key)
+        body += 1 if value is None else table[len(value)] + len(value)
+        append(table[body] + body)
+    return sizes
+
+
+def _record_size(
+    timestamp_delta: int, offset_delta: int, key_length: int, value_length: int
+) -> int:
+    """Encoded size of one record (lengths -1 for null), without the varint table."""
+    body = 2 + varint_size(timestamp_delta) + varint_size(offset_delta)
+    body += 1 if key_length < 0 else key_length + varint_size(key_length)
+    body += 1 if value_length < 0 else value_length + varint_size(value_length)
+    return body + varint_size(body)
 
 
 class BulkDelivery:
@@ -240,28 +278,16 @@ class ColumnarBatch(ProducerBatch):
                 return None
         else:
             timestamp_delta = 0
-        # zigzag varint sizes of small non-negative values come from a table
-        body = 2 + (
-            _VARINT_SIZES[timestamp_delta]
-            if timestamp_delta < _VARINT_TABLE
-            else varint_size(timestamp_delta)
-        )
-        body += _VARINT_SIZES[count] if count < _VARINT_TABLE else varint_size(count)
-        if key is None:
-            body += 1
-        else:
-            length = len(key)
-            body += length + (
-                _VARINT_SIZES[length] if length < _VARINT_TABLE else varint_size(length)
-            )
-        if value is None:
-            body += 1
-        else:
-            length = len(value)
-            body += length + (
-                _VARINT_SIZES[length] if length < _VARINT_TABLE else varint_size(length)
-            )
-        size = body + (_VARINT_SIZES[body] if body < _VARINT_TABLE else varint_size(body))
+        key_length = -1 if key is None else len(key)
+        value_length = -1 if value is None else len(value)
+        try:  # zigzag varint sizes of small non-negative values come from a table
+            sizes = _VARINT_SIZES
+            body = 2 + sizes[timestamp_delta] + sizes[count]
+            body += 1 if key_length < 0 else key_length + sizes[key_length]
+            body += 1 if value_length < 0 else value_length + sizes[value_length]
+            size = body + sizes[body]
+        except IndexError:  # a large value or delta: compute the varints
+            size = _record_size(timestamp_delta, count, key_length, value_length)
         records_bytes = self.columnar_records_bytes + size
         if count and records_bytes > self._records_limit_bytes:
             return None
@@ -273,22 +299,23 @@ class ColumnarBatch(ProducerBatch):
             self.keys = [None] * count + [key]
         values.append(value)  # type: ignore[attr-defined]
         timestamps.append(timestamp_ms)  # type: ignore[union-attr]
-        handle = RecordHandle(
-            self.topic_partition,
-            timestamp_ms,
-            -1 if key is None else len(key),
-            -1 if value is None else len(value),
-        )
+        handle = RecordHandle(self.topic_partition, timestamp_ms, key_length, value_length)
         self.record_handles.append(handle)  # type: ignore[union-attr]
         self.last_append_ms = now_ms
         return handle
 
     def build(self) -> bytes:
+        timestamps_ms = self.timestamps_ms
+        timestamp_ms = self.timestamp_ms
+        if timestamps_ms and timestamps_ms.count(timestamps_ms[0]) == len(timestamps_ms):
+            # one timestamp for every record (sends within a millisecond): the builder's
+            # constant-timestamp form gives the same bytes without a per-record delta
+            timestamps_ms, timestamp_ms = None, timestamps_ms[0]
         return build_batch_from_columns(
             self.keys,
             self.values,
-            timestamps_ms=self.timestamps_ms,
-            timestamp_ms=self.timestamp_ms,
+            timestamps_ms=timestamps_ms,
+            timestamp_ms=timestamp_ms,
             compression_type=self.compression_type,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
@@ -357,17 +384,10 @@ class ColumnarBatch(ProducerBatch):
             return False
         self.final_state = new_state
         if self.record_handles is not None:
-            timestamps = self.timestamps_ms
-            assert timestamps is not None
-            for index, handle in enumerate(self.record_handles):
-                if error is not None:
-                    handle._complete(-1, -1, error)
-                else:
-                    handle._complete(
-                        base_offset + index if base_offset >= 0 else -1,
-                        log_append_time_ms if log_append_time_ms != -1 else timestamps[index],
-                        None,
-                    )
+            assert self.timestamps_ms is not None
+            complete_handles(
+                self.record_handles, base_offset, self.timestamps_ms, log_append_time_ms, error
+            )
             return True
         timestamp_ms = log_append_time_ms if log_append_time_ms != -1 else self.timestamp_ms
         assert self.delivery is not None
@@ -414,13 +434,13 @@ def plan_runs(
 
     A record too big for batch.size on its own gets a run (and a buffer) of its own.
     """
+    # HEADER_BYTES + compressed_upper_bound(records bytes) <= batch.size exactly when the
+    # records bytes are at most this (the bound is monotonic): one search, not one per record
+    limit_bytes = records_limit_bytes(compression_type, batch_size_bytes)
     runs = []
     start, size = 0, 0
     for index, record_size in enumerate(sizes):
-        if index > start and (
-            HEADER_BYTES + compressed_upper_bound(compression_type, size + record_size)
-            > batch_size_bytes
-        ):
+        if index > start and size + record_size > limit_bytes:
             runs.append((start, index, size))
             start, size = index, 0
         size += record_size

@@ -100,6 +100,11 @@ class BuiltInPartitioner:
             )
         return self._sticky
 
+    def current_partition_info(self, partition_count: int) -> StickyPartitionInfo | None:
+        """The current sticky partition if there is one in range (no choice made here)."""
+        sticky = self._sticky
+        return sticky if sticky is not None and sticky.partition < partition_count else None
+
     def next_partition(self, partition_count: int, available_partitions: Sequence[int]) -> int:
         assert partition_count > 0
         random_value = self._rng.getrandbits(31)

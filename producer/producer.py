@@ -49,6 +49,7 @@ from producer.bulk import (
     ColumnarBatch,
     plan_runs,
     record_sizes,
+    records_limit_bytes,
 )
 from producer.cluster_view import TopicPartition
 from producer.config import ProducerConfig
@@ -56,7 +57,7 @@ from producer.connection import BrokerConnections, now_ms, parse_bootstrap_serve
 from producer.errors import ProducerClosedError
 from producer.idempotence import IdempotenceManager
 from producer.metadata import MetadataUpdater, ProducerMetadata
-from producer.partitioner import StickyPartitionInfo, partition_for_key
+from producer.partitioner import BuiltInPartitioner, StickyPartitionInfo, partition_for_key
 from producer.producer_batch import (
     RecordHandle,
     RecordMetadata,
@@ -139,6 +140,12 @@ class Producer:
         self.pool = BufferPool(config.buffer_memory, config.batch_size)
         self.idempotence = IdempotenceManager() if config.enable_idempotence else None
         self.accumulator = BulkRecordAccumulator(config, self.pool, self._rng, self.idempotence)
+        self._compression = config.compression  # parsed once, not per send
+        # Records of at most this many key + value bytes can never exceed max.request.size or
+        # buffer.memory (the bound `_append_columnar` checks), so the fast path skips the check.
+        self._fast_path_raw_bytes = records_limit_bytes(self._compression, self._max_record_bytes)
+        self._fast_path_raw_bytes -= 32
+        self._partitioners: dict[str, BuiltInPartitioner] = {}
         self.metadata = ProducerMetadata(
             self._bootstrap,
             metadata_max_age_ms=config.metadata_max_age_ms,
@@ -230,8 +237,74 @@ class Producer:
         timestamp_ms: int | None = None,
     ) -> DeliveryHandle:
         """Append one record; returns its DeliveryHandle (see the module docstring)."""
-        handle = await self._append(topic, value, key, partition, headers, timestamp_ms)
-        return DeliveryHandle(handle)
+        if not headers:
+            handle = self._append_to_open_tail(topic, value, key, partition, timestamp_ms)
+            if handle is not None:
+                return DeliveryHandle(handle)
+        return DeliveryHandle(
+            await self._append(topic, value, key, partition, headers, timestamp_ms)
+        )
+
+    def _append_to_open_tail(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> RecordHandle | None:
+        """The common case of `send`, synchronously: a record without headers, for a known
+        topic, that fits its partition's open ColumnarBatch and needs no sticky switch. None
+        (having changed nothing) sends the record down the full path, which checks everything
+        again; so this only skips work whose outcome is known: no metadata wait, no size error
+        (`_fast_path_raw_bytes`), no new batch, no checkpoint (none is owed: the sender already
+        ran once for this batch). The accumulator is closed only by close() and _abort(), which
+        set `_closed` first, so `_closed` stands for both."""
+        if self._closed or self._nursery is None:
+            return None
+        idempotence = self.idempotence
+        if idempotence is not None and idempotence.fatal_error is not None:
+            return None
+        count = self.metadata.partition_count(topic)
+        if count is None:
+            return None
+        raw_bytes = (0 if key is None else len(key)) + (0 if value is None else len(value))
+        if raw_bytes > self._fast_path_raw_bytes:
+            return None
+        sticky = None
+        partitioner = None
+        if partition is not None:
+            if not 0 <= partition < count:
+                return None
+        elif key is not None and not self.config.partitioner_ignore_keys:
+            partition = partition_for_key(key, count)
+        else:
+            partitioner = self._partitioners.get(topic)
+            if partitioner is None:
+                partitioner = self._partitioners[topic] = self.accumulator.partitioner(topic)
+            sticky = partitioner.current_partition_info(count)
+            if sticky is None:
+                return None
+            partition = sticky.partition
+        tail = self._open_tails.get((topic, partition))  # type: ignore[call-overload]
+        if tail is None:
+            return None
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        before = tail.columnar_records_bytes
+        handle = tail.try_append_record(timestamp_ms, key, value, now_ms())
+        if handle is None:
+            return None
+        if sticky is not None:
+            assert partitioner is not None
+            appended_bytes = tail.columnar_records_bytes - before
+            if sticky.produced_bytes + appended_bytes < partitioner.sticky_batch_size_bytes:
+                sticky.produced_bytes += appended_bytes  # no switch possible yet: just count
+            else:
+                self._update_sticky(tail.topic_partition, sticky, appended_bytes, count, tail)
+        if tail.is_full:
+            self.sender.wakeup()  # type: ignore[union-attr]
+        return handle
 
     async def _append(
         self,
@@ -294,10 +367,11 @@ class Producer:
         metadata = self.metadata
         if accumulator.is_closed:
             raise ProducerClosedError("producer closed while send in progress")
+        compression = self._compression
         raw_bytes = (0 if key is None else len(key)) + (0 if value is None else len(value))
-        bound = HEADER_BYTES + compressed_upper_bound(config.compression, raw_bytes + 32)
+        bound = HEADER_BYTES + compressed_upper_bound(compression, raw_bytes + 32)
         if bound > self._max_record_bytes:
-            bound = estimate_batch_size_upper_bound(config.compression, key, value, ())
+            bound = estimate_batch_size_upper_bound(compression, key, value, ())
         if bound > config.max_request_size or bound > config.buffer_memory:
             raise MessageTooLargeError(
                 f"the message is {bound} bytes when serialized which is larger than "
@@ -348,7 +422,7 @@ class Producer:
                 self.pool.deallocate(buffer)
                 return handle
         batch = ColumnarBatch(
-            tp, buffer, now_ms(), config.compression, keys=None, values=[], records_bytes=0,
+            tp, buffer, now_ms(), compression, keys=None, values=[], records_bytes=0,
             timestamp_ms=timestamp_ms, delivery=None, indices=(), record_handles=[],
             timestamps_ms=[], open_for_appends=True,
         )  # fmt: skip
@@ -382,7 +456,7 @@ class Producer:
             return
         # Switch only at a batch boundary: the tail is full or a new batch was started.
         enable_switch = self.accumulator.queue_length(tp) > 1 or tail.is_full
-        self.accumulator.partitioner(tp.topic).update_partition_info(
+        partitioner.update_partition_info(
             sticky, appended_bytes, count, self.metadata.available_partitions(tp.topic),
             enable_switch,
         )  # fmt: skip
