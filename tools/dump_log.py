@@ -105,7 +105,12 @@ def decode_records(buf: bytes, position: int, header: BatchHeader) -> list[Decod
         )
         records.append(
             DecodedRecord(
-                header.base_offset + offset_delta, timestamp_ms, key, value, tuple(headers)
+                header.base_offset + offset_delta,
+                timestamp_ms,
+                key,
+                value,
+                tuple(headers),
+                header.timestamp_type,
             )
         )
     if cursor != len(data):
