@@ -105,12 +105,7 @@ def decode_records(buf: bytes, position: int, header: BatchHeader) -> list[Decod
         )
         records.append(
             DecodedRecord(
-                header.base_offset + offset_delta,
-                timestamp_ms,
-                key,
-                value,
-                tuple(headers),
-                header.timestamp_type,
+                header.base_offset + offset_delta, timestamp_ms, key, value, tuple(headers)
             )
         )
     if cursor != len(data):
