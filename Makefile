@@ -3,10 +3,21 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# A second, tiny venv with an old librdkafka (confluent-kafka 2.3.0 bundles librdkafka 2.3.0)
+# for tests/broker/test_old_librdkafka.py; it skips where this venv is missing.
+CK23_VENV  ?= .venv-ck23
+CK23_STAMP := $(CK23_VENV)/.installed
 
-.PHONY: setup system-deps demo test test-fast lint format bench clean
+.PHONY: setup system-deps old-librdkafka demo test test-fast lint format bench clean
 
-setup: $(STAMP) system-deps
+setup: $(STAMP) old-librdkafka system-deps
+
+old-librdkafka: $(CK23_STAMP)
+
+$(CK23_STAMP):
+	$(PYTHON) -m venv $(CK23_VENV)
+	$(CK23_VENV)/bin/pip install --quiet confluent-kafka==2.3.0
+	touch $(CK23_STAMP)
 
 # kcat (Debian's package) for the interop tests; installed where we are root with apt-get,
 # otherwise its tests skip with a note.
@@ -49,4 +60,4 @@ bench: setup
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(CK23_VENV) .pytest_cache .hypothesis

@@ -211,7 +211,7 @@ def _records_to_batch(topic: str, partition: int, records: list, schema: Any) ->
         pa.array([partition] * count, pa.int32()),
         pa.array([r.offset for r in records], pa.int64()),
         timestamps_us.cast(pa.timestamp("us", tz="UTC")),
-        pa.array([0] * count, pa.int32()),  # CreateTime (the fetch client drops the flag)
+        pa.array([r.timestamp_type for r in records], pa.int32()),  # 0 Create, 1 LogAppend
     ]
     if len(schema) == 8:
         columns.append(

@@ -216,6 +216,9 @@ class DecodedRecord:
     key: bytes | None
     value: bytes | None
     headers: tuple[Header, ...] = field(default_factory=tuple)
+    # The batch's timestamp type: 0 = CreateTime (the producer's), 1 = LogAppendTime (the
+    # broker's append time, the batch's max_timestamp, stamped on every record of the batch).
+    timestamp_type: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +316,7 @@ def parse_batch(buf: bytes | bytearray | memoryview, position: int = 0) -> Decod
             key=key,
             value=value,
             headers=headers,
+            timestamp_type=header.timestamp_type,
         )
         for offset_delta, ts_delta, key, value, headers in parse_records(
             records_bytes, header.record_count

@@ -169,12 +169,14 @@ def iter_records(
     data = records_bytes(buf, position, header)
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
-    log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
+    timestamp_type = (header.attributes & TIMESTAMP_TYPE_MASK) >> 3
     for offset_delta, timestamp_delta, key, value, headers in decode_records(
         data, header.record_count
     ):
-        timestamp_ms = header.max_timestamp if log_append_time else base_timestamp + timestamp_delta
-        yield DecodedRecord(base_offset + offset_delta, timestamp_ms, key, value, headers)
+        timestamp_ms = header.max_timestamp if timestamp_type else base_timestamp + timestamp_delta
+        yield DecodedRecord(
+            base_offset + offset_delta, timestamp_ms, key, value, headers, timestamp_type
+        )
 
 
 def _checked_header(

@@ -12,6 +12,9 @@ import shutil
 import pytest
 import trio
 
+from log.records.compression import CompressionType
+from tests.broker.test_old_librdkafka import stored_compression_types
+
 pytestmark = [
     pytest.mark.interop,
     pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed"),
@@ -47,3 +50,6 @@ async def test_kcat_produce_then_consume(broker, codec):
             capture_stdout=True,
         )
     assert sorted(consumed.stdout.decode().splitlines()) == sorted(lines)
+    # Compressed as asked, not silently sent plain (librdkafka < 2.11.1's exact-version checks).
+    stored = await stored_compression_types(broker.port, topic, 2)
+    assert stored == {CompressionType.from_name(codec)}, stored

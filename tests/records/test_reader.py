@@ -63,7 +63,14 @@ def test_log_append_time_gives_every_record_the_max_timestamp():
         [Record(b"a", timestamp_ms=5), Record(b"b", timestamp_ms=9)], log_append_time=True
     )
     assert [r.timestamp_ms for r in iter_records(raw)] == [9, 9]
+    assert [r.timestamp_type for r in iter_records(raw)] == [1, 1]
     assert parse_batch(raw) == decode_batch(raw)
+    create_time = build_batch([Record(b"a", timestamp_ms=5), Record(b"b", timestamp_ms=9)])
+    assert [(r.timestamp_ms, r.timestamp_type) for r in iter_records(create_time)] == [
+        (5, 0),
+        (9, 0),
+    ]
+    assert parse_batch(create_time) == decode_batch(create_time)
 
 
 def test_decode_batches_walks_a_concatenation():

@@ -412,3 +412,32 @@ def test_retention_between_planning_and_reading(session, retention_broker):
     batches = list(read_range(broker.bootstrap, planned, False))
     offsets = [o for b in batches for o in b.column("offset").to_pylist()]
     assert offsets and offsets == list(range(offsets[0], 1000)) and offsets[0] > 0
+
+
+def test_log_append_time_topic_reads_timestamp_type_1_and_the_append_time(
+    cluster, bootstrap, session
+):
+    import trio
+
+    from producer.fetch_client import FetchClient
+    from producer.producer import Producer
+
+    topic = "log-append-time"
+    create_topic(cluster, topic, 1, **{"message.timestamp.type": "LogAppendTime"})
+
+    async def produce_and_fetch():
+        async with Producer(bootstrap, linger_ms=2) as producer:
+            for i in range(50):
+                await producer.send(topic, b"v%d" % i, partition=0, timestamp_ms=1000 + i)
+            await producer.flush()
+        async with FetchClient(bootstrap) as client:
+            return await client.read_all(topic, 0, 0, 50)
+
+    fetched = trio.run(produce_and_fetch)
+    assert {r.timestamp_type for r in fetched} == {1}
+    rows = _read(session, bootstrap, topic).orderBy("offset").collect()
+    assert [bytes(r.value) for r in rows] == [b"v%d" % i for i in range(50)]
+    assert {r.timestampType for r in rows} == {1}
+    append_ms = [round(r.timestamp.timestamp() * 1000) for r in rows]  # naive local, like Spark
+    assert append_ms == [r.timestamp_ms for r in fetched]  # the broker's, not the producer's
+    assert min(append_ms) > 1_000_000

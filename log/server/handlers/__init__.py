@@ -1,8 +1,10 @@
 """Request handlers, one module per API family: `async def handle_x(ctx, request) -> body`.
 
-HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions reports (everything
-handled except FindCoordinator, which is answered COORDINATOR_NOT_AVAILABLE but not advertised
-until consumer groups exist, so librdkafka does not enable its group features).
+HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions reports: everything
+handled. FindCoordinator is answered COORDINATOR_NOT_AVAILABLE until consumer groups exist, but
+it must be advertised: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in
+range and otherwise silently produces uncompressed batches (tests/broker/test_old_librdkafka.py).
+librdkafka's balanced-consumer feature still stays off, as it also needs the group APIs.
 """
 
 from __future__ import annotations
@@ -49,4 +51,4 @@ HANDLERS: dict[int, Handler] = {
     60: handle_describe_cluster,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
-ADVERTISED_API_KEYS = HANDLED_API_KEYS - {10}
+ADVERTISED_API_KEYS = HANDLED_API_KEYS
