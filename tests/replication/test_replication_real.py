@@ -84,10 +84,16 @@ async def test_kill_leader_under_idempotent_load_loses_and_duplicates_nothing(tm
     acked_before = len(load.ack_times)
     killed_at = time.monotonic()
     cluster.kill9(leader)
+
+    async def leadership_moved() -> bool:
+        state = await partition_state(cluster)
+        return state.leader not in (leader, -1) and state.leader_epoch >= 1
+
+    # Acks of requests in flight at the kill may still arrive: wait for the election itself
+    # (the controller fences the dead broker after its session timeout), then for new acks.
+    await wait_until(leadership_moved, 30, interval_s=0.1)
     await wait_until(lambda: _async(len(load.ack_times) > acked_before + 10), 30)
     failover_s = load.ack_times[acked_before] - killed_at
-    state = await partition_state(cluster)
-    assert state.leader != leader and state.leader_epoch >= 1
     cluster.start(leader)
     await trio.to_thread.run_sync(cluster.wait_ready, leader)
     await trio.to_thread.run_sync(load.thread.join, 180)
