@@ -15,7 +15,7 @@ from quorum.raft_checkpoint import (
 from quorum.raft_journal import JOURNAL_MAGIC, RaftJournal, RaftState, RaftStorageError
 
 
-def open_journal(tmp_path, first_kept_index=None, calls=None):
+def open_journal(tmp_path, calls=None, retain_from=None):
     def durable():
         if calls is not None:
             calls.append("checkpoint durable")
@@ -23,8 +23,8 @@ def open_journal(tmp_path, first_kept_index=None, calls=None):
     return RaftJournal(
         str(tmp_path / "raft.journal"),
         str(tmp_path / "raft.state"),
-        first_kept_index=first_kept_index,
         make_checkpoint_durable=durable,
+        retain_from_index=lambda: retain_from,
     )
 
 
@@ -86,7 +86,8 @@ def test_load_trims_to_the_checkpoint(tmp_path):
     j = open_journal(tmp_path)
     fill(j, 1, 20)
     j._destroy()
-    j = open_journal(tmp_path, first_kept_index=12)  # a checkpoint at 13, prev entry 12
+    j = open_journal(tmp_path)
+    j.start_at(12, 12)  # a checkpoint at 13, prev entry 12
     assert [e[1] for e in j] == list(range(12, 21))
     j._destroy()
     assert [e[1] for e in open_journal(tmp_path)] == list(range(12, 21))
