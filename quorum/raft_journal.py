@@ -213,7 +213,11 @@ class RaftJournal(Journal):
         assert not self._ghosts and not self._retained_positions
         if first_index is None or not self._entries or first_index <= self._entries[0][1]:
             return
-        first_index = min(first_index, self._entries[-1][1] + 1)
+        if first_index > self._entries[-1][1]:
+            # The checkpoint is past the whole journal: pysyncobj restarts the log at it (and
+            # would first add its index-1 no-op to an empty view, after these entries).
+            self._rewrite([])
+            return
         cut = first_index - self._entries[0][1]
         self._retained_first_index = self._entries[0][1]
         self._retained_positions = self._positions[:cut]

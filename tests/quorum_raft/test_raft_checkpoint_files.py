@@ -121,3 +121,24 @@ def test_remove_all_but_keeps_only_the_installed_snapshot(tmp_path):
     installed = files.list()[1][0]
     files.remove_all_but(installed)
     assert [o for o, _ in files.list()] == [installed]
+
+
+def test_metadata_command_offline_skips_a_damaged_newest_checkpoint(tmp_path):
+    from tools.metadata_cmd import read_offline
+
+    metadata_dir = tmp_path / "metadata"
+    metadata_dir.mkdir()
+    files = CheckpointFiles(str(metadata_dir))
+    cluster = cluster_with_data()
+    write(files, cluster.sm)
+    older = MetadataStateMachine.from_checkpoint(cluster.sm.to_checkpoint())
+    cluster.create_topic("later", 1, 1)
+    newest_path = write(files, cluster.sm)
+    machine, _ = read_offline(tmp_path)
+    assert machine == cluster.sm
+    with open(newest_path, "r+b") as f:
+        f.seek(-3, os.SEEK_END)
+        f.write(b"\xff\xff\xff")
+    machine, lines = read_offline(tmp_path)
+    assert machine == older and machine.image.topic("later") is None
+    assert any("skipped damaged checkpoint" in str(line) for _, line in lines)
