@@ -427,6 +427,7 @@ class RaftNode:
                 )
             for bad in corrupt:
                 files.quarantine(bad)
+            files.prune(protect=found.last_index)
             with open(path, "rb") as f:
                 data = f.read()
             return path, found, data, state_machine

@@ -68,25 +68,22 @@ _CHECKPOINT = c.Struct(
     "state" / c.Bytes(c.this.state_bytes),
     c.Terminated,
 )
-HEADER_BYTES = 56
-assert (
-    _CHECKPOINT.build(
-        dict(
-            crc=0,
-            last_index=0,
-            last_term=0,
-            prev_index=0,
-            prev_term=0,
-            last_command_bytes=0,
-            prev_command_bytes=0,
-            state_bytes=0,
-            last_command=b"",
-            prev_command=b"",
-            state=b"",
-        )
-    ).__len__()
-    == HEADER_BYTES
-)
+HEADER_BYTES = 56  # every fixed field; the three byte strings follow
+assert _CHECKPOINT.build(
+    dict(
+        crc=0,
+        last_index=0,
+        last_term=0,
+        prev_index=0,
+        prev_term=0,
+        last_command_bytes=0,
+        prev_command_bytes=0,
+        state_bytes=0,
+        last_command=b"",
+        prev_command=b"",
+        state=b"",
+    )
+) == CHECKPOINT_MAGIC + bytes(HEADER_BYTES - len(CHECKPOINT_MAGIC))
 
 
 class CheckpointCorruptError(KafkaStorageError):
@@ -209,12 +206,14 @@ class CheckpointFiles:
         os.replace(tmp_path, path)
         fsync_directory(self.directory)
         for _, old_path in self.list()[self.keep :]:
-            os.unlink(old_path)  # if the unlink is lost in a crash, start-up prunes it again
+            os.unlink(old_path)  # if a crash comes first, start-up prunes it (prune)
         return path
 
-    def prune(self) -> None:
-        for _, old_path in self.list()[self.keep :]:
-            os.unlink(old_path)
+    def prune(self, protect: int | None = None) -> None:
+        """Drop all but the newest `keep` (a crash can leave one more); never `protect`."""
+        for index, old_path in self.list()[self.keep :]:
+            if index != protect:
+                os.unlink(old_path)
 
     def remove_all_but(self, last_index: int) -> None:
         """After a snapshot install the journal restarts there: older files are unusable."""

@@ -142,3 +142,17 @@ def test_metadata_command_offline_skips_a_damaged_newest_checkpoint(tmp_path):
     machine, lines = read_offline(tmp_path)
     assert machine == older and machine.image.topic("later") is None
     assert any("skipped damaged checkpoint" in str(line) for _, line in lines)
+
+
+def test_prune_drops_the_extra_a_crash_left_but_never_the_protected_one(tmp_path):
+    files = CheckpointFiles(str(tmp_path), keep=2)
+    cluster = cluster_with_data()
+    for _ in range(2):
+        cluster.commit([NoOpRecord()])
+        write(files, cluster.sm)
+    oldest = files.list()[-1][0]
+    files.keep = 1  # as if a kill came between the newest publish and its prune
+    files.prune(protect=oldest)
+    assert len(files.list()) == 2
+    files.prune()
+    assert [o for o, _ in files.list()] == [cluster.sm.last_applied_offset]

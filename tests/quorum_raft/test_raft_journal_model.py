@@ -76,6 +76,8 @@ def run(ops, d: str) -> None:
             model.append(entry)
         elif op[0] == "cut" and model:
             k = min(op[1], len(model) - 1)
+            if retained:  # pysyncobj never cuts its checkpoint's own entries
+                k = max(k, 1)
             journal.deleteEntriesFrom(k)
             del model[k:]
         elif op[0] == "compact" and model:
@@ -104,6 +106,7 @@ def run(ops, d: str) -> None:
             model = loaded
             synced = list(loaded)
         assert list(journal) == model
-        next_index = model[-1][1] + 1 if model else next_index
+        if model or retained:  # a cut of the whole view continues after the retained entries
+            next_index = (model or retained)[-1][1] + 1
     journal._destroy()
     assert list(reopen()) == model

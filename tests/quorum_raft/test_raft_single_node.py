@@ -153,8 +153,9 @@ async def test_corrupt_newest_checkpoint_falls_back_to_an_older_one(tmp_path, ca
     newest_offset, newest_path = files[0]
     flip_byte(newest_path)
     async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
-        # Loaded the next older one, and the journal from there replays the rest.
-        assert node.latest_checkpoint()[0] == files[1][0] < newest_offset
+        # Loaded the next older one, and the journal from there replays the rest (the node may
+        # already have taken a new checkpoint by now: the log it sees is long).
+        assert f"falling back to checkpoint {files[1][1]}" in caplog.text
         with trio.fail_after(5):
             await node.wait_for_offset(expected[-1][0] - 1)
         assert node.state_machine.records[: len(expected)] == expected
