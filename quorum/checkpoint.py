@@ -1,4 +1,4 @@
-"""Metadata checkpoints: the image at a metadata offset, as one self-checking blob or file.
+"""Metadata checkpoints: the image at a metadata offset, as one self-checking blob.
 
 Layout (big-endian)::
 
@@ -16,16 +16,12 @@ is the image as records (`MetadataImage.to_records()`), so the checkpoint reuses
 record definition and the loader reuses replay (with all its invariant checks). The CRC is always
 verified; a bad checkpoint raises `CorruptCheckpointError` and is never half-loaded.
 
-Files: `<dir>/metadata-<offset, 20 digits>.checkpoint`, written to a `.tmp` file, fsynced, renamed,
-then the directory is fsynced; only the newest KEEP_CHECKPOINTS are kept. Loading tries the newest
-first and falls back to older ones when a file is corrupt.
+These bytes are what `MetadataStateMachine.to_checkpoint()` returns: the state inside a controller's
+checkpoint file (quorum.raft_checkpoint, which owns the files: naming, durable writes, keeping the
+newest few, skipping damaged ones) and what MetadataFetch sends a broker that is too far behind.
 """
 
 from __future__ import annotations
-
-import os
-import re
-from typing import TYPE_CHECKING
 
 import construct as c
 import crc32c
@@ -34,15 +30,10 @@ from log.protocol.errors import ErrorCode, KafkaError
 from quorum.image import MetadataImage, MetadataReplayError, replay_checkpoint_records
 from quorum.records import MetadataRecordError, decode_records, encode_records
 
-if TYPE_CHECKING:
-    from quorum.state_machine import MetadataStateMachine
-
 MAGIC = b"QLMC"
 CHECKPOINT_VERSION = 1
 HEADER_BYTES = 21
 MAX_CHECKPOINT_BYTES = 512 * 1024 * 1024  # metadata for ~1M partitions; refuse anything larger
-KEEP_CHECKPOINTS = 3
-_FILE_NAME = re.compile(r"^metadata-(\d{20})\.checkpoint$")
 
 _Header = c.Struct(
     "magic" / c.Const(MAGIC),
@@ -90,63 +81,3 @@ def decode_checkpoint(data: bytes) -> MetadataImage:
         return replay_checkpoint_records(decode_records(body), header.metadata_offset)
     except (MetadataRecordError, MetadataReplayError) as e:
         raise CorruptCheckpointError(f"checkpoint content is invalid: {e}") from e
-
-
-def checkpoint_file_name(metadata_offset: int) -> str:
-    return f"metadata-{metadata_offset:020d}.checkpoint"
-
-
-def list_checkpoints(directory: str) -> list[tuple[int, str]]:
-    """(offset, path) of every checkpoint file, newest first."""
-    found = []
-    for name in os.listdir(directory):
-        match = _FILE_NAME.match(name)
-        if match:
-            found.append((int(match.group(1)), os.path.join(directory, name)))
-    return sorted(found, reverse=True)
-
-
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_checkpoint(
-    directory: str, state_machine: MetadataStateMachine, keep: int = KEEP_CHECKPOINTS
-) -> str:
-    """Durably write the state machine's checkpoint; returns its path. Keeps the newest `keep`."""
-    assert keep >= 1
-    offset = state_machine.last_applied_offset
-    if offset < 0:
-        raise ValueError("nothing applied yet: no checkpoint to write")
-    data = state_machine.to_checkpoint()
-    path = os.path.join(directory, checkpoint_file_name(offset))
-    tmp_path = path + ".tmp"
-    with open(tmp_path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp_path, path)
-    _fsync_dir(directory)
-    for _, old_path in list_checkpoints(directory)[keep:]:
-        os.remove(old_path)
-    return path
-
-
-def load_newest_checkpoint(directory: str) -> MetadataStateMachine | None:
-    """The newest checkpoint that verifies, or None. Corrupt files are skipped (not deleted)."""
-    from quorum.state_machine import MetadataStateMachine
-
-    if not os.path.isdir(directory):
-        return None
-    for _, path in list_checkpoints(directory):
-        with open(path, "rb") as f:
-            data = f.read(MAX_CHECKPOINT_BYTES + HEADER_BYTES + 1)
-        try:
-            return MetadataStateMachine.from_checkpoint(data)
-        except CorruptCheckpointError:
-            continue
-    return None

@@ -23,19 +23,28 @@ Durability (each gap of pysyncobj as shipped, and where it is closed):
      majority;
   2. term/vote/commit index stored without fsync -> `RaftState`, fsync + rename + dir fsync,
      synchronously on every term/vote change;
-  3. snapshot renamed without fsync -> our serializer fsyncs the checkpoint file; the directory is
-     fsynced before the journal drops anything the checkpoint covers (and when one is loaded);
+  3. snapshot renamed without fsync -> our serializer fsyncs the checkpoint file and publishes
+     it as a numbered file (hard link, rename, dir fsync); the directory is fsynced again before
+     the journal drops anything (and when a checkpoint is loaded);
   4. crash between snapshot rename and journal rewrite loses committed entries -> the journal is
-     rewritten crash-atomically and, at load, trimmed to start at the checkpoint's entries, so
-     pysyncobj's loader never discards it.
+     rewritten crash-atomically, and pysyncobj is shown a journal starting exactly at the loaded
+     checkpoint's entries, so its loader never discards it.
 
 Checkpoints are pysyncobj's log compaction with our serializer/deserializer: the state machine's
 `to_checkpoint()` bytes in our CRC'd file (quorum.raft_checkpoint), taken every
-`checkpoint_interval_records` entries or `checkpoint_interval_ms`. Start-up loads it and replays
-only the journal after it. A corrupt checkpoint is never trusted and there is no "older" one to
-fall back to: the journal was cut at the newest checkpoint, so an older one plus the journal
-would silently miss committed records. The node fails loudly (`CheckpointCorruptError`);
-an operator may wipe the node's metadata directory to have the leader re-send a snapshot.
+`checkpoint_interval_records` entries or `checkpoint_interval_ms`. The newest
+`checkpoints_kept` (3) files are kept as `metadata-<offset>.checkpoint`, and the journal FILE
+keeps every entry from the OLDEST of them on (pysyncobj itself only sees the journal from the
+newest: its compaction trigger, `len(log)`, and its snapshot sends stay as designed; the leader
+sends `raft.checkpoint`, a hard link to the newest). Start-up takes the newest file that
+validates: normally the newest, replaying only the tail after it. A damaged newer file is logged
+CRITICAL, renamed `*.corrupt` and skipped for the next older one plus a longer journal replay,
+but only if the journal holds that checkpoint's entries and reaches past every skipped file's
+offset, so no committed record can be missed. If no file is usable the node refuses to start
+(`CheckpointCorruptError`), unless the journal was never cut (it starts at index 1): then it
+replays all of it from the empty state. A snapshot installed from the leader restarts the journal
+there, so it becomes the only file. Start-up reads at most ~`checkpoints_kept` intervals of
+journal; it applies only the tail after the checkpoint it loads.
 
 Latency: pysyncobj's default append batching makes a commit wait for the next 100 ms heartbeat.
 We use appendEntriesUseBatch=False (AppendEntries go out in the same tick) plus the group commit
@@ -76,6 +85,7 @@ from log.protocol.errors import (
 )
 from quorum.raft_checkpoint import (
     CheckpointCorruptError,
+    CheckpointFiles,
     RaftCheckpoint,
     decode_checkpoint,
     encode_checkpoint,
@@ -158,6 +168,7 @@ class RaftConfig:
     tick_period_ms: int = 50  # poll timeout; commands and messages wake the poller at once
     checkpoint_interval_records: int = 5000
     checkpoint_interval_ms: int = 300_000
+    checkpoints_kept: int = 3  # the journal is kept from the oldest of them (fallbacks)
     tail_max_batches: int = 20_000  # in-memory (offset, payload) tail for catching-up readers
     max_batch_bytes: int = 1024 * 1024
     max_in_flight_proposals: int = 1000
@@ -182,6 +193,8 @@ class RaftConfig:
             )
         if self.checkpoint_interval_records < 2:
             raise ValueError("checkpoint_interval_records must be >= 2")
+        if self.checkpoints_kept < 1:
+            raise ValueError("checkpoints_kept must be >= 1")
         if not self.password:
             raise ValueError("a password is required: pysyncobj's wire format is pickle")
         if self.self_address in self.partner_addresses:
@@ -299,6 +312,7 @@ class RaftNode:
         self._tail_lock = threading.Lock()
         self._checkpoint: tuple[int, bytes] | None = None  # (offset, state machine bytes)
         self._preloaded: tuple[bytes, MetadataStateMachine] | None = None
+        self._checkpoint_files = CheckpointFiles(config.metadata_dir, config.checkpoints_kept)
         self.apply_failures: collections.deque[ApplyFailure] = collections.deque(maxlen=1000)
         self.applied_count = 0  # batches applied by this process (replay included)
         self._fatal_error: BaseException | None = None
@@ -340,35 +354,118 @@ class RaftNode:
         )
 
     def _build(self) -> None:
-        """Blocking set-up (worker thread): validate the checkpoint, open the journal, bind."""
+        """Blocking set-up (worker thread): pick the checkpoint, open the journal, bind."""
         os.makedirs(self.config.metadata_dir, exist_ok=True)
         journal_path, state_path, checkpoint_path = self._paths()
         for stale in (checkpoint_path + ".tmp", checkpoint_path + ".1.tmp"):
             if os.path.exists(stale):
                 os.unlink(stale)  # an unfinished checkpoint or snapshot transfer
-        first_kept_index = None
-        if os.path.exists(checkpoint_path):
-            with open(checkpoint_path, "rb") as f:
-                data = f.read()
-            checkpoint = decode_checkpoint(data)  # raises CheckpointCorruptError: fail loudly
-            self._preloaded = (data, self._restore_state_machine(checkpoint.state))
-            first_kept_index = checkpoint.prev_index
-            # Visible from __aenter__ on (pysyncobj's first tick installs the same object).
-            self._state_machine = self._preloaded[1]
-            self._committed_offset = self._tail_base_offset = checkpoint.last_index
-            self._checkpoint = (checkpoint.last_index, checkpoint.state)
+        files = self._checkpoint_files
+        files.remove_stale_tmp()
         journal = RaftJournal(
             journal_path,
             state_path,
-            first_kept_index=first_kept_index,
             make_checkpoint_durable=self._make_checkpoint_durable,
+            retain_from_index=files.retain_from_index,
             last_applied_index=self._last_applied_index,
         )
         try:
+            chosen = self._choose_checkpoint(journal)
+            if chosen is None:
+                if os.path.lexists(checkpoint_path):
+                    os.unlink(checkpoint_path)  # pysyncobj must not load a file we refused
+                journal.start_at(None, None)
+            else:
+                path, checkpoint, data, state_machine = chosen
+                self._preloaded = (data, state_machine)
+                # pysyncobj loads (and sends followers) raft.checkpoint: point it at ours.
+                if os.path.lexists(checkpoint_path + ".tmp"):
+                    os.unlink(checkpoint_path + ".tmp")
+                os.link(path, checkpoint_path + ".tmp")
+                os.replace(checkpoint_path + ".tmp", checkpoint_path)
+                fsync_directory(self.config.metadata_dir)
+                # Visible from __aenter__ on (pysyncobj's first tick installs the same object).
+                self._state_machine = state_machine
+                self._committed_offset = self._tail_base_offset = checkpoint.last_index
+                self._checkpoint = (checkpoint.last_index, checkpoint.state)
+                journal.start_at(checkpoint.prev_index, files.retain_from_index())
             self._syncobj = _MetadataSyncObj(self, self._syncobj_conf(journal_path), journal)
         except BaseException:
             journal._destroy()  # e.g. the port is taken (BindError): release our files
             raise
+
+    def _choose_checkpoint(
+        self, journal: RaftJournal
+    ) -> tuple[str, RaftCheckpoint, bytes, MetadataStateMachine] | None:
+        """The newest checkpoint that validates and, if newer ones did not, that the journal
+        covers: its (prev, last) entries are in it, and it reaches every skipped file's index.
+        Then the state is rebuilt without losing a committed record; otherwise refuse."""
+        files = self._checkpoint_files
+        corrupt: list[str] = []
+        skipped: list[tuple[int, str]] = []  # (named index, why)
+        for named_index, path, found in files.read_all():
+            if isinstance(found, RaftCheckpoint):
+                try:
+                    state_machine = self._restore_state_machine(found.state)
+                except CheckpointCorruptError as e:
+                    found = e
+            if isinstance(found, CheckpointCorruptError):
+                logger.critical("skipping damaged checkpoint %s: %s", path, found)
+                corrupt.append(path)
+                skipped.append((named_index, f"{path}: {found}"))
+                continue
+            if skipped:
+                gap = self._journal_gap(journal, found, max(i for i, _ in skipped))
+                if gap:
+                    logger.critical("cannot fall back to checkpoint %s: %s", path, gap)
+                    skipped.append((named_index, f"{path}: {gap}"))
+                    continue
+                logger.critical(
+                    "falling back to checkpoint %s (offset %d) and replaying the journal after it",
+                    path,
+                    found.last_index,
+                )
+            for bad in corrupt:
+                files.quarantine(bad)
+            files.prune(protect=found.last_index)
+            with open(path, "rb") as f:
+                data = f.read()
+            return path, found, data, state_machine
+        first = journal[0] if len(journal) else None
+        if skipped:
+            # The journal alone rebuilds everything only if it was never cut (starts at 1).
+            gap = "the journal was cut after a checkpoint"
+            if first is not None and first[1] == 1:
+                gap = self._journal_gap(journal, None, max(i for i, _ in skipped))
+            if gap:
+                raise CheckpointCorruptError(
+                    "no usable checkpoint and "
+                    + gap
+                    + ": "
+                    + "; ".join(why for _, why in skipped)
+                    + ". Wipe this controller's metadata directory to have the leader send a"
+                    " snapshot (only while a majority of controllers is intact)."
+                )
+            logger.critical("no usable checkpoint: replaying the whole journal from offset 0")
+            for bad in corrupt:
+                files.quarantine(bad)
+        elif first is not None and first[1] > 1:
+            raise CheckpointCorruptError(
+                f"the journal starts at index {first[1]} but no checkpoint file is left"
+            )
+        return None
+
+    @staticmethod
+    def _journal_gap(journal: RaftJournal, checkpoint: RaftCheckpoint | None, upto: int) -> str:
+        """Why `checkpoint` (None: the empty state) plus the journal would miss records."""
+        if checkpoint is not None:
+            for entry in (checkpoint.prev_entry, checkpoint.last_entry):
+                if journal.entry(entry[1]) != entry:
+                    return f"the journal does not hold its entry {entry[1]}"
+        last_index = journal[-1][1] if len(journal) else 0
+        if last_index < upto:
+            return f"the journal ends at {last_index}, before the skipped checkpoint {upto}"
+        return ""
 
     def _syncobj_conf(self, journal_path: str) -> SyncObjConf:
         c = self.config
@@ -487,7 +584,12 @@ class RaftNode:
             prev_command=bytes(prev_entry[0]),
             state=state,
         )
+        if os.path.lexists(tmp_path):
+            os.unlink(tmp_path)  # never truncate through a leftover link to a numbered file
         write_and_fsync(tmp_path, encode_checkpoint(checkpoint))  # pysyncobj renames it next
+        # The same inode becomes the numbered file (durably), and the oldest beyond
+        # checkpoints_kept goes; the journal drops entries only at deleteEntriesTo, next tick.
+        self._checkpoint_files.publish(checkpoint.last_index, tmp_path)
         with self._tail_lock:
             self._checkpoint = (checkpoint.last_index, state)
             while self._tail and self._tail[0][0] <= checkpoint.last_index:
@@ -504,7 +606,11 @@ class RaftNode:
             if self._preloaded is not None and self._preloaded[0] == data:
                 state_machine = self._preloaded[1]  # validated and restored in _build already
             else:
+                # A snapshot installed from the leader: pysyncobj clears the journal next, so
+                # it becomes the one checkpoint this node can rebuild from.
                 state_machine = self._restore_state_machine(checkpoint.state)
+                self._checkpoint_files.publish(checkpoint.last_index, path)
+                self._checkpoint_files.remove_all_but(checkpoint.last_index)
             self._preloaded = None
         except BaseException as e:
             # pysyncobj would log this and carry on with an empty state: stop the node instead.

@@ -106,6 +106,11 @@ class AppendOnlyFile:
         assert not self._pending
         return os.pread(self._fd, self._size_bytes, 0)
 
+    def read_from(self, position: int) -> bytes:
+        """Every byte from `position` to the end (synced: nothing pending)."""
+        assert not self._pending and 0 <= position <= self._size_bytes
+        return os.pread(self._fd, self._size_bytes - position, position)
+
     def append(self, data: bytes) -> None:
         if self._lose_unsynced:
             self._pending.append(data)

@@ -11,10 +11,12 @@ compaction. `RaftJournal` implements the same `pysyncobj.journal.Journal` interf
   fsync, synchronously on every term/vote change (Raft requires it before the vote is sent);
 * compaction (`deleteEntriesTo`) as a whole-file rewrite through a synced temporary file and a
   rename, only after the checkpoint that covers the dropped entries has been made durable;
-* load-time trimming to the checkpoint: entries before the checkpoint's first kept entry are
-  dropped, so the journal always starts exactly at the checkpoint's `(prev, last)` entries and
-  pysyncobj never throws the journal away (the "crash between snapshot rename and journal
-  rewrite" loss).
+* a retained prefix: pysyncobj sees the log from the loaded (newest) checkpoint's `(prev,
+  last)` entries on, exactly what its loader expects (so it never throws the journal away: the
+  "crash between snapshot rename and journal rewrite" loss), but the FILE keeps every entry from
+  the oldest kept checkpoint on (`retain_from_index`). The entries before pysyncobj's view live
+  only in the file (their positions are remembered); at start-up the binding picks the checkpoint
+  (`start_at`), and a damaged newest one is replaced by an older one plus these entries.
 
 Journal file layout (little endian):
 
@@ -136,16 +138,23 @@ class RaftJournal(Journal):
         journal_path: str,
         state_path: str,
         *,
-        first_kept_index: int | None,
         make_checkpoint_durable: Callable[[], None],
+        retain_from_index: Callable[[], int | None] = lambda: None,
         last_applied_index: Callable[[], int] = lambda: 0,
     ) -> None:
-        """`first_kept_index`: the checkpoint's `prev` entry index (None without a checkpoint).
+        """Loads every entry of the file into pysyncobj's view; `start_at` narrows it.
         `make_checkpoint_durable`: called before entries covered by a checkpoint are dropped.
+        `retain_from_index`: at compaction, the first index the file must still hold (the
+        oldest kept checkpoint's prev entry; None: only pysyncobj's view is kept).
         `last_applied_index`: for the alarm when applied entries really are replaced."""
         self._path = journal_path
         self._make_checkpoint_durable = make_checkpoint_durable
+        self._retain_from_index = retain_from_index
         self._last_applied_index = last_applied_index
+        # Entries before pysyncobj's view that the file keeps for an older checkpoint: the
+        # index of the first and the file position of each (contiguous indexes).
+        self._retained_first_index = 0
+        self._retained_positions: list[int] = []
         # Entries cut by deleteEntriesFrom but still in the file, with their positions. In
         # no-batch mode a pysyncobj leader re-sends entries a follower already has (its
         # nextIndex falls back when an older ack arrives); the follower cuts its log and adds
@@ -158,7 +167,7 @@ class RaftJournal(Journal):
         self._entries: list[Entry] = []
         self._positions: list[int] = []
         self._remove_stale_tmp()
-        self._load(first_kept_index)
+        self._load()
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -166,7 +175,7 @@ class RaftJournal(Journal):
         if os.path.exists(self._path + ".tmp"):
             os.unlink(self._path + ".tmp")  # an interrupted rewrite; the old journal is intact
 
-    def _load(self, first_kept_index: int | None) -> None:
+    def _load(self) -> None:
         data = b""
         if os.path.exists(self._path):
             with open(self._path, "rb") as f:
@@ -184,17 +193,59 @@ class RaftJournal(Journal):
                 len(data) - end,
                 entries[-1][1] if entries else None,
             )
-        if first_kept_index is not None and entries and entries[0][1] < first_kept_index:
-            # The checkpoint covers these: keep the journal starting at the checkpoint's prev
-            # entry, which is exactly what pysyncobj's loader expects to find.
-            self._rewrite([e for e in entries if e[1] >= first_kept_index])
-            return
         self._file = AppendOnlyFile(self._path)
         if end != len(data):
             self._file.truncate(end)
             self._file.sync()
         self._entries = entries
         self._positions = positions
+
+    def entry(self, index: int) -> Entry | None:
+        """The entry at Raft `index` in pysyncobj's view, if there."""
+        if not self._entries or not self._entries[0][1] <= index <= self._entries[-1][1]:
+            return None
+        return self._entries[index - self._entries[0][1]]
+
+    def start_at(self, first_index: int | None, retain_from_index: int | None) -> None:
+        """Before pysyncobj sees the journal: its view starts at `first_index` (the loaded
+        checkpoint's prev entry; None: everything), the file keeps entries from
+        `retain_from_index` on (the oldest kept checkpoint's prev entry) and drops older ones."""
+        assert not self._ghosts and not self._retained_positions
+        if first_index is None or not self._entries or first_index <= self._entries[0][1]:
+            return
+        if first_index > self._entries[-1][1]:
+            # The checkpoint is past the whole journal: pysyncobj restarts the log at it (and
+            # would first add its index-1 no-op to an empty view, after these entries).
+            self._rewrite([])
+            return
+        cut = first_index - self._entries[0][1]
+        self._retained_first_index = self._entries[0][1]
+        self._retained_positions = self._positions[:cut]
+        del self._entries[:cut]
+        del self._positions[:cut]
+        self._drop_before(retain_from_index if retain_from_index is not None else first_index)
+
+    def _drop_before(self, index: int) -> None:
+        """Rewrite the file without the retained entries before `index`, crash-atomically."""
+        drop = min(index - self._retained_first_index, len(self._retained_positions))
+        if drop <= 0:
+            return
+        self.sync()
+        position = (
+            self._retained_positions[drop]
+            if drop < len(self._retained_positions)
+            else self._positions[0]
+            if self._positions
+            else self._file.size_bytes
+        )
+        kept = self._file.read_from(position)
+        self._file.close()
+        write_file_durably(self._path, JOURNAL_MAGIC + kept)
+        self._file = AppendOnlyFile(self._path)
+        shift = position - len(JOURNAL_MAGIC)
+        self._retained_first_index += drop
+        self._retained_positions = [p - shift for p in self._retained_positions[drop:]]
+        self._positions = [p - shift for p in self._positions]
 
     def _rewrite(self, entries: list[Entry]) -> None:
         """Replace the journal file with `entries`, crash-atomically."""
@@ -264,6 +315,7 @@ class RaftJournal(Journal):
         self._file.truncate(len(JOURNAL_MAGIC))
         self._entries = []
         self._positions = []
+        self._retained_positions = []
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802 (pysyncobj's name)
         if entryFrom >= len(self._entries):
@@ -275,10 +327,21 @@ class RaftJournal(Journal):
 
     def deleteEntriesTo(self, entryTo: int) -> None:  # noqa: N802 (pysyncobj's name)
         # Called after a checkpoint covering these entries was renamed into place.
+        # The entries leave pysyncobj's view; the file keeps those an older kept checkpoint
+        # still needs (retain_from_index) and drops the rest.
         crash_point("after_checkpoint_rename")
         self._make_checkpoint_durable()
         self.sync()
-        self._rewrite(self._entries[entryTo:])
+        entryTo = min(entryTo, len(self._entries))  # noqa: N806
+        if entryTo > 0:
+            if not self._retained_positions:
+                self._retained_first_index = self._entries[0][1]
+            self._retained_positions.extend(self._positions[:entryTo])
+            del self._entries[:entryTo]
+            del self._positions[:entryTo]
+        retain_from = self._retain_from_index()
+        first_view_index = self._retained_first_index + len(self._retained_positions)
+        self._drop_before(first_view_index if retain_from is None else retain_from)
         crash_point("after_journal_rewrite")
 
     def __getitem__(self, item):  # int or slice, like the list pysyncobj expects

@@ -1,7 +1,8 @@
 """`quorumlog metadata`: print a node's metadata image (offline) or a running node's.
 
-Offline (`--data-dir DIR/node-i`): the newest Raft checkpoint (quorum.raft_checkpoint) plus
-every durable journal entry after it (quorum.raft_journal), replayed into a
+Offline (`--data-dir DIR/node-i`): the newest valid Raft checkpoint file (quorum.raft_checkpoint;
+a damaged one is skipped for the next older, as the controller does) plus every durable journal
+entry after it (quorum.raft_journal), replayed into a
 MetadataStateMachine exactly as the controller does. The stored commit index lags (it is
 written lazily), so entries past it are included and marked in --records: on a node that was
 cut off, they may not have committed. `--records` dumps the records with their
@@ -32,7 +33,7 @@ from log.protocol.errors import KafkaError
 from log.server.config import Voter
 from quorum.image import MetadataImage
 from quorum.raft import BATCH_FORMAT_VERSION
-from quorum.raft_checkpoint import decode_checkpoint
+from quorum.raft_checkpoint import CheckpointFiles, RaftCheckpoint
 from quorum.raft_journal import JOURNAL_MAGIC, RaftState, decode_records
 from quorum.records import decode_batch
 from quorum.state_machine import MetadataStateMachine
@@ -70,12 +71,18 @@ def read_offline(node_dir: Path) -> tuple[MetadataStateMachine, list[tuple[int, 
         raise click.ClickException(f"{metadata_dir}: no metadata directory (not a controller?)")
     machine = MetadataStateMachine()
     lines: list[tuple[int, Any]] = []
-    checkpoint_path = metadata_dir / "raft.checkpoint"
-    if checkpoint_path.exists():
-        checkpoint = decode_checkpoint(checkpoint_path.read_bytes())
-        machine = MetadataStateMachine.from_checkpoint(checkpoint.state)
-        lines.append((checkpoint.last_index, f"checkpoint at offset {checkpoint.last_index}"))
-        lines.extend((checkpoint.last_index, r) for r in machine.image.to_records())
+    for named_index, path, found in CheckpointFiles(str(metadata_dir)).read_all():
+        if isinstance(found, RaftCheckpoint):
+            try:
+                machine = MetadataStateMachine.from_checkpoint(found.state)
+            except KafkaError as e:
+                found = e
+        if not isinstance(found, RaftCheckpoint):
+            lines.append((named_index, f"skipped damaged checkpoint {path}: {found}"))
+            continue
+        lines.append((found.last_index, f"checkpoint at offset {found.last_index}"))
+        lines.extend((found.last_index, r) for r in machine.image.to_records())
+        break
     commit_index = RaftState(str(metadata_dir / "raft.state")).commit_index
     journal_path = metadata_dir / "raft.journal"
     data = journal_path.read_bytes() if journal_path.exists() else b""

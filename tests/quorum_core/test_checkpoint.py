@@ -1,18 +1,9 @@
-import os
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from quorum_core_harness import Cluster
 
-from quorum.checkpoint import (
-    CorruptCheckpointError,
-    checkpoint_file_name,
-    list_checkpoints,
-    load_newest_checkpoint,
-    write_checkpoint,
-)
-from quorum.records import NoOpRecord
+from quorum.checkpoint import CorruptCheckpointError
 from quorum.state_machine import MetadataStateMachine
 
 
@@ -60,46 +51,3 @@ def test_any_damage_is_a_corrupt_checkpoint(data):
 def test_garbage_is_a_corrupt_checkpoint(blob):
     with pytest.raises(CorruptCheckpointError):
         MetadataStateMachine.from_checkpoint(blob)
-
-
-def test_write_keeps_newest_three_and_loads_newest(tmp_path):
-    cluster = _cluster_with_data()
-    offsets = []
-    for _ in range(5):
-        cluster.commit([NoOpRecord()])
-        write_checkpoint(str(tmp_path), cluster.sm)
-        offsets.append(cluster.sm.last_applied_offset)
-    assert [o for o, _ in list_checkpoints(str(tmp_path))] == offsets[::-1][:3]
-    assert sorted(os.listdir(tmp_path)) == sorted(checkpoint_file_name(o) for o in offsets[-3:])
-    loaded = load_newest_checkpoint(str(tmp_path))
-    assert loaded == cluster.sm and loaded.last_applied_offset == offsets[-1]
-
-
-def test_corrupt_newest_falls_back_to_older(tmp_path):
-    cluster = _cluster_with_data()
-    write_checkpoint(str(tmp_path), cluster.sm)
-    older = MetadataStateMachine.from_checkpoint(cluster.sm.to_checkpoint())
-    cluster.create_topic("later", 1, 1)
-    newest_path = write_checkpoint(str(tmp_path), cluster.sm)
-    with open(newest_path, "r+b") as f:
-        f.seek(-3, os.SEEK_END)
-        f.write(b"\xff\xff\xff")
-    loaded = load_newest_checkpoint(str(tmp_path))
-    assert loaded == older and loaded.image.topic("later") is None
-    # Truncate the older one too: nothing trustworthy left.
-    older_path = list_checkpoints(str(tmp_path))[1][1]
-    with open(older_path, "r+b") as f:
-        f.truncate(10)
-    assert load_newest_checkpoint(str(tmp_path)) is None
-
-
-def test_no_directory_or_no_files(tmp_path):
-    assert load_newest_checkpoint(str(tmp_path / "missing")) is None
-    (tmp_path / "unrelated.txt").write_text("x")
-    (tmp_path / (checkpoint_file_name(5) + ".tmp")).write_bytes(b"partial")
-    assert load_newest_checkpoint(str(tmp_path)) is None
-
-
-def test_cannot_write_before_anything_applied(tmp_path):
-    with pytest.raises(ValueError):
-        write_checkpoint(str(tmp_path), MetadataStateMachine())

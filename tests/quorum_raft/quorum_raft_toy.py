@@ -84,7 +84,11 @@ class NodeProcess:
     started: list[NodeProcess] = []
 
     def __init__(
-        self, config: RaftConfig, env: dict[str, str] | None = None, expect_ready: bool = True
+        self,
+        config: RaftConfig,
+        env: dict[str, str] | None = None,
+        expect_ready: bool = True,
+        capture_stderr: bool = False,
     ) -> None:
         import dataclasses
         import json
@@ -107,6 +111,7 @@ class NodeProcess:
             [sys.executable, os.path.join(here, "raft_node_process.py"), json.dumps(fields)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if capture_stderr else None,
             env=full_env,
         )
         NodeProcess.started.append(self)

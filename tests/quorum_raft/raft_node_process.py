@@ -36,6 +36,7 @@ async def handle(node: RaftNode, cmd: dict) -> dict:
             "committed_offset": node.committed_offset,
             "records": len(sm.records),
             "applies_since_load": sm.applies_since_load,
+            "checkpoint_offset": (node.latest_checkpoint() or (None,))[0],
         }
     if op == "propose":
         offsets, latencies_ms = [], []

@@ -15,7 +15,7 @@ from quorum.raft_checkpoint import (
 from quorum.raft_journal import JOURNAL_MAGIC, RaftJournal, RaftState, RaftStorageError
 
 
-def open_journal(tmp_path, first_kept_index=None, calls=None):
+def open_journal(tmp_path, calls=None, retain_from=None):
     def durable():
         if calls is not None:
             calls.append("checkpoint durable")
@@ -23,8 +23,8 @@ def open_journal(tmp_path, first_kept_index=None, calls=None):
     return RaftJournal(
         str(tmp_path / "raft.journal"),
         str(tmp_path / "raft.state"),
-        first_kept_index=first_kept_index,
         make_checkpoint_durable=durable,
+        retain_from_index=lambda: retain_from,
     )
 
 
@@ -86,7 +86,8 @@ def test_load_trims_to_the_checkpoint(tmp_path):
     j = open_journal(tmp_path)
     fill(j, 1, 20)
     j._destroy()
-    j = open_journal(tmp_path, first_kept_index=12)  # a checkpoint at 13, prev entry 12
+    j = open_journal(tmp_path)
+    j.start_at(12, 12)  # a checkpoint at 13, prev entry 12
     assert [e[1] for e in j] == list(range(12, 21))
     j._destroy()
     assert [e[1] for e in open_journal(tmp_path)] == list(range(12, 21))
@@ -175,3 +176,31 @@ def test_a_cut_not_followed_by_adds_is_real_after_sync(tmp_path):
     j.sync()
     j._destroy()
     assert [e[1] for e in open_journal(tmp_path)] == list(range(1, 8))
+
+
+def test_start_at_keeps_older_entries_in_the_file_only(tmp_path):
+    j = open_journal(tmp_path, retain_from=6)
+    fill(j, 1, 20)
+    j._destroy()
+    j = open_journal(tmp_path, retain_from=6)
+    assert j.entry(3) == (b"cmd3", 3, 1) and j.entry(21) is None
+    j.start_at(12, 4)  # pysyncobj's view from 12; the file keeps 4.. for an older checkpoint
+    assert [e[1] for e in j] == list(range(12, 21)) and j.entry(11) is None
+    j.deleteEntriesTo(3)  # a new checkpoint: the view starts at 15, the file keeps 6..
+    assert [e[1] for e in j] == list(range(15, 21))
+    fill(j, 21, 22)
+    j._destroy()
+    j = open_journal(tmp_path)
+    assert [e[1] for e in j] == list(range(6, 23))  # the file: from the oldest kept checkpoint
+
+
+def test_start_at_past_the_journal_empties_it(tmp_path):
+    j = open_journal(tmp_path)
+    fill(j, 1, 5)
+    j._destroy()
+    j = open_journal(tmp_path)
+    j.start_at(9, 3)  # a snapshot installed at 10 (prev 9) before the crash
+    assert len(j) == 0
+    j.add(b"noop", 1, 1)  # what pysyncobj does to an empty journal: no index jump on disk
+    j._destroy()
+    assert [e[1] for e in open_journal(tmp_path)] == [1]

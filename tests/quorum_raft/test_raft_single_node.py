@@ -16,6 +16,8 @@ from quorum.raft import (
     RaftNode,
     _MetadataSyncObj,
 )
+from quorum.raft_checkpoint import CheckpointFiles
+from quorum.raft_journal import JOURNAL_MAGIC, decode_records
 
 
 def single_config(tmp_path, **overrides) -> RaftConfig:
@@ -107,6 +109,11 @@ async def test_restart_replays_only_the_tail_after_the_checkpoint(tmp_path):
         assert node.state_machine.records == expected
         # 150 records in history; the restart replayed only the journal after the checkpoint.
         assert node.state_machine.applies_since_load <= 25
+        # It READ more: the journal file is kept from the oldest of the 3 kept checkpoints (the
+        # fallbacks), so start-up decodes up to ~3 intervals (+ the tail), never all history.
+        oldest_kept = checkpoint_files(config)[-1][0]
+        entries = journal_entries(config)
+        assert entries[0][1] == oldest_kept - 1 and len(entries) <= 3 * 20 + 25
         assert node.applied_count == node.state_machine.applies_since_load
         await wait_leader(node)
         with trio.fail_after(5):
@@ -114,20 +121,70 @@ async def test_restart_replays_only_the_tail_after_the_checkpoint(tmp_path):
         assert more.offset > expected[-1][0]
 
 
-async def test_corrupt_checkpoint_fails_loudly(tmp_path):
-    config = single_config(tmp_path, checkpoint_interval_records=10, tail_max_batches=100)
+def flip_byte(path: str, position: int = -3) -> None:
+    data = bytearray(open(path, "rb").read())
+    data[position] ^= 0xFF
+    open(path, "wb").write(bytes(data))
+
+
+def journal_entries(config: RaftConfig) -> list[tuple[bytes, int, int]]:
+    with open(os.path.join(config.metadata_dir, "raft.journal"), "rb") as f:
+        return decode_records(f.read(), len(JOURNAL_MAGIC))[0]
+
+
+def checkpoint_files(config: RaftConfig) -> list[tuple[int, str]]:
+    return CheckpointFiles(config.metadata_dir, config.checkpoints_kept).list()
+
+
+async def write_records(config: RaftConfig, count: int) -> list[tuple[int, bytes]]:
     async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
         await wait_leader(node)
-        with trio.fail_after(10):
-            for i in range(30):
+        with trio.fail_after(20):
+            for i in range(count):
                 await node.propose(b"r%d" % i)
-    path = os.path.join(config.metadata_dir, "raft.checkpoint")
-    data = bytearray(open(path, "rb").read())
-    data[-3] ^= 0xFF
-    open(path, "wb").write(bytes(data))
-    with pytest.raises(CheckpointCorruptError):
+        return list(node.state_machine.records)
+
+
+async def test_corrupt_newest_checkpoint_falls_back_to_an_older_one(tmp_path, caplog):
+    config = single_config(tmp_path, checkpoint_interval_records=10, tail_max_batches=100)
+    expected = await write_records(config, 60)
+    files = checkpoint_files(config)
+    assert len(files) == 3  # the newest three are kept
+    newest_offset, newest_path = files[0]
+    flip_byte(newest_path)
+    async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
+        # Loaded the next older one, and the journal from there replays the rest (the node may
+        # already have taken a new checkpoint by now: the log it sees is long).
+        assert f"falling back to checkpoint {files[1][1]}" in caplog.text
+        with trio.fail_after(5):
+            await node.wait_for_offset(expected[-1][0] - 1)
+        assert node.state_machine.records[: len(expected)] == expected
+        assert node.state_machine.applies_since_load > expected[-1][0] - newest_offset
+    assert "skipping damaged checkpoint" in caplog.text
+    assert os.path.exists(newest_path + ".corrupt")  # set aside, never read again
+
+
+async def test_every_checkpoint_corrupt_refuses_to_start(tmp_path):
+    config = single_config(tmp_path, checkpoint_interval_records=10, tail_max_batches=100)
+    await write_records(config, 60)
+    for _, path in checkpoint_files(config):
+        flip_byte(path)
+    with pytest.raises(CheckpointCorruptError, match="no usable checkpoint"):
         async with RaftNode(config, state_machine_factory=ToyStateMachine):
             pass
+    assert len(checkpoint_files(config)) == 3  # a refusal changes nothing on disk
+
+
+async def test_journal_never_cut_replays_from_zero_when_checkpoints_are_corrupt(tmp_path):
+    config = single_config(tmp_path, checkpoint_interval_records=1000, tail_max_batches=1000)
+    expected = await write_records(config, 30)
+    bogus = os.path.join(config.metadata_dir, "metadata-00000000000000000020.checkpoint")
+    open(bogus, "wb").write(b"QLRCKPT2" + bytes(100))  # damaged, and the journal starts at 1
+    async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
+        assert node.latest_checkpoint() is None
+        with trio.fail_after(5):
+            await node.wait_for_offset(expected[-1][0] - 1)
+        assert node.state_machine.records[: len(expected)] == expected
 
 
 async def test_propose_on_a_follower_is_refused(tmp_path):
