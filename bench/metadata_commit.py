@@ -306,6 +306,16 @@ def run(records: int, failover_rounds: int) -> tuple[list[tuple[str, dict]], dic
     return rows, failover
 
 
+def emit_rows(rows: list[tuple[str, dict]], failover: dict) -> None:
+    """Rows as data for `python -m bench` (bench/rows.py's format; this script runs by path)."""
+    path = os.environ.get("QUORUMLOG_BENCH_JSON")
+    if path:
+        with open(path, "a") as out:
+            cases = [{"case": name, **result} for name, result in rows]
+            out.write(json.dumps({"section": "metadata_commit", "rows": cases}) + "\n")
+            out.write(json.dumps({"section": "metadata_failover", "rows": [failover]}) + "\n")
+
+
 def print_table(rows: list[tuple[str, dict]]) -> None:
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:,.1f}"
@@ -332,6 +342,7 @@ def main() -> None:
             records = int(args[args.index("--records") + 1])
         rows, failover = run(records, failover_rounds=3 if "--quick" in args else 5)
         print_table(rows)
+        emit_rows(rows, failover)
         for key, label in (("elected_s", "new leader"), ("committed_s", "first commit")):
             values = ", ".join(f"{v:.2f}" for v in failover[key])
             print(f"kill -9 leader -> {label} (s, sorted): {values}")

@@ -130,7 +130,12 @@ class Node:
             return
         listeners = self.config.listeners
         host = listeners[0].host if listeners else "127.0.0.1"
-        self.metrics_port = self.metrics.serve(host, port)
+        try:
+            self.metrics_port = self.metrics.serve(host, port)
+        except OSError as exc:  # observability must not keep a node from serving
+            logger.warning("metrics endpoint failed node=%d port=%d error=%s",
+                           self.config.node_id, port, exc)  # fmt: skip
+            return
         logger.info("metrics endpoint node=%d url=http://%s:%d/metrics",
                     self.config.node_id, host, self.metrics_port)  # fmt: skip
 
