@@ -41,9 +41,18 @@ def machine() -> dict[str, str]:
     }
 
 
+def _numeric(cell: object) -> bool:
+    text = str(cell).replace(",", "").replace(".", "", 1)
+    return text.isdigit() or text == "-"
+
+
 def table(headers: list[str], rows: list[list[object]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---:" for _ in headers) + "|"]
-    lines[1] = "|---|" + "|".join("---:" for _ in headers[1:]) + "|"
+    """A Markdown table; columns of numbers are right-aligned."""
+    aligns = [
+        "---:" if rows and all(_numeric(row[i]) for row in rows) else "---"
+        for i in range(len(headers))
+    ]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(aligns) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
 
