@@ -36,6 +36,8 @@ from pathlib import Path
 
 import trio
 
+from bench.rows import emit
+
 VALUE_BYTES = 100
 TOPIC = "bench"
 
@@ -230,6 +232,11 @@ def main() -> None:
         rate = args.count / best[kind]
         ratio = best["limit"] / best[kind]
         print(f"{kind:<8} {rate:>12,.0f} {mb / best[kind]:>8.1f} {ratio:>9.2f}")
+    emit("broker_produce", [
+        {"server": kind, "records_per_s": args.count / best[kind],
+         "mb_per_s": mb / best[kind], "vs_limit": best["limit"] / best[kind]}
+        for kind in ("limit", "broker")
+    ])  # fmt: skip
     inline_us, thread_us = bench_append_hop()
     print("\nUnifiedLog.append_as_leader of a ~16 KB batch, per append")
     print(f"inline {inline_us:.1f} us   trio.to_thread.run_sync {thread_us:.1f} us")

@@ -19,6 +19,7 @@ import shutil
 import tempfile
 import time
 
+from bench.rows import emit
 from log.records.builder import Record, build_batch
 from log.storage.config import LogConfig
 from log.storage.log_loader import load_log
@@ -108,6 +109,8 @@ def main() -> None:
         print(
             f"{batch_bytes:>11} {op:>6} {mb:>7.0f} {log_mbs:>9.0f} {plain_mbs:>10.0f} {ratio:>6.2f}"
         )
+    keys = ("batch_bytes", "op", "mb", "log_mb_per_s", "plain_mb_per_s", "ratio")
+    emit("log_throughput", [dict(zip(keys, row, strict=True)) for row in rows])
 
 
 if __name__ == "__main__":

@@ -218,6 +218,9 @@ class Proc:
         self.proc.wait()
 
 
+RAW_TIMEOUT_S = 60  # one raw pysyncobj case; it fails (no answer) if leadership moves
+
+
 def free_addresses(count: int) -> list[str]:
     socks = [socket.socket() for _ in range(count)]
     for s in socks:
@@ -286,24 +289,33 @@ def run(records: int, failover_rounds: int) -> tuple[list[tuple[str, dict]], dic
                 p.kill()
     addresses = free_addresses(3)
     procs = [Proc(["raw-node", json.dumps(addresses), str(i)]) for i in range(3)]
+    raw_cases = [
+        ("raw pysyncobj ReplCounter, defaults, sync=True", {"op": "bench_sync", "n": 30}),
+        ("raw pysyncobj ReplCounter, defaults, pipelined",
+         {"op": "bench_async", "n": records * 20, "window": 1000}),
+    ]  # fmt: skip
     try:
-        leader = find_leader(procs)
-        rows.append(
-            (
-                "raw pysyncobj ReplCounter, defaults, sync=True",
-                leader.request(op="bench_sync", n=30),
-            )
-        )
-        rows.append(
-            (
-                "raw pysyncobj ReplCounter, defaults, pipelined",
-                leader.request(op="bench_async", n=records * 20, window=1000),
-            )
-        )
+        for name, cmd in raw_cases:
+            try:  # the peer: a failure (e.g. lost leadership on a loaded machine) is a row
+                rows.append((name, find_leader(procs).request(timeout_s=RAW_TIMEOUT_S, **cmd)))
+            except (queue.Empty, RuntimeError, OSError) as exc:
+                print(f"{name}: failed ({type(exc).__name__})", file=sys.stderr)
+                rows.append((name, {"records_per_s": None, "p50_ms": None, "p99_ms": None,
+                                    "proposals": None, "error": "failed"}))  # fmt: skip
     finally:
         for p in procs:
             p.kill()
     return rows, failover
+
+
+def emit_rows(rows: list[tuple[str, dict]], failover: dict) -> None:
+    """Rows as data for `python -m bench` (bench/rows.py's format; this script runs by path)."""
+    path = os.environ.get("QUORUMLOG_BENCH_JSON")
+    if path:
+        with open(path, "a") as out:
+            cases = [{"case": name, **result} for name, result in rows]
+            out.write(json.dumps({"section": "metadata_commit", "rows": cases}) + "\n")
+            out.write(json.dumps({"section": "metadata_failover", "rows": [failover]}) + "\n")
 
 
 def print_table(rows: list[tuple[str, dict]]) -> None:
@@ -332,6 +344,7 @@ def main() -> None:
             records = int(args[args.index("--records") + 1])
         rows, failover = run(records, failover_rounds=3 if "--quick" in args else 5)
         print_table(rows)
+        emit_rows(rows, failover)
         for key, label in (("elected_s", "new leader"), ("committed_s", "first commit")):
             values = ", ".join(f"{v:.2f}" for v in failover[key])
             print(f"kill -9 leader -> {label} (s, sorted): {values}")

@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+from bench.rows import emit
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLIENTS = [
     ("quorumlog", []),
@@ -142,6 +144,7 @@ def main() -> None:
     directory.cleanup()
     print(f"{args.records} records of 100 bytes, linger.ms=5, broker: {broker}\n")
     print(json.dumps(results, indent=1) if args.json else table(results))
+    emit("producer_clients", results)
     del mock
 
 

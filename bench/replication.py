@@ -32,6 +32,8 @@ from pathlib import Path
 
 import trio
 
+from bench.rows import emit
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "node"))
 sys.path.insert(0, str(HERE.parent / "tests" / "replication"))
@@ -162,6 +164,11 @@ async def main_async(args: argparse.Namespace) -> None:
                 print(f"| {name} | {rate:,.0f} | {rate * VALUE_BYTES / 1e6:.1f} |")
             print(f"\nfail-over over {args.kills} kill -9 of the leader:", flush=True)
             results = await failover(cluster3, args.kills)
+            emit("replication_throughput", [
+                {"setup": name, "records_per_s": rate, "mb_per_s": rate * VALUE_BYTES / 1e6}
+                for name, rate in (("rf3 acks=all (3 nodes)", rf3), ("rf1 acks=1 (1 node)", rf1))
+            ])  # fmt: skip
+            emit("replication_failover", [{"kill_to_first_ack_s": sorted(results)}])
             print(f"\nfail-over median {statistics.median(results) * 1000:.0f} ms, "
                   f"max {max(results) * 1000:.0f} ms")  # fmt: skip
         finally:

@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.rows import emit
+
 REPO = Path(__file__).resolve().parents[1]
 VALUE_BYTES = 100
 
@@ -130,6 +132,12 @@ def main() -> None:
         + "|".join(["-" * 18, "-" * 9 + ":", "-" * 11 + ":", "-" * 7 + ":", "-" * 11 + ":"])
         + "|"
     )
+    emit("spark_write", [
+        {"job": name, "rows": args.rows, "seconds": seconds, "rows_per_s": args.rows / seconds,
+         "mb_per_s": args.rows * VALUE_BYTES / seconds / 1e6,
+         "vs_parquet": best["parquet"] / seconds}
+        for name, seconds in best.items()
+    ])  # fmt: skip
     for name, seconds in best.items():
         rate = args.rows / seconds
         print(

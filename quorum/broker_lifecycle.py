@@ -70,6 +70,7 @@ class BrokerLifecycle:
         self.unfenced = trio.Event()
         self._state_machine = MetadataStateMachine()
         self._image_advanced = trio.Event()
+        self.committed_metadata_offset = -1  # the controller's, as of the last MetadataFetch
         self._subscribers: list[trio.MemorySendChannel[MetadataImage]] = []
         self._stopping = False
         self._scope: trio.CancelScope | None = None
@@ -103,6 +104,10 @@ class BrokerLifecycle:
         event.set()
 
     # -- lifecycle ----------------------------------------------------------------------------
+
+    def metadata_lag(self) -> int:
+        """Committed metadata records (as last heard from a controller) not replayed yet."""
+        return max(0, self.committed_metadata_offset - self._state_machine.last_applied_offset)
 
     def _registration_request(self) -> c.BrokerRegistrationRequest:
         endpoints = tuple(
@@ -215,6 +220,8 @@ class BrokerLifecycle:
     def apply_fetch_response(self, response: Any) -> bool:
         """Replay a MetadataFetch answer; True when the image advanced."""
         before = self._state_machine.image
+        committed_offset = getattr(response, "committed_offset", -1)
+        self.committed_metadata_offset = max(self.committed_metadata_offset, committed_offset)
         if response.checkpoint is not None and response.checkpoint_offset > before.last_offset:
             self._state_machine = MetadataStateMachine.from_checkpoint(bytes(response.checkpoint))
             logger.info(

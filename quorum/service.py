@@ -81,8 +81,10 @@ def raft_config_for(config: NodeConfig) -> RaftConfig:
 class ControllerService:
     """`port = await nursery.start(service.run)`; serves until cancelled."""
 
-    def __init__(self, config: NodeConfig, *, seed: int | None = None) -> None:
+    def __init__(self, config: NodeConfig, *, seed: int | None = None, metrics: Any = None) -> None:
         assert "controller" in config.roles
+        # metrics: a log.server.metrics.NodeMetrics (or None): propose -> commit latency.
+        self.metrics = metrics
         self.config = config
         self.node_id = config.node_id
         self.session_timeout_ms = config.props["broker.session.timeout.ms"]
@@ -142,7 +144,8 @@ class ControllerService:
         return self._leader_ids.get(address, -1) if address else -1
 
     def _on_leadership_change(self, is_leader: bool, raft_term: int) -> None:
-        logger.info("node %d: raft leader=%s term=%d", self.node_id, is_leader, raft_term)
+        logger.info("raft leadership change node=%d is_leader=%s raft_term=%d",
+                    self.node_id, is_leader, raft_term)  # fmt: skip
         if not is_leader:
             self.active_epoch = -1
         event, self._leadership_changed = self._leadership_changed, trio.Event()
@@ -163,7 +166,7 @@ class ControllerService:
                         self.tracker.on_activate(self.image, _now_ms())
                         self.active_epoch = term
                         logger.info(
-                            "node %d: active controller, controller_epoch=%d at offset %d",
+                            "active controller node=%d controller_epoch=%d metadata_offset=%d",
                             self.node_id,
                             term,
                             result.metadata_offset,
@@ -193,7 +196,8 @@ class ControllerService:
                 logger.info("node %d: fencing round failed: %s", self.node_id, exc)
                 continue
             if fenced:
-                logger.info("node %d: fenced brokers %s (session expired)", self.node_id, fenced)
+                logger.info("brokers fenced node=%d fenced_brokers=%s reason=session_expired",
+                            self.node_id, ",".join(map(str, fenced)))  # fmt: skip
 
     # -- decisions ----------------------------------------------------------------------------
 
@@ -201,11 +205,14 @@ class ControllerService:
         raft = self.raft
         assert raft is not None
         payload = encode_batch(records, epoch, next(self._proposal_ids))
+        start_s = time.perf_counter()
         try:
             with trio.fail_after(PROPOSE_TIMEOUT_MS / 1000):
                 outcome = await raft.propose(payload)
         except trio.TooSlowError:
             raise RequestTimedOutError("metadata batch did not commit in time") from None
+        if self.metrics is not None:
+            self.metrics.controller_commit_latency.observe(time.perf_counter() - start_s)
         result = outcome.result
         if not isinstance(result, ApplyResult):
             raise KafkaError(f"apply failed: {result}")

@@ -2,7 +2,9 @@
 
 `DIR/node-i` (i = 1..N) holds node i's config, its partition logs and its metadata quorum
 files. Node i serves Kafka on base_port + i - 1, controller RPCs on controller_base_port + i - 1
-and Raft on raft_base_port + i - 1, all on 127.0.0.1. Every node is a combined controller+broker
+and Raft on raft_base_port + i - 1, Prometheus /metrics on metrics_base_port + i - 1
+(default base_port + 300), all on 127.0.0.1. `extra_properties` (e.g. the demo's short broker
+session timeout) are added to every node's config. Every node is a combined controller+broker
 up to `max_controllers` (3, a quorum that survives one failure); further nodes are brokers only.
 Formatting an already formatted directory changes nothing, so `up` restarts the same cluster.
 """
@@ -27,11 +29,14 @@ class ClusterLayout:
     base_port: int = 9092
     controller_base_port: int | None = None
     raft_base_port: int | None = None
+    metrics_base_port: int | None = None
+    extra_properties: tuple[tuple[str, object], ...] = ()
 
     def __post_init__(self) -> None:
         if self.node_count < 1:
             raise ValueError("--nodes must be at least 1")
-        top = max(self.base_port, self.controller_port(1), self.raft_port(1)) + self.node_count
+        top = max(self.base_port, self.controller_port(1), self.raft_port(1), self.metrics_port(1))
+        top += self.node_count
         if self.base_port < 1024 or top > 65535:
             raise ValueError(f"ports {self.base_port}..{top} are outside 1024..65535")
 
@@ -41,6 +46,10 @@ class ClusterLayout:
 
     def raft_port(self, node_id: int) -> int:
         base = self.raft_base_port or self.base_port + 200
+        return base + node_id - 1
+
+    def metrics_port(self, node_id: int) -> int:
+        base = self.metrics_base_port or self.base_port + 300
         return base + node_id - 1
 
     def kafka_port(self, node_id: int) -> int:
@@ -76,6 +85,8 @@ class ClusterLayout:
             "controller.quorum.voters": voters,
             "controller.quorum.raft.voters": raft,
             "controller.quorum.password": password,
+            "metrics.port": self.metrics_port(node_id),
+            **dict(self.extra_properties),
         }
 
 

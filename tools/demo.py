@@ -1,15 +1,24 @@
 """`quorumlog demo` (`make demo`): a 3-node cluster, a topic, a dataset written and verified.
 
 1. Start a LocalCluster of DEMO_NODE_COUNT nodes in a temporary directory on free ports.
-2. Create the topic (DEMO_PARTITIONS partitions, DEMO_REPLICATION_FACTOR replicas).
-3. Write and verify a dataset. When the Spark pipeline (`spark/pipeline.py`, `main(argv)`)
+2. Create the topic (DEMO_PARTITIONS partitions, DEMO_REPLICATION_FACTOR replicas,
+   min.insync.replicas DEMO_MIN_INSYNC_REPLICAS); the nodes use a short broker session
+   (DEMO_NODE_PROPERTIES) so that a dead broker is fenced within seconds.
+3. Fail-over drill, during the write: once FAILOVER_AT_FRACTION of the rows are in, the node
+   leading partition 0 is killed with SIGKILL; the drill measures the fail-over time (kill ->
+   the metadata shows partition 0 with another leader), restarts the node on the same
+   directory after RESTART_DELAY_S and waits until it is ready again (its logs recover,
+   its replicas catch up). The write goes on through all of it (acks=all, idempotent):
+   the check below proves that no acknowledged row was lost or duplicated.
+4. Write and verify a dataset. When the Spark pipeline (`spark/pipeline.py`, `main(argv)`)
    is importable, it does both: it writes --rows rows through the Spark data source, reads
    them back and checks counts and checksums, exiting non-zero on a mismatch. Otherwise our
    own clients do it: the Producer's bulk path (send_many, keyed rows, acks=all,
    idempotent) writes the rows, the FetchClient reads every partition back from its log
    start to its high watermark, and each partition's record count and CRC-32 over its
    (key, value) pairs in offset order must match what the producer's acknowledgements said.
-4. Print a report (records, throughput, per-partition leader and offsets) and stop the
+5. Print a report (records, throughput, fail-over, per-partition leader, ISR and offsets)
+   and stop the
    cluster cleanly; Ctrl-C stops it too. The directory is removed unless --keep-data (or
    the demo failed: then its node logs are kept for inspection).
 """
@@ -43,7 +52,15 @@ from tools.up import ClusterNotReadyError, LocalCluster
 DEMO_NODE_COUNT = 3
 DEMO_TOPIC = "demo-events"
 DEMO_PARTITIONS = 6
-DEMO_REPLICATION_FACTOR = 1  # 3 once partition replication lands
+DEMO_REPLICATION_FACTOR = 3
+DEMO_MIN_INSYNC_REPLICAS = 2  # acks=all survives one node down
+# Fence a dead broker quickly (defaults: 9000/2000 ms), so fail-over takes ~2 s.
+DEMO_NODE_PROPERTIES = (("broker.session.timeout.ms", 1500), ("broker.heartbeat.interval.ms", 300))
+FAILOVER_AT_FRACTION = 0.2  # kill the leader once this share of the rows is in
+FAILOVER_POLL_S = 0.05
+RESTART_DELAY_S = 3.0  # the killed node stays down this long
+FAILOVER_TIMEOUT_S = 60.0
+ISR_SETTLE_TIMEOUT_S = 30.0  # after the restart: the node rejoins every ISR
 DEFAULT_ROWS = 100_000  # about a minute end to end on 2 cores with Spark, seconds without
 VALUE_BYTES = 100
 CHUNK_ROWS = 10_000  # rows per send_many call
@@ -70,6 +87,19 @@ class DemoResult:
     write_s: float
     read_s: float
     partitions: dict[int, dict] = field(default_factory=dict)
+    failover: FailoverReport | None = None
+
+
+@dataclass
+class FailoverReport:
+    killed_node_id: int = -1
+    old_leader_epoch: int = -1
+    killed_at_records: int = 0  # records in the topic when the kill happened
+    failover_ms: float | None = None  # kill -> partition 0 led by another broker (metadata)
+    new_leader: int = -1
+    restart_ready_ms: float | None = None  # restart -> the node said READY
+    isr_restored_ms: float | None = None  # restart -> every partition's ISR full again
+    note: str = ""
 
 
 def _port_free(port: int) -> bool:
@@ -86,7 +116,8 @@ def free_base_port(node_count: int) -> int:
     rng = random.Random()
     for _ in range(PORT_ATTEMPTS):
         base = rng.randrange(20000, 32000 - 200 - node_count)  # below the ephemeral range
-        if all(_port_free(base + k + i) for k in (0, 100, 200) for i in range(node_count)):
+        offsets = (0, 100, 200, 300)  # Kafka, controller, Raft, metrics
+        if all(_port_free(base + k + i) for k in offsets for i in range(node_count)):
             return base
     raise click.ClickException("no free ports for the demo cluster")
 
@@ -113,7 +144,12 @@ async def create_topic(bootstrap: str) -> None:
         with trio.fail_after(CREATE_TOPIC_TIMEOUT_S):
             while True:
                 try:
-                    await admin.create_topic(DEMO_TOPIC, DEMO_PARTITIONS, DEMO_REPLICATION_FACTOR)
+                    await admin.create_topic(
+                        DEMO_TOPIC,
+                        DEMO_PARTITIONS,
+                        DEMO_REPLICATION_FACTOR,
+                        {"min.insync.replicas": str(DEMO_MIN_INSYNC_REPLICAS)},
+                    )
                     return
                 except KafkaError as exc:
                     if exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
@@ -127,6 +163,110 @@ async def create_topic(bootstrap: str) -> None:
                     ):
                         raise
                 await trio.sleep(0.2)
+
+
+async def _describe(bootstrap: str):  # noqa: ANN202 - TopicDescription or None
+    """The demo topic as the metadata shows it now; None while no broker answers."""
+    try:
+        with trio.fail_after(3):
+            async with AdminClient(bootstrap, request_timeout_ms=2000) as admin:
+                return await admin.describe_topic(DEMO_TOPIC)
+    except (KafkaError, OSError, trio.TooSlowError):
+        return None
+
+
+async def _records_in(bootstrap: str) -> int | None:
+    try:
+        with trio.fail_after(3):
+            async with AdminClient(bootstrap, request_timeout_ms=2000) as admin:
+                marks = await admin.high_watermarks(DEMO_TOPIC, range(DEMO_PARTITIONS))
+        return sum(marks.values())
+    except (KafkaError, OSError, trio.TooSlowError):
+        return None
+
+
+async def failover_drill(
+    cluster: LocalCluster, rows: int, write_done: trio.Event, console: Console
+) -> FailoverReport:
+    """Kill -9 partition 0's leader during the write, time the fail-over, restart the node."""
+    bootstrap = cluster.bootstrap_servers
+    report = FailoverReport()
+    threshold = max(1, int(rows * FAILOVER_AT_FRACTION))
+    with trio.fail_after(FAILOVER_TIMEOUT_S * 5):  # the write itself may take minutes
+        while True:
+            count = await _records_in(bootstrap)
+            if count is not None and count >= threshold:
+                break
+            if write_done.is_set():
+                report.note = "the write finished before the kill (too few rows)"
+                break
+            await trio.sleep(FAILOVER_POLL_S)
+    with trio.fail_after(FAILOVER_TIMEOUT_S):
+        while (description := await _describe(bootstrap)) is None:
+            await trio.sleep(FAILOVER_POLL_S)
+    partition0 = description.partitions[0]
+    victim = cluster.nodes[partition0.leader - 1]
+    report.killed_node_id, report.old_leader_epoch = victim.node_id, partition0.leader_epoch
+    report.killed_at_records = count or 0
+    killed_s = time.perf_counter()
+    victim.signal(signal.SIGKILL)
+    console.print(f"fail-over drill: SIGKILL node {victim.node_id} (leader of partition 0, "
+                  f"leader epoch {partition0.leader_epoch}) at {report.killed_at_records} "
+                  "records")  # fmt: skip
+    with trio.fail_after(FAILOVER_TIMEOUT_S):
+        while True:
+            description = await _describe(bootstrap)
+            if description is not None:
+                leader = description.partitions[0].leader
+                if leader >= 0 and leader != victim.node_id:
+                    report.failover_ms = (time.perf_counter() - killed_s) * 1000
+                    report.new_leader = leader
+                    break
+            await trio.sleep(FAILOVER_POLL_S)
+    console.print(f"fail-over drill: partition 0 led by node {report.new_leader} after "
+                  f"{report.failover_ms:.0f} ms")  # fmt: skip
+    assert victim.process is not None
+    await victim.process.wait()
+    await trio.sleep(max(0.0, RESTART_DELAY_S - (time.perf_counter() - killed_s)))
+    restarted_s = time.perf_counter()
+    victim.ready = trio.Event()
+    await victim.start()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(victim.watch_ready)
+        with trio.fail_after(FAILOVER_TIMEOUT_S):
+            await victim.ready.wait()
+    report.restart_ready_ms = (time.perf_counter() - restarted_s) * 1000
+    console.print(f"fail-over drill: node {victim.node_id} restarted, ready after "
+                  f"{report.restart_ready_ms:.0f} ms")  # fmt: skip
+    with trio.move_on_after(ISR_SETTLE_TIMEOUT_S):
+        while True:
+            description = await _describe(bootstrap)
+            if description is not None and all(
+                len(p.isr) == DEMO_REPLICATION_FACTOR for p in description.partitions
+            ):
+                report.isr_restored_ms = (time.perf_counter() - restarted_s) * 1000
+                break
+            await trio.sleep(0.2)
+    await write_done.wait()
+    return report
+
+
+async def _with_drill(cluster: LocalCluster, rows: int, console: Console, write):  # noqa: ANN001, ANN202
+    """Run `write()` (an async callable) while the fail-over drill runs; (its result, report)."""
+    write_done = trio.Event()
+    outcome: list = []
+    reports: list[FailoverReport] = []
+
+    async def drill() -> None:
+        reports.append(await failover_drill(cluster, rows, write_done, console))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(drill)
+        try:
+            outcome.append(await write())
+        finally:
+            write_done.set()
+    return outcome[0], reports[0]
 
 
 async def write_rows(bootstrap: str, rows: int, progress: Progress) -> dict[int, PartitionCheck]:
@@ -226,7 +366,12 @@ async def run_demo(data_dir: Path, rows: int, console: Console) -> DemoResult:
 
 
 async def _demo(data_dir: Path, rows: int, console: Console) -> DemoResult:
-    layout = ClusterLayout(data_dir, DEMO_NODE_COUNT, free_base_port(DEMO_NODE_COUNT))
+    layout = ClusterLayout(
+        data_dir,
+        DEMO_NODE_COUNT,
+        free_base_port(DEMO_NODE_COUNT),
+        extra_properties=DEMO_NODE_PROPERTIES,
+    )
     with console.status(f"starting {DEMO_NODE_COUNT} nodes in {data_dir} ..."):
         cluster = LocalCluster(layout, echo=lambda m, err=False: console.print(m))
         await cluster.__aenter__()
@@ -248,19 +393,26 @@ async def _run_on_cluster(cluster: LocalCluster, rows: int, console: Console) ->
     if pipeline is not None:
         console.print("running the Spark pipeline (spark/pipeline.py) ...")
         start = time.perf_counter()
-        code = await trio.to_thread.run_sync(
-            _run_pipeline, pipeline, bootstrap, rows, abandon_on_cancel=True
-        )
+
+        async def spark_write() -> int:
+            return await trio.to_thread.run_sync(
+                _run_pipeline, pipeline, bootstrap, rows, abandon_on_cancel=True
+            )
+
+        code, failover = await _with_drill(cluster, rows, console, spark_write)
         if code != 0:
             raise DemoFailedError(f"the Spark pipeline exited with code {code}")
         result = DemoResult("Spark data source", rows, time.perf_counter() - start, 0.0)
+        result.failover = failover
     else:
         console.print(
             f"Spark pipeline not available ({why_not}); using our Producer and FetchClient"
         )
         with Progress(*columns, console=console) as progress:
             start = time.perf_counter()
-            written = await write_rows(bootstrap, rows, progress)
+            written, failover = await _with_drill(
+                cluster, rows, console, lambda: write_rows(bootstrap, rows, progress)
+            )
             write_s = time.perf_counter() - start
             start = time.perf_counter()
             read = await read_back(bootstrap, progress, rows)
@@ -269,6 +421,7 @@ async def _run_on_cluster(cluster: LocalCluster, rows: int, console: Console) ->
         if sum(c.records for c in read.values()) != rows:
             raise DemoFailedError(f"read {sum(c.records for c in read.values())} of {rows} rows")
         result = DemoResult("Producer.send_many + FetchClient", rows, write_s, read_s)
+        result.failover = failover
         for partition, check in sorted(read.items()):
             result.partitions[partition] = {"records": check.records, "crc32": f"{check.crc:08x}"}
     async with AdminClient(bootstrap) as admin:
@@ -278,7 +431,8 @@ async def _run_on_cluster(cluster: LocalCluster, rows: int, console: Console) ->
         marks = await admin.high_watermarks(DEMO_TOPIC, partitions)
     for p in description.partitions:
         entry = result.partitions.setdefault(p.partition, {})
-        entry.update(leader=p.leader, log_start_offset=starts[p.partition],
+        entry.update(leader=p.leader, isr=",".join(map(str, p.isr)),
+                     log_start_offset=starts[p.partition],
                      high_watermark=marks[p.partition])  # fmt: skip
         entry.setdefault("records", marks[p.partition] - starts[p.partition])
     return result
@@ -295,14 +449,35 @@ def print_report(console: Console, result: DemoResult) -> None:
                       f"rows/s, {mb / result.write_s:.1f} MB/s")  # fmt: skip
         console.print(f"  read:  {result.read_s:.2f} s, {result.rows / result.read_s:,.0f} "
                       f"rows/s, {mb / result.read_s:.1f} MB/s")  # fmt: skip
+    print_failover(console, result.failover)
     table = Table(title=f"topic {DEMO_TOPIC}", title_justify="left")
-    for column in ("partition", "leader", "log start", "high watermark", "records", "crc32"):
+    for column in ("partition", "leader", "isr", "log start", "high watermark", "records",
+                   "crc32"):  # fmt: skip
         table.add_column(column, justify="right")
     for partition, e in sorted(result.partitions.items()):
-        table.add_row(str(partition), str(e.get("leader", "?")), str(e.get("log_start_offset")),
+        table.add_row(str(partition), str(e.get("leader", "?")), e.get("isr", "?"),
+                      str(e.get("log_start_offset")),
                       str(e.get("high_watermark")), str(e.get("records", "-")),
                       e.get("crc32", "-"))  # fmt: skip
     console.print(table)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} ms"
+
+
+def print_failover(console: Console, failover: FailoverReport | None) -> None:
+    if failover is None:
+        return
+    console.print(
+        f"  fail-over: node {failover.killed_node_id} (leader of partition 0) killed with "
+        f"SIGKILL at {failover.killed_at_records} records; partition 0 led by node "
+        f"{failover.new_leader} after {_ms(failover.failover_ms)} (fail-over time); restarted "
+        f"node ready after {_ms(failover.restart_ready_ms)}; every ISR full again after "
+        f"{_ms(failover.isr_restored_ms)}; no acknowledged row lost, none duplicated"
+    )
+    if failover.note:
+        console.print(f"  fail-over note: {failover.note}")
 
 
 @click.command("demo")

@@ -8,7 +8,6 @@ configuration is a one-line error and exit code 2.
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 
@@ -16,8 +15,7 @@ import click
 import trio
 
 from log.server.config import ConfigError, NodeConfig
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+from log.server.logging_setup import configure_logging
 
 
 def _ready() -> None:
@@ -39,7 +37,7 @@ def node(data_dir: Path, log_level: str) -> None:
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT, stream=sys.stderr)
+    configure_logging(config.node_id, log_level)
     from log.server.node import run_node
 
     trio.run(lambda: run_node(config, ready=_ready))

@@ -27,6 +27,12 @@ from quorum import controller as c
 
 logger = logging.getLogger(__name__)
 
+
+def _ids(broker_ids: Any) -> str:
+    """A broker id set as log lines show it: `1,2,3`."""
+    return ",".join(map(str, sorted(broker_ids)))
+
+
 ALTER_PARTITION_RETRY_BACKOFF_MS = 100
 ALTER_PARTITION_TIMEOUT_MS = 10_000
 MIN_SHRINK_CHECK_INTERVAL_MS = 10
@@ -72,8 +78,9 @@ class IsrManager:
         for hosted in list(self.leaders()):
             request = hosted.state.check_isr_shrink(now_ms, self.replica_lag_time_max_ms)
             if request is not None:
-                logger.info("%s-%s: shrinking ISR %s -> %s", hosted.topic, hosted.partition,
-                            sorted(hosted.state.isr), list(request.new_isr))  # fmt: skip
+                logger.info("isr shrink proposed broker=%d topic=%s partition=%d isr=%s "
+                            "new_isr=%s", self.broker_id, hosted.topic, hosted.partition,
+                            _ids(hosted.state.isr), _ids(request.new_isr))  # fmt: skip
                 self._send(hosted, request)
 
     def ineligible_replica_ids(self) -> set[int]:
@@ -90,8 +97,9 @@ class IsrManager:
             ineligible.add(replica_id)
         request = state.check_isr_expand(replica_id, ineligible)
         if request is not None:
-            logger.info("%s-%s: expanding ISR %s -> %s", hosted.topic, hosted.partition,
-                        sorted(state.isr), list(request.new_isr))  # fmt: skip
+            logger.info("isr expand proposed broker=%d topic=%s partition=%d isr=%s new_isr=%s",
+                        self.broker_id, hosted.topic, hosted.partition, _ids(state.isr),
+                        _ids(request.new_isr))  # fmt: skip
             self._send(hosted, request)
 
     def _send(self, hosted: Any, request: AlterPartitionRequest) -> None:

@@ -27,6 +27,7 @@ cancellation.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,7 @@ from log.server.config import NodeConfig
 from log.server.handlers import ADVERTISED_API_KEYS, HANDLED_API_KEYS, HANDLERS
 from log.server.handlers.context import BrokerContext, wall_clock_ms
 from log.server.handlers.produce import has_error
+from log.server.metrics import NodeMetrics
 from log.server.partitions import HostedPartitions
 from log.server.producer_ids import ProducerIdDriver
 from log.storage.manager import LogManager
@@ -51,6 +53,7 @@ logger = logging.getLogger(__name__)
 
 MAX_READ_BYTES = 1 << 18  # one socket read
 MIN_TICK_SLEEP_MS = 10  # LogManager.tick never spins, whatever it returns
+PRODUCE_API_KEY = 0
 MAX_IOV = 512  # parts per sendmsg (IOV_MAX is 1024 on Linux)
 
 
@@ -80,6 +83,7 @@ class KafkaServer:
         broker_epoch_getter: Callable[[], int] = lambda: -1,
         clock_ms: Callable[[], int] = wall_clock_ms,
         listen_port: int | None = None,
+        metrics: NodeMetrics | None = None,
     ) -> None:
         # listen_port: None binds the PLAINTEXT listener's port; 0 any free port (tests, bench:
         # NodeConfig refuses port 0), reported through task_status.started.
@@ -87,6 +91,8 @@ class KafkaServer:
         self.config = config
         self.log_manager = log_manager
         self.partitions = HostedPartitions(config.node_id, log_manager, config)
+        self.metrics = metrics if metrics is not None else NodeMetrics(config.node_id)
+        self.acks_all_waiting_count = 0
         self.producer_ids = ProducerIdDriver(
             config.node_id, controller, broker_epoch_getter, clock_ms
         )
@@ -123,7 +129,7 @@ class KafkaServer:
             broker_epoch_getter,
             lambda: self.partitions.image,
             self.partitions.leaders,
-            self.partitions.on_isr_change,
+            self._on_isr_change,
             clock_ms,
             props["replica.lag.time.max.ms"],
         )
@@ -132,6 +138,45 @@ class KafkaServer:
         self.max_in_flight = config.props["max.inflight.requests.per.connection"]
         self.port: int | None = None
         self.connection_count = 0
+        self._register_state_metrics(metadata)
+
+    def _register_state_metrics(self, metadata: MetadataSource) -> None:
+        metrics, partitions = self.metrics, self.partitions
+        metrics.gauge(
+            "under_replicated_partitions",
+            "Led partitions whose ISR is smaller than their replica set",
+            lambda: sum(len(h.isr) < len(h.replicas) for h in partitions.leaders()),
+        )
+        metrics.gauge(
+            "produce_acks_all_waiting",
+            "Produce requests with acks=all in progress (waiting for the ISR: the purgatory)",
+            lambda: self.acks_all_waiting_count,
+        )
+        metrics.gauge("connections", "Open Kafka connections", lambda: self.connection_count)
+        metrics.counter(
+            "leader_changes",
+            "Leadership changes of hosted partitions seen by this broker (became leader or "
+            "follower of a new leader epoch)",
+            lambda: partitions.leader_change_count,
+        )
+        metrics.gauge(
+            "metadata_offset",
+            "Offset of the newest metadata record replayed by this broker",
+            lambda: metadata.image.last_offset,
+        )
+        lag = getattr(metadata, "metadata_lag", None)
+        if lag is not None:
+            metrics.gauge(
+                "metadata_lag", "Committed metadata offset minus the replayed offset", lag
+            )
+
+    def _on_isr_change(self, hosted: Any) -> None:
+        before_count = len(hosted.isr)
+        self.partitions.on_isr_change(hosted)
+        if len(hosted.isr) < before_count:
+            self.metrics.isr_shrinks.inc()
+        elif len(hosted.isr) > before_count:
+            self.metrics.isr_expands.inc()
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         endpoint = self.config.listener("PLAINTEXT")
@@ -200,6 +245,7 @@ class KafkaServer:
                 data = await stream.receive_some(MAX_READ_BYTES)
                 if not data:
                     return
+                self.metrics.bytes_in.inc(len(data))
                 try:
                     conn.receive_data(data)
                 except KafkaError as exc:
@@ -222,9 +268,21 @@ class KafkaServer:
                 if has_error(body):
                     return
                 continue
-            await send_parts(stream, conn.send_response_parts(event, body))
+            parts = conn.send_response_parts(event, body)
+            self.metrics.bytes_out.inc(sum(len(part) for part in parts))
+            await send_parts(stream, parts)
 
     async def _dispatch(self, request: Request) -> Any:
+        start_s = time.perf_counter()
+        acks_all = request.api_key == PRODUCE_API_KEY and getattr(request.body, "acks", 0) == -1
+        self.acks_all_waiting_count += acks_all
+        try:
+            return await self._handle(request)
+        finally:
+            self.acks_all_waiting_count -= acks_all
+            self.metrics.observe_request(request.api.name, time.perf_counter() - start_s)
+
+    async def _handle(self, request: Request) -> Any:
         handler = HANDLERS[request.api_key]
         try:
             return await handler(self.ctx, request)

@@ -25,6 +25,7 @@ import trio
 
 from log.server.broker import KafkaServer
 from log.server.config import NodeConfig
+from log.server.metrics import NodeMetrics
 from log.server.partitions import default_log_config
 from log.storage.manager import LogManager
 from quorum.broker_lifecycle import BrokerLifecycle
@@ -51,6 +52,8 @@ class Node:
         self.log_manager: LogManager | None = None
         self.kafka_port: int | None = None
         self.controller_port: int | None = None
+        self.metrics = NodeMetrics(config.node_id)
+        self.metrics_port: int | None = None  # serving /metrics (metrics.port > 0)
 
     async def run(self, ready: Callable[[], None], *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Start every role, call `ready()`, serve until SIGTERM/SIGINT (also during start-up,
@@ -79,22 +82,28 @@ class Node:
                             await self.lifecycle.controlled_shutdown()
                     nursery.cancel_scope.cancel()
             finally:
+                self.metrics.close()
                 if self.log_manager is not None:
                     self.log_manager.shutdown(_wall_ms())
                 logger.info("node %d: stopped", node_id)
 
     async def _start_roles(self, nursery: trio.Nursery) -> None:
+        self._serve_metrics()
         if "controller" in self.config.roles:
-            self.controller = ControllerService(self.config)
+            self.controller = ControllerService(self.config, metrics=self.metrics)
             self.controller_port = await nursery.start(self.controller.run)
         if "broker" in self.config.roles:
             await self._start_broker(nursery)
 
     async def _start_broker(self, nursery: trio.Nursery) -> None:
         config = self.config
-        self.log_manager = await trio.to_thread.run_sync(
+        start_s = time.perf_counter()
+        self.log_manager = manager = await trio.to_thread.run_sync(
             lambda: LogManager(config.log_dir, default_log_config(config), now_ms=_wall_ms())
         )
+        logger.info("log recovery done node=%d logs=%d clean_shutdown=%s duration_ms=%.0f",
+                    config.node_id, len(manager.logs), manager.had_clean_shutdown,
+                    (time.perf_counter() - start_s) * 1000)  # fmt: skip
         client = ControllerClient(config.controller_voters)
         # Metadata may come from any controller: a combined node asks its own first.
         local_first = sorted(config.controller_voters, key=lambda v: v.node_id != config.node_id)
@@ -110,9 +119,25 @@ class Node:
             lifecycle,
             channel,
             broker_epoch_getter=lambda: lifecycle.broker_epoch,
+            metrics=self.metrics,
         )
         self.kafka_port = await nursery.start(server.run)
         await lifecycle.unfenced.wait()
+
+    def _serve_metrics(self) -> None:
+        port = self.config.props["metrics.port"]
+        if port <= 0:
+            return
+        listeners = self.config.listeners
+        host = listeners[0].host if listeners else "127.0.0.1"
+        try:
+            self.metrics_port = self.metrics.serve(host, port)
+        except OSError as exc:  # observability must not keep a node from serving
+            logger.warning("metrics endpoint failed node=%d port=%d error=%s",
+                           self.config.node_id, port, exc)  # fmt: skip
+            return
+        logger.info("metrics endpoint node=%d url=http://%s:%d/metrics",
+                    self.config.node_id, host, self.metrics_port)  # fmt: skip
 
 
 async def run_node(config: NodeConfig, *, ready: Callable[[], None]) -> None:

@@ -143,6 +143,7 @@ class HostedPartitions:
         self._partitions: dict[tuple[str, int], HostedPartition] = {}
         # Set by the broker when it runs: follower partitions are fetched by it.
         self.fetcher_manager: ReplicaFetcherManager | None = None
+        self.leader_change_count = 0  # became leader/follower of a new leader epoch/offline
 
     @property
     def image(self) -> MetadataImage:
@@ -233,12 +234,14 @@ class HostedPartitions:
         self, key: tuple[str, int], hosted: HostedPartition, state: PartitionState, now_ms: int
     ) -> None:
         replication = hosted.state
+        was_leader = hosted.is_leader
         if state.leader == self.broker_id:
             change = replication.make_leader(
                 state.leader_epoch, state.partition_epoch, state.isr, state.replicas, now_ms
             )
             if change is not StateChange.IGNORED_STALE:
                 self._stop_fetching(key)
+            role = "leader"
         elif state.leader >= 0:
             change = replication.make_follower(
                 state.leader, state.leader_epoch, state.partition_epoch, state.isr, state.replicas
@@ -247,10 +250,20 @@ class HostedPartitions:
                 self.fetcher_manager.add_partition(
                     key, hosted.log, state.leader, state.leader_epoch
                 )
+            role = "follower"
         else:  # no leader (all ISR members gone): nobody to fetch from
             replication.make_offline()
             self._stop_fetching(key)
+            change, role = StateChange.NEW_LEADER_EPOCH, "offline"
         self.refresh(hosted)
+        if change is StateChange.NEW_LEADER_EPOCH or was_leader != hosted.is_leader:
+            self.leader_change_count += 1
+            logger.info(
+                "partition state change node=%d topic=%s partition=%d role=%s leader=%d "
+                "leader_epoch=%d isr=%s log_end_offset=%d",
+                self.broker_id, hosted.topic, hosted.partition, role, state.leader,
+                state.leader_epoch, ",".join(map(str, hosted.isr)), hosted.log.log_end_offset,
+            )  # fmt: skip
         if hosted.is_leader:
             self.maybe_advance_high_watermark(hosted)
         hosted.signal_high_watermark()  # wake waiters: they re-check leadership and the ISR

@@ -1,4 +1,5 @@
-"""`quorumlog demo` end to end as `make demo` runs it (its own 3-node cluster)."""
+"""`quorumlog demo` end to end as `make demo` runs it (its own 3-node cluster, replication
+factor 3, partition 0's leader killed with SIGKILL and restarted during the write)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,8 @@ def test_demo_runs_end_to_end():
     assert "demo passed" in process.stdout
     assert "Traceback" not in process.stdout + process.stderr
     assert "high watermark" in process.stdout
+    # The fail-over drill ran: partition 0's leader was killed and the node restarted.
+    words = " ".join(process.stdout.split())  # rich wraps long lines
+    assert "fail-over drill: SIGKILL node" in words
+    assert "(fail-over time)" in words
+    assert "restarted node ready after" in words

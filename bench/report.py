@@ -1,0 +1,204 @@
+"""bench/results/REPORT.md and its PNG plots, from the rows the benchmarks emitted.
+
+`write_report(sections, out_dir)` takes `{section: rows}` (bench/rows.py: each script's rows
+as data) and writes REPORT.md -- one Markdown table per benchmark plus the machine it ran
+on -- and one PNG bar chart per comparison (matplotlib, the `bench` extra; skipped with a
+note when it is missing). A benchmark that failed or did not run leaves its section out.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+Rows = list[dict]
+
+
+def machine() -> dict[str, str]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        memory = f"{pages / 2**30:.1f} GiB"
+    except (ValueError, OSError, AttributeError):
+        memory = "unknown"
+    return {
+        "nproc": str(os.cpu_count()),
+        "CPU": cpu,
+        "memory": memory,
+        "Python": sys.version.split()[0],
+        "OS": f"{platform.system()} {platform.release()}",
+    }
+
+
+def _numeric(cell: object) -> bool:
+    text = str(cell).replace(",", "").replace(".", "", 1)
+    return text.isdigit() or text == "-"
+
+
+def table(headers: list[str], rows: list[list[object]]) -> str:
+    """A Markdown table; columns of numbers are right-aligned."""
+    aligns = [
+        "---:" if rows and all(_numeric(row[i]) for row in rows) else "---"
+        for i in range(len(headers))
+    ]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(aligns) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _n(value: object, digits: int = 0) -> str:
+    if value is None or value == "":
+        return "-"
+    try:
+        return f"{float(value):,.{digits}f}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _ms_list(seconds: list[float]) -> str:
+    if not seconds:
+        return "-"
+    ms = [s * 1000 for s in seconds]
+    return f"median {statistics.median(ms):,.0f} ms, max {max(ms):,.0f} ms (n={len(ms)})"
+
+
+def _broker(rows: Rows) -> str:
+    return table(["server", "records/s", "MB/s", "vs protocol-only limit"],
+                 [[r["server"], _n(r["records_per_s"]), _n(r["mb_per_s"], 1),
+                   _n(r["vs_limit"], 2)] for r in rows])  # fmt: skip
+
+
+def _clients(rows: Rows) -> str:
+    body = []
+    for r in rows:
+        if "error" in r:
+            body.append([r.get("acks"), r.get("client"), f"failed: {r['error']}", "", "", ""])
+            continue
+        body.append([r.get("acks"), r.get("client"), _n(r.get("records_per_s")),
+                     _n(r.get("mb_per_s"), 1), _n(r.get("p50_ms"), 1), _n(r.get("p99_ms"), 1)])  # fmt: skip
+    return table(["acks", "client", "records/s", "MB/s", "p50 ms", "p99 ms"], body)
+
+
+def _replication(rows: Rows) -> str:
+    return table(["setup", "records/s", "MB/s"],
+                 [[r["setup"], _n(r["records_per_s"]), _n(r["mb_per_s"], 1)] for r in rows])  # fmt: skip
+
+
+def _failover(sections: dict[str, Rows]) -> str:
+    body = []
+    for row in sections.get("replication_failover", []):
+        body.append(["partition leader kill -9 -> first acks=all ack (3 nodes)",
+                     _ms_list(row["kill_to_first_ack_s"])])  # fmt: skip
+    for row in sections.get("metadata_failover", []):
+        body.append(["controller kill -9 -> new Raft leader", _ms_list(row["elected_s"])])
+        body.append(["controller kill -9 -> first metadata commit", _ms_list(row["committed_s"])])
+    return table(["fail-over", "time"], body)
+
+
+def _metadata(rows: Rows) -> str:
+    return table(["case", "records/s", "p50 ms", "p99 ms", "commits"],
+                 [[r["case"], _n(r.get("records_per_s")), _n(r.get("p50_ms"), 1),
+                   _n(r.get("p99_ms"), 1), _n(r.get("proposals"))] for r in rows])  # fmt: skip
+
+
+def _spark(rows: Rows) -> str:
+    return table(["job", "rows", "seconds", "rows/s", "MB/s", "vs parquet"],
+                 [[r["job"], _n(r["rows"]), _n(r["seconds"], 2), _n(r["rows_per_s"]),
+                   _n(r["mb_per_s"], 1), _n(r["vs_parquet"], 2)] for r in rows])  # fmt: skip
+
+
+def _log(rows: Rows) -> str:
+    return table(["batch bytes", "op", "MB", "log MB/s", "plain file MB/s", "log / plain"],
+                 [[r["batch_bytes"], r["op"], _n(r["mb"]), _n(r["log_mb_per_s"]),
+                   _n(r["plain_mb_per_s"]), _n(r["ratio"], 2)] for r in rows])  # fmt: skip
+
+
+# (title, sections needed, Markdown builder taking the sections)
+SECTIONS: list[tuple[str, tuple[str, ...], Callable[[dict[str, Rows]], str]]] = [
+    ("Broker ingest vs protocol-only limit (confluent-kafka, acks=1)", ("broker_produce",),
+     lambda s: _broker(s["broker_produce"])),
+    ("acks=all (RF 3) vs acks=1 (RF 1)", ("replication_throughput",),
+     lambda s: _replication(s["replication_throughput"])),
+    ("Producer clients against a quorumlog broker", ("producer_clients",),
+     lambda s: _clients(s["producer_clients"])),
+    ("Fail-over times", ("replication_failover", "metadata_failover"), _failover),
+    ("Metadata commit latency (quorum.raft vs raw pysyncobj)", ("metadata_commit",),
+     lambda s: _metadata(s["metadata_commit"])),
+    ("Spark write throughput (quorumlog data source vs Parquet)", ("spark_write",),
+     lambda s: _spark(s["spark_write"])),
+    ("Log append/read vs plain file writes", ("log_throughput",),
+     lambda s: _log(s["log_throughput"])),
+]  # fmt: skip
+
+
+def _bar(out_dir: Path, name: str, title: str, labels: list[str], values: list[float],
+         unit: str) -> str | None:  # fmt: skip
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    figure, axes = plt.subplots(figsize=(7, 0.5 * len(labels) + 1.5))
+    axes.barh(labels, values, color="#4a7ab5")
+    axes.invert_yaxis()
+    axes.set_xlabel(unit)
+    axes.set_title(title)
+    figure.tight_layout()
+    figure.savefig(out_dir / f"{name}.png", dpi=100)
+    plt.close(figure)
+    return f"{name}.png"
+
+
+def plots(sections: dict[str, Rows], out_dir: Path) -> list[str]:
+    made = []
+    specs = [
+        ("broker_produce", "broker ingest", lambda r: r["server"], "records_per_s"),
+        ("replication_throughput", "acks=all RF3 vs acks=1 RF1", lambda r: r["setup"],
+         "records_per_s"),
+        ("producer_clients", "producer clients", lambda r: f"{r['client']} acks={r['acks']}",
+         "records_per_s"),
+        ("spark_write", "Spark write", lambda r: r["job"], "rows_per_s"),
+        ("log_throughput", "log vs plain file", lambda r: f"{r['op']} {r['batch_bytes']} B",
+         "log_mb_per_s"),
+    ]  # fmt: skip
+    for section, title, label, key in specs:
+        rows = [r for r in sections.get(section, []) if r.get(key) is not None]
+        if rows:
+            unit = "MB/s" if key.endswith("mb_per_s") else key.replace("_per_s", "/s")
+            made.append(_bar(out_dir, section, title, [label(r) for r in rows],
+                             [float(r[key]) for r in rows], unit))  # fmt: skip
+    return [m for m in made if m]
+
+
+def write_report(sections: dict[str, Rows], out_dir: Path, *, quick: bool) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    parts = ["# quorumlog benchmark report", ""]
+    parts.append("Run by `make bench` (`python -m bench" + (" --quick`" if quick else "`") +
+                 "). Peers are measured in the same run on the same machine: read the ratios; "
+                 "the absolute numbers move with the machine's load.")  # fmt: skip
+    parts += ["", "## Machine", "", table(["", ""], [[k, v] for k, v in machine().items()])]
+    for title, needed, build in SECTIONS:
+        if any(name in sections for name in needed):
+            have = {name: sections.get(name, []) for name in needed}
+            parts += ["", f"## {title}", "", build(have)]
+    images = plots(sections, out_dir)
+    if images:
+        parts += ["", "## Plots", ""] + [f"![{name}]({name})" for name in images]
+    else:
+        parts += ["", "(no plots: matplotlib is not installed)"]
+    path = out_dir / "REPORT.md"
+    path.write_text("\n".join(parts) + "\n")
+    return path

@@ -1,0 +1,64 @@
+"""The broker's Prometheus endpoint and its state-change log lines, on an in-process broker."""
+
+from __future__ import annotations
+
+import logging
+import urllib.request
+
+import trio
+from prometheus_client.parser import text_string_to_metric_families
+
+from log.records.builder import Record, build_batch
+from tests.broker.conftest import WireClient, fetch_body, produce_body
+
+
+def batch(count: int) -> bytes:
+    return build_batch([Record(b"v%d" % i) for i in range(count)])
+
+
+def scrape(port: int) -> dict[tuple[str, tuple], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+async def test_metrics_endpoint_after_produce_and_fetch(broker):
+    await broker.create_topic("t", 1)
+    client = await WireClient.connect(broker.port)
+    for _ in range(3):
+        await client.call(0, 8, produce_body("t", 0, batch(4)))
+    await client.call(0, 8, produce_body("t", 0, batch(2), acks=-1))
+    body = await client.call(1, 11, fetch_body("t", 0, 0))
+    assert body.responses[0].partitions[0].high_watermark == 14
+    await client.aclose()
+
+    metrics = broker.server.metrics
+    port = metrics.serve("127.0.0.1", 0)
+    try:
+        samples = await trio.to_thread.run_sync(scrape, port)
+    finally:
+        metrics.close()
+    produce = ("api", "Produce")
+    assert samples[("quorumlog_request_latency_seconds_count", (produce,))] == 4
+    assert samples[("quorumlog_request_latency_seconds_count", (("api", "Fetch"),))] == 1
+    assert samples[("quorumlog_request_latency_seconds_sum", (produce,))] > 0
+    assert samples[("quorumlog_bytes_in_total", ())] > 4 * 61
+    assert samples[("quorumlog_bytes_out_total", ())] > 14 * 2
+    assert samples[("quorumlog_produce_acks_all_waiting", ())] == 0
+    assert samples[("quorumlog_under_replicated_partitions", ())] == 0
+    assert samples[("quorumlog_leader_changes_total", ())] == 1
+    assert samples[("quorumlog_metadata_offset", ())] == broker.quorum.image.last_offset >= 0
+    assert samples[("quorumlog_isr_shrinks_total", ())] == 0
+
+
+async def test_leadership_change_logs_one_structured_line(broker, caplog):
+    caplog.set_level(logging.INFO, logger="log.server.partitions")
+    await broker.create_topic("logged", 2)
+    lines = [r.getMessage() for r in caplog.records if "partition state change" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert all("node=1 topic=logged" in line and "role=leader" in line for line in lines), lines
+    assert any("partition=1 " in line for line in lines)
