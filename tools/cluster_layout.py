@@ -20,6 +20,9 @@ MAX_CONTROLLERS = 3
 HOST = "127.0.0.1"
 
 
+LOCAL_OFFSETS_TOPIC_PARTITIONS = 5  # __consumer_offsets partitions of a local cluster
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterLayout:
     data_dir: Path
@@ -76,6 +79,8 @@ class ClusterLayout:
             "controller.quorum.voters": voters,
             "controller.quorum.raft.voters": raft,
             "controller.quorum.password": password,
+            # Kafka's 50 partitions x 3 replicas is a lot of logs for a laptop cluster
+            "offsets.topic.num.partitions": LOCAL_OFFSETS_TOPIC_PARTITIONS,
         }
 
 

@@ -25,6 +25,7 @@ from log.coordinator.group_state import (
 )
 from log.protocol.errors import ErrorCode
 
+OFFSETS_TOPIC = "__consumer_offsets"
 MAX_GROUP_ID_BYTES = 249 * 4  # Kafka bounds nothing; one frame bounds everything anyway
 OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes default
 

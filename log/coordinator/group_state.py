@@ -150,8 +150,10 @@ class GroupMetadata:
                 deadlines.append(member.last_heartbeat_ms + member.session_timeout_ms)
         if self.rebalance_deadline_ms is not None:
             deadlines.append(self.rebalance_deadline_ms)
-        if self.state is GroupState.PREPARING_REBALANCE:
-            deadlines.append(self.join_ready_ms)
+        if self.state is GroupState.PREPARING_REBALANCE and all(
+            m.join_token is not None for m in self.members.values()
+        ):
+            deadlines.append(self.join_ready_ms)  # only the initial delay holds the join back
         return min(deadlines) if deadlines else None
 
     # -- JoinGroup -----------------------------------------------------------------------------

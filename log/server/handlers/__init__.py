@@ -1,8 +1,7 @@
 """Request handlers, one module per API family: `async def handle_x(ctx, request) -> body`.
 
-HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions reports (everything
-handled except FindCoordinator, which is answered COORDINATOR_NOT_AVAILABLE but not advertised
-until consumer groups exist, so librdkafka does not enable its group features).
+HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions reports: everything
+handled (FindCoordinator and the group APIs included, since consumer groups exist).
 """
 
 from __future__ import annotations
@@ -19,10 +18,21 @@ from log.server.handlers.admin import (
     handle_incremental_alter_configs,
 )
 from log.server.handlers.fetch import handle_fetch
+from log.server.handlers.groups import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_find_coordinator,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_offset_commit,
+    handle_offset_fetch,
+    handle_sync_group,
+)
 from log.server.handlers.metadata import (
     handle_api_versions,
     handle_describe_cluster,
-    handle_find_coordinator,
     handle_metadata,
 )
 from log.server.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
@@ -36,7 +46,15 @@ HANDLERS: dict[int, Handler] = {
     1: handle_fetch,
     2: handle_list_offsets,
     3: handle_metadata,
+    8: handle_offset_commit,
+    9: handle_offset_fetch,
     10: handle_find_coordinator,
+    11: handle_join_group,
+    12: handle_heartbeat,
+    13: handle_leave_group,
+    14: handle_sync_group,
+    15: handle_describe_groups,
+    16: handle_list_groups,
     18: handle_api_versions,
     19: handle_create_topics,
     20: handle_delete_topics,
@@ -46,7 +64,8 @@ HANDLERS: dict[int, Handler] = {
     33: handle_alter_configs,
     37: handle_create_partitions,
     44: handle_incremental_alter_configs,
+    42: handle_delete_groups,
     60: handle_describe_cluster,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
-ADVERTISED_API_KEYS = HANDLED_API_KEYS - {10}
+ADVERTISED_API_KEYS = HANDLED_API_KEYS
