@@ -36,6 +36,9 @@ SANS_IO = [
     "producer/idempotence.py",
     "producer/config.py",
     "spark/offset_ranges.py",
+    "log/coordinator/group_state.py",
+    "log/coordinator/group_coordinator.py",
+    "log/coordinator/records.py",
 ]
 PYSYNCOBJ_ALLOWED = {"quorum/raft.py", "quorum/raft_journal.py", "bench/metadata_commit.py"}
 

@@ -41,3 +41,6 @@ main.add_command(status)
 from tools.demo import demo  # noqa: E402
 
 main.add_command(demo)
+from tools.groups_cmd import groups  # noqa: E402
+
+main.add_command(groups)

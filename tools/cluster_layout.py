@@ -22,6 +22,9 @@ MAX_CONTROLLERS = 3
 HOST = "127.0.0.1"
 
 
+LOCAL_OFFSETS_TOPIC_PARTITIONS = 5  # __consumer_offsets partitions of a local cluster
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterLayout:
     data_dir: Path
@@ -86,6 +89,8 @@ class ClusterLayout:
             "controller.quorum.raft.voters": raft,
             "controller.quorum.password": password,
             "metrics.port": self.metrics_port(node_id),
+            # Kafka's 50 partitions x 3 replicas is a lot of logs for a laptop cluster
+            "offsets.topic.num.partitions": LOCAL_OFFSETS_TOPIC_PARTITIONS,
             **dict(self.extra_properties),
         }
 

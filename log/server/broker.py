@@ -33,6 +33,7 @@ from typing import Any
 
 import trio
 
+from log.coordinator.group_driver import GroupCoordinatorDriver
 from log.protocol.apis import error_response_body
 from log.protocol.connection import NEED_DATA, PAUSED, BadRequest, Request, ServerConnection
 from log.protocol.errors import ErrorCode, KafkaError
@@ -134,6 +135,8 @@ class KafkaServer:
             props["replica.lag.time.max.ms"],
         )
         self.ctx.isr_manager = self.isr_manager
+        self.group_coordinator = GroupCoordinatorDriver(self.ctx)
+        self.ctx.group_coordinator = self.group_coordinator
         self.max_frame_bytes = config.props["socket.request.max.bytes"]
         self.max_in_flight = config.props["max.inflight.requests.per.connection"]
         self.port: int | None = None
@@ -191,6 +194,7 @@ class KafkaServer:
                 self.ctx.sync_partitions()
                 nursery.start_soon(self._follow_metadata)
                 nursery.start_soon(self._tick_log_manager)
+                await nursery.start(self.group_coordinator.run)
                 self.port = listeners[0].socket.getsockname()[1]
                 nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
                 logger.info("broker %s listening on %s:%s", self.config.node_id,

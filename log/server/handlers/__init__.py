@@ -1,10 +1,9 @@
 """Request handlers, one module per API family: `async def handle_x(ctx, request) -> body`.
 
 HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions reports: everything
-handled. FindCoordinator is answered COORDINATOR_NOT_AVAILABLE until consumer groups exist, but
-it must be advertised: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in
-range and otherwise silently produces uncompressed batches (tests/broker/test_old_librdkafka.py).
-librdkafka's balanced-consumer feature still stays off, as it also needs the group APIs.
+handled (FindCoordinator and the group APIs included). FindCoordinator must be advertised in any
+case: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in range and otherwise
+silently produces uncompressed batches (tests/broker/test_old_librdkafka.py).
 """
 
 from __future__ import annotations
@@ -21,10 +20,21 @@ from log.server.handlers.admin import (
     handle_incremental_alter_configs,
 )
 from log.server.handlers.fetch import handle_fetch
+from log.server.handlers.groups import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_find_coordinator,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_offset_commit,
+    handle_offset_fetch,
+    handle_sync_group,
+)
 from log.server.handlers.metadata import (
     handle_api_versions,
     handle_describe_cluster,
-    handle_find_coordinator,
     handle_metadata,
 )
 from log.server.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
@@ -38,7 +48,15 @@ HANDLERS: dict[int, Handler] = {
     1: handle_fetch,
     2: handle_list_offsets,
     3: handle_metadata,
+    8: handle_offset_commit,
+    9: handle_offset_fetch,
     10: handle_find_coordinator,
+    11: handle_join_group,
+    12: handle_heartbeat,
+    13: handle_leave_group,
+    14: handle_sync_group,
+    15: handle_describe_groups,
+    16: handle_list_groups,
     18: handle_api_versions,
     19: handle_create_topics,
     20: handle_delete_topics,
@@ -48,6 +66,7 @@ HANDLERS: dict[int, Handler] = {
     33: handle_alter_configs,
     37: handle_create_partitions,
     44: handle_incremental_alter_configs,
+    42: handle_delete_groups,
     60: handle_describe_cluster,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)

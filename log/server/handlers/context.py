@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import Any
 
 import trio
 
@@ -39,6 +40,7 @@ class BrokerContext:
     advertised_api_keys: frozenset[int]
     clock_ms: Callable[[], int] = wall_clock_ms
     isr_manager: IsrManager | None = None  # set by KafkaServer: ISR expansions on fetch
+    group_coordinator: Any = None  # GroupCoordinatorDriver, set by KafkaServer
 
     @property
     def node_id(self) -> int:

@@ -1,4 +1,4 @@
-"""ApiVersions, Metadata, DescribeCluster, FindCoordinator: what clients learn about the cluster.
+"""ApiVersions, Metadata, DescribeCluster: what clients learn about the cluster.
 
 Metadata lists the unfenced brokers with their PLAINTEXT endpoint, and each requested topic's
 partitions (leader, leader_epoch, replicas, isr, offline replicas = replicas not live). An
@@ -17,7 +17,6 @@ import logging
 from log.protocol.admin import DESCRIBE_CLUSTER_RESPONSE
 from log.protocol.apis import api_versions_body
 from log.protocol.connection import Request
-from log.protocol.coordinator import FIND_COORDINATOR_RESPONSE
 from log.protocol.errors import ErrorCode, KafkaError
 from log.protocol.metadata import METADATA_RESPONSE
 from log.server.handlers.context import BrokerContext
@@ -146,15 +145,4 @@ async def handle_describe_cluster(ctx: BrokerContext, request: Request) -> objec
             D.DescribeClusterBroker(broker_id=b, host=host, port=port, rack=rack)
             for b, host, port, rack in live_brokers(image)
         ],
-    )
-
-
-async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> object:
-    """No group or transaction coordinator exists yet: a clean, retriable refusal."""
-    return FIND_COORDINATOR_RESPONSE.cls(
-        error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-        error_message="consumer groups and transactions are not supported yet",
-        node_id=-1,
-        host="",
-        port=-1,
     )

@@ -1,0 +1,411 @@
+"""GroupCoordinatorDriver: the trio driver around the sans-IO GroupCoordinator.
+
+- Delayed requests: a JoinGroup/SyncGroup call registers a token, hands it to the core and
+  waits on a trio.Event until the core's `Reply(token, result)` comes back (from this call,
+  another member's request, or a timer).
+- Timers: `run` sleeps until the core's next deadline (or until a request changed it) and
+  calls `poll(now_ms)`; expirations answer the parked requests.
+- Durability, Kafka's way: offset commits and group metadata are records in the internal topic
+  __consumer_offsets (offsets.topic.num.partitions partitions, replication factor
+  min(offsets.topic.replication.factor, live brokers)). A group lives on partition
+  `partition_for(group_id)`; its coordinator is that partition's leader. Appends go through
+  the local leader log and wait for the high watermark (acks=all). When this broker becomes
+  leader of a partition it replays it (COORDINATOR_LOAD_IN_PROGRESS meanwhile); when it stops
+  leading one it drops its groups (NOT_COORDINATOR).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Hashable
+
+import trio
+
+from log.coordinator.group_coordinator import (
+    OFFSETS_TOPIC,
+    CoordinatorError,
+    GroupCoordinator,
+    OffsetAndMetadata,
+    partition_for,
+)
+from log.coordinator.group_state import GroupConfig, GroupState, JoinResult, Reply, SyncResult
+from log.coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_value,
+    encode_key,
+    encode_offset_value,
+)
+from log.protocol.errors import ErrorCode, KafkaError
+from log.records.batch_header import iter_batches
+from log.records.builder import Record, build_batch
+from log.records.reader import iter_records
+from log.server.handlers.context import BrokerContext
+from log.server.handlers.produce import _wait_for_high_watermark
+from quorum.controller import CreatableTopic, CreateTopicsRequest
+
+logger = logging.getLogger(__name__)
+
+MAX_JOIN_WAIT_MS = 300_000  # Kafka's max rebalance timeout is 5 minutes
+MAX_SYNC_WAIT_MS = 300_000
+APPEND_TIMEOUT_MS = 5_000  # Kafka's offsets.commit.timeout.ms
+LOAD_READ_BYTES = 1 << 20
+MAX_MEMBER_ID_CLIENT_BYTES = 200
+
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+def group_config_from(props: dict) -> GroupConfig:
+    return GroupConfig(
+        group_min_session_timeout_ms=props.get("group.min.session.timeout.ms", 6_000),
+        group_max_session_timeout_ms=props.get("group.max.session.timeout.ms", 1_800_000),
+        group_initial_rebalance_delay_ms=props.get("group.initial.rebalance.delay.ms", 0),
+    )
+
+
+def _new_member_id(client_id: str) -> str:
+    return f"{client_id[:MAX_MEMBER_ID_CLIENT_BYTES]}-{uuid.uuid4()}"
+
+
+class GroupCoordinatorDriver:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        props = ctx.config.props
+        self.num_partitions = props["offsets.topic.num.partitions"]
+        self.core = GroupCoordinator(group_config_from(props), self.num_partitions, _new_member_id)
+        self.core.owns_all = False
+        self._waiters: dict[Hashable, list] = {}  # token -> [Event, result]
+        self._wakeup = trio.Event()
+        self._creating = False
+
+    # -- the internal topic and ownership --------------------------------------------------------
+
+    async def ensure_offsets_topic(self) -> bool:
+        """True when __consumer_offsets exists; else asks the controller to create it."""
+        image = self.ctx.image
+        if image.topic(OFFSETS_TOPIC) is not None:
+            return True
+        if self._creating:
+            return False
+        self._creating = True
+        try:
+            live_count = max(1, len(image.live_broker_ids()))
+            replication_factor = min(
+                self.ctx.config.props["offsets.topic.replication.factor"], live_count
+            )
+            request = CreateTopicsRequest(
+                (
+                    CreatableTopic(
+                        OFFSETS_TOPIC,
+                        self.num_partitions,
+                        replication_factor,
+                        {"cleanup.policy": "compact"},
+                    ),
+                )
+            )
+            response = await self.ctx.controller.create_topics(request)
+            code = response.results[0].error_code
+            if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                logger.warning("creating %s failed: %s", OFFSETS_TOPIC, response.results[0])
+        except KafkaError as exc:
+            logger.warning("creating %s failed: %r", OFFSETS_TOPIC, exc)
+        finally:
+            self._creating = False
+        return False
+
+    def sync_ownership(self) -> None:
+        """Load the partitions we now lead, unload those we no longer lead."""
+        self.ctx.sync_partitions()
+        led = {h.partition: h for h in self.ctx.partitions.leaders() if h.topic == OFFSETS_TOPIC}
+        owned = self.core.loaded_partitions | self.core.loading_partitions
+        for partition in sorted(owned - set(led)):
+            self._dispatch(self.core.unload(partition))
+        for partition in sorted(set(led) - owned):
+            self.core.begin_load(partition)
+            try:
+                self._load(led[partition])
+            except Exception:  # a corrupt partition must not take the coordinator down
+                logger.exception("loading %s-%s failed", OFFSETS_TOPIC, partition)
+            self.core.complete_load(partition)
+
+    def _load(self, hosted) -> None:  # noqa: ANN001
+        log = hosted.log
+        offset = log.log_start_offset
+        now_ms = self.ctx.clock_ms()
+        while offset < log.log_end_offset:
+            data = log.read(offset, LOAD_READ_BYTES)
+            if not data.records:
+                break
+            buf = bytes(data.records)
+            for position, header in iter_batches(buf):
+                if header.is_control:
+                    continue
+                for record in iter_records(buf, position):
+                    self._replay(record.key, record.value, now_ms)
+            assert data.next_fetch_offset > offset
+            offset = data.next_fetch_offset
+
+    def _replay(self, key_bytes: bytes | None, value: bytes | None, now_ms: int) -> None:
+        if key_bytes is None:
+            return
+        key = decode_key(key_bytes)
+        if isinstance(key, OffsetCommitKey):
+            stored = None
+            if value is not None:
+                v = decode_offset_value(value)
+                stored = OffsetAndMetadata(
+                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp_ms
+                )
+            self.core.store_offset(key.group, key.topic, key.partition, stored)
+            return
+        if value is None:
+            self.core.groups.pop(key.group, None)
+            return
+        g = decode_group_value(value)
+        group = self.core.group(key.group, now_ms, create=True)
+        assert group is not None
+        if group.state is GroupState.EMPTY:  # members rejoin; the generation carries over
+            group.generation_id = max(group.generation_id, g.generation)
+
+    # -- appending to __consumer_offsets -----------------------------------------------------------
+
+    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
+        """Append `records` for `group_id` as leader and wait for the ISR; an error code."""
+        partition = partition_for(group_id, self.num_partitions)
+        now_ms = self.ctx.clock_ms()
+        try:
+            hosted = self.ctx.partitions.leader(OFFSETS_TOPIC, partition, self.ctx.image)
+            hosted.state.check_enough_replicas_for_append(hosted.log.config.min_insync_replicas)
+            batch = build_batch(
+                [Record(value, key=key, timestamp_ms=now_ms) for key, value in records]
+            )
+            info = hosted.log.append_as_leader(
+                memoryview(bytearray(batch)), hosted.leader_epoch, now_ms
+            )
+        except KafkaError as exc:
+            return _APPEND_ERRORS.get(exc.error_code, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if not self.ctx.partitions.maybe_advance_high_watermark(hosted):
+            hosted.signal_high_watermark()
+        code = await _wait_for_high_watermark(
+            self.ctx, hosted, info.last_offset + 1, APPEND_TIMEOUT_MS
+        )
+        return _APPEND_ERRORS.get(code, code) if code else ErrorCode.NONE
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def check_group(self, group_id: str) -> None:
+        self.sync_ownership()
+        self.core.check_group(group_id)
+
+    async def join(self, group_id: str, **kwargs) -> JoinResult:  # noqa: ANN003
+        try:
+            self.check_group(group_id)
+        except CoordinatorError as exc:
+            return JoinResult(exc.error_code, member_id=kwargs["member_id"])
+        now_ms = self.ctx.clock_ms()
+        group = self.core.group(group_id, now_ms, create=True)
+        assert group is not None
+        token = object()
+        waiter = self._waiters[token] = [trio.Event(), None]
+        try:
+            self._dispatch(group.join(token, now_ms=now_ms, **kwargs))
+            self._wakeup.set()
+            timeout_ms = min(max(kwargs["rebalance_timeout_ms"], 0) + 5_000, MAX_JOIN_WAIT_MS)
+            with trio.move_on_after(timeout_ms / 1000):
+                await waiter[0].wait()
+        finally:
+            del self._waiters[token]
+        result = waiter[1]
+        if result is None:
+            return JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=kwargs["member_id"])
+        return result
+
+    async def sync(self, group_id: str, **kwargs) -> SyncResult:  # noqa: ANN003
+        try:
+            self.check_group(group_id)
+        except CoordinatorError as exc:
+            return SyncResult(exc.error_code)
+        group = self.core.groups.get(group_id)
+        if group is None:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        token = object()
+        waiter = self._waiters[token] = [trio.Event(), None]
+        was_stable = group.state is GroupState.STABLE
+        try:
+            self._dispatch(group.sync(token, now_ms=self.ctx.clock_ms(), **kwargs))
+            self._wakeup.set()
+            with trio.move_on_after(MAX_SYNC_WAIT_MS / 1000):
+                await waiter[0].wait()
+        finally:
+            del self._waiters[token]
+        result = waiter[1]
+        if result is None:
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        is_leader = kwargs["member_id"] == group.leader_id
+        if (
+            is_leader
+            and not was_stable
+            and group.state is GroupState.STABLE
+            and not result.error_code
+        ):
+            await self._store_group(group_id)
+        return result
+
+    async def _store_group(self, group_id: str) -> None:
+        group = self.core.groups.get(group_id)
+        if group is None:
+            return
+        value = GroupMetadataValue(
+            group.protocol_type or "", group.generation_id, group.protocol_name, group.leader_id,
+            group.state_changed_ms,
+        )  # fmt: skip
+        code = await self._append(
+            group_id, [(encode_key(GroupMetadataKey(group_id)), encode_group_value(value))]
+        )
+        if code:
+            logger.info("storing group %s metadata failed: %s", group_id, ErrorCode(code).name)
+
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> int:
+        try:
+            self.check_group(group_id)
+        except CoordinatorError as exc:
+            return exc.error_code
+        group = self.core.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return group.heartbeat(
+            member_id=member_id, generation_id=generation_id, now_ms=self.ctx.clock_ms()
+        )
+
+    def leave(self, group_id: str, member_ids: list[str]) -> tuple[int, list[int]]:
+        try:
+            self.check_group(group_id)
+        except CoordinatorError as exc:
+            return exc.error_code, [exc.error_code] * len(member_ids)
+        group = self.core.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(member_ids)
+        codes = []
+        for member_id in member_ids:
+            code, replies = group.leave(member_id=member_id, now_ms=self.ctx.clock_ms())
+            self._dispatch(replies)
+            codes.append(code)
+        self._wakeup.set()
+        return ErrorCode.NONE, codes
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+    ) -> int:
+        """Commit all of `offsets` or none: one error code for the request."""
+        try:
+            self.check_group(group_id)
+        except CoordinatorError as exc:
+            return exc.error_code
+        code = self.core.check_commit(group_id, member_id, generation_id, self.ctx.clock_ms())
+        if code:
+            return code
+        group = self.core.groups.get(group_id)
+        if group is not None and group.state is not GroupState.DEAD:
+            heartbeat_member = group.members.get(member_id)
+            if heartbeat_member is not None:
+                heartbeat_member.last_heartbeat_ms = self.ctx.clock_ms()
+        records = [
+            (
+                encode_key(OffsetCommitKey(group_id, topic, partition)),
+                encode_offset_value(
+                    OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms)
+                ),
+            )
+            for (topic, partition), o in offsets.items()
+        ]
+        if records:
+            code = await self._append(group_id, records)
+            if code:
+                return code
+        # check again: ownership may have moved while we waited for the replicas
+        if partition_for(group_id, self.num_partitions) not in self.core.loaded_partitions:
+            return ErrorCode.NOT_COORDINATOR
+        for (topic, partition), o in offsets.items():
+            self.core.store_offset(group_id, topic, partition, o)
+        return ErrorCode.NONE
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
+        self.check_group(group_id)  # raises CoordinatorError
+        return self.core.fetch_offsets(group_id, partitions)
+
+    async def delete_group(self, group_id: str) -> int:
+        try:
+            self.check_group(group_id)
+        except CoordinatorError as exc:
+            return exc.error_code
+        offsets = self.core.fetch_offsets(group_id, None)
+        code, replies = self.core.delete_group(group_id)
+        self._dispatch(replies)
+        if code:
+            return code
+        records = [(encode_key(GroupMetadataKey(group_id)), None)] + [
+            (encode_key(OffsetCommitKey(group_id, topic, partition)), None)
+            for topic, partition in offsets
+        ]
+        return await self._append(group_id, records)
+
+    def owned_partitions(self) -> set[int]:
+        self.sync_ownership()
+        return set(self.core.loaded_partitions)
+
+    # -- replies and timers ----------------------------------------------------------------------
+
+    def _dispatch(self, replies: list[Reply]) -> None:
+        for reply in replies:
+            waiter = self._waiters.get(reply.token)
+            if waiter is not None and waiter[1] is None:
+                waiter[1] = reply.result
+                waiter[0].set()
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._follow_metadata)
+            task_status.started()
+            while True:
+                self._wakeup = trio.Event()
+                deadline_ms = self.core.next_deadline_ms()
+                now_ms = self.ctx.clock_ms()
+                if deadline_ms is None:
+                    await self._wakeup.wait()
+                elif deadline_ms > now_ms:
+                    with trio.move_on_after((deadline_ms - now_ms) / 1000):
+                        await self._wakeup.wait()
+                replies, expired = self.core.poll(self.ctx.clock_ms())
+                for group_id, member_id in expired:
+                    logger.info("group %s: member %s session expired", group_id, member_id)
+                self._dispatch(replies)
+                await trio.sleep(0)  # a deadline in the past never spins past other tasks
+
+    async def _follow_metadata(self) -> None:
+        async with self.ctx.metadata.subscribe() as images:
+            async for _image in images:
+                try:
+                    self.sync_ownership()
+                except Exception:
+                    logger.exception("group coordinator ownership sync failed")
+                self._wakeup.set()

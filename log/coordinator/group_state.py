@@ -1,0 +1,455 @@
+"""One consumer group under Kafka's classic group protocol, sans-IO.
+
+A group moves through these states (Kafka's GroupState); the legal transitions are:
+
+    Empty               -> PreparingRebalance (a member joins), Dead (deleted / unloaded)
+    PreparingRebalance  -> CompletingRebalance (every member rejoined, or the rebalance timed
+                           out: laggards are removed), Empty (nobody left), Dead
+    CompletingRebalance -> Stable (the leader's SyncGroup), PreparingRebalance (a member joins,
+                           leaves or expires), Dead
+    Stable              -> PreparingRebalance (a member joins with new metadata, leaves or
+                           expires), Dead
+    Dead                -> (final)
+
+JoinGroup and SyncGroup responses are *delayed*: the caller passes an opaque `token` with each
+request and gets `Reply(token, result)` values back -- from that call or from a later call
+(another member's join, `poll(now_ms)` when a timeout passes). The driver parks each request on
+its token. Every generation bump fences the previous one: a request with an older
+`generation_id` gets ILLEGAL_GENERATION, an unknown member UNKNOWN_MEMBER_ID, a SyncGroup or
+commit while members are re-joining REBALANCE_IN_PROGRESS.
+
+The protocol (assignor) is chosen by vote: among the protocols every member supports, each
+member votes for the first of them in its own preference order; most votes wins, ties go to the
+earliest in the leader's order. The leader (the previous leader if it rejoined, else the first
+member to join) gets every member's metadata and sends back the assignment in SyncGroup.
+
+Static membership (group.instance.id, KIP-345) is *ignored*: such members are treated as
+dynamic members; the id is kept only to be echoed in responses and DescribeGroups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Hashable
+
+from log.protocol.errors import ErrorCode
+
+NO_GENERATION = -1
+UNKNOWN_MEMBER_ID = ""
+MAX_PROTOCOLS_PER_MEMBER = 64  # a member's assignor list; more is a malformed client
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupConfig:
+    """Kafka's broker group settings (names verbatim, defaults Kafka's except where noted)."""
+
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 0  # Kafka: 3000; 0 keeps local clusters snappy
+    group_max_size: int = 1_000  # Kafka: unbounded; a limit on everything
+
+    def __post_init__(self) -> None:
+        assert 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms
+        assert self.group_initial_rebalance_delay_ms >= 0 and self.group_max_size > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class JoinedMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class JoinResult:
+    error_code: int
+    generation_id: int = NO_GENERATION
+    protocol_name: str = ""
+    leader: str = ""
+    member_id: str = UNKNOWN_MEMBER_ID
+    members: tuple[JoinedMember, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncResult:
+    error_code: int
+    assignment: bytes = b""
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    token: Hashable
+    result: JoinResult | SyncResult
+
+
+@dataclasses.dataclass
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    last_heartbeat_ms: int
+    assignment: bytes = b""
+    join_token: Hashable | None = None  # a JoinGroup waiting for the join phase to end
+    sync_token: Hashable | None = None  # a SyncGroup waiting for the leader's assignment
+
+    def metadata_for(self, protocol_name: str) -> bytes:
+        return next(m for name, m in self.protocols if name == protocol_name)
+
+    def same_protocols(self, protocols: tuple[tuple[str, bytes], ...]) -> bool:
+        return self.protocols == protocols
+
+
+class GroupMetadata:
+    """The state of one group; every method takes `now_ms` and returns replies, never waits."""
+
+    def __init__(
+        self,
+        group_id: str,
+        config: GroupConfig,
+        new_member_id: Callable[[str], str],
+        now_ms: int,
+    ) -> None:
+        self.group_id = group_id
+        self.config = config
+        self.new_member_id = new_member_id
+        self.state = GroupState.EMPTY
+        self.generation_id = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        self.members: dict[str, MemberMetadata] = {}
+        # member ids handed out with MEMBER_ID_REQUIRED, not joined yet: id -> expiry deadline
+        self.pending_member_ids: dict[str, int] = {}
+        self.rebalance_deadline_ms: int | None = None
+        self.join_ready_ms = now_ms  # initial rebalance delay: no join completes before this
+        self.state_changed_ms = now_ms
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def next_deadline_ms(self) -> int | None:
+        """When `poll` next has something to do (a session or rebalance timeout)."""
+        deadlines = list(self.pending_member_ids.values())
+        for member in self.members.values():
+            if member.join_token is None and member.sync_token is None:
+                deadlines.append(member.last_heartbeat_ms + member.session_timeout_ms)
+        if self.rebalance_deadline_ms is not None:
+            deadlines.append(self.rebalance_deadline_ms)
+        if self.state is GroupState.PREPARING_REBALANCE and all(
+            m.join_token is not None for m in self.members.values()
+        ):
+            deadlines.append(self.join_ready_ms)  # only the initial delay holds the join back
+        return min(deadlines) if deadlines else None
+
+    # -- JoinGroup -----------------------------------------------------------------------------
+
+    def join(
+        self,
+        token: Hashable,
+        *,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: tuple[tuple[str, bytes], ...],
+        require_known_member_id: bool,
+        now_ms: int,
+    ) -> list[Reply]:
+        def refuse(code: int, member: str = member_id) -> list[Reply]:
+            return [Reply(token, JoinResult(code, member_id=member))]
+
+        if self.state is GroupState.DEAD:
+            return refuse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not (
+            self.config.group_min_session_timeout_ms
+            <= session_timeout_ms
+            <= self.config.group_max_session_timeout_ms
+        ):
+            return refuse(ErrorCode.INVALID_SESSION_TIMEOUT)
+        if not protocols or len(protocols) > MAX_PROTOCOLS_PER_MEMBER or not protocol_type:
+            return refuse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if not self._supports(protocol_type, protocols):
+            return refuse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if rebalance_timeout_ms < 0:  # JoinGroup v0 has none: Kafka uses the session timeout
+            rebalance_timeout_ms = session_timeout_ms
+        if member_id == UNKNOWN_MEMBER_ID:
+            if len(self.members) + len(self.pending_member_ids) >= self.config.group_max_size:
+                return refuse(ErrorCode.GROUP_MAX_SIZE_REACHED)
+            new_id = self.new_member_id(client_id)
+            assert new_id not in self.members and new_id not in self.pending_member_ids
+            if require_known_member_id:  # JoinGroup v4+: KIP-394
+                self.pending_member_ids[new_id] = now_ms + session_timeout_ms
+                return refuse(ErrorCode.MEMBER_ID_REQUIRED, new_id)
+            member_id = new_id
+        elif member_id in self.pending_member_ids:
+            del self.pending_member_ids[member_id]
+        elif member_id not in self.members:
+            return refuse(ErrorCode.UNKNOWN_MEMBER_ID)
+
+        member = self.members.get(member_id)
+        if member is not None and self.state in (
+            GroupState.STABLE,
+            GroupState.COMPLETING_REBALANCE,
+        ):
+            if member.same_protocols(protocols) and (
+                self.state is GroupState.COMPLETING_REBALANCE or member_id != self.leader_id
+            ):
+                # Nothing changed: answer with the current generation (Kafka does the same).
+                member.last_heartbeat_ms = now_ms
+                return [Reply(token, self._join_result(member_id))]
+        replies: list[Reply] = []
+        if member is None:
+            member = MemberMetadata(
+                member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                rebalance_timeout_ms, protocols, now_ms,
+            )  # fmt: skip
+            self.members[member_id] = member
+            if self.leader_id is None:
+                self.leader_id = member_id
+            if self.protocol_type is None:
+                self.protocol_type = protocol_type
+        else:
+            if member.join_token is not None:  # a retried join replaces the older one
+                replies.append(Reply(member.join_token, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID)))
+            member.protocols = protocols
+            member.session_timeout_ms = session_timeout_ms
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+            member.last_heartbeat_ms = now_ms
+        member.join_token = token
+        if self.state is not GroupState.PREPARING_REBALANCE:
+            replies += self._prepare_rebalance(now_ms)
+        return replies + self._maybe_complete_join(now_ms)
+
+    def _supports(self, protocol_type: str, protocols: tuple[tuple[str, bytes], ...]) -> bool:
+        if not self.members:
+            return True
+        if protocol_type != self.protocol_type:
+            return False
+        return bool(self._candidates() & {name for name, _ in protocols})
+
+    def _candidates(self) -> set[str]:
+        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def _select_protocol(self) -> str:
+        candidates = self._candidates()
+        assert candidates, "members were admitted only with a common protocol"
+        votes: dict[str, int] = {}
+        for member in self.members.values():
+            choice = next(name for name, _ in member.protocols if name in candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        leader = self.members.get(self.leader_id or "") or next(iter(self.members.values()))
+        order = [name for name, _ in leader.protocols if name in candidates]
+        return max(order, key=lambda name: (votes.get(name, 0), -order.index(name)))
+
+    def _prepare_rebalance(self, now_ms: int) -> list[Reply]:
+        replies = []
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            for member in self.members.values():
+                if member.sync_token is not None:
+                    replies.append(
+                        Reply(member.sync_token, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+                    )
+                    member.sync_token = None
+        if self.state is GroupState.EMPTY:
+            self.join_ready_ms = now_ms + self.config.group_initial_rebalance_delay_ms
+        else:
+            self.join_ready_ms = now_ms
+        timeout_ms = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+        self.rebalance_deadline_ms = now_ms + timeout_ms
+        self._transition(GroupState.PREPARING_REBALANCE, now_ms)
+        return replies
+
+    def _maybe_complete_join(self, now_ms: int) -> list[Reply]:
+        if self.state is not GroupState.PREPARING_REBALANCE:
+            return []
+        all_joined = all(m.join_token is not None for m in self.members.values())
+        timed_out = self.rebalance_deadline_ms is not None and now_ms >= self.rebalance_deadline_ms
+        if not ((all_joined and now_ms >= self.join_ready_ms) or timed_out):
+            return []
+        for member_id in [m for m, v in self.members.items() if v.join_token is None]:
+            self._remove_member(member_id)
+        self.rebalance_deadline_ms = None
+        self.generation_id += 1
+        if not self.members:
+            self.protocol_name = None
+            self.protocol_type = None
+            self.leader_id = None
+            self._transition(GroupState.EMPTY, now_ms)
+            return []
+        if self.leader_id not in self.members:
+            self.leader_id = next(iter(self.members))
+        self.protocol_name = self._select_protocol()
+        self._transition(GroupState.COMPLETING_REBALANCE, now_ms)
+        replies = []
+        for member in self.members.values():
+            assert member.join_token is not None
+            member.assignment = b""
+            member.last_heartbeat_ms = now_ms
+            replies.append(Reply(member.join_token, self._join_result(member.member_id)))
+            member.join_token = None
+        return replies
+
+    def _join_result(self, member_id: str) -> JoinResult:
+        assert self.protocol_name is not None and self.leader_id is not None
+        members: tuple[JoinedMember, ...] = ()
+        if member_id == self.leader_id:
+            members = tuple(
+                JoinedMember(m.member_id, m.group_instance_id, m.metadata_for(self.protocol_name))
+                for m in self.members.values()
+            )
+        return JoinResult(
+            ErrorCode.NONE, self.generation_id, self.protocol_name, self.leader_id, member_id,
+            members,
+        )  # fmt: skip
+
+    # -- SyncGroup, Heartbeat, LeaveGroup ------------------------------------------------------
+
+    def sync(
+        self,
+        token: Hashable,
+        *,
+        member_id: str,
+        generation_id: int,
+        assignments: dict[str, bytes],
+        now_ms: int,
+    ) -> list[Reply]:
+        code = self._check_member(member_id, generation_id)
+        if code != ErrorCode.NONE:
+            return [Reply(token, SyncResult(code))]
+        if self.state is GroupState.PREPARING_REBALANCE:
+            return [Reply(token, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))]
+        member = self.members[member_id]
+        member.last_heartbeat_ms = now_ms
+        if self.state is GroupState.STABLE:
+            return [Reply(token, SyncResult(ErrorCode.NONE, member.assignment))]
+        assert self.state is GroupState.COMPLETING_REBALANCE
+        replies = []
+        if member.sync_token is not None:
+            replies.append(Reply(member.sync_token, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)))
+        member.sync_token = token
+        if member_id != self.leader_id:
+            return replies
+        for m in self.members.values():
+            m.assignment = assignments.get(m.member_id, b"")
+        self._transition(GroupState.STABLE, now_ms)
+        for m in self.members.values():
+            if m.sync_token is not None:
+                replies.append(Reply(m.sync_token, SyncResult(ErrorCode.NONE, m.assignment)))
+                m.sync_token = None
+        return replies
+
+    def heartbeat(self, *, member_id: str, generation_id: int, now_ms: int) -> int:
+        code = self._check_member(member_id, generation_id)
+        if code != ErrorCode.NONE:
+            return code
+        self.members[member_id].last_heartbeat_ms = now_ms
+        if self.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def leave(self, *, member_id: str, now_ms: int) -> tuple[int, list[Reply]]:
+        if self.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        if member_id in self.pending_member_ids:
+            del self.pending_member_ids[member_id]
+            return ErrorCode.NONE, []
+        if member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID, []
+        return ErrorCode.NONE, self._member_gone(member_id, now_ms)
+
+    def _check_member(self, member_id: str, generation_id: int) -> int:
+        if self.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != self.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def _member_gone(self, member_id: str, now_ms: int) -> list[Reply]:
+        member = self.members[member_id]
+        replies = []
+        if member.join_token is not None:
+            replies.append(Reply(member.join_token, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID)))
+        if member.sync_token is not None:
+            replies.append(Reply(member.sync_token, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)))
+        self._remove_member(member_id)
+        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            replies += self._prepare_rebalance(now_ms)
+        return replies + self._maybe_complete_join(now_ms)
+
+    def _remove_member(self, member_id: str) -> None:
+        del self.members[member_id]
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+
+    # -- time ----------------------------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> tuple[list[Reply], list[str]]:
+        """Expire sessions and time out rebalances: (replies, expired member ids)."""
+        for member_id, deadline_ms in list(self.pending_member_ids.items()):
+            if now_ms >= deadline_ms:
+                del self.pending_member_ids[member_id]
+        replies: list[Reply] = []
+        expired = [
+            m.member_id
+            for m in self.members.values()
+            if m.join_token is None
+            and m.sync_token is None
+            and now_ms >= m.last_heartbeat_ms + m.session_timeout_ms
+        ]
+        for member_id in expired:
+            if member_id in self.members:
+                replies += self._member_gone(member_id, now_ms)
+        replies += self._maybe_complete_join(now_ms)
+        return replies, expired
+
+    # -- offsets, admin ------------------------------------------------------------------------
+
+    def check_commit(self, *, member_id: str, generation_id: int) -> int:
+        """May this member commit offsets now? Kafka's rules for the classic protocol."""
+        if self.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and member_id == UNKNOWN_MEMBER_ID:
+            # a commit from outside the group (assign() consumers, admin tools)
+            return ErrorCode.NONE if self.is_empty() else ErrorCode.UNKNOWN_MEMBER_ID
+        code = self._check_member(member_id, generation_id)
+        if code == ErrorCode.NONE and self.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return code
+
+    def mark_dead(self) -> list[Reply]:
+        """The group is deleted or unloaded: every waiting request learns NOT_COORDINATOR."""
+        replies = []
+        for member in self.members.values():
+            if member.join_token is not None:
+                replies.append(Reply(member.join_token, JoinResult(ErrorCode.NOT_COORDINATOR)))
+            if member.sync_token is not None:
+                replies.append(Reply(member.sync_token, SyncResult(ErrorCode.NOT_COORDINATOR)))
+            member.join_token = member.sync_token = None
+        self.state = GroupState.DEAD
+        return replies
+
+    def _transition(self, state: GroupState, now_ms: int) -> None:
+        assert self.state is not GroupState.DEAD
+        self.state = state
+        self.state_changed_ms = now_ms

@@ -1,0 +1,327 @@
+"""FindCoordinator and the consumer group APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups.
+
+Thin: each handler turns the request body into calls on the broker's GroupCoordinatorDriver
+(log/coordinator/group_driver.py) and its results into the response body.
+
+FindCoordinator (key_type 0, group): creates __consumer_offsets on first use (answering
+COORDINATOR_NOT_AVAILABLE until it exists, clients retry), then answers the leader of partition
+`partition_for(group_id)`. Transaction coordinators (key_type 1) do not exist yet:
+COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from log.coordinator.group_coordinator import (
+    OFFSETS_TOPIC,
+    CoordinatorError,
+    OffsetAndMetadata,
+    partition_for,
+)
+from log.coordinator.group_state import GroupState
+from log.protocol.connection import Request
+from log.protocol.coordinator import FIND_COORDINATOR_RESPONSE
+from log.protocol.errors import ErrorCode
+from log.protocol.groups import (
+    DELETE_GROUPS_RESPONSE,
+    DESCRIBE_GROUPS_RESPONSE,
+    HEARTBEAT_RESPONSE,
+    JOIN_GROUP_RESPONSE,
+    LEAVE_GROUP_RESPONSE,
+    LIST_GROUPS_RESPONSE,
+    OFFSET_COMMIT_RESPONSE,
+    OFFSET_FETCH_RESPONSE,
+    SYNC_GROUP_RESPONSE,
+)
+from log.server.handlers.context import BrokerContext
+from log.server.handlers.metadata import live_brokers
+from quorum.records import NO_LEADER
+
+if TYPE_CHECKING:
+    from log.coordinator.group_driver import GroupCoordinatorDriver
+
+FC = FIND_COORDINATOR_RESPONSE.cls
+JG = JOIN_GROUP_RESPONSE.cls
+OC = OFFSET_COMMIT_RESPONSE.cls
+OF = OFFSET_FETCH_RESPONSE.cls
+DG = DESCRIBE_GROUPS_RESPONSE.cls
+LG = LEAVE_GROUP_RESPONSE.cls
+KEY_TYPE_GROUP = 0
+MAX_DESCRIBE_GROUPS = 1_000
+
+
+def driver(ctx: BrokerContext) -> GroupCoordinatorDriver:
+    assert ctx.group_coordinator is not None, "KafkaServer sets the group coordinator"
+    return ctx.group_coordinator
+
+
+def _no_coordinator(code: int, message: str) -> object:
+    return FC(error_code=code, error_message=message, node_id=-1, host="", port=-1)
+
+
+async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    if getattr(body, "key_type", KEY_TYPE_GROUP) != KEY_TYPE_GROUP:
+        return _no_coordinator(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet"
+        )
+    if not body.key:
+        return _no_coordinator(ErrorCode.INVALID_GROUP_ID, "empty group id")
+    groups = driver(ctx)
+    if not await groups.ensure_offsets_topic():
+        return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {OFFSETS_TOPIC}")
+    image = ctx.sync_partitions()
+    topic = image.topic(OFFSETS_TOPIC)
+    assert topic is not None
+    state = topic.partitions.get(partition_for(body.key, groups.num_partitions))
+    if state is None or state.leader == NO_LEADER:
+        return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader")
+    for broker_id, host, port, _rack in live_brokers(image):
+        if broker_id == state.leader:
+            return FC(error_code=0, error_message=None, node_id=broker_id, host=host, port=port)
+    return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "coordinator not live")
+
+
+async def handle_join_group(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    result = await driver(ctx).join(
+        body.group_id,
+        member_id=body.member_id,
+        group_instance_id=body.group_instance_id,
+        client_id=request.header.client_id or "",
+        client_host="/127.0.0.1",
+        session_timeout_ms=body.session_timeout_ms,
+        rebalance_timeout_ms=body.rebalance_timeout_ms,
+        protocol_type=body.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in body.protocols),
+        require_known_member_id=request.api_version >= 4,
+    )
+    return JG(
+        error_code=result.error_code,
+        generation_id=result.generation_id,
+        protocol_name=result.protocol_name,
+        leader=result.leader,
+        member_id=result.member_id,
+        members=[
+            JG.JoinGroupResponseMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
+            )
+            for m in result.members
+        ],
+    )
+
+
+async def handle_sync_group(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    result = await driver(ctx).sync(
+        body.group_id,
+        member_id=body.member_id,
+        generation_id=body.generation_id,
+        assignments={a.member_id: bytes(a.assignment) for a in body.assignments},
+    )
+    return SYNC_GROUP_RESPONSE.cls(error_code=result.error_code, assignment=result.assignment)
+
+
+async def handle_heartbeat(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    code = driver(ctx).heartbeat(body.group_id, body.member_id, body.generation_id)
+    return HEARTBEAT_RESPONSE.cls(error_code=code)
+
+
+async def handle_leave_group(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    if request.api_version >= 3:
+        members = body.members
+        code, codes = driver(ctx).leave(body.group_id, [m.member_id for m in members])
+        return LG(
+            error_code=code,
+            members=[
+                LG.MemberResponse(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=c
+                )
+                for m, c in zip(members, codes, strict=True)
+            ],
+        )
+    code, codes = driver(ctx).leave(body.group_id, [body.member_id])
+    return LG(error_code=code or codes[0])
+
+
+async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    now_ms = ctx.clock_ms()
+    image = ctx.sync_partitions()
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    codes: dict[tuple[str, int], int] = {}
+    for t in body.topics:
+        known = image.topic(t.name)
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            metadata = p.committed_metadata or ""
+            if known is None or p.partition_index not in known.partitions:
+                codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif len(metadata) > ctx.config.props.get("offset.metadata.max.bytes", 4096):
+                codes[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                offsets[tp] = OffsetAndMetadata(
+                    p.committed_offset, p.committed_leader_epoch, metadata, now_ms
+                )
+    code = await driver(ctx).commit_offsets(
+        body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets
+    )
+    for tp in offsets:
+        codes[tp] = code
+    return OC(
+        topics=[
+            OC.OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    OC.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=codes[(t.name, p.partition_index)],
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in body.topics
+        ]
+    )
+
+
+async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    wanted = None
+    if body.topics is not None:
+        wanted = [(t.name, p) for t in body.topics for p in t.partition_indexes]
+    try:
+        found = driver(ctx).fetch_offsets(body.group_id, wanted)
+    except CoordinatorError as exc:
+        if request.api_version >= 2:
+            return OF(topics=[], error_code=exc.error_code)
+        found = {tp: None for tp in wanted or []}
+        by_topic = _by_topic(found)
+        return OF(
+            topics=[
+                OF.OffsetFetchResponseTopic(
+                    name=name,
+                    partitions=[
+                        OF.OffsetFetchResponsePartition(
+                            partition_index=p,
+                            committed_offset=-1,
+                            metadata="",
+                            error_code=exc.error_code,
+                        )  # fmt: skip
+                        for p, _ in parts
+                    ],
+                )
+                for name, parts in by_topic.items()
+            ],
+        )
+    return OF(
+        topics=[
+            OF.OffsetFetchResponseTopic(
+                name=name,
+                partitions=[
+                    OF.OffsetFetchResponsePartition(
+                        partition_index=p,
+                        committed_offset=-1 if o is None else o.offset,
+                        committed_leader_epoch=-1 if o is None else o.leader_epoch,
+                        metadata="" if o is None else o.metadata,
+                        error_code=0,
+                    )
+                    for p, o in parts
+                ],
+            )
+            for name, parts in _by_topic(found).items()
+        ],
+        error_code=0,
+    )
+
+
+def _by_topic(found: dict) -> dict[str, list]:
+    by_topic: dict[str, list] = {}
+    for (topic, partition), value in found.items():
+        by_topic.setdefault(topic, []).append((partition, value))
+    return by_topic
+
+
+async def handle_list_groups(ctx: BrokerContext, request: Request) -> object:
+    groups = driver(ctx)
+    groups.sync_ownership()
+    overviews = groups.core.list_groups()
+    L = LIST_GROUPS_RESPONSE.cls
+    return L(
+        error_code=0,
+        groups=[
+            L.ListedGroup(group_id=o.group_id, protocol_type=o.protocol_type) for o in overviews
+        ],
+    )
+
+
+async def handle_describe_groups(ctx: BrokerContext, request: Request) -> object:
+    groups = driver(ctx)
+    described = []
+    for group_id in request.body.groups[:MAX_DESCRIBE_GROUPS]:
+        try:
+            groups.check_group(group_id)
+        except CoordinatorError as exc:
+            described.append(
+                DG.DescribedGroup(
+                    error_code=exc.error_code,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                )  # fmt: skip
+            )
+            continue
+        group = groups.core.groups.get(group_id)
+        if group is None:
+            state = GroupState.DEAD.value if group_id not in groups.core.offsets else "Empty"
+            described.append(
+                DG.DescribedGroup(
+                    error_code=0,
+                    group_id=group_id,
+                    group_state=state,
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                )  # fmt: skip
+            )
+            continue
+        stable = group.state is GroupState.STABLE
+        members = [
+            DG.DescribedGroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata_for(group.protocol_name)
+                if stable and group.protocol_name
+                else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        ]
+        described.append(
+            DG.DescribedGroup(
+                error_code=0,
+                group_id=group_id,
+                group_state=group.state.value,
+                protocol_type=group.protocol_type or "",
+                protocol_data=group.protocol_name or "",
+                members=members,
+            )
+        )
+    return DG(groups=described)
+
+
+async def handle_delete_groups(ctx: BrokerContext, request: Request) -> object:
+    D = DELETE_GROUPS_RESPONSE.cls
+    results = []
+    for group_id in request.body.groups_names[:MAX_DESCRIBE_GROUPS]:
+        code = await driver(ctx).delete_group(group_id)
+        results.append(D.DeletableGroupResult(group_id=group_id, error_code=code))
+    return D(throttle_time_ms=0, results=results)

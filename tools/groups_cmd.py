@@ -1,0 +1,245 @@
+"""`quorumlog groups list|describe|reset-offsets`: consumer groups from the command line.
+
+list: ListGroups on every live broker (each answers the groups it coordinates), merged.
+describe: FindCoordinator, then DescribeGroups (state, protocol, members) and OffsetFetch (every
+committed partition) on the coordinator, with each partition's high watermark and lag.
+reset-offsets: OffsetCommit with generation -1 and no member id -- Kafka accepts it only while
+the group is Empty (no live members), so a running group is refused (UNKNOWN_MEMBER_ID).
+Dry run by default, like kafka-consumer-groups.sh; --execute commits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from log.protocol.coordinator import FIND_COORDINATOR_REQUEST
+from log.protocol.errors import ErrorCode, error_for
+from log.protocol.groups import (
+    DESCRIBE_GROUPS_REQUEST,
+    LIST_GROUPS_REQUEST,
+    OFFSET_COMMIT_REQUEST,
+    OFFSET_FETCH_REQUEST,
+)
+from producer.connection import BrokerConnection
+from tools.admin_client import AdminClient
+from tools.cli_support import bootstrap_option, echo_json, json_option, print_table, run_client
+
+FIND_COORDINATOR_KEY = 10
+OFFSET_COMMIT_KEY = 8
+OFFSET_FETCH_KEY = 9
+DESCRIBE_GROUPS_KEY = 15
+LIST_GROUPS_KEY = 16
+COORDINATOR_ATTEMPTS = 20  # FindCoordinator retries while __consumer_offsets is being created
+RETRIABLE = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+
+
+def _raise(code: int, what: str) -> None:
+    if code != ErrorCode.NONE:
+        raise error_for(code)(f"{what}: {ErrorCode(code).name}")
+
+
+async def coordinator(admin: AdminClient, group_id: str) -> BrokerConnection:
+    import trio
+
+    F = FIND_COORDINATOR_REQUEST.cls
+    for _ in range(COORDINATOR_ATTEMPTS):
+        body = await admin.request(FIND_COORDINATOR_KEY, F(key=group_id, key_type=0))
+        if body.error_code in RETRIABLE:
+            await trio.sleep(0.25)
+            continue
+        _raise(body.error_code, f"FindCoordinator {group_id}")
+        return await admin.fetch_client.connections.connected(body.node_id, body.host, body.port)
+    _raise(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"FindCoordinator {group_id}")
+    raise AssertionError("unreachable")
+
+
+async def list_groups(admin: AdminClient) -> list[dict[str, Any]]:
+    cluster = await admin.describe_cluster()
+    found: dict[str, dict[str, Any]] = {}
+    for broker in cluster.brokers:
+        connection = await admin.fetch_client.connections.connected(
+            broker.node_id, broker.host, broker.port
+        )
+        body = await connection.request(LIST_GROUPS_KEY, LIST_GROUPS_REQUEST.cls())
+        _raise(body.error_code, f"ListGroups on broker {broker.node_id}")
+        for g in body.groups:
+            found[g.group_id] = {
+                "group": g.group_id,
+                "protocol_type": g.protocol_type,
+                "coordinator": broker.node_id,
+            }
+    return [found[name] for name in sorted(found)]
+
+
+async def committed_offsets(connection: BrokerConnection, group_id: str) -> dict[tuple, int]:
+    body = await connection.request(
+        OFFSET_FETCH_KEY, OFFSET_FETCH_REQUEST.cls(group_id=group_id, topics=None)
+    )
+    _raise(getattr(body, "error_code", 0), f"OffsetFetch {group_id}")
+    return {
+        (t.name, p.partition_index): p.committed_offset
+        for t in body.topics
+        for p in t.partitions
+        if p.error_code == 0 and p.committed_offset >= 0
+    }
+
+
+async def describe_group(admin: AdminClient, group_id: str) -> dict[str, Any]:
+    connection = await coordinator(admin, group_id)
+    body = await connection.request(
+        DESCRIBE_GROUPS_KEY, DESCRIBE_GROUPS_REQUEST.cls(groups=[group_id])
+    )
+    [g] = body.groups
+    _raise(g.error_code, f"DescribeGroups {group_id}")
+    offsets = await committed_offsets(connection, group_id)
+    partitions = []
+    for topic in sorted({t for t, _ in offsets}):
+        indexes = sorted(p for t, p in offsets if t == topic)
+        high_watermarks = await admin.high_watermarks(topic, indexes)
+        for p in indexes:
+            committed = offsets[(topic, p)]
+            hw = high_watermarks.get(p, -1)
+            lag = hw - committed if hw >= 0 else None
+            partitions.append(
+                {"topic": topic, "partition": p, "committed_offset": committed,
+                 "high_watermark": hw, "lag": lag}
+            )  # fmt: skip
+    return {
+        "group": group_id,
+        "state": g.group_state,
+        "protocol_type": g.protocol_type,
+        "protocol": g.protocol_data,
+        "members": [
+            {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host}
+            for m in g.members
+        ],
+        "offsets": partitions,
+    }
+
+
+async def reset_offsets(
+    admin: AdminClient, group_id: str, topic: str, to: str, offset: int | None, execute: bool
+) -> list[dict[str, Any]]:
+    count = await admin.fetch_client.partition_count(topic)
+    partitions = list(range(count))
+    if to == "earliest":
+        targets = await admin.log_start_offsets(topic, partitions)
+    elif to == "latest":
+        targets = await admin.high_watermarks(topic, partitions)
+    else:
+        assert offset is not None
+        targets = dict.fromkeys(partitions, offset)
+    if execute:
+        connection = await coordinator(admin, group_id)
+        C = OFFSET_COMMIT_REQUEST.cls
+        body = await connection.request(
+            OFFSET_COMMIT_KEY,
+            C(
+                group_id=group_id,
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                topics=[
+                    C.OffsetCommitRequestTopic(
+                        name=topic,
+                        partitions=[
+                            C.OffsetCommitRequestPartition(
+                                partition_index=p, committed_offset=o, committed_metadata=""
+                            )
+                            for p, o in sorted(targets.items())
+                        ],
+                    )
+                ],
+            ),
+        )
+        for t in body.topics:
+            for p in t.partitions:
+                _raise(p.error_code, f"OffsetCommit {group_id} {t.name}-{p.partition_index}")
+    return [
+        {"topic": topic, "partition": p, "new_offset": o, "executed": execute}
+        for p, o in sorted(targets.items())
+    ]
+
+
+@click.group("groups")
+def groups() -> None:
+    """Consumer groups: list, describe (members, committed offsets, lag), reset offsets."""
+
+
+@groups.command("list")
+@bootstrap_option
+@json_option
+def list_command(bootstrap, as_json):
+    """List the consumer groups of the cluster."""
+
+    async def main() -> list[dict[str, Any]]:
+        async with AdminClient(bootstrap) as admin:
+            return await list_groups(admin)
+
+    rows = run_client(main)
+    if as_json:
+        echo_json(rows)
+        return
+    print_table(
+        ["group", "protocol type", "coordinator"],
+        [[r["group"], r["protocol_type"], r["coordinator"]] for r in rows],
+    )
+
+
+@groups.command("describe")
+@bootstrap_option
+@click.argument("group_id")
+@json_option
+def describe_command(bootstrap, group_id, as_json):
+    """Show a group's state, members and committed offsets with lag."""
+
+    async def main() -> dict[str, Any]:
+        async with AdminClient(bootstrap) as admin:
+            return await describe_group(admin, group_id)
+
+    described = run_client(main)
+    if as_json:
+        echo_json(described)
+        return
+    click.echo(
+        f"group {described['group']}: {described['state']}, protocol "
+        f"{described['protocol'] or '-'}, {len(described['members'])} member(s)"
+    )
+    print_table(
+        ["topic", "partition", "committed", "high watermark", "lag"],
+        [
+            [o["topic"], o["partition"], o["committed_offset"], o["high_watermark"], o["lag"]]
+            for o in described["offsets"]
+        ],
+    )
+
+
+@groups.command("reset-offsets")
+@bootstrap_option
+@click.argument("group_id")
+@click.option("--topic", "-t", required=True)
+@click.option("--to-earliest", "to", flag_value="earliest")
+@click.option("--to-latest", "to", flag_value="latest")
+@click.option("--to-offset", "offset", type=click.IntRange(0), default=None)
+@click.option("--execute", is_flag=True, help="commit the new offsets (default: dry run)")
+@json_option
+def reset_offsets_command(bootstrap, group_id, topic, to, offset, execute, as_json):
+    """Set an (empty) group's committed offsets of a topic's partitions."""
+    if (to is None) == (offset is None):
+        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset")
+    how = to or "offset"
+
+    async def main() -> list[dict[str, Any]]:
+        async with AdminClient(bootstrap) as admin:
+            return await reset_offsets(admin, group_id, topic, how, offset, execute)
+
+    rows = run_client(main)
+    if as_json:
+        echo_json(rows)
+        return
+    print_table(
+        ["topic", "partition", "new offset"],
+        [[r["topic"], r["partition"], r["new_offset"]] for r in rows],
+        title="committed" if execute else "dry run (add --execute to commit)",
+    )
