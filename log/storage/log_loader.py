@@ -150,5 +150,13 @@ def _drop_empty_inactive(segments: list[LogSegment]) -> list[LogSegment]:
         if segment.size_bytes == 0:
             segment.delete()
     if segments:
-        result.append(segments[-1])
+        last = segments[-1]
+        if last.size_bytes == 0 and result and last.base_offset > result[-1].next_offset:
+            # A roll starts the new segment at the log end offset, so an empty active segment
+            # past its predecessor's end means the predecessor lost its tail (a cut file). Keep
+            # it and the log end offset would claim offsets no segment holds: readers between
+            # the two would wait forever. The predecessor becomes the active segment.
+            last.delete()
+        else:
+            result.append(last)
     return result

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from log.records.batch_header import iter_batches
+from log.records.batch_header import iter_batches, read_header
 from log.storage.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from log.storage.config import LogConfig
 from log.storage.manager import LogManager
@@ -32,6 +32,7 @@ def read_batches(log, check_crc=True):
     offset = log.log_start_offset
     while offset < log.log_end_offset:
         data = log.read(offset, 1 << 20).records
+        assert data, f"no batch at offset {offset} below the log end offset {log.log_end_offset}"
         for position, header in iter_batches(data, check_crc=check_crc):
             out.append(bytes(data[position : position + header.size_bytes]))
             offset = header.next_offset
@@ -296,3 +297,27 @@ def test_os_crash_loses_unflushed_bytes_only_in_the_active_segment(tmp_path):
     _, recovered = reopen(crashed)
     assert read_batches(recovered) == expected
     assert recovered.log_end_offset == durable_end
+
+
+def test_a_segment_cut_at_a_batch_boundary_before_an_empty_active_one(tmp_path):
+    """The cut ends a non-active segment exactly on a batch boundary and empties the segment
+    after it: the log end offset must fall back to the data's end, not the empty segment's
+    base offset (readers in between would otherwise find nothing below the log end offset)."""
+    manager, _, batches = write_batches(tmp_path, batch_count=25, seed=132)
+    crashed = crash_copy(tmp_path, manager)
+    files = segment_files(crashed)
+    assert len(files) >= 3
+    middle = files[-2]
+    with open(middle, "rb") as f:
+        first_batch_bytes = next(iter_batches(f.read()))[1].size_bytes
+    os.truncate(middle, first_batch_bytes)
+    os.truncate(files[-1], 0)
+    keep_bytes = sum(os.path.getsize(f) for f in files)
+    expected, position = [], 0
+    for batch in batches:
+        position += len(batch)
+        if position <= keep_bytes:
+            expected.append(batch)
+    _, recovered = reopen(crashed)
+    assert recovered.log_end_offset == read_header(expected[-1]).next_offset
+    assert read_batches(recovered) == expected
