@@ -175,17 +175,45 @@ class LogSegment:
         header prefix and the caller's untouched remainder without copying the batch.
 
         `batches` lists a BatchSpan (position within `records`, base offset, last offset, max
-        timestamp, size) for every batch, in order -- plain tuples, so the leader's hot path
-        builds no header objects for them.
+        timestamp, size) for every batch, in order -- plain tuples, so no header objects are
+        needed for them.
         """
         assert self.is_open
         assert batches and batches[0][1] >= self.next_offset
         assert self.can_hold(batches[-1][2])
+        start = self._write(parts, batches[-1][0] + batches[-1][4])  # the last batch ends them
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = batches[0][3]
+        for position, _, last_offset, max_timestamp, size_bytes in batches:
+            self._index_batch(start + position, last_offset, max_timestamp, size_bytes)
+        self.next_offset = batches[-1][2] + 1
+
+    def append_batch(
+        self,
+        parts: Sequence[Buffer],
+        base_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        size_bytes: int,
+    ) -> None:
+        """`append` of exactly one batch of `size_bytes` (the leader's path: no span list)."""
+        assert self.is_open
+        assert base_offset >= self.next_offset
+        assert 0 <= last_offset - self.base_offset <= MAX_RELATIVE_OFFSET  # can_hold
+        position = self._write(parts, size_bytes)
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = max_timestamp
+        self._index_batch(position, last_offset, max_timestamp, size_bytes)
+        self.next_offset = last_offset + 1
+
+    def _write(self, parts: Sequence[Buffer], size_bytes: int) -> int:
+        """Write `parts` (`size_bytes` in all) at the end of the file; return where they start.
+        One `pwritev` (so the bytes are in the OS when it returns); a short write is finished
+        byte-exactly, a failed one is cut off again and reported as KafkaStorageError."""
         start = self.size_bytes
-        total = batches[-1][0] + batches[-1][4]  # the last batch ends the appended bytes
         try:
             written = os.pwritev(self._fd, parts, start)
-            if written < total:  # a short write (rare): finish it byte-exactly
+            if written < size_bytes:  # a short write (rare): finish it byte-exactly
                 rest = memoryview(b"".join(parts))[written:]
                 while rest:
                     count = os.pwrite(self._fd, rest, start + written)
@@ -198,11 +226,7 @@ class LogSegment:
                 pass  # recovery cuts whatever tail remains
             raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
         self.size_bytes = start + written
-        if self.first_batch_timestamp is None:
-            self.first_batch_timestamp = batches[0][3]
-        for position, _, last_offset, max_timestamp, size_bytes in batches:
-            self._index_batch(start + position, last_offset, max_timestamp, size_bytes)
-        self.next_offset = batches[-1][2] + 1
+        return start
 
     def _index_batch(
         self, position: int, last_offset: int, max_timestamp: int, size_bytes: int
