@@ -278,7 +278,8 @@ class UnifiedLog:
             )
         if producer_id >= 0 and base_sequence < 0 and not attributes & CONTROL_FLAG:
             raise InvalidRecordError("batch with a producer id but no base sequence")
-        base_offset = self._segments[-1].next_offset  # the log end offset
+        segment = self._segments[-1]
+        base_offset = segment.next_offset  # the log end offset
         log_append_time_ms = -1
         header: BatchHeader | None = None  # only for a batch with a producer id
         parts: tuple[Buffer, ...]
@@ -303,14 +304,27 @@ class UnifiedLog:
         if leader_epoch >= 0 and leader_epoch != self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, base_offset)
         last_offset = base_offset + last_offset_delta
-        segment = self._maybe_roll(size_bytes, max_timestamp, base_offset, last_offset, now_ms)
+        if (
+            roll_reason(  # _maybe_roll, inlined
+                config,
+                segment_base_offset=segment.base_offset,
+                segment_size_bytes=segment.size_bytes,
+                segment_first_batch_timestamp_ms=segment.first_batch_timestamp,
+                segment_created_ms=segment.created_ms,
+                index_full=segment.is_index_full,
+                records_size_bytes=size_bytes,
+                records_max_timestamp_ms=max_timestamp,
+                records_last_offset=last_offset,
+                now_ms=now_ms,
+            )
+            is not None
+        ):
+            segment = self.roll(now_ms, expected_next_offset=base_offset)
         segment.append_batch(parts, base_offset, last_offset, max_timestamp, size_bytes)
-        producer_state_manager = self.producer_state_manager
         if header is not None:
-            producer_state_manager.on_batch_appended(header)
-        elif producer_state_manager.map_end_offset <= last_offset:
-            # Batches without a producer id only move the state's map end offset.
-            producer_state_manager.update_map_end_offset(last_offset + 1)
+            self.producer_state_manager.on_batch_appended(header)
+        else:  # a batch without a producer id only moves the state's map end offset
+            self.producer_state_manager.advance_map_end_offset(last_offset + 1)
         if last_offset + 1 - self._recovery_point >= config.flush_messages:
             self.flush(now_ms=now_ms)
         return LogAppendInfo(
@@ -439,7 +453,7 @@ class UnifiedLog:
             segment_size_bytes=segment.size_bytes,
             segment_first_batch_timestamp_ms=segment.first_batch_timestamp,
             segment_created_ms=segment.created_ms,
-            index_full=segment.offset_index.is_full or segment.time_index.is_full,
+            index_full=segment.is_index_full,
             records_size_bytes=records_size_bytes,
             records_max_timestamp_ms=records_max_timestamp_ms,
             records_last_offset=last_offset,
