@@ -42,15 +42,19 @@ from log.protocol.errors import (
     RecordListTooLargeError,
 )
 from log.records.batch_header import (
+    CONTROL_FLAG,
     CRC_OFFSET,
     HEADER_BYTES,
+    LOG_OVERHEAD,
     NO_PARTITION_LEADER_EPOCH,
     BatchHeader,
+    pack_prefix,
     read_header,
     set_base_offset,
     set_max_timestamp_log_append,
     set_partition_leader_epoch,
     validate_batch,
+    validate_batch_fields,
 )
 from log.records.compression import decompress
 from log.records.varint import decode_varint
@@ -239,60 +243,99 @@ class UnifiedLog:
         """Validate, deduplicate, assign offsets and `leader_epoch`, and append `records`.
 
         A v2 produce request carries exactly one batch per partition (Kafka's LogValidator).
+        The header is one struct unpack into a tuple; a BatchHeader is built only for batches
+        with a producer id (the producer state needs one) and on the LogAppendTime path.
         """
         assert not self.is_closed
         if not records:
             return self._empty_append_info()
-        header = validate_batch(records)  # bounds, magic, CRC-32C
-        if header.size_bytes != len(records):
+        fields = validate_batch_fields(records)  # bounds, magic, CRC-32C
+        (
+            _,
+            batch_length,
+            _,
+            _,
+            _,
+            attributes,
+            last_offset_delta,
+            _,
+            max_timestamp,
+            producer_id,
+            _,
+            base_sequence,
+            record_count,
+        ) = fields
+        size_bytes = batch_length + LOG_OVERHEAD
+        if size_bytes != len(records):
             _scan_records(records)  # CorruptRecordError for trailing garbage, else:
             raise InvalidRecordError("a produce request carries exactly one batch per partition")
-        self._check_sizes(header.size_bytes, header.size_bytes)
-        if header.record_count != header.last_offset_delta + 1:
+        config = self.config
+        if size_bytes > config.max_message_bytes or size_bytes > config.segment_bytes:
+            self._check_sizes(size_bytes, size_bytes)  # raises
+        if record_count != last_offset_delta + 1:
             raise InvalidRecordError(
-                f"record count {header.record_count} disagrees with last offset delta "
-                f"{header.last_offset_delta}"
+                f"record count {record_count} disagrees with last offset delta {last_offset_delta}"
             )
-        if header.has_producer_id and header.base_sequence < 0 and not header.is_control:
+        if producer_id >= 0 and base_sequence < 0 and not attributes & CONTROL_FLAG:
             raise InvalidRecordError("batch with a producer id but no base sequence")
-        base_offset = self.log_end_offset
+        segment = self._segments[-1]
+        base_offset = segment.next_offset  # the log end offset
         log_append_time_ms = -1
+        header: BatchHeader | None = None  # only for a batch with a producer id
         parts: tuple[Buffer, ...]
-        if self.config.is_log_append_time:  # maxTimestamp is under the CRC: copy and re-CRC
+        if config.is_log_append_time:  # maxTimestamp is under the CRC: copy and re-CRC
             buf = bytearray(records)
             set_base_offset(buf, 0, base_offset)
             set_partition_leader_epoch(buf, 0, leader_epoch)
-            set_max_timestamp_log_append(buf, 0, header, now_ms)
-            log_append_time_ms = now_ms
-            header = read_header(buf)
+            set_max_timestamp_log_append(buf, 0, BatchHeader(*fields), now_ms)
+            log_append_time_ms = max_timestamp = now_ms  # what the batch now carries
             parts = (buf,)
-        else:  # only the 17 bytes before the CRC change: patch a copy of them, not the batch
-            prefix = bytearray(memoryview(records)[:CRC_OFFSET])
-            set_base_offset(prefix, 0, base_offset)
-            set_partition_leader_epoch(prefix, 0, leader_epoch)
+            if producer_id >= 0:
+                header = read_header(buf)
+        else:  # only the 17 bytes before the CRC change: write new ones, then the rest as is
+            prefix = pack_prefix(base_offset, batch_length, leader_epoch)
             parts = (prefix, memoryview(records)[CRC_OFFSET:])
-            if header.producer_id >= 0:
-                header = read_header(prefix + memoryview(records)[CRC_OFFSET:HEADER_BYTES])
-        headers: tuple[BatchHeader, ...] = ()
-        if header.producer_id >= 0:
+            if producer_id >= 0:
+                header = BatchHeader(base_offset, batch_length, leader_epoch, *fields[3:])
+        if header is not None:  # a producer id: duplicate, producer epoch and sequence checks
             duplicate = self.producer_state_manager.check_append(header, now_ms)
             if duplicate is not None:
                 return self._duplicate_append_info(duplicate)
-            headers = (header,)
         if leader_epoch >= 0 and leader_epoch != self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, base_offset)
-        last_offset = base_offset + header.last_offset_delta
-        span = (0, base_offset, last_offset, header.max_timestamp, header.size_bytes)
-        self._append(parts, (span,), headers, now_ms)
+        last_offset = base_offset + last_offset_delta
+        if (
+            roll_reason(  # _maybe_roll, inlined
+                config,
+                segment_base_offset=segment.base_offset,
+                segment_size_bytes=segment.size_bytes,
+                segment_first_batch_timestamp_ms=segment.first_batch_timestamp,
+                segment_created_ms=segment.created_ms,
+                index_full=segment.is_index_full,
+                records_size_bytes=size_bytes,
+                records_max_timestamp_ms=max_timestamp,
+                records_last_offset=last_offset,
+                now_ms=now_ms,
+            )
+            is not None
+        ):
+            segment = self.roll(now_ms, expected_next_offset=base_offset)
+        segment.append_batch(parts, base_offset, last_offset, max_timestamp, size_bytes)
+        if header is not None:
+            self.producer_state_manager.on_batch_appended(header)
+        else:  # a batch without a producer id only moves the state's map end offset
+            self.producer_state_manager.advance_map_end_offset(last_offset + 1)
+        if last_offset + 1 - self._recovery_point >= config.flush_messages:
+            self.flush(now_ms=now_ms)
         return LogAppendInfo(
             base_offset,
             last_offset,
-            header.max_timestamp,
+            max_timestamp,
             last_offset,
             log_append_time_ms,
             self._log_start_offset,
             1,
-            header.size_bytes,
+            size_bytes,
             leader_epoch,
         )
 
@@ -410,7 +453,7 @@ class UnifiedLog:
             segment_size_bytes=segment.size_bytes,
             segment_first_batch_timestamp_ms=segment.first_batch_timestamp,
             segment_created_ms=segment.created_ms,
-            index_full=segment.offset_index.is_full or segment.time_index.is_full,
+            index_full=segment.is_index_full,
             records_size_bytes=records_size_bytes,
             records_max_timestamp_ms=records_max_timestamp_ms,
             records_last_offset=last_offset,

@@ -381,6 +381,12 @@ class ProducerStateManager:
     def update_map_end_offset(self, offset: int) -> None:
         self._map_end_offset = offset
 
+    def advance_map_end_offset(self, offset: int) -> None:
+        """Raise map_end_offset to `offset` if below: a batch without a producer id was
+        appended (it changes no producer's state)."""
+        if offset > self._map_end_offset:
+            self._map_end_offset = offset
+
     def remove_expired_producers(self, now_ms: int) -> list[int]:
         """Forget producers idle for producer.id.expiration.ms with no open transaction."""
         expired = [pid for pid, e in self._producers.items() if self.is_producer_expired(e, now_ms)]

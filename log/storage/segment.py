@@ -26,7 +26,7 @@ import os
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import NoReturn, Union
 
 from log.protocol.errors import CorruptRecordError, KafkaStorageError
 from log.records.batch_header import (
@@ -175,34 +175,82 @@ class LogSegment:
         header prefix and the caller's untouched remainder without copying the batch.
 
         `batches` lists a BatchSpan (position within `records`, base offset, last offset, max
-        timestamp, size) for every batch, in order -- plain tuples, so the leader's hot path
-        builds no header objects for them.
+        timestamp, size) for every batch, in order -- plain tuples, so no header objects are
+        needed for them.
         """
         assert self.is_open
         assert batches and batches[0][1] >= self.next_offset
         assert self.can_hold(batches[-1][2])
-        start = self.size_bytes
-        total = batches[-1][0] + batches[-1][4]  # the last batch ends the appended bytes
-        try:
-            written = os.pwritev(self._fd, parts, start)
-            if written < total:  # a short write (rare): finish it byte-exactly
-                rest = memoryview(b"".join(parts))[written:]
-                while rest:
-                    count = os.pwrite(self._fd, rest, start + written)
-                    written += count
-                    rest = rest[count:]
-        except OSError as exc:  # ENOSPC, EIO...: drop the partial write, report a typed error
-            try:
-                os.ftruncate(self._fd, start)
-            except OSError:
-                pass  # recovery cuts whatever tail remains
-            raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
-        self.size_bytes = start + written
+        start = self._write(parts, batches[-1][0] + batches[-1][4])  # the last batch ends them
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = batches[0][3]
         for position, _, last_offset, max_timestamp, size_bytes in batches:
             self._index_batch(start + position, last_offset, max_timestamp, size_bytes)
         self.next_offset = batches[-1][2] + 1
+
+    def append_batch(
+        self,
+        parts: Sequence[Buffer],
+        base_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        size_bytes: int,
+    ) -> None:
+        """`append` of exactly one batch of `size_bytes` (the leader's per-append path: no span
+        list, and `_write` and `_index_batch` inlined)."""
+        assert self.is_open
+        assert base_offset >= self.next_offset
+        assert 0 <= last_offset - self.base_offset <= MAX_RELATIVE_OFFSET  # can_hold
+        position = self.size_bytes
+        try:
+            written = os.pwritev(self._fd, parts, position)
+            if written < size_bytes:
+                written = self._finish_short_write(parts, position, written)
+        except OSError as exc:
+            self._undo_failed_write(position, exc)
+        self.size_bytes = position + written
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = max_timestamp
+            self.offset_of_max_timestamp_so_far = last_offset
+        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self._add_index_entries(position, last_offset)
+            self.bytes_since_last_index_entry = size_bytes
+        else:
+            self.bytes_since_last_index_entry += size_bytes
+        self.next_offset = last_offset + 1
+
+    def _write(self, parts: Sequence[Buffer], size_bytes: int) -> int:
+        """Write `parts` (`size_bytes` in all) at the end of the file; return where they start.
+        One `pwritev` (so the bytes are in the OS when it returns); a short write is finished
+        byte-exactly, a failed one is cut off again and reported as KafkaStorageError."""
+        start = self.size_bytes
+        try:
+            written = os.pwritev(self._fd, parts, start)
+            if written < size_bytes:
+                written = self._finish_short_write(parts, start, written)
+        except OSError as exc:
+            self._undo_failed_write(start, exc)
+        self.size_bytes = start + written
+        return start
+
+    def _finish_short_write(self, parts: Sequence[Buffer], start: int, written: int) -> int:
+        """A short write (rare): write the rest byte-exactly; return the total written."""
+        rest = memoryview(b"".join(parts))[written:]
+        while rest:
+            count = os.pwrite(self._fd, rest, start + written)
+            written += count
+            rest = rest[count:]
+        return written
+
+    def _undo_failed_write(self, start: int, exc: OSError) -> NoReturn:
+        """ENOSPC, EIO...: drop the partial write, report a typed error."""
+        try:
+            os.ftruncate(self._fd, start)
+        except OSError:
+            pass  # recovery cuts whatever tail remains
+        raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
 
     def _index_batch(
         self, position: int, last_offset: int, max_timestamp: int, size_bytes: int
@@ -211,13 +259,25 @@ class LogSegment:
             self.max_timestamp_so_far = max_timestamp
             self.offset_of_max_timestamp_so_far = last_offset
         if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
-            if not self.offset_index.is_full:
-                self.offset_index.append(last_offset, position)
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
-            )
+            self._add_index_entries(position, last_offset)
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += size_bytes
+
+    def _add_index_entries(self, position: int, last_offset: int) -> None:
+        """Index the batch at `position` (more than index.interval.bytes since the last)."""
+        if not self.offset_index.is_full:
+            self.offset_index.append(last_offset, position)
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+
+    @property
+    def is_index_full(self) -> bool:
+        """Either index is full (a roll rule); lengths read directly, as it runs per append."""
+        offset_index = self.offset_index
+        time_index = self.time_index
+        return (
+            len(offset_index.relative_offsets) >= offset_index.max_entries
+            or len(time_index.timestamps) >= time_index.max_entries
+        )
 
     def can_hold(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= MAX_RELATIVE_OFFSET
