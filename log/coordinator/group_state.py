@@ -23,6 +23,20 @@ member votes for the first of them in its own preference order; most votes wins,
 earliest in the leader's order. The leader (the previous leader if it rejoined, else the first
 member to join) gets every member's metadata and sends back the assignment in SyncGroup.
 
+The initial rebalance delay (group.initial.rebalance.delay.ms, Kafka's InitialDelayedJoin):
+when a member joins an Empty group the join phase waits that long; while a brand-new group
+(generation 0) is waiting, every further new member extends the wait by the delay again, up to
+the rebalance timeout in all.
+
+Durability: at the end of a rebalance (the leader's SyncGroup makes the group Stable) and when
+the group becomes Empty, `metadata_changed` is set; the driver then writes the group's
+GroupMetadataValue (generation, protocol, leader, members with their assignments) to
+__consumer_offsets. `GroupMetadata.restore` rebuilds a group from that record when another
+broker takes over: Stable with the stored generation and members whose session timers restart
+(a member keeps heartbeating and committing with its generation), or Empty without members.
+The protocol type stays while the group is Empty (Kafka keeps it too): offset expiry tells a
+consumer group gone empty from a standalone committer (no protocol type) by it.
+
 Static membership (group.instance.id, KIP-345) is *ignored*: such members are treated as
 dynamic members; the id is kept only to be echoed in responses and DescribeGroups.
 """
@@ -54,12 +68,15 @@ class GroupConfig:
 
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 0  # Kafka: 3000; 0 keeps local clusters snappy
+    group_initial_rebalance_delay_ms: int = 3_000
     group_max_size: int = 1_000  # Kafka: unbounded; a limit on everything
+    offsets_retention_ms: int = 604_800_000  # 7 days, counted from when the group went Empty
+    offsets_retention_check_interval_ms: int = 600_000
 
     def __post_init__(self) -> None:
         assert 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms
         assert self.group_initial_rebalance_delay_ms >= 0 and self.group_max_size > 0
+        assert self.offsets_retention_ms > 0 and self.offsets_retention_check_interval_ms > 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,7 +152,38 @@ class GroupMetadata:
         self.pending_member_ids: dict[str, int] = {}
         self.rebalance_deadline_ms: int | None = None
         self.join_ready_ms = now_ms  # initial rebalance delay: no join completes before this
-        self.state_changed_ms = now_ms
+        self.initial_delay_remaining_ms = 0  # how much longer new members may extend it
+        self.new_member_added = False  # a new member joined during the initial delay
+        self.state_changed_ms = now_ms  # Kafka's current_state_timestamp; -1: unknown
+        self.metadata_changed = False  # the stored GroupMetadataValue is out of date
+
+    @classmethod
+    def restore(
+        cls,
+        group_id: str,
+        config: GroupConfig,
+        new_member_id: Callable[[str], str],
+        *,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        leader_id: str | None,
+        state_changed_ms: int,
+        members: list[MemberMetadata],
+    ) -> GroupMetadata:
+        """A group as its last GroupMetadataValue stored it (Kafka's GroupMetadata.loadGroup):
+        Stable with those members, or Empty without any. Members' session timers restart from
+        their `last_heartbeat_ms` (the load time)."""
+        group = cls(group_id, config, new_member_id, state_changed_ms)
+        group.generation_id = generation_id
+        group.protocol_type = protocol_type or None
+        if members:
+            assert protocol_name is not None, "a group with members has a protocol"
+            group.state = GroupState.STABLE
+            group.protocol_name = protocol_name
+            group.members = {m.member_id: m for m in members}
+            group.leader_id = leader_id if leader_id in group.members else members[0].member_id
+        return group
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -221,11 +269,13 @@ class GroupMetadata:
                 member_id, group_instance_id, client_id, client_host, session_timeout_ms,
                 rebalance_timeout_ms, protocols, now_ms,
             )  # fmt: skip
+            if not self.members:
+                self.protocol_type = protocol_type
             self.members[member_id] = member
             if self.leader_id is None:
                 self.leader_id = member_id
-            if self.protocol_type is None:
-                self.protocol_type = protocol_type
+            if self.state is GroupState.PREPARING_REBALANCE and self.generation_id == 0:
+                self.new_member_added = True  # extends the initial rebalance delay
         else:
             if member.join_token is not None:  # a retried join replaces the older one
                 replies.append(Reply(member.join_token, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID)))
@@ -269,12 +319,16 @@ class GroupMetadata:
                         Reply(member.sync_token, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
                     )
                     member.sync_token = None
-        if self.state is GroupState.EMPTY:
-            self.join_ready_ms = now_ms + self.config.group_initial_rebalance_delay_ms
-        else:
-            self.join_ready_ms = now_ms
         timeout_ms = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
         self.rebalance_deadline_ms = now_ms + timeout_ms
+        self.new_member_added = False
+        if self.state is GroupState.EMPTY:
+            delay_ms = min(self.config.group_initial_rebalance_delay_ms, timeout_ms)
+            self.join_ready_ms = now_ms + delay_ms
+            self.initial_delay_remaining_ms = max(timeout_ms - delay_ms, 0)
+        else:
+            self.join_ready_ms = now_ms
+            self.initial_delay_remaining_ms = 0
         self._transition(GroupState.PREPARING_REBALANCE, now_ms)
         return replies
 
@@ -283,7 +337,17 @@ class GroupMetadata:
             return []
         all_joined = all(m.join_token is not None for m in self.members.values())
         timed_out = self.rebalance_deadline_ms is not None and now_ms >= self.rebalance_deadline_ms
-        if not ((all_joined and now_ms >= self.join_ready_ms) or timed_out):
+        if all_joined and now_ms >= self.join_ready_ms and not timed_out:
+            if self.new_member_added and self.initial_delay_remaining_ms > 0:
+                # Kafka's InitialDelayedJoin: someone new came during the delay, wait again
+                delay_ms = min(
+                    self.config.group_initial_rebalance_delay_ms, self.initial_delay_remaining_ms
+                )
+                self.new_member_added = False
+                self.join_ready_ms = now_ms + delay_ms
+                self.initial_delay_remaining_ms -= delay_ms
+                return []
+        elif not timed_out:
             return []
         for member_id in [m for m, v in self.members.items() if v.join_token is None]:
             self._remove_member(member_id)
@@ -291,7 +355,6 @@ class GroupMetadata:
         self.generation_id += 1
         if not self.members:
             self.protocol_name = None
-            self.protocol_type = None
             self.leader_id = None
             self._transition(GroupState.EMPTY, now_ms)
             return []
@@ -453,3 +516,5 @@ class GroupMetadata:
         assert self.state is not GroupState.DEAD
         self.state = state
         self.state_changed_ms = now_ms
+        if state in (GroupState.STABLE, GroupState.EMPTY):
+            self.metadata_changed = True  # a rebalance ended: the driver stores the group

@@ -16,7 +16,7 @@ from tests.broker.conftest import start_broker
 
 pytestmark = pytest.mark.interop
 
-PROPS = {"offsets.topic.num.partitions": 4}
+PROPS = {"offsets.topic.num.partitions": 4, "group.initial.rebalance.delay.ms": 0}
 TIMEOUT_S = 40
 
 

@@ -28,7 +28,11 @@ PARTITIONS = 4
 
 @pytest.fixture
 async def gbroker(nursery, tmp_path):
-    return await start_broker(nursery, tmp_path, **{"offsets.topic.num.partitions": PARTITIONS})
+    return await start_broker(
+        nursery,
+        tmp_path,
+        **{"offsets.topic.num.partitions": PARTITIONS, "group.initial.rebalance.delay.ms": 0},
+    )
 
 
 async def find(client, key: str, key_type: int = 0):

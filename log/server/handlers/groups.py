@@ -149,8 +149,13 @@ async def handle_leave_group(ctx: BrokerContext, request: Request) -> object:
 
 
 async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
+    """v1's per-partition commit_timestamp and v2-v4's retention_time_ms are honoured as Kafka
+    does: -1 means now / offsets.retention.ms, else the offset expires retention_time_ms from
+    now (written as OffsetCommitValue version 1)."""
     body = request.body
     now_ms = ctx.clock_ms()
+    retention_time_ms = body.retention_time_ms
+    expire_timestamp_ms = -1 if retention_time_ms == -1 else now_ms + retention_time_ms
     image = ctx.sync_partitions()
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     codes: dict[tuple[str, int], int] = {}
@@ -164,8 +169,13 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
             elif len(metadata) > ctx.config.props.get("offset.metadata.max.bytes", 4096):
                 codes[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
+                commit_timestamp_ms = p.commit_timestamp
                 offsets[tp] = OffsetAndMetadata(
-                    p.committed_offset, p.committed_leader_epoch, metadata, now_ms
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    metadata,
+                    now_ms if commit_timestamp_ms == -1 else commit_timestamp_ms,
+                    expire_timestamp_ms,
                 )
     code = await driver(ctx).commit_offsets(
         body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets
