@@ -233,18 +233,16 @@ class GroupCoordinatorDriver:
             for group_id, value in self.core.take_changed_groups(group_ids)
         }
 
-    def _store_changed_now(self, group_ids: list[str] | None = None) -> None:
-        """Append the records of groups whose rebalance ended; replication is not awaited."""
+    def _store_changed_now(self, group_ids: list[str] | None = None) -> list[tuple]:
+        """Append the records of groups whose rebalance ended, now: what to await."""
+        appended = []
         for group_id, records in self._group_records(group_ids).items():
-            code, _ = self._append_now(group_id, records)
+            code, waitable = self._append_now(group_id, records)
             if code:
                 logger.info("storing group %s failed: %s", group_id, ErrorCode(code).name)
-
-    async def _store_changed(self, group_id: str) -> None:
-        for records in self._group_records([group_id]).values():
-            code = await self._append(group_id, records)
-            if code:
-                logger.info("storing group %s failed: %s", group_id, ErrorCode(code).name)
+            else:
+                appended.append(waitable)
+        return appended
 
     # -- requests --------------------------------------------------------------------------------
 
@@ -285,9 +283,17 @@ class GroupCoordinatorDriver:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         token = object()
         waiter = self._waiters[token] = [trio.Event(), None]
-        was_stable = group.state is GroupState.STABLE
         try:
-            self._dispatch(group.sync(token, now_ms=self.ctx.clock_ms(), **kwargs))
+            replies = group.sync(token, now_ms=self.ctx.clock_ms(), **kwargs)
+            # The leader's assignment ended the rebalance: as Kafka, every member hears its
+            # assignment only once the group record (members, assignments) is replicated.
+            for hosted, end_offset in self._store_changed_now([group_id]):
+                code = await _wait_for_high_watermark(
+                    self.ctx, hosted, end_offset, APPEND_TIMEOUT_MS
+                )
+                if code:
+                    logger.info("storing group %s: %s", group_id, ErrorCode(code).name)
+            self._dispatch(replies)
             self._wakeup.set()
             with trio.move_on_after(MAX_SYNC_WAIT_MS / 1000):
                 await waiter[0].wait()
@@ -296,8 +302,6 @@ class GroupCoordinatorDriver:
         result = waiter[1]
         if result is None:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
-        if not was_stable and not result.error_code:
-            await self._store_changed(group_id)  # the leader's assignment ended the rebalance
         return result
 
     def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> int:
