@@ -56,8 +56,10 @@ def _assigned(consumer) -> set[int]:
     return {tp.partition for tp in consumer.assignment()}
 
 
-def _confluent_takeover(bootstrap: str, topic: str) -> tuple[list, list]:
-    consumers = [_consumer(bootstrap, "takeover") for _ in range(3)]
+def _confluent_takeover(
+    bootstrap: str, topic: str, group: str = "takeover", **extra
+) -> tuple[list, list]:
+    consumers = [_consumer(bootstrap, group, **extra) for _ in range(3)]
     for c in consumers:
         c.subscribe([topic])
     deadline = time.monotonic() + TIMEOUT_S
@@ -88,6 +90,26 @@ async def test_confluent_group_shares_partitions_and_takes_over(gbroker):
     assert sorted(p for s in before for p in s) == list(range(6))
     assert len(after) == 2 and all(after), after
     assert sorted(p for s in after for p in s) == list(range(6))
+
+
+async def test_confluent_cooperative_sticky_group_takes_over(gbroker):
+    """KIP-429's incremental protocol runs on the classic group APIs: the clients revoke only
+    what moves and rejoin again; the broker sees ordinary joins (protocol "cooperative-sticky")."""
+    await gbroker.create_topic("coop", partitions=6)
+    before, after = await trio.to_thread.run_sync(
+        lambda: _confluent_takeover(
+            gbroker.bootstrap,
+            "coop",
+            "coop-group",
+            **{"partition.assignment.strategy": "cooperative-sticky"},
+        )  # fmt: skip
+    )
+    assert len(before) == 3 and all(before), before
+    assert sorted(p for s in before for p in s) == list(range(6))
+    assert len(after) == 2 and all(after), after
+    assert sorted(p for s in after for p in s) == list(range(6))
+    # sticky: each survivor kept what it had and only took over the leaver's partitions
+    assert all(old <= new for old, new in zip(before, after, strict=False)), (before, after)
 
 
 def _confluent_consume_commit(bootstrap: str, topic: str, count: int) -> list[int]:
