@@ -205,13 +205,22 @@ class GroupCoordinator:
 
     # -- offsets -------------------------------------------------------------------------------
 
-    def check_commit(self, group_id: str, member_id: str, generation_id: int, now_ms: int) -> int:
+    def check_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        now_ms: int,
+        group_instance_id: str | None = None,
+    ) -> int:
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
                 return ErrorCode.NONE  # simple (non-member) commit creates no group
             return ErrorCode.ILLEGAL_GENERATION
-        return group.check_commit(member_id=member_id, generation_id=generation_id)
+        return group.check_commit(
+            member_id=member_id, generation_id=generation_id, group_instance_id=group_instance_id
+        )
 
     def store_offset(
         self, group_id: str, topic: str, partition: int, value: OffsetAndMetadata | None

@@ -262,6 +262,7 @@ class GroupCoordinatorDriver:
         waiter = self._waiters[token] = [trio.Event(), None]
         try:
             self._dispatch(group.join(token, now_ms=now_ms, **kwargs))
+            self._store_changed_now([group_id])  # a static member replaced without rebalance
             self._wakeup.set()
             timeout_ms = min(max(kwargs["rebalance_timeout_ms"], 0) + 5_000, MAX_JOIN_WAIT_MS)
             with trio.move_on_after(timeout_ms / 1000):
@@ -304,7 +305,13 @@ class GroupCoordinatorDriver:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
         return result
 
-    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> int:
+    def heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None = None,
+    ) -> int:
         try:
             self.check_group(group_id)
         except CoordinatorError as exc:
@@ -313,20 +320,26 @@ class GroupCoordinatorDriver:
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return group.heartbeat(
-            member_id=member_id, generation_id=generation_id, now_ms=self.ctx.clock_ms()
+            member_id=member_id,
+            generation_id=generation_id,
+            now_ms=self.ctx.clock_ms(),
+            group_instance_id=group_instance_id,
         )
 
-    def leave(self, group_id: str, member_ids: list[str]) -> tuple[int, list[int]]:
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """LeaveGroup of (member_id, group_instance_id) pairs: (error code, one per member)."""
         try:
             self.check_group(group_id)
         except CoordinatorError as exc:
-            return exc.error_code, [exc.error_code] * len(member_ids)
+            return exc.error_code, [exc.error_code] * len(members)
         group = self.core.groups.get(group_id)
         if group is None:
-            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(member_ids)
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         codes = []
-        for member_id in member_ids:
-            code, replies = group.leave(member_id=member_id, now_ms=self.ctx.clock_ms())
+        for member_id, group_instance_id in members:
+            code, replies = group.leave(
+                member_id=member_id, now_ms=self.ctx.clock_ms(), group_instance_id=group_instance_id
+            )
             self._dispatch(replies)
             codes.append(code)
         self._store_changed_now([group_id])
@@ -339,13 +352,16 @@ class GroupCoordinatorDriver:
         member_id: str,
         generation_id: int,
         offsets: dict[tuple[str, int], OffsetAndMetadata],
+        group_instance_id: str | None = None,
     ) -> int:
         """Commit all of `offsets` or none: one error code for the request."""
         try:
             self.check_group(group_id)
         except CoordinatorError as exc:
             return exc.error_code
-        code = self.core.check_commit(group_id, member_id, generation_id, self.ctx.clock_ms())
+        code = self.core.check_commit(
+            group_id, member_id, generation_id, self.ctx.clock_ms(), group_instance_id
+        )
         if code:
             return code
         group = self.core.groups.get(group_id)

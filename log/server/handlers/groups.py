@@ -120,13 +120,16 @@ async def handle_sync_group(ctx: BrokerContext, request: Request) -> object:
         member_id=body.member_id,
         generation_id=body.generation_id,
         assignments={a.member_id: bytes(a.assignment) for a in body.assignments},
+        group_instance_id=body.group_instance_id,
     )
     return SYNC_GROUP_RESPONSE.cls(error_code=result.error_code, assignment=result.assignment)
 
 
 async def handle_heartbeat(ctx: BrokerContext, request: Request) -> object:
     body = request.body
-    code = driver(ctx).heartbeat(body.group_id, body.member_id, body.generation_id)
+    code = driver(ctx).heartbeat(
+        body.group_id, body.member_id, body.generation_id, body.group_instance_id
+    )
     return HEARTBEAT_RESPONSE.cls(error_code=code)
 
 
@@ -134,7 +137,9 @@ async def handle_leave_group(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     if request.api_version >= 3:
         members = body.members
-        code, codes = driver(ctx).leave(body.group_id, [m.member_id for m in members])
+        code, codes = driver(ctx).leave(
+            body.group_id, [(m.member_id, m.group_instance_id) for m in members]
+        )
         return LG(
             error_code=code,
             members=[
@@ -144,7 +149,7 @@ async def handle_leave_group(ctx: BrokerContext, request: Request) -> object:
                 for m, c in zip(members, codes, strict=True)
             ],
         )
-    code, codes = driver(ctx).leave(body.group_id, [body.member_id])
+    code, codes = driver(ctx).leave(body.group_id, [(body.member_id, None)])
     return LG(error_code=code or codes[0])
 
 
@@ -178,7 +183,11 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
                     expire_timestamp_ms,
                 )
     code = await driver(ctx).commit_offsets(
-        body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets
+        body.group_id,
+        body.member_id,
+        body.generation_id_or_member_epoch,
+        offsets,
+        body.group_instance_id,
     )
     for tp in offsets:
         codes[tp] = code
