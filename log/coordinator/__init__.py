@@ -3,4 +3,5 @@
 group_state.py        GroupMetadata: one group's sans-IO state machine
 group_coordinator.py  GroupCoordinator: the groups and offsets this broker coordinates
 records.py            __consumer_offsets keys and values (construct)
+group_driver.py       GroupCoordinatorDriver: trio driver, __consumer_offsets appends and replay
 """

@@ -2,7 +2,7 @@
 
 Groups live here by group id (`GroupMetadata`, group_state.py); committed offsets by (group,
 topic, partition) as `OffsetAndMetadata` (offset, leader_epoch, metadata, commit_timestamp_ms).
-The driver (log/server/group_driver.py) turns requests into calls, parks delayed JoinGroup and
+The driver (log/coordinator/group_driver.py) turns requests into calls, parks delayed JoinGroup and
 SyncGroup requests on their tokens, and calls `poll(now_ms)` at `next_deadline_ms()`.
 
 Only groups of the __consumer_offsets partitions this broker leads are *loaded*; `load` and
@@ -37,7 +37,7 @@ from log.coordinator.group_state import (
     Reply,
 )
 from log.coordinator.records import GroupMetadataValue, MemberMetadataValue
-from log.protocol.errors import ErrorCode
+from log.protocol.errors import CorruptRecordError, ErrorCode
 
 OFFSETS_TOPIC = "__consumer_offsets"
 MAX_GROUP_ID_BYTES = 249 * 4  # Kafka bounds nothing; one frame bounds everything anyway
@@ -175,6 +175,8 @@ class GroupCoordinator:
             assert not old.mark_dead(), "nobody waits on a group that is being loaded"
         if value is None:
             return
+        if value.members and value.protocol is None:
+            raise CorruptRecordError(f"group {group_id!r}: members but no protocol")
         members = [
             MemberMetadata(
                 m.member_id,

@@ -48,7 +48,7 @@ from log.coordinator.records import (
     encode_key,
     encode_offset_value,
 )
-from log.protocol.errors import ErrorCode, KafkaError
+from log.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from log.records.batch_header import iter_batches
 from log.records.builder import Record, build_batch
 from log.records.reader import iter_records
@@ -173,7 +173,10 @@ class GroupCoordinatorDriver:
                 if header.is_control:
                     continue
                 for record in iter_records(buf, position):
-                    self._replay(record.key, record.value, now_ms)
+                    try:
+                        self._replay(record.key, record.value, now_ms)
+                    except CorruptRecordError as exc:  # skip it: one bad record, not the rest
+                        logger.warning("%s-%s: %s", OFFSETS_TOPIC, hosted.partition, exc)
             assert data.next_fetch_offset > offset
             offset = data.next_fetch_offset
 

@@ -2,7 +2,8 @@
 
 A group moves through these states (Kafka's GroupState); the legal transitions are:
 
-    Empty               -> PreparingRebalance (a member joins), Dead (deleted / unloaded)
+    Empty               -> PreparingRebalance (a member joins), Dead (deleted, unloaded, or
+                           its offsets expired)
     PreparingRebalance  -> CompletingRebalance (every member rejoined, or the rebalance timed
                            out: laggards are removed), Empty (nobody left), Dead
     CompletingRebalance -> Stable (the leader's SyncGroup), PreparingRebalance (a member joins,

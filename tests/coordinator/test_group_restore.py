@@ -212,3 +212,16 @@ def test_no_initial_delay_for_a_rebalance_of_a_stable_group():
     join(group, "b2", b, 11, (("range", b"rb"), ("roundrobin", b"x")))
     replies = join(group, "a2", a, 12, (("range", b"ra"),))
     assert len(replies) == 3  # every member rejoined: no delay
+
+
+def test_a_group_value_with_members_but_no_protocol_is_a_typed_error():
+    import pytest
+
+    from log.coordinator.records import GroupMetadataValue
+    from log.protocol.errors import CorruptRecordError
+
+    member = MemberMetadataValue("m", None, "c", "/h", 1, 1, b"", b"")
+    with pytest.raises(CorruptRecordError):
+        GroupCoordinator(NO_DELAY, 50).load_group(
+            "g", GroupMetadataValue("consumer", 1, None, None, 0, (member,)), 0
+        )
