@@ -236,16 +236,28 @@ class GroupCoordinatorDriver:
             for group_id, value in self.core.take_changed_groups(group_ids)
         }
 
-    def _store_changed_now(self, group_ids: list[str] | None = None) -> list[tuple]:
-        """Append the records of groups whose rebalance ended, now: what to await."""
+    def _store_changed_now(self, group_ids: list[str] | None = None) -> list[tuple[int, tuple]]:
+        """Append the records of groups whose rebalance ended, now: (error code, what to await)
+        per group."""
         appended = []
         for group_id, records in self._group_records(group_ids).items():
             code, waitable = self._append_now(group_id, records)
             if code:
                 logger.info("storing group %s failed: %s", group_id, ErrorCode(code).name)
-            else:
-                appended.append(waitable)
+            appended.append((code, waitable))
         return appended
+
+    async def _store_changed(self, group_id: str) -> int:
+        """Store the group's record if its rebalance ended and wait for the ISR: error code."""
+        for code, waitable in self._store_changed_now([group_id]):
+            if code:
+                return code
+            hosted, end_offset = waitable
+            code = await _wait_for_high_watermark(self.ctx, hosted, end_offset, APPEND_TIMEOUT_MS)
+            if code:
+                logger.info("storing group %s: %s", group_id, ErrorCode(code).name)
+                return _APPEND_ERRORS.get(code, code)
+        return ErrorCode.NONE
 
     # -- requests --------------------------------------------------------------------------------
 
@@ -290,13 +302,16 @@ class GroupCoordinatorDriver:
         try:
             replies = group.sync(token, now_ms=self.ctx.clock_ms(), **kwargs)
             # The leader's assignment ended the rebalance: as Kafka, every member hears its
-            # assignment only once the group record (members, assignments) is replicated.
-            for hosted, end_offset in self._store_changed_now([group_id]):
-                code = await _wait_for_high_watermark(
-                    self.ctx, hosted, end_offset, APPEND_TIMEOUT_MS
-                )
-                if code:
-                    logger.info("storing group %s: %s", group_id, ErrorCode(code).name)
+            # assignment only once the group record (members, assignments) is replicated, and
+            # hears the error if it could not be (the members rejoin).
+            code = await self._store_changed(group_id)
+            if code:
+                replies = [
+                    Reply(r.token, SyncResult(code))
+                    if isinstance(r.result, SyncResult) and r.result.error_code == ErrorCode.NONE
+                    else r
+                    for r in replies
+                ]
             self._dispatch(replies)
             self._wakeup.set()
             with trio.move_on_after(MAX_SYNC_WAIT_MS / 1000):

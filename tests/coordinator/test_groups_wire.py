@@ -249,3 +249,23 @@ async def test_members_survive_a_reload_and_delete_writes_tombstones(gbroker):
     assert empty[0] == GroupMetadataKey("rg") and (empty[1].generation, empty[1].members) == (2, ())
     assert records[-2:] == [(GroupMetadataKey("rg"), None), (OffsetCommitKey("rg", "r", 0), None)]
     await client.aclose()
+
+
+async def test_sync_group_fails_when_the_group_record_cannot_be_stored(nursery, tmp_path):
+    """As Kafka: no member hears an assignment the log does not hold (min.insync.replicas 2
+    on one node: the append is refused) -- SyncGroup answers COORDINATOR_NOT_AVAILABLE."""
+    broker = await start_broker(
+        nursery, tmp_path, **{"offsets.topic.num.partitions": 1,
+                              "group.initial.rebalance.delay.ms": 0, "min.insync.replicas": 2},
+    )  # fmt: skip
+    client = await WireClient.connect(broker.port)
+    await _coordinator_ready(client, "sg")
+    J = JOIN_GROUP_REQUEST.cls
+    joined = await client.call(11, 3, J(group_id="sg", session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000, member_id="", protocol_type="consumer",
+        protocols=[J.JoinGroupRequestProtocol(name="range", metadata=b"m")]))  # fmt: skip
+    S = SYNC_GROUP_REQUEST.cls
+    synced = await client.call(14, 3, S(group_id="sg", generation_id=1, member_id=joined.member_id,
+        assignments=[S.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"A")]))  # fmt: skip
+    assert synced.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    await client.aclose()
