@@ -17,7 +17,8 @@ Offset expiry (Kafka >= 2.1, KIP-211), run every offsets.retention.check.interva
 `expire_offsets(now_ms)`: a group's offsets expire only while it is Empty, offsets.retention.ms
 after it became Empty (after the commit when the state timestamp is unknown); a standalone
 group (no protocol type: assign() consumers, admin tools) loses each offset offsets.retention.ms
-after its commit. An offset committed with an explicit expiry (OffsetCommit v2-v4
+after its commit; a Stable consumer group loses, offsets.retention.ms after their commit, the
+offsets of topics none of its members subscribes to any more (KIP-496). An offset committed with an explicit expiry (OffsetCommit v2-v4
 retention_time_ms) expires at that time instead, under the same conditions. Offsets with a
 commit in flight never expire. An Empty group left without offsets is removed (Dead). The
 caller writes tombstones for what `expire_offsets` returns.
@@ -29,6 +30,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable
 
+from log.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from log.coordinator.group_state import (
     GroupConfig,
     GroupMetadata,
@@ -253,39 +255,73 @@ class GroupCoordinator:
 
     def expire_offsets(self, now_ms: int) -> list[GroupCleanup]:
         """Drop expired offsets and groups left Empty without offsets (see the docstring)."""
-        retention_ms = self.config.offsets_retention_ms
         cleanups = []
         for group_id in sorted(set(self.groups) | set(self.offsets)):
             group = self.groups.get(group_id)
-            offsets = self.offsets.get(group_id, {})
-            if group is not None and group.state is not GroupState.EMPTY:
-                continue  # members are using the offsets: only an Empty group's expire
-            if group is not None and group.pending_member_ids:
-                continue  # a member is about to join with the id it was handed
-            pending = self.pending_commits.get(group_id, {})
-            standalone = group is None or group.protocol_type is None
-            expired = []
-            for tp, o in offsets.items():
-                if tp in pending:
-                    continue
-                if o.expire_timestamp_ms != -1:
-                    due = now_ms >= o.expire_timestamp_ms
-                else:
-                    base_ms = o.commit_timestamp_ms
-                    if not standalone and group is not None and group.state_changed_ms >= 0:
-                        base_ms = group.state_changed_ms
-                    due = now_ms - base_ms >= retention_ms
-                if due:
-                    expired.append(tp)
+            expired = self._expired(group_id, group, now_ms)
             for topic, partition in expired:
                 self.store_offset(group_id, topic, partition, None)
-            removed = group_id not in self.offsets and group_id not in self.pending_commits
+            removed = (
+                (
+                    group is None
+                    or (group.state is GroupState.EMPTY and not group.pending_member_ids)
+                )
+                and group_id not in self.offsets
+                and group_id not in self.pending_commits
+            )
             if removed and group is not None:
                 assert not group.mark_dead(), "an Empty group has nobody waiting"
                 del self.groups[group_id]
             if expired or removed:
                 cleanups.append(GroupCleanup(group_id, tuple(expired), removed))
         return cleanups
+
+    def _expired(
+        self, group_id: str, group: GroupMetadata | None, now_ms: int
+    ) -> list[tuple[str, int]]:
+        """The (topic, partition)s whose committed offset expired (Kafka's KIP-211 / KIP-496
+        rules: the group's state says which offsets may expire and from when)."""
+        offsets = self.offsets.get(group_id, {})
+        pending = self.pending_commits.get(group_id, {})
+        base_ms: int | None = None  # None: from each offset's commit timestamp
+        subscribed: frozenset[str] | None = None  # their offsets stay (KIP-496)
+        if group is None or group.protocol_type is None:
+            pass  # standalone: each offset from its commit
+        elif group.state is GroupState.EMPTY:
+            if group.pending_member_ids:
+                return []  # a member is about to join with the id it was handed
+            base_ms = group.state_changed_ms if group.state_changed_ms >= 0 else None
+        elif group.state is GroupState.STABLE and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            subscribed = self._subscribed_topics(group)
+            if subscribed is None:
+                return []
+        else:
+            return []  # a rebalance is going on: members are about to use the offsets
+        expired = []
+        for tp, o in offsets.items():
+            if tp in pending or (subscribed is not None and tp[0] in subscribed):
+                continue
+            if o.expire_timestamp_ms != -1:
+                due = now_ms >= o.expire_timestamp_ms
+            else:
+                due = now_ms - (o.commit_timestamp_ms if base_ms is None else base_ms) >= (
+                    self.config.offsets_retention_ms
+                )
+            if due:
+                expired.append(tp)
+        return expired
+
+    @staticmethod
+    def _subscribed_topics(group: GroupMetadata) -> frozenset[str] | None:
+        """Every topic a Stable consumer group's members subscribe to (None: unreadable)."""
+        assert group.protocol_name is not None
+        topics: set[str] = set()
+        try:
+            for member in group.members.values():
+                topics |= subscribed_topics(member.metadata_for(group.protocol_name))
+        except CorruptRecordError:
+            return None
+        return frozenset(topics)
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None
