@@ -91,6 +91,8 @@ class ClusterLayout:
             "metrics.port": self.metrics_port(node_id),
             # Kafka's 50 partitions x 3 replicas is a lot of logs for a laptop cluster
             "offsets.topic.num.partitions": LOCAL_OFFSETS_TOPIC_PARTITIONS,
+            # as Kafka's quickstart server.properties: no 3 s wait for a group's first members
+            "group.initial.rebalance.delay.ms": 0,
             **dict(self.extra_properties),
         }
 

@@ -2,13 +2,26 @@
 
 Groups live here by group id (`GroupMetadata`, group_state.py); committed offsets by (group,
 topic, partition) as `OffsetAndMetadata` (offset, leader_epoch, metadata, commit_timestamp_ms).
-The driver (log/server/group_driver.py) turns requests into calls, parks delayed JoinGroup and
+The driver (log/coordinator/group_driver.py) turns requests into calls, parks delayed JoinGroup and
 SyncGroup requests on their tokens, and calls `poll(now_ms)` at `next_deadline_ms()`.
 
 Only groups of the __consumer_offsets partitions this broker leads are *loaded*; `load` and
 `unload` follow partition leadership (`partition_for(group_id)` is Kafka's rule:
 abs(java_hashCode(group_id)) % offsets.topic.num.partitions). A group of a partition we do not
 lead is NOT_COORDINATOR; of one still loading, COORDINATOR_LOAD_IN_PROGRESS.
+
+Records: `group_metadata_value(group)` is what the driver writes when a group's
+`metadata_changed` is set (`take_changed_groups`); `load_group` restores a group from it.
+
+Offset expiry (Kafka >= 2.1, KIP-211), run every offsets.retention.check.interval.ms by
+`expire_offsets(now_ms)`: a group's offsets expire only while it is Empty, offsets.retention.ms
+after it became Empty (after the commit when the state timestamp is unknown); a standalone
+group (no protocol type: assign() consumers, admin tools) loses each offset offsets.retention.ms
+after its commit; a Stable consumer group loses, offsets.retention.ms after their commit, the
+offsets of topics none of its members subscribes to any more (KIP-496). An offset committed with an explicit expiry (OffsetCommit v2-v4
+retention_time_ms) expires at that time instead, under the same conditions. Offsets with a
+commit in flight never expire. An Empty group left without offsets is removed (Dead). The
+caller writes tombstones for what `expire_offsets` returns.
 """
 
 from __future__ import annotations
@@ -17,13 +30,16 @@ import dataclasses
 import itertools
 from collections.abc import Callable
 
+from log.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from log.coordinator.group_state import (
     GroupConfig,
     GroupMetadata,
     GroupState,
+    MemberMetadata,
     Reply,
 )
-from log.protocol.errors import ErrorCode
+from log.coordinator.records import GroupMetadataValue, MemberMetadataValue
+from log.protocol.errors import CorruptRecordError, ErrorCode
 
 OFFSETS_TOPIC = "__consumer_offsets"
 MAX_GROUP_ID_BYTES = 249 * 4  # Kafka bounds nothing; one frame bounds everything anyway
@@ -52,6 +68,16 @@ class OffsetAndMetadata:
     leader_epoch: int
     metadata: str
     commit_timestamp_ms: int
+    expire_timestamp_ms: int = -1  # -1: offsets.retention.ms decides
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupCleanup:
+    """What one `expire_offsets` pass removed from a group: tombstones to write."""
+
+    group_id: str
+    expired: tuple[tuple[str, int], ...]  # (topic, partition) of expired offsets
+    group_removed: bool  # the group went Dead: its GroupMetadataKey gets a tombstone too
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +106,8 @@ class GroupCoordinator:
         self.new_member_id = new_member_id or (lambda client_id: f"{client_id}-{next(counter)}")
         self.groups: dict[str, GroupMetadata] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        # (topic, partition)s with a commit appended but not yet replicated: never expired
+        self.pending_commits: dict[str, dict[tuple[str, int], int]] = {}
         self.loaded_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
         # every partition is ours when nobody drives leadership (tests, single-node use)
@@ -124,6 +152,54 @@ class GroupCoordinator:
             del self.offsets[group_id]
         return replies
 
+    # -- group records -------------------------------------------------------------------------
+
+    def take_changed_groups(
+        self, group_ids: list[str] | None = None
+    ) -> list[tuple[str, GroupMetadataValue]]:
+        """(group_id, value) to store for groups (of `group_ids`, else all) whose rebalance ended."""
+        names = self.groups if group_ids is None else group_ids
+        values = []
+        for group_id in names:
+            group = self.groups.get(group_id)
+            if group is None or not group.metadata_changed:
+                continue
+            group.metadata_changed = False
+            # a rebalance that already began again writes its own record when it ends
+            if group.state in (GroupState.STABLE, GroupState.EMPTY):
+                values.append((group_id, group_metadata_value(group)))
+        return values
+
+    def load_group(self, group_id: str, value: GroupMetadataValue | None, now_ms: int) -> None:
+        """Replay one group record (None: a tombstone) from __consumer_offsets."""
+        old = self.groups.pop(group_id, None)
+        if old is not None:
+            assert not old.mark_dead(), "nobody waits on a group that is being loaded"
+        if value is None:
+            return
+        if value.members and value.protocol is None:
+            raise CorruptRecordError(f"group {group_id!r}: members but no protocol")
+        members = [
+            MemberMetadata(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.session_timeout_ms,
+                m.rebalance_timeout_ms if m.rebalance_timeout_ms >= 0 else m.session_timeout_ms,
+                ((value.protocol or "", m.subscription),),
+                now_ms,
+                m.assignment,
+            )  # fmt: skip
+            for m in value.members
+        ]
+        self.groups[group_id] = GroupMetadata.restore(
+            group_id, self.config, self.new_member_id,
+            generation_id=value.generation, protocol_type=value.protocol_type,
+            protocol_name=value.protocol, leader_id=value.leader,
+            state_changed_ms=value.current_state_timestamp_ms, members=members,
+        )  # fmt: skip
+
     def group(self, group_id: str, now_ms: int, create: bool) -> GroupMetadata | None:
         group = self.groups.get(group_id)
         if group is None and create:
@@ -133,13 +209,22 @@ class GroupCoordinator:
 
     # -- offsets -------------------------------------------------------------------------------
 
-    def check_commit(self, group_id: str, member_id: str, generation_id: int, now_ms: int) -> int:
+    def check_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        now_ms: int,
+        group_instance_id: str | None = None,
+    ) -> int:
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
                 return ErrorCode.NONE  # simple (non-member) commit creates no group
             return ErrorCode.ILLEGAL_GENERATION
-        return group.check_commit(member_id=member_id, generation_id=generation_id)
+        return group.check_commit(
+            member_id=member_id, generation_id=generation_id, group_instance_id=group_instance_id
+        )
 
     def store_offset(
         self, group_id: str, topic: str, partition: int, value: OffsetAndMetadata | None
@@ -152,6 +237,91 @@ class GroupCoordinator:
                 del self.offsets[group_id]
         else:
             offsets[(topic, partition)] = value
+
+    def begin_commit(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
+        pending = self.pending_commits.setdefault(group_id, {})
+        for tp in partitions:
+            pending[tp] = pending.get(tp, 0) + 1
+
+    def end_commit(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
+        pending = self.pending_commits[group_id]
+        for tp in partitions:
+            pending[tp] -= 1
+            assert pending[tp] >= 0
+            if not pending[tp]:
+                del pending[tp]
+        if not pending:
+            del self.pending_commits[group_id]
+
+    def expire_offsets(self, now_ms: int) -> list[GroupCleanup]:
+        """Drop expired offsets and groups left Empty without offsets (see the docstring)."""
+        cleanups = []
+        for group_id in sorted(set(self.groups) | set(self.offsets)):
+            group = self.groups.get(group_id)
+            expired = self._expired(group_id, group, now_ms)
+            for topic, partition in expired:
+                self.store_offset(group_id, topic, partition, None)
+            removed = (
+                (
+                    group is None
+                    or (group.state is GroupState.EMPTY and not group.pending_member_ids)
+                )
+                and group_id not in self.offsets
+                and group_id not in self.pending_commits
+            )
+            if removed and group is not None:
+                assert not group.mark_dead(), "an Empty group has nobody waiting"
+                del self.groups[group_id]
+            if expired or removed:
+                cleanups.append(GroupCleanup(group_id, tuple(expired), removed))
+        return cleanups
+
+    def _expired(
+        self, group_id: str, group: GroupMetadata | None, now_ms: int
+    ) -> list[tuple[str, int]]:
+        """The (topic, partition)s whose committed offset expired (Kafka's KIP-211 / KIP-496
+        rules: the group's state says which offsets may expire and from when)."""
+        offsets = self.offsets.get(group_id, {})
+        pending = self.pending_commits.get(group_id, {})
+        base_ms: int | None = None  # None: from each offset's commit timestamp
+        subscribed: frozenset[str] | None = None  # their offsets stay (KIP-496)
+        if group is None or group.protocol_type is None:
+            pass  # standalone: each offset from its commit
+        elif group.state is GroupState.EMPTY:
+            if group.pending_member_ids:
+                return []  # a member is about to join with the id it was handed
+            base_ms = group.state_changed_ms if group.state_changed_ms >= 0 else None
+        elif group.state is GroupState.STABLE and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            subscribed = self._subscribed_topics(group)
+            if subscribed is None:
+                return []
+        else:
+            return []  # a rebalance is going on: members are about to use the offsets
+        expired = []
+        for tp, o in offsets.items():
+            if tp in pending or (subscribed is not None and tp[0] in subscribed):
+                continue
+            if o.expire_timestamp_ms != -1:
+                due = now_ms >= o.expire_timestamp_ms
+            else:
+                due = now_ms - (o.commit_timestamp_ms if base_ms is None else base_ms) >= (
+                    self.config.offsets_retention_ms
+                )
+            if due:
+                expired.append(tp)
+        return expired
+
+    @staticmethod
+    def _subscribed_topics(group: GroupMetadata) -> frozenset[str] | None:
+        """Every topic a Stable consumer group's members subscribe to (None: unreadable)."""
+        assert group.protocol_name is not None
+        topics: set[str] = set()
+        try:
+            for member in group.members.values():
+                topics |= subscribed_topics(member.metadata_for(group.protocol_name))
+        except CorruptRecordError:
+            return None
+        return frozenset(topics)
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None
@@ -204,3 +374,31 @@ class GroupCoordinator:
             replies += group_replies
             expired += [(group.group_id, m) for m in members]
         return replies, expired
+
+
+def group_metadata_value(group: GroupMetadata) -> GroupMetadataValue:
+    """The GroupMetadataValue Kafka writes for `group` (members only once it is Stable)."""
+    members: tuple[MemberMetadataValue, ...] = ()
+    if group.state is GroupState.STABLE:
+        assert group.protocol_name is not None
+        members = tuple(
+            MemberMetadataValue(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                m.metadata_for(group.protocol_name),
+                m.assignment,
+            )  # fmt: skip
+            for m in group.members.values()
+        )
+    return GroupMetadataValue(
+        group.protocol_type or "",
+        group.generation_id,
+        group.protocol_name if members else None,
+        group.leader_id if members else None,
+        group.state_changed_ms,
+        members,
+    )

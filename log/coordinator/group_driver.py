@@ -12,6 +12,12 @@
   the local leader log and wait for the high watermark (acks=all). When this broker becomes
   leader of a partition it replays it (COORDINATOR_LOAD_IN_PROGRESS meanwhile); when it stops
   leading one it drops its groups (NOT_COORDINATOR).
+- Group records: when a rebalance ends (the leader's SyncGroup; the group going Empty) the
+  group's GroupMetadataValue with its members is appended; the leader's SyncGroup waits for the
+  ISR, other changes (a leave, an expiry, timers) are appended without waiting. Replay restores
+  the members, so after a fail-over they heartbeat and commit with the generation they had.
+- Offset expiry: every offsets.retention.check.interval.ms `expire_offsets` asks the core what
+  expired and appends tombstones (offsets, then the group key of a group gone Dead).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import trio
 from log.coordinator.group_coordinator import (
     OFFSETS_TOPIC,
     CoordinatorError,
+    GroupCleanup,
     GroupCoordinator,
     OffsetAndMetadata,
     partition_for,
@@ -32,7 +39,6 @@ from log.coordinator.group_coordinator import (
 from log.coordinator.group_state import GroupConfig, GroupState, JoinResult, Reply, SyncResult
 from log.coordinator.records import (
     GroupMetadataKey,
-    GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
     decode_group_value,
@@ -42,7 +48,7 @@ from log.coordinator.records import (
     encode_key,
     encode_offset_value,
 )
-from log.protocol.errors import ErrorCode, KafkaError
+from log.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from log.records.batch_header import iter_batches
 from log.records.builder import Record, build_batch
 from log.records.reader import iter_records
@@ -70,10 +76,22 @@ _APPEND_ERRORS = {
 
 
 def group_config_from(props: dict) -> GroupConfig:
+    """The group settings of a node's (validated) properties; absent keys keep Kafka's."""
+    defaults = GroupConfig()
     return GroupConfig(
-        group_min_session_timeout_ms=props.get("group.min.session.timeout.ms", 6_000),
-        group_max_session_timeout_ms=props.get("group.max.session.timeout.ms", 1_800_000),
-        group_initial_rebalance_delay_ms=props.get("group.initial.rebalance.delay.ms", 0),
+        group_min_session_timeout_ms=props.get(
+            "group.min.session.timeout.ms", defaults.group_min_session_timeout_ms
+        ),
+        group_max_session_timeout_ms=props.get(
+            "group.max.session.timeout.ms", defaults.group_max_session_timeout_ms
+        ),
+        group_initial_rebalance_delay_ms=props.get(
+            "group.initial.rebalance.delay.ms", defaults.group_initial_rebalance_delay_ms
+        ),
+        offsets_retention_ms=props.get("offsets.retention.ms", defaults.offsets_retention_ms),
+        offsets_retention_check_interval_ms=props.get(
+            "offsets.retention.check.interval.ms", defaults.offsets_retention_check_interval_ms
+        ),
     )
 
 
@@ -155,7 +173,10 @@ class GroupCoordinatorDriver:
                 if header.is_control:
                     continue
                 for record in iter_records(buf, position):
-                    self._replay(record.key, record.value, now_ms)
+                    try:
+                        self._replay(record.key, record.value, now_ms)
+                    except CorruptRecordError as exc:  # skip it: one bad record, not the rest
+                        logger.warning("%s-%s: %s", OFFSETS_TOPIC, hosted.partition, exc)
             assert data.next_fetch_offset > offset
             offset = data.next_fetch_offset
 
@@ -168,23 +189,20 @@ class GroupCoordinatorDriver:
             if value is not None:
                 v = decode_offset_value(value)
                 stored = OffsetAndMetadata(
-                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp_ms
-                )
+                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp_ms,
+                    v.expire_timestamp_ms,
+                )  # fmt: skip
             self.core.store_offset(key.group, key.topic, key.partition, stored)
             return
-        if value is None:
-            self.core.groups.pop(key.group, None)
-            return
-        g = decode_group_value(value)
-        group = self.core.group(key.group, now_ms, create=True)
-        assert group is not None
-        if group.state is GroupState.EMPTY:  # members rejoin; the generation carries over
-            group.generation_id = max(group.generation_id, g.generation)
+        group_value = None if value is None else decode_group_value(value)
+        self.core.load_group(key.group, group_value, now_ms)
 
     # -- appending to __consumer_offsets -----------------------------------------------------------
 
-    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
-        """Append `records` for `group_id` as leader and wait for the ISR; an error code."""
+    def _append_now(
+        self, group_id: str, records: list[tuple[bytes, bytes | None]]
+    ) -> tuple[int, tuple | None]:
+        """Append `records` for `group_id` as leader, now: (error code, what to await)."""
         partition = partition_for(group_id, self.num_partitions)
         now_ms = self.ctx.clock_ms()
         try:
@@ -197,13 +215,49 @@ class GroupCoordinatorDriver:
                 memoryview(bytearray(batch)), hosted.leader_epoch, now_ms
             )
         except KafkaError as exc:
-            return _APPEND_ERRORS.get(exc.error_code, ErrorCode.UNKNOWN_SERVER_ERROR)
+            return _APPEND_ERRORS.get(exc.error_code, ErrorCode.UNKNOWN_SERVER_ERROR), None
         if not self.ctx.partitions.maybe_advance_high_watermark(hosted):
             hosted.signal_high_watermark()
-        code = await _wait_for_high_watermark(
-            self.ctx, hosted, info.last_offset + 1, APPEND_TIMEOUT_MS
-        )
+        return ErrorCode.NONE, (hosted, info.last_offset + 1)
+
+    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
+        """Append `records` for `group_id` as leader and wait for the ISR; an error code."""
+        code, appended = self._append_now(group_id, records)
+        if code:
+            return code
+        assert appended is not None
+        hosted, end_offset = appended
+        code = await _wait_for_high_watermark(self.ctx, hosted, end_offset, APPEND_TIMEOUT_MS)
         return _APPEND_ERRORS.get(code, code) if code else ErrorCode.NONE
+
+    def _group_records(self, group_ids: list[str] | None) -> dict[str, list]:
+        return {
+            group_id: [(encode_key(GroupMetadataKey(group_id)), encode_group_value(value))]
+            for group_id, value in self.core.take_changed_groups(group_ids)
+        }
+
+    def _store_changed_now(self, group_ids: list[str] | None = None) -> list[tuple[int, tuple]]:
+        """Append the records of groups whose rebalance ended, now: (error code, what to await)
+        per group."""
+        appended = []
+        for group_id, records in self._group_records(group_ids).items():
+            code, waitable = self._append_now(group_id, records)
+            if code:
+                logger.info("storing group %s failed: %s", group_id, ErrorCode(code).name)
+            appended.append((code, waitable))
+        return appended
+
+    async def _store_changed(self, group_id: str) -> int:
+        """Store the group's record if its rebalance ended and wait for the ISR: error code."""
+        for code, waitable in self._store_changed_now([group_id]):
+            if code:
+                return code
+            hosted, end_offset = waitable
+            code = await _wait_for_high_watermark(self.ctx, hosted, end_offset, APPEND_TIMEOUT_MS)
+            if code:
+                logger.info("storing group %s: %s", group_id, ErrorCode(code).name)
+                return _APPEND_ERRORS.get(code, code)
+        return ErrorCode.NONE
 
     # -- requests --------------------------------------------------------------------------------
 
@@ -223,6 +277,7 @@ class GroupCoordinatorDriver:
         waiter = self._waiters[token] = [trio.Event(), None]
         try:
             self._dispatch(group.join(token, now_ms=now_ms, **kwargs))
+            self._store_changed_now([group_id])  # a static member replaced without rebalance
             self._wakeup.set()
             timeout_ms = min(max(kwargs["rebalance_timeout_ms"], 0) + 5_000, MAX_JOIN_WAIT_MS)
             with trio.move_on_after(timeout_ms / 1000):
@@ -244,9 +299,20 @@ class GroupCoordinatorDriver:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         token = object()
         waiter = self._waiters[token] = [trio.Event(), None]
-        was_stable = group.state is GroupState.STABLE
         try:
-            self._dispatch(group.sync(token, now_ms=self.ctx.clock_ms(), **kwargs))
+            replies = group.sync(token, now_ms=self.ctx.clock_ms(), **kwargs)
+            # The leader's assignment ended the rebalance: as Kafka, every member hears its
+            # assignment only once the group record (members, assignments) is replicated, and
+            # hears the error if it could not be (the members rejoin).
+            code = await self._store_changed(group_id)
+            if code:
+                replies = [
+                    Reply(r.token, SyncResult(code))
+                    if isinstance(r.result, SyncResult) and r.result.error_code == ErrorCode.NONE
+                    else r
+                    for r in replies
+                ]
+            self._dispatch(replies)
             self._wakeup.set()
             with trio.move_on_after(MAX_SYNC_WAIT_MS / 1000):
                 await waiter[0].wait()
@@ -255,31 +321,15 @@ class GroupCoordinatorDriver:
         result = waiter[1]
         if result is None:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
-        is_leader = kwargs["member_id"] == group.leader_id
-        if (
-            is_leader
-            and not was_stable
-            and group.state is GroupState.STABLE
-            and not result.error_code
-        ):
-            await self._store_group(group_id)
         return result
 
-    async def _store_group(self, group_id: str) -> None:
-        group = self.core.groups.get(group_id)
-        if group is None:
-            return
-        value = GroupMetadataValue(
-            group.protocol_type or "", group.generation_id, group.protocol_name, group.leader_id,
-            group.state_changed_ms,
-        )  # fmt: skip
-        code = await self._append(
-            group_id, [(encode_key(GroupMetadataKey(group_id)), encode_group_value(value))]
-        )
-        if code:
-            logger.info("storing group %s metadata failed: %s", group_id, ErrorCode(code).name)
-
-    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> int:
+    def heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None = None,
+    ) -> int:
         try:
             self.check_group(group_id)
         except CoordinatorError as exc:
@@ -288,22 +338,29 @@ class GroupCoordinatorDriver:
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return group.heartbeat(
-            member_id=member_id, generation_id=generation_id, now_ms=self.ctx.clock_ms()
+            member_id=member_id,
+            generation_id=generation_id,
+            now_ms=self.ctx.clock_ms(),
+            group_instance_id=group_instance_id,
         )
 
-    def leave(self, group_id: str, member_ids: list[str]) -> tuple[int, list[int]]:
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """LeaveGroup of (member_id, group_instance_id) pairs: (error code, one per member)."""
         try:
             self.check_group(group_id)
         except CoordinatorError as exc:
-            return exc.error_code, [exc.error_code] * len(member_ids)
+            return exc.error_code, [exc.error_code] * len(members)
         group = self.core.groups.get(group_id)
         if group is None:
-            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(member_ids)
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         codes = []
-        for member_id in member_ids:
-            code, replies = group.leave(member_id=member_id, now_ms=self.ctx.clock_ms())
+        for member_id, group_instance_id in members:
+            code, replies = group.leave(
+                member_id=member_id, now_ms=self.ctx.clock_ms(), group_instance_id=group_instance_id
+            )
             self._dispatch(replies)
             codes.append(code)
+        self._store_changed_now([group_id])
         self._wakeup.set()
         return ErrorCode.NONE, codes
 
@@ -313,13 +370,16 @@ class GroupCoordinatorDriver:
         member_id: str,
         generation_id: int,
         offsets: dict[tuple[str, int], OffsetAndMetadata],
+        group_instance_id: str | None = None,
     ) -> int:
         """Commit all of `offsets` or none: one error code for the request."""
         try:
             self.check_group(group_id)
         except CoordinatorError as exc:
             return exc.error_code
-        code = self.core.check_commit(group_id, member_id, generation_id, self.ctx.clock_ms())
+        code = self.core.check_commit(
+            group_id, member_id, generation_id, self.ctx.clock_ms(), group_instance_id
+        )
         if code:
             return code
         group = self.core.groups.get(group_id)
@@ -331,13 +391,23 @@ class GroupCoordinatorDriver:
             (
                 encode_key(OffsetCommitKey(group_id, topic, partition)),
                 encode_offset_value(
-                    OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms)
+                    OffsetCommitValue(
+                        o.offset,
+                        o.leader_epoch,
+                        o.metadata,
+                        o.commit_timestamp_ms,
+                        o.expire_timestamp_ms,
+                    )  # fmt: skip
                 ),
             )
             for (topic, partition), o in offsets.items()
         ]
         if records:
-            code = await self._append(group_id, records)
+            self.core.begin_commit(group_id, list(offsets))
+            try:
+                code = await self._append(group_id, records)
+            finally:
+                self.core.end_commit(group_id, list(offsets))
             if code:
                 return code
         # check again: ownership may have moved while we waited for the replicas
@@ -369,6 +439,36 @@ class GroupCoordinatorDriver:
         ]
         return await self._append(group_id, records)
 
+    async def expire_offsets(self) -> list[GroupCleanup]:
+        """One offset expiry pass (offsets.retention.ms): tombstones for what expired."""
+        self.sync_ownership()
+        cleanups = self.core.expire_offsets(self.ctx.clock_ms())
+        for cleanup in cleanups:
+            group_id = cleanup.group_id
+            records: list[tuple[bytes, bytes | None]] = [
+                (encode_key(OffsetCommitKey(group_id, topic, partition)), None)
+                for topic, partition in cleanup.expired
+            ]
+            if cleanup.group_removed:
+                records.append((encode_key(GroupMetadataKey(group_id)), None))
+            code = await self._append(group_id, records)
+            if code:
+                logger.info("expiring group %s offsets: %s", group_id, ErrorCode(code).name)
+            logger.info(
+                "group %s: %d offsets expired%s", group_id, len(cleanup.expired),
+                ", group removed" if cleanup.group_removed else "",
+            )  # fmt: skip
+        return cleanups
+
+    async def _expire_offsets_periodically(self) -> None:
+        interval_s = self.core.config.offsets_retention_check_interval_ms / 1000
+        while True:
+            await trio.sleep(interval_s)
+            try:
+                await self.expire_offsets()
+            except Exception:
+                logger.exception("offset expiry failed")
+
     def owned_partitions(self) -> set[int]:
         self.sync_ownership()
         return set(self.core.loaded_partitions)
@@ -385,6 +485,7 @@ class GroupCoordinatorDriver:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._follow_metadata)
+            nursery.start_soon(self._expire_offsets_periodically)
             task_status.started()
             while True:
                 self._wakeup = trio.Event()
@@ -399,6 +500,7 @@ class GroupCoordinatorDriver:
                 for group_id, member_id in expired:
                     logger.info("group %s: member %s session expired", group_id, member_id)
                 self._dispatch(replies)
+                self._store_changed_now()
                 await trio.sleep(0)  # a deadline in the past never spins past other tasks
 
     async def _follow_metadata(self) -> None:

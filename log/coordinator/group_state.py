@@ -2,7 +2,8 @@
 
 A group moves through these states (Kafka's GroupState); the legal transitions are:
 
-    Empty               -> PreparingRebalance (a member joins), Dead (deleted / unloaded)
+    Empty               -> PreparingRebalance (a member joins), Dead (deleted, unloaded, or
+                           its offsets expired)
     PreparingRebalance  -> CompletingRebalance (every member rejoined, or the rebalance timed
                            out: laggards are removed), Empty (nobody left), Dead
     CompletingRebalance -> Stable (the leader's SyncGroup), PreparingRebalance (a member joins,
@@ -23,8 +24,27 @@ member votes for the first of them in its own preference order; most votes wins,
 earliest in the leader's order. The leader (the previous leader if it rejoined, else the first
 member to join) gets every member's metadata and sends back the assignment in SyncGroup.
 
-Static membership (group.instance.id, KIP-345) is *ignored*: such members are treated as
-dynamic members; the id is kept only to be echoed in responses and DescribeGroups.
+The initial rebalance delay (group.initial.rebalance.delay.ms, Kafka's InitialDelayedJoin):
+when a member joins an Empty group the join phase waits that long; while a brand-new group
+(generation 0) is waiting, every further new member extends the wait by the delay again, up to
+the rebalance timeout in all.
+
+Durability: at the end of a rebalance (the leader's SyncGroup makes the group Stable) and when
+the group becomes Empty, `metadata_changed` is set; the driver then writes the group's
+GroupMetadataValue (generation, protocol, leader, members with their assignments) to
+__consumer_offsets. `GroupMetadata.restore` rebuilds a group from that record when another
+broker takes over: Stable with the stored generation and members whose session timers restart
+(a member keeps heartbeating and committing with its generation), or Empty without members.
+The protocol type stays while the group is Empty (Kafka keeps it too): offset expiry tells a
+consumer group gone empty from a standalone committer (no protocol type) by it.
+
+Static membership (group.instance.id, KIP-345): a member that joins with a known instance id
+and no member id *replaces* the member of that instance -- it gets a new member id and the old
+one's assignment, and a Stable group whose chosen protocol stays does not rebalance (the join
+answers the current generation with the current leader, so nobody reassigns; a restarted
+consumer comes back without moving any partition). A CompletingRebalance group rebalances again.
+A request naming an instance id with a member id other than the instance's current one is
+FENCED_INSTANCE_ID (the replaced process). Static members need no MEMBER_ID_REQUIRED round.
 """
 
 from __future__ import annotations
@@ -54,12 +74,15 @@ class GroupConfig:
 
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 0  # Kafka: 3000; 0 keeps local clusters snappy
+    group_initial_rebalance_delay_ms: int = 3_000
     group_max_size: int = 1_000  # Kafka: unbounded; a limit on everything
+    offsets_retention_ms: int = 604_800_000  # 7 days, counted from when the group went Empty
+    offsets_retention_check_interval_ms: int = 600_000
 
     def __post_init__(self) -> None:
         assert 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms
         assert self.group_initial_rebalance_delay_ms >= 0 and self.group_max_size > 0
+        assert self.offsets_retention_ms > 0 and self.offsets_retention_check_interval_ms > 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,9 +156,44 @@ class GroupMetadata:
         self.members: dict[str, MemberMetadata] = {}
         # member ids handed out with MEMBER_ID_REQUIRED, not joined yet: id -> expiry deadline
         self.pending_member_ids: dict[str, int] = {}
+        self.static_members: dict[str, str] = {}  # group_instance_id -> member_id
         self.rebalance_deadline_ms: int | None = None
         self.join_ready_ms = now_ms  # initial rebalance delay: no join completes before this
-        self.state_changed_ms = now_ms
+        self.initial_delay_remaining_ms = 0  # how much longer new members may extend it
+        self.new_member_added = False  # a new member joined during the initial delay
+        self.state_changed_ms = now_ms  # Kafka's current_state_timestamp; -1: unknown
+        self.metadata_changed = False  # the stored GroupMetadataValue is out of date
+
+    @classmethod
+    def restore(
+        cls,
+        group_id: str,
+        config: GroupConfig,
+        new_member_id: Callable[[str], str],
+        *,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        leader_id: str | None,
+        state_changed_ms: int,
+        members: list[MemberMetadata],
+    ) -> GroupMetadata:
+        """A group as its last GroupMetadataValue stored it (Kafka's GroupMetadata.loadGroup):
+        Stable with those members, or Empty without any. Members' session timers restart from
+        their `last_heartbeat_ms` (the load time)."""
+        group = cls(group_id, config, new_member_id, state_changed_ms)
+        group.generation_id = generation_id
+        group.protocol_type = protocol_type or None
+        if members:
+            assert protocol_name is not None, "a group with members has a protocol"
+            group.state = GroupState.STABLE
+            group.protocol_name = protocol_name
+            group.members = {m.member_id: m for m in members}
+            group.static_members = {
+                m.group_instance_id: m.member_id for m in members if m.group_instance_id
+            }
+            group.leader_id = leader_id if leader_id in group.members else members[0].member_id
+        return group
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -190,12 +248,19 @@ class GroupMetadata:
             return refuse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if rebalance_timeout_ms < 0:  # JoinGroup v0 has none: Kafka uses the session timeout
             rebalance_timeout_ms = session_timeout_ms
+        if self._fenced(group_instance_id, member_id):
+            return refuse(ErrorCode.FENCED_INSTANCE_ID)
+        if member_id == UNKNOWN_MEMBER_ID and group_instance_id in self.static_members:
+            return self._replace_static_member(
+                token, group_instance_id, client_id, session_timeout_ms, rebalance_timeout_ms,
+                protocols, now_ms,
+            )  # fmt: skip
         if member_id == UNKNOWN_MEMBER_ID:
             if len(self.members) + len(self.pending_member_ids) >= self.config.group_max_size:
                 return refuse(ErrorCode.GROUP_MAX_SIZE_REACHED)
             new_id = self.new_member_id(client_id)
             assert new_id not in self.members and new_id not in self.pending_member_ids
-            if require_known_member_id:  # JoinGroup v4+: KIP-394
+            if require_known_member_id and group_instance_id is None:  # JoinGroup v4+: KIP-394
                 self.pending_member_ids[new_id] = now_ms + session_timeout_ms
                 return refuse(ErrorCode.MEMBER_ID_REQUIRED, new_id)
             member_id = new_id
@@ -221,11 +286,15 @@ class GroupMetadata:
                 member_id, group_instance_id, client_id, client_host, session_timeout_ms,
                 rebalance_timeout_ms, protocols, now_ms,
             )  # fmt: skip
+            if not self.members:
+                self.protocol_type = protocol_type
             self.members[member_id] = member
+            if group_instance_id is not None:
+                self.static_members[group_instance_id] = member_id
             if self.leader_id is None:
                 self.leader_id = member_id
-            if self.protocol_type is None:
-                self.protocol_type = protocol_type
+            if self.state is GroupState.PREPARING_REBALANCE and self.generation_id == 0:
+                self.new_member_added = True  # extends the initial rebalance delay
         else:
             if member.join_token is not None:  # a retried join replaces the older one
                 replies.append(Reply(member.join_token, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID)))
@@ -233,6 +302,55 @@ class GroupMetadata:
             member.session_timeout_ms = session_timeout_ms
             member.rebalance_timeout_ms = rebalance_timeout_ms
             member.last_heartbeat_ms = now_ms
+        member.join_token = token
+        if self.state is not GroupState.PREPARING_REBALANCE:
+            replies += self._prepare_rebalance(now_ms)
+        return replies + self._maybe_complete_join(now_ms)
+
+    def _fenced(self, group_instance_id: str | None, member_id: str) -> bool:
+        """Does this request come from a static member's replaced (older) process?"""
+        if group_instance_id is None or member_id == UNKNOWN_MEMBER_ID:
+            return False
+        current = self.static_members.get(group_instance_id)
+        return current is not None and current != member_id
+
+    def _replace_static_member(
+        self,
+        token: Hashable,
+        group_instance_id: str,
+        client_id: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocols: tuple[tuple[str, bytes], ...],
+        now_ms: int,
+    ) -> list[Reply]:
+        """KIP-345: a known instance joins again (a restart): new member id, same member."""
+        old_id = self.static_members[group_instance_id]
+        old_leader = self.leader_id
+        member = self.members.pop(old_id)
+        replies = []
+        if member.join_token is not None:
+            replies.append(Reply(member.join_token, JoinResult(ErrorCode.FENCED_INSTANCE_ID)))
+        if member.sync_token is not None:
+            replies.append(Reply(member.sync_token, SyncResult(ErrorCode.FENCED_INSTANCE_ID)))
+        member.join_token = member.sync_token = None
+        member.member_id = self.new_member_id(client_id)
+        assert member.member_id not in self.members
+        self.members[member.member_id] = member
+        self.static_members[group_instance_id] = member.member_id
+        if self.leader_id == old_id:
+            self.leader_id = member.member_id
+        member.protocols = protocols
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.last_heartbeat_ms = now_ms
+        if self.state is GroupState.STABLE and self._select_protocol() == self.protocol_name:
+            # No rebalance: the old leader id keeps everyone from reassigning.
+            self.metadata_changed = True  # the stored members name the new member id
+            result = dataclasses.replace(
+                self._join_result(member.member_id), leader=old_leader or "", members=()
+            )
+            return replies + [Reply(token, result)]
         member.join_token = token
         if self.state is not GroupState.PREPARING_REBALANCE:
             replies += self._prepare_rebalance(now_ms)
@@ -269,12 +387,16 @@ class GroupMetadata:
                         Reply(member.sync_token, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
                     )
                     member.sync_token = None
-        if self.state is GroupState.EMPTY:
-            self.join_ready_ms = now_ms + self.config.group_initial_rebalance_delay_ms
-        else:
-            self.join_ready_ms = now_ms
         timeout_ms = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
         self.rebalance_deadline_ms = now_ms + timeout_ms
+        self.new_member_added = False
+        if self.state is GroupState.EMPTY:
+            delay_ms = min(self.config.group_initial_rebalance_delay_ms, timeout_ms)
+            self.join_ready_ms = now_ms + delay_ms
+            self.initial_delay_remaining_ms = max(timeout_ms - delay_ms, 0)
+        else:
+            self.join_ready_ms = now_ms
+            self.initial_delay_remaining_ms = 0
         self._transition(GroupState.PREPARING_REBALANCE, now_ms)
         return replies
 
@@ -283,7 +405,17 @@ class GroupMetadata:
             return []
         all_joined = all(m.join_token is not None for m in self.members.values())
         timed_out = self.rebalance_deadline_ms is not None and now_ms >= self.rebalance_deadline_ms
-        if not ((all_joined and now_ms >= self.join_ready_ms) or timed_out):
+        if all_joined and now_ms >= self.join_ready_ms and not timed_out:
+            if self.new_member_added and self.initial_delay_remaining_ms > 0:
+                # Kafka's InitialDelayedJoin: someone new came during the delay, wait again
+                delay_ms = min(
+                    self.config.group_initial_rebalance_delay_ms, self.initial_delay_remaining_ms
+                )
+                self.new_member_added = False
+                self.join_ready_ms = now_ms + delay_ms
+                self.initial_delay_remaining_ms -= delay_ms
+                return []
+        elif not timed_out:
             return []
         for member_id in [m for m, v in self.members.items() if v.join_token is None]:
             self._remove_member(member_id)
@@ -291,7 +423,6 @@ class GroupMetadata:
         self.generation_id += 1
         if not self.members:
             self.protocol_name = None
-            self.protocol_type = None
             self.leader_id = None
             self._transition(GroupState.EMPTY, now_ms)
             return []
@@ -331,8 +462,9 @@ class GroupMetadata:
         generation_id: int,
         assignments: dict[str, bytes],
         now_ms: int,
+        group_instance_id: str | None = None,
     ) -> list[Reply]:
-        code = self._check_member(member_id, generation_id)
+        code = self._check_member(member_id, generation_id, group_instance_id)
         if code != ErrorCode.NONE:
             return [Reply(token, SyncResult(code))]
         if self.state is GroupState.PREPARING_REBALANCE:
@@ -357,8 +489,15 @@ class GroupMetadata:
                 m.sync_token = None
         return replies
 
-    def heartbeat(self, *, member_id: str, generation_id: int, now_ms: int) -> int:
-        code = self._check_member(member_id, generation_id)
+    def heartbeat(
+        self,
+        *,
+        member_id: str,
+        generation_id: int,
+        now_ms: int,
+        group_instance_id: str | None = None,
+    ) -> int:
+        code = self._check_member(member_id, generation_id, group_instance_id)
         if code != ErrorCode.NONE:
             return code
         self.members[member_id].last_heartbeat_ms = now_ms
@@ -366,9 +505,18 @@ class GroupMetadata:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
-    def leave(self, *, member_id: str, now_ms: int) -> tuple[int, list[Reply]]:
+    def leave(
+        self, *, member_id: str, now_ms: int, group_instance_id: str | None = None
+    ) -> tuple[int, list[Reply]]:
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        if group_instance_id is not None:  # LeaveGroup v3+: members named by instance id
+            current = self.static_members.get(group_instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID, []
+            if member_id not in (UNKNOWN_MEMBER_ID, current):
+                return ErrorCode.FENCED_INSTANCE_ID, []
+            member_id = current
         if member_id in self.pending_member_ids:
             del self.pending_member_ids[member_id]
             return ErrorCode.NONE, []
@@ -376,9 +524,13 @@ class GroupMetadata:
             return ErrorCode.UNKNOWN_MEMBER_ID, []
         return ErrorCode.NONE, self._member_gone(member_id, now_ms)
 
-    def _check_member(self, member_id: str, generation_id: int) -> int:
+    def _check_member(
+        self, member_id: str, generation_id: int, group_instance_id: str | None = None
+    ) -> int:
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self._fenced(group_instance_id, member_id):
+            return ErrorCode.FENCED_INSTANCE_ID
         if member_id not in self.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id != self.generation_id:
@@ -398,7 +550,10 @@ class GroupMetadata:
         return replies + self._maybe_complete_join(now_ms)
 
     def _remove_member(self, member_id: str) -> None:
-        del self.members[member_id]
+        member = self.members.pop(member_id)
+        if member.group_instance_id is not None:
+            if self.static_members.get(member.group_instance_id) == member_id:
+                del self.static_members[member.group_instance_id]
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
 
@@ -425,14 +580,16 @@ class GroupMetadata:
 
     # -- offsets, admin ------------------------------------------------------------------------
 
-    def check_commit(self, *, member_id: str, generation_id: int) -> int:
+    def check_commit(
+        self, *, member_id: str, generation_id: int, group_instance_id: str | None = None
+    ) -> int:
         """May this member commit offsets now? Kafka's rules for the classic protocol."""
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and member_id == UNKNOWN_MEMBER_ID:
             # a commit from outside the group (assign() consumers, admin tools)
             return ErrorCode.NONE if self.is_empty() else ErrorCode.UNKNOWN_MEMBER_ID
-        code = self._check_member(member_id, generation_id)
+        code = self._check_member(member_id, generation_id, group_instance_id)
         if code == ErrorCode.NONE and self.state is GroupState.COMPLETING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return code
@@ -453,3 +610,5 @@ class GroupMetadata:
         assert self.state is not GroupState.DEAD
         self.state = state
         self.state_changed_ms = now_ms
+        if state in (GroupState.STABLE, GroupState.EMPTY):
+            self.metadata_changed = True  # a rebalance ended: the driver stores the group

@@ -1,27 +1,41 @@
 """__consumer_offsets record keys and values, Kafka's layouts (construct, big-endian).
 
-    OffsetCommitKey (key version 1)      GroupMetadataKey (key version 2)
-      version    int16 = 1                 version  int16 = 2
-      group      string (int16 length)     group    string
+    OffsetCommitKey (key versions 0, 1)    GroupMetadataKey (key version 2)
+      version    int16 (we write 1)          version  int16 = 2
+      group      string (int16 length)       group    string
       topic      string
       partition  int32
 
-    OffsetCommitValue (version 3)        GroupMetadataValue (version 3)
-      version              int16 = 3       version                 int16 = 3
-      offset               int64           protocol_type           string
-      leader_epoch         int32           generation              int32
-      metadata             string          protocol                nullable string (-1)
-      commit_timestamp     int64           leader                  nullable string
-                                           current_state_timestamp int64
-                                           members                 int32 count, then each:
-                                             member_id, group_instance_id (nullable),
-                                             client_id, client_host: string;
-                                             rebalance_timeout, session_timeout: int32;
-                                             subscription, assignment: bytes (int32 length)
+    OffsetCommitValue, versions 0-3 (we write 3, or 1 when the commit carries an expiry)
+      version           int16
+      offset            int64
+      leader_epoch      int32   (v3 only)
+      metadata          string
+      commit_timestamp  int64
+      expire_timestamp  int64   (v1 only: OffsetCommit v2-v4's retention_time_ms)
+
+    GroupMetadataValue, versions 0-3 (we write 3)
+      version                  int16
+      protocol_type            string
+      generation               int32
+      protocol                 nullable string (-1)
+      leader                   nullable string
+      current_state_timestamp  int64   (v2+)
+      members                  int32 count, then each:
+        member_id          string
+        group_instance_id  nullable string  (v3+)
+        client_id          string
+        client_host        string
+        rebalance_timeout  int32   (v1+)
+        session_timeout    int32
+        subscription       bytes (int32 length)  the member's metadata for `protocol`
+        assignment         bytes                 what the leader's SyncGroup gave it
 
 A null value is a tombstone (offset deleted / group deleted). The key's version tells the two
-key kinds apart (0 and 1: offset commit; 2: group metadata), as in Kafka's GroupMetadataManager.
-Values of versions we do not know are refused with CorruptRecordError, never guessed at.
+key kinds apart (0 and 1: offset commit; 2: group metadata), as in Kafka's GroupMetadataManager,
+so Kafka's own tools (kafka-console-consumer's GroupMetadataMessageFormatter) decode our records.
+Values of versions we do not know (4+ is Kafka's flexible encoding) are refused with
+CorruptRecordError, never guessed at.
 """
 
 from __future__ import annotations
@@ -38,6 +52,7 @@ _BYTES = c.Prefixed(c.Int32sb, c.GreedyBytes)
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 
 
@@ -66,30 +81,41 @@ _NULLABLE = _NullableString()
 
 OFFSET_COMMIT_KEY = c.Struct("group" / _STRING, "topic" / _STRING, "partition" / c.Int32sb)
 GROUP_METADATA_KEY = c.Struct("group" / _STRING)
-OFFSET_COMMIT_VALUE = c.Struct(
-    "offset" / c.Int64sb,
-    "leader_epoch" / c.Int32sb,
-    "metadata" / _STRING,
-    "commit_timestamp" / c.Int64sb,
-)
-_MEMBER = c.Struct(
-    "member_id" / _STRING,
-    "group_instance_id" / _NULLABLE,
-    "client_id" / _STRING,
-    "client_host" / _STRING,
-    "rebalance_timeout" / c.Int32sb,
-    "session_timeout" / c.Int32sb,
-    "subscription" / _BYTES,
-    "assignment" / _BYTES,
-)
-GROUP_METADATA_VALUE = c.Struct(
-    "protocol_type" / _STRING,
-    "generation" / c.Int32sb,
-    "protocol" / _NULLABLE,
-    "leader" / _NULLABLE,
-    "current_state_timestamp" / c.Int64sb,
-    "members" / c.PrefixedArray(c.Int32sb, _MEMBER),
-)
+
+
+def _offset_commit_value(version: int) -> c.Struct:
+    return c.Struct(
+        "offset" / c.Int64sb,
+        "leader_epoch" / (c.Int32sb if version >= 3 else c.Computed(-1)),
+        "metadata" / _STRING,
+        "commit_timestamp" / c.Int64sb,
+        "expire_timestamp" / (c.Int64sb if version == 1 else c.Computed(-1)),
+    )
+
+
+def _group_metadata_value(version: int) -> c.Struct:
+    member = c.Struct(
+        "member_id" / _STRING,
+        "group_instance_id" / (_NULLABLE if version >= 3 else c.Computed(None)),
+        "client_id" / _STRING,
+        "client_host" / _STRING,
+        "rebalance_timeout" / (c.Int32sb if version >= 1 else c.Computed(-1)),
+        "session_timeout" / c.Int32sb,
+        "subscription" / _BYTES,
+        "assignment" / _BYTES,
+    )
+    return c.Struct(
+        "protocol_type" / _STRING,
+        "generation" / c.Int32sb,
+        "protocol" / _NULLABLE,
+        "leader" / _NULLABLE,
+        "current_state_timestamp" / (c.Int64sb if version >= 2 else c.Computed(-1)),
+        "members" / c.PrefixedArray(c.Int32sb, member),
+    )
+
+
+OFFSET_COMMIT_VALUES = {version: _offset_commit_value(version) for version in range(4)}
+GROUP_METADATA_VALUES = {version: _group_metadata_value(version) for version in range(4)}
 _VERSION = c.Int16sb
 
 
@@ -111,6 +137,21 @@ class OffsetCommitValue:
     leader_epoch: int
     metadata: str
     commit_timestamp_ms: int
+    expire_timestamp_ms: int = -1  # -1: expires by offsets.retention.ms (KIP-211)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberMetadataValue:
+    """One member as GroupMetadataValue stores it (Kafka's MemberMetadata common struct)."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,8 +160,8 @@ class GroupMetadataValue:
     generation: int
     protocol: str | None
     leader: str | None
-    current_state_timestamp_ms: int
-    member_count: int = 0  # members are written empty: they rejoin after a coordinator move
+    current_state_timestamp_ms: int = -1  # -1: unknown (value versions 0 and 1)
+    members: tuple[MemberMetadataValue, ...] = ()
 
 
 def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
@@ -135,25 +176,44 @@ def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
 
 
 def encode_offset_value(value: OffsetCommitValue) -> bytes:
-    return _VERSION.build(OFFSET_COMMIT_VALUE_VERSION) + OFFSET_COMMIT_VALUE.build(
+    """Version 3, or version 1 when the commit set an explicit expiry (as Kafka writes it)."""
+    version = OFFSET_COMMIT_VALUE_VERSION
+    if value.expire_timestamp_ms != -1:
+        version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
+    return _VERSION.build(version) + OFFSET_COMMIT_VALUES[version].build(
         {
             "offset": value.offset,
             "leader_epoch": value.leader_epoch,
             "metadata": value.metadata,
             "commit_timestamp": value.commit_timestamp_ms,
+            "expire_timestamp": value.expire_timestamp_ms,
         }
     )
 
 
 def encode_group_value(value: GroupMetadataValue) -> bytes:
-    return _VERSION.build(GROUP_METADATA_VALUE_VERSION) + GROUP_METADATA_VALUE.build(
+    members = [
+        {
+            "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id,
+            "client_id": m.client_id,
+            "client_host": m.client_host,
+            "rebalance_timeout": m.rebalance_timeout_ms,
+            "session_timeout": m.session_timeout_ms,
+            "subscription": m.subscription,
+            "assignment": m.assignment,
+        }
+        for m in value.members
+    ]
+    version = GROUP_METADATA_VALUE_VERSION
+    return _VERSION.build(version) + GROUP_METADATA_VALUES[version].build(
         {
             "protocol_type": value.protocol_type,
             "generation": value.generation,
             "protocol": value.protocol,
             "leader": value.leader,
             "current_state_timestamp": value.current_state_timestamp_ms,
-            "members": [],
+            "members": members,
         }
     )
 
@@ -174,10 +234,11 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
 def decode_offset_value(data: bytes) -> OffsetCommitValue:
     try:
         version = _VERSION.parse(data)
-        if version == OFFSET_COMMIT_VALUE_VERSION:
-            parsed = OFFSET_COMMIT_VALUE.parse(data[2:])
+        layout = OFFSET_COMMIT_VALUES.get(version)
+        if layout is not None:
+            p = layout.parse(data[2:])
             return OffsetCommitValue(
-                parsed.offset, parsed.leader_epoch, parsed.metadata, parsed.commit_timestamp
+                p.offset, p.leader_epoch, p.metadata, p.commit_timestamp, p.expire_timestamp
             )
     except (c.ConstructError, UnicodeDecodeError) as exc:
         raise CorruptRecordError(f"bad offset commit value: {exc}") from exc
@@ -187,11 +248,25 @@ def decode_offset_value(data: bytes) -> OffsetCommitValue:
 def decode_group_value(data: bytes) -> GroupMetadataValue:
     try:
         version = _VERSION.parse(data)
-        if version == GROUP_METADATA_VALUE_VERSION:
-            p = GROUP_METADATA_VALUE.parse(data[2:])
+        layout = GROUP_METADATA_VALUES.get(version)
+        if layout is not None:
+            p = layout.parse(data[2:])
+            members = tuple(
+                MemberMetadataValue(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout,
+                    m.session_timeout,
+                    m.subscription,
+                    m.assignment,
+                )  # fmt: skip
+                for m in p.members
+            )
             return GroupMetadataValue(
                 p.protocol_type, p.generation, p.protocol, p.leader, p.current_state_timestamp,
-                len(p.members),
+                members,
             )  # fmt: skip
     except (c.ConstructError, UnicodeDecodeError) as exc:
         raise CorruptRecordError(f"bad group metadata value: {exc}") from exc

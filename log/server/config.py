@@ -83,6 +83,15 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("controlled.shutdown.enable", bool, True, "move leaderships away before stopping"),
     ConfigKey("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
     ConfigKey("offsets.topic.replication.factor", int, 3, "replication of __consumer_offsets"),
+    # consumer groups (log/coordinator): Kafka's names and defaults
+    ConfigKey(
+        "group.initial.rebalance.delay.ms", int, 3000, "wait for more members of an Empty group"
+    ),
+    ConfigKey("group.min.session.timeout.ms", int, 6000, "smallest session.timeout.ms allowed"),
+    ConfigKey("group.max.session.timeout.ms", int, 1800000, "largest session.timeout.ms allowed"),
+    ConfigKey("offsets.retention.ms", int, 604800000, "offsets of an Empty group expire after"),
+    ConfigKey("offsets.retention.check.interval.ms", int, 600000, "how often offsets expire"),
+    ConfigKey("offset.metadata.max.bytes", int, 4096, "largest metadata string of a commit"),
     ConfigKey("producer.id.expiration.ms", int, 86400000, "idle producer state expiry"),
     ConfigKey(
         "metadata.log.max.record.count.between.snapshots", int, 20000, "records per checkpoint"
@@ -167,6 +176,20 @@ def _coerce(key: ConfigKey, value: Any) -> Any:
     raise ConfigError(f"{key.name}: expected {key.kind.__name__}, got {value!r}")
 
 
+def _validate_group_keys(p: Mapping[str, Any]) -> None:
+    if p["group.initial.rebalance.delay.ms"] < 0:
+        raise ConfigError("group.initial.rebalance.delay.ms must be >= 0")
+    if not 0 < p["group.min.session.timeout.ms"] <= p["group.max.session.timeout.ms"]:
+        raise ConfigError(
+            "group.min.session.timeout.ms must be > 0 and <= group.max.session.timeout.ms"
+        )
+    for name in ("offsets.retention.ms", "offsets.retention.check.interval.ms"):
+        if p[name] < 1:
+            raise ConfigError(f"{name} must be >= 1")
+    if p["offset.metadata.max.bytes"] < 0:
+        raise ConfigError("offset.metadata.max.bytes must be >= 0")
+
+
 @dataclass(frozen=True)
 class NodeConfig:
     """A node's validated configuration. `props` holds every key with defaults applied."""
@@ -239,6 +262,7 @@ class NodeConfig:
             raise ConfigError(f"log.cleanup.policy: {p['log.cleanup.policy']!r}")
         if p["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
+        _validate_group_keys(p)
 
     # Convenience views -------------------------------------------------------------------
     @property

@@ -22,6 +22,7 @@ REBALANCE_MS = 30_000
 
 
 def new_group(**config) -> GroupMetadata:
+    config.setdefault("group_initial_rebalance_delay_ms", 0)
     ids = iter(range(1, 1000))
     return GroupMetadata("g", GroupConfig(**config), lambda c: f"{c}-{next(ids)}", 0)
 
@@ -163,7 +164,7 @@ def test_invalid_session_timeout_and_max_size():
 
 
 def test_coordinator_offsets_list_delete():
-    coordinator = GroupCoordinator(GroupConfig(), 50)
+    coordinator = GroupCoordinator(GroupConfig(group_initial_rebalance_delay_ms=0), 50)
     group = coordinator.group("g", 0, create=True)
     a, b = stable_pair(group)
     assert coordinator.check_commit("g", a, 2, 0) == 0
@@ -184,7 +185,7 @@ def test_coordinator_offsets_list_delete():
 
 
 def test_coordinator_ownership():
-    coordinator = GroupCoordinator(GroupConfig(), 50)
+    coordinator = GroupCoordinator(GroupConfig(group_initial_rebalance_delay_ms=0), 50)
     p = partition_for("g", 50)
     coordinator.begin_load(p)
     try:

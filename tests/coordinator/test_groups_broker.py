@@ -16,7 +16,7 @@ from tests.broker.conftest import start_broker
 
 pytestmark = pytest.mark.interop
 
-PROPS = {"offsets.topic.num.partitions": 4}
+PROPS = {"offsets.topic.num.partitions": 4, "group.initial.rebalance.delay.ms": 0}
 TIMEOUT_S = 40
 
 
@@ -56,8 +56,10 @@ def _assigned(consumer) -> set[int]:
     return {tp.partition for tp in consumer.assignment()}
 
 
-def _confluent_takeover(bootstrap: str, topic: str) -> tuple[list, list]:
-    consumers = [_consumer(bootstrap, "takeover") for _ in range(3)]
+def _confluent_takeover(
+    bootstrap: str, topic: str, group: str = "takeover", **extra
+) -> tuple[list, list]:
+    consumers = [_consumer(bootstrap, group, **extra) for _ in range(3)]
     for c in consumers:
         c.subscribe([topic])
     deadline = time.monotonic() + TIMEOUT_S
@@ -88,6 +90,73 @@ async def test_confluent_group_shares_partitions_and_takes_over(gbroker):
     assert sorted(p for s in before for p in s) == list(range(6))
     assert len(after) == 2 and all(after), after
     assert sorted(p for s in after for p in s) == list(range(6))
+
+
+async def test_confluent_cooperative_sticky_group_takes_over(gbroker):
+    """KIP-429's incremental protocol runs on the classic group APIs: the clients revoke only
+    what moves and rejoin again; the broker sees ordinary joins (protocol "cooperative-sticky")."""
+    await gbroker.create_topic("coop", partitions=6)
+    before, after = await trio.to_thread.run_sync(
+        lambda: _confluent_takeover(
+            gbroker.bootstrap,
+            "coop",
+            "coop-group",
+            **{"partition.assignment.strategy": "cooperative-sticky"},
+        )  # fmt: skip
+    )
+    assert len(before) == 3 and all(before), before
+    assert sorted(p for s in before for p in s) == list(range(6))
+    assert len(after) == 2 and all(after), after
+    assert sorted(p for s in after for p in s) == list(range(6))
+    # sticky: each survivor kept what it had and only took over the leaver's partitions
+    assert all(old <= new for old, new in zip(before, after, strict=False)), (before, after)
+
+
+def _static_members_share(bootstrap: str, topic: str) -> tuple[object, set, set]:
+    consumers = [
+        _consumer(bootstrap, "static", **{"group.instance.id": f"instance-{i}"}) for i in (1, 2)
+    ]
+    for c in consumers:
+        c.subscribe([topic])
+    deadline = time.monotonic() + TIMEOUT_S
+    shares: list = [set(), set()]
+    while time.monotonic() < deadline and not (all(shares) and len(shares[0] | shares[1]) == 4):
+        for c in consumers:
+            c.poll(0.05)
+        shares = [_assigned(c) for c in consumers]
+    consumers[1].close()  # a static member leaves no LeaveGroup behind: it may come back
+    return consumers[0], shares[0], shares[1]
+
+
+def _static_member_returns(bootstrap: str, topic: str, first) -> tuple[set, set]:
+    second = _consumer(bootstrap, "static", **{"group.instance.id": "instance-2"})
+    second.subscribe([topic])
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline and not _assigned(second):
+        first.poll(0.05)
+        second.poll(0.05)
+    shares = _assigned(first), _assigned(second)
+    second.close()
+    first.close()
+    return shares
+
+
+async def test_confluent_static_member_restart_keeps_its_partitions_without_rebalance(gbroker):
+    """KIP-345: a restarted consumer with the same group.instance.id replaces its old member
+    id and gets its old assignment back; the group's generation does not move."""
+    await gbroker.create_topic("static-topic", partitions=4)
+    first, share1, share2 = await trio.to_thread.run_sync(
+        _static_members_share, gbroker.bootstrap, "static-topic"
+    )
+    assert share1 and share2 and share1 | share2 == {0, 1, 2, 3}
+    group = gbroker.server.group_coordinator.core.groups["static"]
+    generation = group.generation_id
+    assert group.state.value == "Stable" and len(group.members) == 2  # no leave, no rebalance
+    after1, after2 = await trio.to_thread.run_sync(
+        _static_member_returns, gbroker.bootstrap, "static-topic", first
+    )
+    assert (after1, after2) == (share1, share2)
+    assert group.generation_id == generation
 
 
 def _confluent_consume_commit(bootstrap: str, topic: str, count: int) -> list[int]:

@@ -33,6 +33,7 @@ TEST_PROPS = {
     "broker.heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
     "broker.session.timeout.ms": SESSION_TIMEOUT_MS,
     "metadata.log.max.record.count.between.snapshots": 10,
+    "group.initial.rebalance.delay.ms": 0,  # Kafka's 3 s initial group delay slows tests only
 }
 
 

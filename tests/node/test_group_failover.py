@@ -107,3 +107,67 @@ async def test_kill_coordinator_members_rejoin_offsets_intact(tmp_path):
         ].leader not in (coordinator, -1)
 
     assert await wait_until(new_leader, 10)
+
+
+async def test_kill_coordinator_stable_member_is_restored_with_its_member_id(tmp_path):
+    """The group record (members, assignments) written after SyncGroup lets the new coordinator
+    restore the Stable group: the running member keeps its member id (no UNKNOWN_MEMBER_ID, so
+    librdkafka never had to join anew) and DescribeGroups there shows it."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster = Cluster(tmp_path, 3)
+    cluster.start_all()
+    bootstrap = cluster.layout.bootstrap_servers
+    num_partitions = cluster.config(1).props["offsets.topic.num.partitions"]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def stable_member():
+        admin.create_topics([NewTopic("rs", num_partitions=2, replication_factor=3)])["rs"].result(
+            timeout=30
+        )
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(10):
+            producer.produce("rs", value=b"v%d" % i, partition=i % 2)
+        assert producer.flush(30) == 0
+        consumer = _consumer(bootstrap)
+        consumer.subscribe(["rs"])
+        deadline = time.monotonic() + 60
+        while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+            consumer.poll(0.1)
+        assert len(consumer.assignment()) == 2
+        return consumer, consumer.memberid()
+
+    def described(group_id: str):
+        result = admin.describe_consumer_groups([group_id])[group_id].result(timeout=20)
+        return str(result.state), [m.member_id for m in result.members]
+
+    consumer, member_id = await trio.to_thread.run_sync(stable_member)
+    try:
+        image = await cluster.image_from(1)
+        partition = partition_for(GROUP, num_partitions)
+        coordinator = image.topic(OFFSETS_TOPIC).partitions[partition].leader  # type: ignore[union-attr]
+        cluster.kill9(coordinator)
+        survivor = next(n for n in (1, 2, 3) if n != coordinator)
+
+        async def moved() -> bool:
+            image = await cluster.image_from(survivor)
+            leader = image.topic(OFFSETS_TOPIC).partitions[partition].leader  # type: ignore[union-attr]
+            return leader not in (coordinator, -1)
+
+        assert await wait_until(moved, 30)
+
+        def keep_polling_then_describe():
+            deadline = time.monotonic() + 8  # several heartbeats at the new coordinator
+            while time.monotonic() < deadline:
+                consumer.poll(0.1)
+            return described(GROUP), consumer.memberid(), len(consumer.assignment())
+
+        (state, members), member_after, assigned = await trio.to_thread.run_sync(
+            keep_polling_then_describe
+        )
+        assert member_after == member_id
+        assert members == [member_id] and "STABLE" in state.upper()
+        assert assigned == 2
+    finally:
+        await trio.to_thread.run_sync(consumer.close)

@@ -120,13 +120,16 @@ async def handle_sync_group(ctx: BrokerContext, request: Request) -> object:
         member_id=body.member_id,
         generation_id=body.generation_id,
         assignments={a.member_id: bytes(a.assignment) for a in body.assignments},
+        group_instance_id=body.group_instance_id,
     )
     return SYNC_GROUP_RESPONSE.cls(error_code=result.error_code, assignment=result.assignment)
 
 
 async def handle_heartbeat(ctx: BrokerContext, request: Request) -> object:
     body = request.body
-    code = driver(ctx).heartbeat(body.group_id, body.member_id, body.generation_id)
+    code = driver(ctx).heartbeat(
+        body.group_id, body.member_id, body.generation_id, body.group_instance_id
+    )
     return HEARTBEAT_RESPONSE.cls(error_code=code)
 
 
@@ -134,7 +137,9 @@ async def handle_leave_group(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     if request.api_version >= 3:
         members = body.members
-        code, codes = driver(ctx).leave(body.group_id, [m.member_id for m in members])
+        code, codes = driver(ctx).leave(
+            body.group_id, [(m.member_id, m.group_instance_id) for m in members]
+        )
         return LG(
             error_code=code,
             members=[
@@ -144,13 +149,18 @@ async def handle_leave_group(ctx: BrokerContext, request: Request) -> object:
                 for m, c in zip(members, codes, strict=True)
             ],
         )
-    code, codes = driver(ctx).leave(body.group_id, [body.member_id])
+    code, codes = driver(ctx).leave(body.group_id, [(body.member_id, None)])
     return LG(error_code=code or codes[0])
 
 
 async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
+    """v1's per-partition commit_timestamp and v2-v4's retention_time_ms are honoured as Kafka
+    does: -1 means now / offsets.retention.ms, else the offset expires retention_time_ms from
+    now (written as OffsetCommitValue version 1)."""
     body = request.body
     now_ms = ctx.clock_ms()
+    retention_time_ms = body.retention_time_ms
+    expire_timestamp_ms = -1 if retention_time_ms == -1 else now_ms + retention_time_ms
     image = ctx.sync_partitions()
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     codes: dict[tuple[str, int], int] = {}
@@ -164,11 +174,20 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
             elif len(metadata) > ctx.config.props.get("offset.metadata.max.bytes", 4096):
                 codes[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
+                commit_timestamp_ms = p.commit_timestamp
                 offsets[tp] = OffsetAndMetadata(
-                    p.committed_offset, p.committed_leader_epoch, metadata, now_ms
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    metadata,
+                    now_ms if commit_timestamp_ms == -1 else commit_timestamp_ms,
+                    expire_timestamp_ms,
                 )
     code = await driver(ctx).commit_offsets(
-        body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets
+        body.group_id,
+        body.member_id,
+        body.generation_id_or_member_epoch,
+        offsets,
+        body.group_instance_id,
     )
     for tp in offsets:
         codes[tp] = code
