@@ -39,6 +39,7 @@ SANS_IO = [
     "log/coordinator/group_state.py",
     "log/coordinator/group_coordinator.py",
     "log/coordinator/records.py",
+    "log/coordinator/consumer_protocol.py",
 ]
 PYSYNCOBJ_ALLOWED = {"quorum/raft.py", "quorum/raft_journal.py", "bench/metadata_commit.py"}
 
