@@ -4,11 +4,23 @@ Reads DIR/node-i/node.toml (log/server/config.py), runs log/server/node.py's `ru
 prints `READY` on stdout once the node serves (what `quorumlog up` waits for) and logs one
 line per state change to stderr. SIGTERM/SIGINT stop it cleanly (exit 0). A missing or bad
 configuration is a one-line error and exit code 2.
+
+Dying with the supervisor: `quorumlog up` (and `demo`) start nodes in their own session, so
+a terminal's Ctrl-C reaches only the supervisor, which stops them in order. If the supervisor
+itself dies (SIGKILL, a crash) the nodes must not live on. The supervisor passes the read end
+of a pipe whose write end only it holds (`--parent-pipe-fd N`); a watcher thread here blocks
+reading it, and end-of-file -- the kernel closes the write end when the supervisor dies,
+however it dies -- sends this process SIGTERM, i.e. the usual clean shutdown. A pipe rather
+than prctl(PR_SET_PDEATHSIG): it works on every POSIX system, and PDEATHSIG fires when the
+*thread* that forked exits, which is a worker thread for trio's open_process.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -22,6 +34,20 @@ def _ready() -> None:
     print("READY", flush=True)
 
 
+def _exit_with_parent(fd: int) -> None:
+    """SIGTERM this process once `fd` (a pipe's read end) reports end-of-file."""
+
+    def watch() -> None:
+        try:
+            while os.read(fd, 1):  # the supervisor never writes; any byte is ignored
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-pipe-watch", daemon=True).start()
+
+
 @click.command("node")
 @click.option(
     "--data-dir",
@@ -30,8 +56,22 @@ def _ready() -> None:
     help="the node's directory (holds node.toml)",
 )
 @click.option("--log-level", default="INFO", show_default=True, help="stderr log level")
-def node(data_dir: Path, log_level: str) -> None:
-    """Run one quorumlog node (controller and/or broker, per its node.toml)."""
+@click.option(
+    "--parent-pipe-fd",
+    type=click.IntRange(0),
+    hidden=True,
+    help="stop cleanly when this inherited pipe reaches end-of-file (the supervisor died)",
+)
+def node(data_dir: Path, log_level: str, parent_pipe_fd: int | None) -> None:
+    """Run one quorumlog node (controller and/or broker, per its node.toml).
+
+    \b
+    Examples:
+      quorumlog node --data-dir ./data/node-2          # restart one node of `quorumlog up`
+      quorumlog node --data-dir ./data/node-1 --log-level DEBUG
+    """
+    if parent_pipe_fd is not None:
+        _exit_with_parent(parent_pipe_fd)
     try:
         config = NodeConfig.load(data_dir)
     except ConfigError as exc:
