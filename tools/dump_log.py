@@ -1,7 +1,10 @@
 """`quorumlog dump-log`: print what is inside log segments, indexes and state files.
 
 Like Kafka's kafka-dump-log, and with the same output vocabulary (one `baseOffset: ...` line per
-batch, `| offset: ...` per record) so habits and greps carry over. The kind of file is decided
+batch, `| offset: ...` per record) so habits and greps carry over. The batch's timestamp type
+is shown as Kafka shows it, as the label of its timestamp: `CreateTime: <maxTimestamp>` (the
+producer's clock) or `LogAppendTime: <maxTimestamp>` (the broker's, which every record of the
+batch then carries). Records are decoded by log/records/reader.py, the clients' decoder. The kind of file is decided
 by its name:
 
     *.log                       batches (and records with --records), CRC checked
@@ -28,20 +31,15 @@ from __future__ import annotations
 import bisect
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from log.protocol.errors import CorruptRecordError, KafkaError
-from log.records.batch_header import (
-    HEADER_BYTES,
-    BatchHeader,
-    is_valid_crc,
-    read_header,
-)
-from log.records.compression import CompressionType, decompress
-from log.records.varint import MAX_VARINT_BYTES, decode_varint
+from log.records.batch import DecodedRecord
+from log.records.batch_header import BatchHeader, is_valid_crc, read_header
+from log.records.compression import CompressionType
+from log.records.reader import iter_records
 from log.storage.checkpoint_file import OffsetCheckpointFile
 from log.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
 from log.storage.producer_state import read_snapshot_file
@@ -56,70 +54,6 @@ MAX_FILE_BYTES = 2**31
 
 class DumpError(Exception):
     """The file cannot be dumped (or failed verification); the message says why."""
-
-
-@dataclass(frozen=True, slots=True)
-class DecodedRecord:
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-
-
-def decode_records(buf: bytes, position: int, header: BatchHeader) -> list[DecodedRecord]:
-    """Decode the records of the batch at `position` (decompressing them if needed).
-
-    Kept to this one function so the records module's reader can replace it.
-    """
-    body = buf[position + HEADER_BYTES : position + header.size_bytes]
-    data = decompress(header.compression_type, body)
-    records = []
-    cursor = 0
-    for _ in range(header.record_count):
-        length, cursor = decode_varint(data, cursor, MAX_VARINT_BYTES)
-        end = cursor + length
-        if length < 0 or end > len(data):
-            raise CorruptRecordError(f"record length {length} runs past the batch")
-        cursor += 1  # attributes (unused)
-        timestamp_delta, cursor = decode_varint(data, cursor)
-        offset_delta, cursor = decode_varint(data, cursor, MAX_VARINT_BYTES)
-        key, cursor = _decode_bytes(data, cursor, end)
-        value, cursor = _decode_bytes(data, cursor, end)
-        header_count, cursor = decode_varint(data, cursor, MAX_VARINT_BYTES)
-        if header_count < 0 or header_count > length:
-            raise CorruptRecordError(f"bad header count {header_count}")
-        headers = []
-        for _ in range(header_count):
-            header_key, cursor = _decode_bytes(data, cursor, end)
-            header_value, cursor = _decode_bytes(data, cursor, end)
-            if header_key is None:
-                raise CorruptRecordError("null header key")
-            headers.append((header_key.decode("utf-8", "replace"), header_value))
-        if cursor != end:
-            raise CorruptRecordError(f"record ends at {cursor}, its length says {end}")
-        timestamp_ms = (
-            header.max_timestamp
-            if header.timestamp_type
-            else header.base_timestamp + timestamp_delta
-        )
-        records.append(
-            DecodedRecord(
-                header.base_offset + offset_delta, timestamp_ms, key, value, tuple(headers)
-            )
-        )
-    if cursor != len(data):
-        raise CorruptRecordError(f"{len(data) - cursor} bytes after the last record")
-    return records
-
-
-def _decode_bytes(data: bytes, cursor: int, end: int) -> tuple[bytes | None, int]:
-    length, cursor = decode_varint(data, cursor, MAX_VARINT_BYTES)
-    if length < 0:
-        return None, cursor
-    if cursor + length > end:
-        raise CorruptRecordError(f"field of {length} bytes runs past the record")
-    return data[cursor : cursor + length], cursor + length
 
 
 def show_bytes(data: bytes | None) -> str:
@@ -177,7 +111,7 @@ def dump_segment(path: Path, print_records: bool) -> None:
     for position, header in scan_batches(buf):
         crc_valid = is_valid_crc(buf, position, header)
         invalid_count += not crc_valid
-        timestamp_kind = "LogAppendTime" if header.timestamp_type else "CreateTime"
+        timestamp_kind = timestamp_type_name(header.timestamp_type)
         try:
             codec = CompressionType(header.compression_type).name.lower()
         except ValueError:
@@ -195,32 +129,38 @@ def dump_segment(path: Path, print_records: bool) -> None:
             f"crc: {header.crc} isvalid: {_bool(crc_valid)}"
         )
         if print_records and crc_valid:
-            for line in _record_lines(buf, position, header, timestamp_kind):
+            for line in _record_lines(buf, position, header):
                 click.echo(line)
     if invalid_count:
         raise DumpError(f"{invalid_count} batch(es) failed the CRC check")
 
 
-def _record_lines(buf: bytes, position: int, header: BatchHeader, timestamp_kind: str) -> list[str]:
-    try:
-        records = decode_records(buf, position, header)
+def timestamp_type_name(timestamp_type: int) -> str:
+    """Kafka's TimestampType names: the batch attribute bit 3 (0 CreateTime, 1 LogAppendTime)."""
+    return "LogAppendTime" if timestamp_type else "CreateTime"
+
+
+def _record_lines(buf: bytes, position: int, header: BatchHeader) -> list[str]:
+    try:  # the CRC was checked by the caller; the reader checks everything else
+        records = list(iter_records(buf, position, check_crc=False))
     except KafkaError as exc:
         raise DumpError(f"batch at position {position}: cannot decode records: {exc}") from None
     lines = []
     for index, record in enumerate(records):
         sequence = (header.base_sequence + index) % (1 << 31) if header.base_sequence >= 0 else -1
         line = (
-            f"| offset: {record.offset} {timestamp_kind}: {record.timestamp_ms} "
+            f"| offset: {record.offset} {timestamp_type_name(record.timestamp_type)}: "
+            f"{record.timestamp_ms} "
             f"keySize: {-1 if record.key is None else len(record.key)} "
             f"valueSize: {-1 if record.value is None else len(record.value)} "
-            f"sequence: {sequence} headerKeys: [{','.join(k for k, _ in record.headers)}]"
+            f"sequence: {sequence} headerKeys: [{','.join(h.key for h in record.headers)}]"
         )
         if header.is_control:
             line += " " + _control_description(record)
         else:
             line += f" key: {show_bytes(record.key)} payload: {show_bytes(record.value)}"
             if record.headers:
-                shown = ",".join(f"{k}={show_bytes(v)}" for k, v in record.headers)
+                shown = ",".join(f"{h.key}={show_bytes(h.value)}" for h in record.headers)
                 line += f" headers: [{shown}]"
         lines.append(line)
     return lines
