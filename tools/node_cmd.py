@@ -2,7 +2,8 @@
 
 Reads DIR/node-i/node.toml (log/server/config.py), runs log/server/node.py's `run_node`,
 prints `READY` on stdout once the node serves (what `quorumlog up` waits for) and logs one
-line per state change to stderr. SIGTERM/SIGINT stop it cleanly (exit 0). A missing or bad
+line per state change to stderr (one per partition log recovered, with its duration); when
+stderr is a terminal, a progress bar shows the log recovery too. SIGTERM/SIGINT stop it cleanly (exit 0). A missing or bad
 configuration is a one-line error and exit code 2.
 
 Dying with the supervisor: `quorumlog up` (and `demo`) start nodes in their own session, so
@@ -32,6 +33,36 @@ from log.server.logging_setup import configure_logging
 
 def _ready() -> None:
     print("READY", flush=True)
+
+
+class RecoveryProgress:
+    """A rich progress bar on stderr for "recovering logs", fed by LogManager's on_log_loaded
+    (from the loading thread); it appears with the first log loaded and ends with the last."""
+
+    def __init__(self) -> None:
+        self._progress = None
+        self._task = None
+
+    def __call__(
+        self, topic: str, partition: int, elapsed_ms: float, index: int, total: int
+    ) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        if self._progress is None:
+            self._progress = Progress(
+                TextColumn("recovering logs"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.description}"), console=Console(stderr=True), transient=True,
+            )  # fmt: skip
+            self._progress.start()
+            self._task = self._progress.add_task("", total=total)
+        self._progress.update(self._task, completed=index, description=f"{topic}-{partition}")
+        if index >= total:
+            self.stop()
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
 
 
 def _exit_with_parent(fd: int) -> None:
@@ -80,4 +111,9 @@ def node(data_dir: Path, log_level: str, parent_pipe_fd: int | None) -> None:
     configure_logging(config.node_id, log_level)
     from log.server.node import run_node
 
-    trio.run(lambda: run_node(config, ready=_ready))
+    progress = RecoveryProgress() if sys.stderr.isatty() else None
+    try:
+        trio.run(lambda: run_node(config, ready=_ready, on_log_loaded=progress))
+    finally:
+        if progress is not None:
+            progress.stop()
