@@ -15,6 +15,7 @@ group's committed offsets, and commits what it printed.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import sys
 from datetime import datetime
@@ -184,11 +185,23 @@ def consume_command(
             "expected earliest, latest or an offset >= 0", param_hint="--offset"
         )
     timestamp_ms = parse_timestamp_ms(timestamp) if timestamp is not None else None
-    try:
+    with _summary(printer):
         run_client(consume, bootstrap, topic, partitions, offset, timestamp_ms, printer, follow)
-    finally:
+
+
+@contextlib.contextmanager
+def _summary(printer: Printer):  # noqa: ANN202
+    """The record count on stderr, unless the command failed before printing any record
+    (its error then stays the only line)."""
+    try:
+        yield
+    except BaseException:
         sys.stdout.flush()
-        click.echo(f"Processed a total of {printer.count} records", err=True)
+        if printer.count:
+            click.echo(f"Processed a total of {printer.count} records", err=True)
+        raise
+    sys.stdout.flush()
+    click.echo(f"Processed a total of {printer.count} records", err=True)
 
 
 def _consume_in_group(
@@ -203,8 +216,5 @@ def _consume_in_group(
             "reset-offsets` to move a group)"
         )
     options = GroupOptions(group, offset or "latest", follow, assignment_timeout_ms)
-    try:
+    with _summary(printer):
         run_guarded(consume_group, bootstrap, topic, options, printer)
-    finally:
-        sys.stdout.flush()
-        click.echo(f"Processed a total of {printer.count} records", err=True)

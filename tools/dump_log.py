@@ -324,6 +324,12 @@ def dump_log(paths: tuple[Path, ...], print_records: bool, verify_index: bool) -
 
     PATHS are files, or directories (a partition directory dumps every segment, index,
     snapshot and checkpoint in it).
+
+    \b
+    Examples:
+      quorumlog dump-log data/node-1/kafka-logs/events-0/00000000000000000000.log --records
+      quorumlog dump-log data/node-1/kafka-logs/events-0 --verify-index
+      quorumlog dump-log data/node-1/kafka-logs/replication-offset-checkpoint
     """
     failed = 0
     for path in _expand(paths):

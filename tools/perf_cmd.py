@@ -23,7 +23,10 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+import trio
 
+from tools.admin_client import AdminClient
+from tools.cli_support import run_guarded
 from tools.progress import CountedValues, polled_progress, stderr_is_terminal
 
 CLIENTS = ("quorumlog", "confluent", "aiokafka", "kafka-python")
@@ -240,9 +243,20 @@ def run_produce_benchmark(
     }
 
 
+async def _check_cluster(bootstrap: str) -> None:
+    """Fail fast with one line when nobody answers (clients would retry for minutes)."""
+    async with AdminClient(bootstrap) as admin:
+        await admin.describe_cluster()
+
+
 @click.group("perf")
 def perf() -> None:
-    """Performance tools (like kafka-producer-perf-test)."""
+    """Performance tools (like kafka-producer-perf-test).
+
+    \b
+    Examples:
+      quorumlog perf produce --bootstrap 127.0.0.1:9092 --topic perf --records 200000
+    """
 
 
 @perf.command("produce")
@@ -278,6 +292,7 @@ def produce(
       quorumlog perf produce --bootstrap 127.0.0.1:9092 --topic perf --records 1000000 \\
           --record-size 100 --acks 1 --client confluent --json
     """
+    run_guarded(trio.run, _check_cluster, bootstrap)
     result = run_produce_benchmark(
         bootstrap=bootstrap,
         topic=topic,
