@@ -14,7 +14,7 @@ from tools.cli import main
 
 READ_COMMANDS = [
     "topics list", "topics describe", "status", "metadata", "groups list", "groups describe",
-    "consume", "perf produce",
+    "consume", "dump-log", "perf produce",
 ]  # fmt: skip
 UNREACHABLE = "127.0.0.1:1"  # nobody listens on port 1
 UNREACHABLE_LIMIT_S = 10
