@@ -14,7 +14,7 @@ from tools.cli import main
 
 READ_COMMANDS = [
     "topics list", "topics describe", "status", "metadata", "groups list", "groups describe",
-    "consume", "dump-log", "perf produce",
+    "consume", "dump-log", "perf produce", "perf consume",
 ]  # fmt: skip
 UNREACHABLE = "127.0.0.1:1"  # nobody listens on port 1
 UNREACHABLE_LIMIT_S = 10
@@ -80,9 +80,10 @@ def test_bad_arguments_are_usage_errors(args, needle):
         ["groups", "list", "-b", UNREACHABLE],
         ["consume", "-t", "x", "--group", "g", "-b", UNREACHABLE],
         ["perf", "produce", "--bootstrap", UNREACHABLE, "--topic", "t", "--records", "10"],
+        ["perf", "consume", "--bootstrap", UNREACHABLE, "--topic", "t"],
         ["produce", "-t", "x", "-b", UNREACHABLE],
     ],
-    ids=lambda args: " ".join(args[:2]),
+    ids=lambda args: " ".join(args[:3]),
 )
 def test_unreachable_cluster_fails_fast_in_one_line(args):
     started_s = time.monotonic()
