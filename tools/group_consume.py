@@ -119,6 +119,7 @@ def consume_group(bootstrap: str, topic: str, options: GroupOptions, printer: An
                 )
             message = consumer.poll(POLL_TIMEOUT_S)
             if message is None:
+                sys.stdout.flush()  # caught up: what was printed reaches a pipe now
                 continue
             error = message.error()
             if error is not None:

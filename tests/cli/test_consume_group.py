@@ -4,9 +4,14 @@ second resuming exactly after what the first printed and committed."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
 from cli_helpers import run_cli
+from cluster_harness import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -50,3 +55,28 @@ def test_group_errors_are_one_line(bootstrap):
     assert "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
     bad = run_cli(["consume", *b, "-t", "nope", "-g", "g", "--offset", "5"], exit_code=2)
     assert "--group" in bad.output
+
+
+def test_group_follow_interrupted_commits_what_it_printed(bootstrap):
+    b = ["--bootstrap", bootstrap]
+    run_cli(["topics", "create", *b, "-t", "followed", "-p", "2"])
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "tools", "consume", *b, "-t", "followed", "-g", "gf",
+         "--from-beginning", "--follow"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": ""},  # as a user's shell: a block-buffered pipe
+    )  # fmt: skip
+    try:
+        run_cli(["produce", *b, "-t", "followed"], input="one\ntwo\nthree\n")
+        assert follower.stdout is not None
+        printed = [follower.stdout.readline().strip() for _ in range(3)]
+        follower.send_signal(signal.SIGINT)
+        _, err = follower.communicate(timeout=30)
+    finally:
+        follower.kill()
+    assert sorted(printed) == ["one", "three", "two"]
+    assert follower.returncode == 130 and "interrupted" in err, err
+    # what was printed before Ctrl-C was committed: the next member starts after it
+    assert run_cli(["consume", *b, "-t", "followed", "-g", "gf"]).stdout == ""
+    run_cli(["produce", *b, "-t", "followed"], input="four\n")
+    assert run_cli(["consume", *b, "-t", "followed", "-g", "gf"]).stdout == "four\n"
