@@ -102,6 +102,11 @@ def node(data_dir: Path, log_level: str, parent_pipe_fd: int | None) -> None:
       quorumlog node --data-dir ./data/node-1 --log-level DEBUG
     """
     if parent_pipe_fd is not None:
+        try:
+            os.fstat(parent_pipe_fd)
+        except OSError as exc:
+            click.echo(f"error: --parent-pipe-fd {parent_pipe_fd}: {exc.strerror}", err=True)
+            sys.exit(2)
         _exit_with_parent(parent_pipe_fd)
     try:
         config = NodeConfig.load(data_dir)

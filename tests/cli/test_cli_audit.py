@@ -63,6 +63,7 @@ def test_every_read_command_has_json(path):
         (["groups", "reset-offsets", "g", "-t", "x"], "exactly one"),
         (["metadata"], "exactly one"),
         (["up", "--nodes", "0"], "--nodes"),
+        (["node", "--data-dir", "/nonexistent", "--parent-pipe-fd", "-1"], "--parent-pipe-fd"),
         (["perf", "produce", "--bootstrap", "b", "--topic", "t", "--records", "0"], "--records"),
     ],
 )
@@ -91,3 +92,8 @@ def test_unreachable_cluster_fails_fast_in_one_line(args):
     assert time.monotonic() - started_s < UNREACHABLE_LIMIT_S
     assert result.stderr.strip().count("\n") == 0, result.stderr
     assert "cannot connect" in result.stderr
+
+
+def test_node_refuses_a_parent_pipe_fd_that_is_not_open(tmp_path):
+    result = run_cli(["node", "--data-dir", str(tmp_path), "--parent-pipe-fd", "987"], exit_code=2)
+    assert "--parent-pipe-fd 987" in result.stderr
