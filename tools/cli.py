@@ -26,6 +26,9 @@ main.add_command(metadata)
 from tools.perf_cmd import perf  # noqa: E402
 
 main.add_command(perf)
+from tools.perf_consume import consume as perf_consume  # noqa: E402
+
+perf.add_command(perf_consume)
 from tools.topics_cmd import topics  # noqa: E402
 
 main.add_command(topics)

@@ -57,8 +57,13 @@ def _leaf(exc: BaseException) -> BaseException:
 
 def run_client(main: Callable[..., Any], *args: Any) -> Any:
     """trio.run(main, *args) with user-facing errors as one line and exit code 1."""
+    return run_guarded(trio.run, main, *args)
+
+
+def run_guarded(function: Callable[..., Any], *args: Any) -> Any:
+    """function(*args) (synchronous) with user-facing errors as one line and exit code 1."""
     try:
-        return trio.run(main, *args)
+        return function(*args)
     except BaseException as raised:  # noqa: BLE001 - sorted below; the rest re-raised
         exc = _leaf(raised)
         if isinstance(exc, KeyboardInterrupt):

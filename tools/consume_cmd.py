@@ -1,4 +1,4 @@
-"""`quorumlog consume`: print a topic's records, by plain partition assignment (no group).
+"""`quorumlog consume`: print a topic's records, by plain partition assignment or in a group.
 
 Start position per partition: --offset earliest (default) | latest | N, or --timestamp (the
 first offset whose timestamp is >= it, ListOffsets; a partition with none starts at its end).
@@ -7,12 +7,15 @@ partition after the other, and the command exits; --follow keeps fetching all pa
 round-robin (long-poll fetches) until Ctrl-C or --max-records. Output formats: `value`, `key-
 value` (KEY<sep>VALUE), `json` (one object per line: partition, offset, timestamp, key, value,
 headers; bytes that are not UTF-8 come as base64 with a `*_encoding` field). A summary goes to
-stderr so stdout stays data only.
+stderr so stdout stays data only. With --group G the command is a member of consumer group G
+instead (tools/group_consume.py): it reads the partitions the group assigns it, from the
+group's committed offsets, and commits what it printed.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import sys
 from datetime import datetime
@@ -22,7 +25,8 @@ import trio
 
 from log.records.batch import DecodedRecord
 from tools.admin_client import AdminClient
-from tools.cli_support import CommandError, bootstrap_option, run_client
+from tools.cli_support import CommandError, bootstrap_option, run_client, run_guarded
+from tools.group_consume import DEFAULT_ASSIGNMENT_TIMEOUT_MS, GroupOptions, consume_group
 
 FORMATS = ("value", "key-value", "json")
 FOLLOW_MAX_WAIT_MS = 500  # the long-poll of one fetch in --follow mode
@@ -139,9 +143,15 @@ async def consume(
 @click.option("--topic", "-t", required=True)
 @click.option("--partition", "-p", "partitions", type=click.IntRange(0), multiple=True,
               help="partition to read (repeatable; default all)")  # fmt: skip
-@click.option("--offset", "-o", default="earliest", show_default=True,
-              help="start at earliest, latest or an offset N (per partition)")  # fmt: skip
+@click.option("--offset", "-o",
+              help="start at earliest, latest or an offset N (per partition) [earliest; with "
+              "--group: where a partition without a committed offset starts, latest]")  # fmt: skip
 @click.option("--from-beginning", is_flag=True, help="same as --offset earliest")
+@click.option("--group", "-g", help="consume as a member of this consumer group, committing "
+              "the offsets of printed records")  # fmt: skip
+@click.option("--assignment-timeout-ms", type=click.IntRange(1),
+              default=DEFAULT_ASSIGNMENT_TIMEOUT_MS, show_default=True,
+              help="--group: fail if the group assigns nothing within this long")  # fmt: skip
 @click.option("--timestamp", help="start at the first record at/after this time (ms or ISO-8601)")
 @click.option("--max-records", "-n", type=click.IntRange(1), help="stop after this many records")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="value", show_default=True)
@@ -149,8 +159,8 @@ async def consume(
 @click.option("--json", "as_json", is_flag=True, help="same as --format json")
 @click.option("--follow", "-F", is_flag=True, help="keep waiting for new records (Ctrl-C stops)")
 def consume_command(
-    bootstrap, topic, partitions, offset, from_beginning, timestamp, max_records, fmt,
-    key_separator, as_json, follow,
+    bootstrap, topic, partitions, offset, from_beginning, group, assignment_timeout_ms,
+    timestamp, max_records, fmt, key_separator, as_json, follow,
 ):  # fmt: skip
     """Print records of a topic, then exit at the end of the available data.
 
@@ -160,17 +170,51 @@ def consume_command(
       quorumlog consume -t events --format key-value -n 10
       quorumlog consume -t events --partition 2 --offset 100 --json
       quorumlog consume -t events --timestamp 2026-11-21T10:00:00 --follow
+      quorumlog consume -t events --group billing --from-beginning   # resumes where it stopped
     """
     if from_beginning:
         offset = "earliest"
+    printer = Printer("json" if as_json else fmt, key_separator, max_records)
+    if group is not None:
+        _consume_in_group(bootstrap, topic, partitions, offset, group, assignment_timeout_ms,
+                          timestamp, printer, follow)  # fmt: skip
+        return
+    offset = offset or "earliest"
     if offset not in ("earliest", "latest") and not offset.isdigit():
         raise click.BadParameter(
             "expected earliest, latest or an offset >= 0", param_hint="--offset"
         )
     timestamp_ms = parse_timestamp_ms(timestamp) if timestamp is not None else None
-    printer = Printer("json" if as_json else fmt, key_separator, max_records)
-    try:
+    with _summary(printer):
         run_client(consume, bootstrap, topic, partitions, offset, timestamp_ms, printer, follow)
-    finally:
+
+
+@contextlib.contextmanager
+def _summary(printer: Printer):  # noqa: ANN202
+    """The record count on stderr, unless the command failed before printing any record
+    (its error then stays the only line)."""
+    try:
+        yield
+    except BaseException:
         sys.stdout.flush()
-        click.echo(f"Processed a total of {printer.count} records", err=True)
+        if printer.count:
+            click.echo(f"Processed a total of {printer.count} records", err=True)
+        raise
+    sys.stdout.flush()
+    click.echo(f"Processed a total of {printer.count} records", err=True)
+
+
+def _consume_in_group(
+    bootstrap, topic, partitions, offset, group, assignment_timeout_ms, timestamp, printer, follow
+):  # fmt: skip
+    if not group:
+        raise click.BadParameter("must not be empty", param_hint="--group")
+    if partitions or timestamp is not None or offset not in (None, "earliest", "latest"):
+        raise click.UsageError(
+            "--group reads the partitions the group assigns from its committed offsets; "
+            "--partition, --timestamp and --offset N do not apply (use `quorumlog groups "
+            "reset-offsets` to move a group)"
+        )
+    options = GroupOptions(group, offset or "latest", follow, assignment_timeout_ms)
+    with _summary(printer):
+        run_guarded(consume_group, bootstrap, topic, options, printer)

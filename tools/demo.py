@@ -58,6 +58,7 @@ DEMO_MIN_INSYNC_REPLICAS = 2  # acks=all survives one node down
 DEMO_NODE_PROPERTIES = (("broker.session.timeout.ms", 1500), ("broker.heartbeat.interval.ms", 300))
 FAILOVER_AT_FRACTION = 0.2  # kill the leader once this share of the rows is in
 FAILOVER_POLL_S = 0.05
+TRACK_INTERVAL_S = 0.5  # how often the Spark write's progress bar asks for the record count
 RESTART_DELAY_S = 3.0  # the killed node stays down this long
 FAILOVER_TIMEOUT_S = 60.0
 ISR_SETTLE_TIMEOUT_S = 30.0  # after the restart: the node rejoins every ISR
@@ -183,6 +184,15 @@ async def _records_in(bootstrap: str) -> int | None:
         return sum(marks.values())
     except (KafkaError, OSError, trio.TooSlowError):
         return None
+
+
+async def _track_records_in(bootstrap: str, progress: Progress, task) -> None:  # noqa: ANN001
+    """Show the topic's record count (the sum of its high watermarks) until cancelled."""
+    while True:
+        count = await _records_in(bootstrap)
+        if count is not None:
+            progress.update(task, completed=count)
+        await trio.sleep(TRACK_INTERVAL_S)
 
 
 async def failover_drill(
@@ -399,7 +409,12 @@ async def _run_on_cluster(cluster: LocalCluster, rows: int, console: Console) ->
                 _run_pipeline, pipeline, bootstrap, rows, abandon_on_cancel=True
             )
 
-        code, failover = await _with_drill(cluster, rows, console, spark_write)
+        with Progress(*columns, console=console) as progress:
+            task = progress.add_task("Spark write (records in the topic)", total=rows)
+            async with trio.open_nursery() as tracking:
+                tracking.start_soon(_track_records_in, bootstrap, progress, task)
+                code, failover = await _with_drill(cluster, rows, console, spark_write)
+                tracking.cancel_scope.cancel()
         if code != 0:
             raise DemoFailedError(f"the Spark pipeline exited with code {code}")
         result = DemoResult("Spark data source", rows, time.perf_counter() - start, 0.0)

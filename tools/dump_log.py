@@ -1,7 +1,10 @@
 """`quorumlog dump-log`: print what is inside log segments, indexes and state files.
 
 Like Kafka's kafka-dump-log, and with the same output vocabulary (one `baseOffset: ...` line per
-batch, `| offset: ...` per record) so habits and greps carry over. The kind of file is decided
+batch, `| offset: ...` per record) so habits and greps carry over. The batch's timestamp type
+is shown as Kafka shows it, as the label of its timestamp: `CreateTime: <maxTimestamp>` (the
+producer's clock) or `LogAppendTime: <maxTimestamp>` (the broker's, which every record of the
+batch then carries). Records are decoded by log/records/reader.py, the clients' decoder. The kind of file is decided
 by its name:
 
     *.log                       batches (and records with --records), CRC checked
@@ -18,6 +21,9 @@ writes the batch's last offset); a time index entry's offset must lie in a batch
 maxTimestamp is the entry's timestamp.
 
 A directory argument stands for the dumpable files directly inside it, in name order.
+With --json every batch, record and entry is one JSON object on its own line (JSON lines):
+{"file": ..., "type": "batch" | "record" | "offset_index_entry" | ..., fields in snake_case};
+keys and values that are not UTF-8 come as base64 with a `*_encoding` field, as in consume.
 
 Bad input (truncated or corrupt batches, CRC mismatches, malformed files, index mismatches)
 is reported on stderr with the file name and the exit status is 1; never a traceback.
@@ -25,23 +31,21 @@ is reported on stderr with the file name and the exit status is 1; never a trace
 
 from __future__ import annotations
 
+import base64
 import bisect
+import json
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
 from log.protocol.errors import CorruptRecordError, KafkaError
-from log.records.batch_header import (
-    HEADER_BYTES,
-    BatchHeader,
-    is_valid_crc,
-    read_header,
-)
-from log.records.compression import CompressionType, decompress
-from log.records.varint import MAX_VARINT_BYTES, decode_varint
+from log.records.batch import DecodedRecord
+from log.records.batch_header import BatchHeader, is_valid_crc, read_header
+from log.records.compression import CompressionType
+from log.records.reader import iter_records
 from log.storage.checkpoint_file import OffsetCheckpointFile
 from log.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
 from log.storage.producer_state import read_snapshot_file
@@ -56,70 +60,6 @@ MAX_FILE_BYTES = 2**31
 
 class DumpError(Exception):
     """The file cannot be dumped (or failed verification); the message says why."""
-
-
-@dataclass(frozen=True, slots=True)
-class DecodedRecord:
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-
-
-def decode_records(buf: bytes, position: int, header: BatchHeader) -> list[DecodedRecord]:
-    """Decode the records of the batch at `position` (decompressing them if needed).
-
-    Kept to this one function so the records module's reader can replace it.
-    """
-    body = buf[position + HEADER_BYTES : position + header.size_bytes]
-    data = decompress(header.compression_type, body)
-    records = []
-    cursor = 0
-    for _ in range(header.record_count):
-        length, cursor = decode_varint(data, cursor, MAX_VARINT_BYTES)
-        end = cursor + length
-        if length < 0 or end > len(data):
-            raise CorruptRecordError(f"record length {length} runs past the batch")
-        cursor += 1  # attributes (unused)
-        timestamp_delta, cursor = decode_varint(data, cursor)
-        offset_delta, cursor = decode_varint(data, cursor, MAX_VARINT_BYTES)
-        key, cursor = _decode_bytes(data, cursor, end)
-        value, cursor = _decode_bytes(data, cursor, end)
-        header_count, cursor = decode_varint(data, cursor, MAX_VARINT_BYTES)
-        if header_count < 0 or header_count > length:
-            raise CorruptRecordError(f"bad header count {header_count}")
-        headers = []
-        for _ in range(header_count):
-            header_key, cursor = _decode_bytes(data, cursor, end)
-            header_value, cursor = _decode_bytes(data, cursor, end)
-            if header_key is None:
-                raise CorruptRecordError("null header key")
-            headers.append((header_key.decode("utf-8", "replace"), header_value))
-        if cursor != end:
-            raise CorruptRecordError(f"record ends at {cursor}, its length says {end}")
-        timestamp_ms = (
-            header.max_timestamp
-            if header.timestamp_type
-            else header.base_timestamp + timestamp_delta
-        )
-        records.append(
-            DecodedRecord(
-                header.base_offset + offset_delta, timestamp_ms, key, value, tuple(headers)
-            )
-        )
-    if cursor != len(data):
-        raise CorruptRecordError(f"{len(data) - cursor} bytes after the last record")
-    return records
-
-
-def _decode_bytes(data: bytes, cursor: int, end: int) -> tuple[bytes | None, int]:
-    length, cursor = decode_varint(data, cursor, MAX_VARINT_BYTES)
-    if length < 0:
-        return None, cursor
-    if cursor + length > end:
-        raise CorruptRecordError(f"field of {length} bytes runs past the record")
-    return data[cursor : cursor + length], cursor + length
 
 
 def show_bytes(data: bytes | None) -> str:
@@ -169,20 +109,62 @@ def scan_batches(buf: bytes) -> Iterator[tuple[int, BatchHeader]]:
         position += header.size_bytes
 
 
-def dump_segment(path: Path, print_records: bool) -> None:
+class Output:
+    """Kafka-style text lines, or with --json one JSON object per line: the file, the type of
+    entry (batch, record, offset_index_entry, time_index_entry, producer_state_entry,
+    leader_epoch_entry, checkpoint_entry) and its fields in snake_case."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.path: Path | None = None
+
+    def text(self, line: str) -> None:
+        """A line only the text format has (file banners)."""
+        if not self.as_json:
+            click.echo(line)
+
+    def entry(self, line: str, kind: str, fields: dict[str, Any]) -> None:
+        if self.as_json:
+            click.echo(json.dumps({"file": str(self.path), "type": kind, **fields}))
+        else:
+            click.echo(line)
+
+
+def _json_bytes(fields: dict[str, Any], name: str, data: bytes | None) -> None:
+    """UTF-8 text as is; other bytes base64 with a `<name>_encoding` field (as consume)."""
+    try:
+        fields[name] = None if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
+        fields[name] = base64.b64encode(data).decode("ascii")
+        fields[f"{name}_encoding"] = "base64"
+
+
+def dump_segment(path: Path, print_records: bool, out: Output) -> None:
     """Print every batch; DumpError afterwards if any failed its CRC."""
     buf = _read_file(path)
-    click.echo(f"Log starting offset: {base_offset_of(path)}")
+    out.text(f"Log starting offset: {base_offset_of(path)}")
     invalid_count = 0
     for position, header in scan_batches(buf):
         crc_valid = is_valid_crc(buf, position, header)
         invalid_count += not crc_valid
-        timestamp_kind = "LogAppendTime" if header.timestamp_type else "CreateTime"
+        timestamp_kind = timestamp_type_name(header.timestamp_type)
         try:
             codec = CompressionType(header.compression_type).name.lower()
         except ValueError:
             codec = f"unknown({header.compression_type})"
-        click.echo(
+        fields = {
+            "base_offset": header.base_offset, "last_offset": header.last_offset,
+            "count": header.record_count, "base_sequence": header.base_sequence,
+            "last_sequence": header.last_sequence, "producer_id": header.producer_id,
+            "producer_epoch": header.producer_epoch,
+            "partition_leader_epoch": header.partition_leader_epoch,
+            "is_transactional": header.is_transactional, "is_control": header.is_control,
+            "position": position, "timestamp_type": timestamp_kind,
+            "max_timestamp": header.max_timestamp, "base_timestamp": header.base_timestamp,
+            "size_bytes": header.size_bytes, "magic": header.magic, "compression": codec,
+            "crc": header.crc, "is_valid": crc_valid,
+        }  # fmt: skip
+        out.entry(
             f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} "
             f"count: {header.record_count} baseSequence: {header.base_sequence} "
             f"lastSequence: {header.last_sequence} producerId: {header.producer_id} "
@@ -192,37 +174,62 @@ def dump_segment(path: Path, print_records: bool) -> None:
             f"isControl: {_bool(header.is_control)} position: {position} "
             f"{timestamp_kind}: {header.max_timestamp} baseTimestamp: {header.base_timestamp} "
             f"size: {header.size_bytes} magic: {header.magic} compresscodec: {codec} "
-            f"crc: {header.crc} isvalid: {_bool(crc_valid)}"
+            f"crc: {header.crc} isvalid: {_bool(crc_valid)}",
+            "batch",
+            fields,
         )
         if print_records and crc_valid:
-            for line in _record_lines(buf, position, header, timestamp_kind):
-                click.echo(line)
+            for line, record_fields in _record_lines(buf, position, header):
+                out.entry(line, "record", record_fields)
     if invalid_count:
         raise DumpError(f"{invalid_count} batch(es) failed the CRC check")
 
 
-def _record_lines(buf: bytes, position: int, header: BatchHeader, timestamp_kind: str) -> list[str]:
-    try:
-        records = decode_records(buf, position, header)
+def timestamp_type_name(timestamp_type: int) -> str:
+    """Kafka's TimestampType names: the batch attribute bit 3 (0 CreateTime, 1 LogAppendTime)."""
+    return "LogAppendTime" if timestamp_type else "CreateTime"
+
+
+def _record_lines(
+    buf: bytes, position: int, header: BatchHeader
+) -> list[tuple[str, dict[str, Any]]]:
+    try:  # the CRC was checked by the caller; the reader checks everything else
+        records = list(iter_records(buf, position, check_crc=False))
     except KafkaError as exc:
         raise DumpError(f"batch at position {position}: cannot decode records: {exc}") from None
     lines = []
     for index, record in enumerate(records):
         sequence = (header.base_sequence + index) % (1 << 31) if header.base_sequence >= 0 else -1
         line = (
-            f"| offset: {record.offset} {timestamp_kind}: {record.timestamp_ms} "
+            f"| offset: {record.offset} {timestamp_type_name(record.timestamp_type)}: "
+            f"{record.timestamp_ms} "
             f"keySize: {-1 if record.key is None else len(record.key)} "
             f"valueSize: {-1 if record.value is None else len(record.value)} "
-            f"sequence: {sequence} headerKeys: [{','.join(k for k, _ in record.headers)}]"
+            f"sequence: {sequence} headerKeys: [{','.join(h.key for h in record.headers)}]"
         )
+        fields: dict[str, Any] = {
+            "offset": record.offset,
+            "timestamp_type": timestamp_type_name(record.timestamp_type),
+            "timestamp": record.timestamp_ms,
+            "key_size": -1 if record.key is None else len(record.key),
+            "value_size": -1 if record.value is None else len(record.value),
+            "sequence": sequence,
+        }
         if header.is_control:
             line += " " + _control_description(record)
+            fields["control"] = _control_description(record)
         else:
             line += f" key: {show_bytes(record.key)} payload: {show_bytes(record.value)}"
             if record.headers:
-                shown = ",".join(f"{k}={show_bytes(v)}" for k, v in record.headers)
+                shown = ",".join(f"{h.key}={show_bytes(h.value)}" for h in record.headers)
                 line += f" headers: [{shown}]"
-        lines.append(line)
+            _json_bytes(fields, "key", record.key)
+            _json_bytes(fields, "value", record.value)
+            fields["headers"] = []
+            for h in record.headers:
+                fields["headers"].append({"key": h.key})
+                _json_bytes(fields["headers"][-1], "value", h.value)
+        lines.append((line, fields))
     return lines
 
 
@@ -260,7 +267,7 @@ def _segment_batches(index_path: Path) -> list[tuple[int, BatchHeader]]:
         raise DumpError(f"{log_path}: {exc}") from None
 
 
-def dump_offset_index(path: Path, verify: bool) -> None:
+def dump_offset_index(path: Path, verify: bool, out: Output) -> None:
     base_offset = base_offset_of(path)
     entries = read_index_entries(_read_file(path), OFFSET_INDEX_ENTRY, path)
     batches = dict(_segment_batches(path)) if verify else {}
@@ -268,7 +275,11 @@ def dump_offset_index(path: Path, verify: bool) -> None:
     previous = (-1, -1)
     for relative_offset, position in entries:
         offset = base_offset + relative_offset
-        click.echo(f"offset: {offset} position: {position}")
+        out.entry(
+            f"offset: {offset} position: {position}",
+            "offset_index_entry",
+            {"offset": offset, "position": position},
+        )
         if offset <= previous[0] or position <= previous[1]:
             problems.append(f"entry offset {offset} position {position} is not increasing")
         previous = (offset, position)
@@ -284,7 +295,7 @@ def dump_offset_index(path: Path, verify: bool) -> None:
     _report(path, problems)
 
 
-def dump_time_index(path: Path, verify: bool) -> None:
+def dump_time_index(path: Path, verify: bool, out: Output) -> None:
     base_offset = base_offset_of(path)
     entries = read_index_entries(_read_file(path), TIME_INDEX_ENTRY, path)
     batches = [header for _, header in _segment_batches(path)] if verify else []
@@ -293,7 +304,11 @@ def dump_time_index(path: Path, verify: bool) -> None:
     previous = (-(2**63), -1)
     for timestamp_ms, relative_offset in entries:
         offset = base_offset + relative_offset
-        click.echo(f"timestamp: {timestamp_ms} offset: {offset}")
+        out.entry(
+            f"timestamp: {timestamp_ms} offset: {offset}",
+            "time_index_entry",
+            {"timestamp": timestamp_ms, "offset": offset},
+        )
         if timestamp_ms < previous[0] or offset < previous[1]:
             problems.append(f"entry timestamp {timestamp_ms} offset {offset} goes backwards")
         previous = (timestamp_ms, offset)
@@ -317,40 +332,60 @@ def _report(path: Path, problems: list[str]) -> None:
         raise DumpError(f"{len(problems)} index problem(s)")
 
 
-def dump_snapshot(path: Path) -> None:
+def dump_snapshot(path: Path, out: Output) -> None:
     for entry in read_snapshot_file(path):
         last = entry.batches[-1] if entry.batches else None
         txn = -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset
-        click.echo(
+        fields = {
+            "producer_id": entry.producer_id, "producer_epoch": entry.producer_epoch,
+            "coordinator_epoch": entry.coordinator_epoch, "current_txn_first_offset": txn,
+            "last_timestamp": entry.last_timestamp_ms,
+            "first_sequence": last.first_seq if last else -1,
+            "last_sequence": last.last_seq if last else -1,
+            "last_offset": last.last_offset if last else -1,
+            "offset_delta": last.offset_delta if last else 0,
+        }  # fmt: skip
+        out.entry(
             f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
             f"coordinatorEpoch: {entry.coordinator_epoch} currentTxnFirstOffset: {txn} "
             f"lastTimestamp: {entry.last_timestamp_ms} "
             f"firstSequence: {last.first_seq if last else -1} "
             f"lastSequence: {last.last_seq if last else -1} "
             f"lastOffset: {last.last_offset if last else -1} "
-            f"offsetDelta: {last.offset_delta if last else 0}"
+            f"offsetDelta: {last.offset_delta if last else 0}",
+            "producer_state_entry",
+            fields,
         )
 
 
-def dump_path(path: Path, print_records: bool, verify_index: bool) -> None:
-    click.echo(f"Dumping {path}")
+def dump_path(path: Path, print_records: bool, verify_index: bool, out: Output) -> None:
+    out.path = path
+    out.text(f"Dumping {path}")
     name = path.name
     if not path.is_file():
         raise DumpError("no such file")
     if name.endswith(".log"):
-        dump_segment(path, print_records)
+        dump_segment(path, print_records, out)
     elif name.endswith(".index"):
-        dump_offset_index(path, verify_index)
+        dump_offset_index(path, verify_index, out)
     elif name.endswith(".timeindex"):
-        dump_time_index(path, verify_index)
+        dump_time_index(path, verify_index, out)
     elif name.endswith(".snapshot"):
-        dump_snapshot(path)
+        dump_snapshot(path, out)
     elif name == LEADER_EPOCH_CHECKPOINT_FILE:
         for entry in LeaderEpochCheckpointFile(path).read():
-            click.echo(f"leaderEpoch: {entry.leader_epoch} startOffset: {entry.start_offset}")
+            out.entry(
+                f"leaderEpoch: {entry.leader_epoch} startOffset: {entry.start_offset}",
+                "leader_epoch_entry",
+                {"leader_epoch": entry.leader_epoch, "start_offset": entry.start_offset},
+            )
     elif name.endswith("-checkpoint"):
         for (topic, partition), offset in OffsetCheckpointFile(path).read().items():
-            click.echo(f"topic: {topic} partition: {partition} offset: {offset}")
+            out.entry(
+                f"topic: {topic} partition: {partition} offset: {offset}",
+                "checkpoint_entry",
+                {"topic": topic, "partition": partition, "offset": offset},
+            )
     else:
         raise DumpError(
             "unknown file type (expected .log, .index, .timeindex, .snapshot or a checkpoint)"
@@ -379,16 +414,27 @@ def _expand(paths: tuple[Path, ...]) -> list[Path]:
 @click.option(
     "--verify-index", is_flag=True, help="Check index entries against the sibling .log segment."
 )
-def dump_log(paths: tuple[Path, ...], print_records: bool, verify_index: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per batch/record/entry.")
+def dump_log(
+    paths: tuple[Path, ...], print_records: bool, verify_index: bool, as_json: bool
+) -> None:
     """Print the batches of log segments, or the entries of indexes and state files.
 
     PATHS are files, or directories (a partition directory dumps every segment, index,
     snapshot and checkpoint in it).
+
+    \b
+    Examples:
+      quorumlog dump-log data/node-1/kafka-logs/events-0/00000000000000000000.log --records
+      quorumlog dump-log data/node-1/kafka-logs/events-0 --verify-index
+      quorumlog dump-log data/node-1/kafka-logs/replication-offset-checkpoint
+      quorumlog dump-log data/node-1/kafka-logs/events-0 --records --json | jq .value
     """
     failed = 0
+    out = Output(as_json)
     for path in _expand(paths):
         try:
-            dump_path(path, print_records, verify_index)
+            dump_path(path, print_records, verify_index, out)
         except (DumpError, KafkaError, OSError, UnicodeDecodeError) as exc:
             failed += 1
             click.echo(f"Error: {path}: {exc}", err=True)

@@ -164,14 +164,27 @@ async def reset_offsets(
 
 @click.group("groups")
 def groups() -> None:
-    """Consumer groups: list, describe (members, committed offsets, lag), reset offsets."""
+    """Consumer groups: list, describe (members, committed offsets, lag), reset offsets.
+
+    \b
+    Examples:
+      quorumlog groups list
+      quorumlog groups describe billing --json
+      quorumlog groups reset-offsets billing -t events --to-earliest --execute
+    """
 
 
 @groups.command("list")
 @bootstrap_option
 @json_option
 def list_command(bootstrap, as_json):
-    """List the consumer groups of the cluster."""
+    """List the consumer groups of the cluster.
+
+    \b
+    Examples:
+      quorumlog groups list
+      quorumlog groups list --json | jq -r '.[].group'
+    """
 
     async def main() -> list[dict[str, Any]]:
         async with AdminClient(bootstrap) as admin:
@@ -192,7 +205,13 @@ def list_command(bootstrap, as_json):
 @click.argument("group_id")
 @json_option
 def describe_command(bootstrap, group_id, as_json):
-    """Show a group's state, members and committed offsets with lag."""
+    """Show a group's state, members and committed offsets with lag.
+
+    \b
+    Examples:
+      quorumlog groups describe billing
+      quorumlog groups describe billing --json
+    """
 
     async def main() -> dict[str, Any]:
         async with AdminClient(bootstrap) as admin:
@@ -225,7 +244,14 @@ def describe_command(bootstrap, group_id, as_json):
 @click.option("--execute", is_flag=True, help="commit the new offsets (default: dry run)")
 @json_option
 def reset_offsets_command(bootstrap, group_id, topic, to, offset, execute, as_json):
-    """Set an (empty) group's committed offsets of a topic's partitions."""
+    """Set an (empty) group's committed offsets of a topic's partitions (a dry run unless
+    --execute).
+
+    \b
+    Examples:
+      quorumlog groups reset-offsets billing -t events --to-earliest
+      quorumlog groups reset-offsets billing -t events --to-offset 100 --execute
+    """
     if (to is None) == (offset is None):
         raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset")
     how = to or "offset"

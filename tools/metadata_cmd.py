@@ -212,7 +212,14 @@ def _print_image(image: MetadataImage) -> None:
 def metadata(
     data_dir: Path | None, bootstrap: str | None, show_records: bool, as_json: bool
 ) -> None:
-    """Print the metadata image of a node (offline from its files, or online)."""
+    """Print the metadata image of a node (offline from its files, or online).
+
+    \b
+    Examples:
+      quorumlog metadata --data-dir ./data/node-1              # offline, from its files
+      quorumlog metadata --data-dir ./data/node-1 --records --json
+      quorumlog metadata --bootstrap 127.0.0.1:9192            # a CONTROLLER listener
+    """
     if (data_dir is None) == (bootstrap is None):
         raise click.UsageError("give exactly one of --data-dir and --bootstrap")
     lines: list[tuple[int, Any]] = []

@@ -2,13 +2,26 @@
 
 Reads DIR/node-i/node.toml (log/server/config.py), runs log/server/node.py's `run_node`,
 prints `READY` on stdout once the node serves (what `quorumlog up` waits for) and logs one
-line per state change to stderr. SIGTERM/SIGINT stop it cleanly (exit 0). A missing or bad
+line per state change to stderr (one per partition log recovered, with its duration); when
+stderr is a terminal, a progress bar shows the log recovery too. SIGTERM/SIGINT stop it cleanly (exit 0). A missing or bad
 configuration is a one-line error and exit code 2.
+
+Dying with the supervisor: `quorumlog up` (and `demo`) start nodes in their own session, so
+a terminal's Ctrl-C reaches only the supervisor, which stops them in order. If the supervisor
+itself dies (SIGKILL, a crash) the nodes must not live on. The supervisor passes the read end
+of a pipe whose write end only it holds (`--parent-pipe-fd N`); a watcher thread here blocks
+reading it, and end-of-file -- the kernel closes the write end when the supervisor dies,
+however it dies -- sends this process SIGTERM, i.e. the usual clean shutdown. A pipe rather
+than prctl(PR_SET_PDEATHSIG): it works on every POSIX system, and PDEATHSIG fires when the
+*thread* that forked exits, which is a worker thread for trio's open_process.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -22,6 +35,50 @@ def _ready() -> None:
     print("READY", flush=True)
 
 
+class RecoveryProgress:
+    """A rich progress bar on stderr for "recovering logs", fed by LogManager's on_log_loaded
+    (from the loading thread); it appears with the first log loaded and ends with the last."""
+
+    def __init__(self) -> None:
+        self._progress = None
+        self._task = None
+
+    def __call__(
+        self, topic: str, partition: int, elapsed_ms: float, index: int, total: int
+    ) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        if self._progress is None:
+            self._progress = Progress(
+                TextColumn("recovering logs"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.description}"), console=Console(stderr=True), transient=True,
+            )  # fmt: skip
+            self._progress.start()
+            self._task = self._progress.add_task("", total=total)
+        self._progress.update(self._task, completed=index, description=f"{topic}-{partition}")
+        if index >= total:
+            self.stop()
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def _exit_with_parent(fd: int) -> None:
+    """SIGTERM this process once `fd` (a pipe's read end) reports end-of-file."""
+
+    def watch() -> None:
+        try:
+            while os.read(fd, 1):  # the supervisor never writes; any byte is ignored
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-pipe-watch", daemon=True).start()
+
+
 @click.command("node")
 @click.option(
     "--data-dir",
@@ -30,8 +87,27 @@ def _ready() -> None:
     help="the node's directory (holds node.toml)",
 )
 @click.option("--log-level", default="INFO", show_default=True, help="stderr log level")
-def node(data_dir: Path, log_level: str) -> None:
-    """Run one quorumlog node (controller and/or broker, per its node.toml)."""
+@click.option(
+    "--parent-pipe-fd",
+    type=click.IntRange(0),
+    hidden=True,
+    help="stop cleanly when this inherited pipe reaches end-of-file (the supervisor died)",
+)
+def node(data_dir: Path, log_level: str, parent_pipe_fd: int | None) -> None:
+    """Run one quorumlog node (controller and/or broker, per its node.toml).
+
+    \b
+    Examples:
+      quorumlog node --data-dir ./data/node-2          # restart one node of `quorumlog up`
+      quorumlog node --data-dir ./data/node-1 --log-level DEBUG
+    """
+    if parent_pipe_fd is not None:
+        try:
+            os.fstat(parent_pipe_fd)
+        except OSError as exc:
+            click.echo(f"error: --parent-pipe-fd {parent_pipe_fd}: {exc.strerror}", err=True)
+            sys.exit(2)
+        _exit_with_parent(parent_pipe_fd)
     try:
         config = NodeConfig.load(data_dir)
     except ConfigError as exc:
@@ -40,4 +116,9 @@ def node(data_dir: Path, log_level: str) -> None:
     configure_logging(config.node_id, log_level)
     from log.server.node import run_node
 
-    trio.run(lambda: run_node(config, ready=_ready))
+    progress = RecoveryProgress() if sys.stderr.isatty() else None
+    try:
+        trio.run(lambda: run_node(config, ready=_ready, on_log_loaded=progress))
+    finally:
+        if progress is not None:
+            progress.stop()

@@ -15,6 +15,7 @@ mb_per_s, p50_ms, p99_ms.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -22,6 +23,11 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+import trio
+
+from tools.admin_client import AdminClient
+from tools.cli_support import run_guarded
+from tools.progress import CountedValues, polled_progress, stderr_is_terminal
 
 CLIENTS = ("quorumlog", "confluent", "aiokafka", "kafka-python")
 BULK_CHUNK_RECORDS = 10000  # records per send_many call in --bulk mode
@@ -205,13 +211,21 @@ def run_produce_benchmark(
     client: str = "quorumlog",
     linger_ms: int = 5,
     bulk: bool = False,
+    show_progress: bool = False,
 ) -> dict[str, Any]:
-    """Run one client's produce workload; the result dict the command prints."""
+    """Run one client's produce workload; the result dict the command prints. With
+    show_progress a bar on stderr counts the records handed to the client's send loop."""
     if client not in RUNNERS:
         raise click.BadParameter(f"unknown client {client!r}; one of {', '.join(CLIENTS)}")
     payload = os.urandom(record_size)
-    values = [payload] * records
-    elapsed_s, latencies = RUNNERS[client](bootstrap, topic, values, acks, linger_ms, bulk)
+    values = CountedValues([payload] * records) if show_progress else [payload] * records
+    progress = (
+        polled_progress("sending", records, lambda: values.handed_out)
+        if show_progress
+        else contextlib.nullcontext()
+    )
+    with progress:
+        elapsed_s, latencies = RUNNERS[client](bootstrap, topic, values, acks, linger_ms, bulk)
     latencies.sort()
     return {
         "client": client + ("-bulk" if bulk and client == "quorumlog" else ""),
@@ -229,9 +243,20 @@ def run_produce_benchmark(
     }
 
 
+async def _check_cluster(bootstrap: str) -> None:
+    """Fail fast with one line when nobody answers (clients would retry for minutes)."""
+    async with AdminClient(bootstrap) as admin:
+        await admin.metadata([])  # brokers only; every Kafka-protocol broker answers it
+
+
 @click.group("perf")
 def perf() -> None:
-    """Performance tools (like kafka-producer-perf-test)."""
+    """Performance tools (like kafka-producer-perf-test).
+
+    \b
+    Examples:
+      quorumlog perf produce --bootstrap 127.0.0.1:9092 --topic perf --records 200000
+    """
 
 
 @perf.command("produce")
@@ -257,7 +282,17 @@ def produce(
     bulk: bool,
     as_json: bool,
 ) -> None:
-    """Produce N records and print records/s, MB/s and latency percentiles."""
+    """Produce N records and print records/s, MB/s and latency percentiles.
+
+    A progress bar on stderr (a terminal, without --json) counts the records sent.
+
+    \b
+    Examples:
+      quorumlog perf produce --bootstrap 127.0.0.1:9092 --topic perf --records 200000
+      quorumlog perf produce --bootstrap 127.0.0.1:9092 --topic perf --records 1000000 \\
+          --record-size 100 --acks 1 --client confluent --json
+    """
+    run_guarded(trio.run, _check_cluster, bootstrap)
     result = run_produce_benchmark(
         bootstrap=bootstrap,
         topic=topic,
@@ -267,6 +302,7 @@ def produce(
         client=client,
         linger_ms=linger_ms,
         bulk=bulk,
+        show_progress=not as_json and stderr_is_terminal(),
     )
     if as_json:
         click.echo(json.dumps(result))

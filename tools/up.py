@@ -6,11 +6,15 @@ starts `quorumlog node --data-dir DIR/node-i` for every node, waits for each to
 say it is ready (a `READY` line on its stdout; its logs go to `DIR/node-i/node.log`), prints the
 bootstrap servers and stays in the foreground. SIGINT/SIGTERM stop every node cleanly (SIGTERM,
 then SIGKILL after a grace period). A node that dies is reported, not restarted: the operator
-restarts it with `quorumlog node`, and the rest keep serving.
+restarts it with `quorumlog node`, and the rest keep serving. Nodes die with the supervisor:
+each inherits the read end of a pipe whose write end only the supervisor holds, and stops
+cleanly at its end-of-file (`quorumlog node --parent-pipe-fd`, see tools/node_cmd.py), so a
+SIGKILLed `up` or `demo` leaves no node behind.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -27,8 +31,11 @@ READY_TIMEOUT_S = 120.0
 MAX_READY_LINE_BYTES = 4096
 
 
-def node_command(node_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "tools", "node", "--data-dir", str(node_dir)]
+def node_command(node_dir: Path, parent_pipe_fd: int | None = None) -> list[str]:
+    command = [sys.executable, "-m", "tools", "node", "--data-dir", str(node_dir)]
+    if parent_pipe_fd is not None:
+        command += ["--parent-pipe-fd", str(parent_pipe_fd)]
+    return command
 
 
 class NodeProcess:
@@ -39,19 +46,30 @@ class NodeProcess:
         self.node_dir = node_dir
         self.process: trio.Process | None = None
         self.ready = trio.Event()
+        self._lifeline_fd: int | None = None  # the write end of the node's parent pipe
 
     async def start(self) -> None:
+        self.close_lifeline()  # a restart: the old node's pipe
         log = open(self.node_dir / "node.log", "ab")  # noqa: SIM115 - the child owns it
+        read_fd, self._lifeline_fd = os.pipe()  # both non-inheritable (PEP 446)
         try:
             self.process = await trio.lowlevel.open_process(
-                node_command(self.node_dir),
+                node_command(self.node_dir, read_fd),
                 stdout=subprocess.PIPE,
                 stderr=log,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # our signal handling decides when children stop
+                pass_fds=(read_fd,),  # only the read end; close_fds keeps the rest out
             )
         finally:
+            os.close(read_fd)
             log.close()
+
+    def close_lifeline(self) -> None:
+        """Close our end of the node's parent pipe (the node then stops, if still running)."""
+        if self._lifeline_fd is not None:
+            os.close(self._lifeline_fd)
+            self._lifeline_fd = None
 
     async def watch_ready(self) -> None:
         assert self.process is not None and self.process.stdout is not None
@@ -78,6 +96,7 @@ async def stop_all(nodes: list[NodeProcess]) -> None:
         node.signal(signal.SIGKILL)
         if node.process is not None:
             await node.process.wait()
+        node.close_lifeline()
 
 
 class ClusterNotReadyError(Exception):

@@ -10,7 +10,9 @@ listener (KafkaServer, log/server/broker.py; it shuts the LogManager down on exi
 
 Shutdown on SIGTERM/SIGINT: controlled shutdown (leaderships move away), stop serving,
 LogManager.shutdown() (the clean-shutdown marker), Raft stops; run_node returns normally.
-Log lines (one per state change, with the node id) go to the `logging` root (stderr).
+Log lines (one per state change, with the node id) go to the `logging` root (stderr);
+recovery logs one line per partition log loaded (with its duration) and then a summary.
+`on_log_loaded` (LogManager's hook) lets `quorumlog node` draw a progress bar too.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from log.server.broker import KafkaServer
 from log.server.config import NodeConfig
 from log.server.metrics import NodeMetrics
 from log.server.partitions import default_log_config
-from log.storage.manager import LogManager
+from log.storage.manager import LogManager, OnLogLoaded
 from quorum.broker_lifecycle import BrokerLifecycle
 from quorum.controller_client import ControllerClient
 from quorum.service import ControllerService
@@ -45,8 +47,9 @@ def _wall_ms() -> int:
 class Node:
     """The running pieces of one node (for tests and tools: `node.controller`, ...)."""
 
-    def __init__(self, config: NodeConfig) -> None:
+    def __init__(self, config: NodeConfig, *, on_log_loaded: OnLogLoaded | None = None) -> None:
         self.config = config
+        self.on_log_loaded = on_log_loaded
         self.controller: ControllerService | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.log_manager: LogManager | None = None
@@ -98,8 +101,17 @@ class Node:
     async def _start_broker(self, nursery: trio.Nursery) -> None:
         config = self.config
         start_s = time.perf_counter()
+
+        def loaded(topic: str, partition: int, elapsed_ms: float, index: int, total: int) -> None:
+            logger.info("log recovered node=%d topic=%s partition=%d duration_ms=%.1f log=%d/%d",
+                        config.node_id, topic, partition, elapsed_ms, index, total)  # fmt: skip
+            if self.on_log_loaded is not None:
+                self.on_log_loaded(topic, partition, elapsed_ms, index, total)
+
         self.log_manager = manager = await trio.to_thread.run_sync(
-            lambda: LogManager(config.log_dir, default_log_config(config), now_ms=_wall_ms())
+            lambda: LogManager(
+                config.log_dir, default_log_config(config), now_ms=_wall_ms(), on_log_loaded=loaded
+            )
         )
         logger.info("log recovery done node=%d logs=%d clean_shutdown=%s duration_ms=%.0f",
                     config.node_id, len(manager.logs), manager.had_clean_shutdown,
@@ -140,9 +152,12 @@ class Node:
                     self.config.node_id, host, self.metrics_port)  # fmt: skip
 
 
-async def run_node(config: NodeConfig, *, ready: Callable[[], None]) -> None:
-    """Run a node until SIGTERM/SIGINT; returns after a clean shutdown."""
+async def run_node(
+    config: NodeConfig, *, ready: Callable[[], None], on_log_loaded: OnLogLoaded | None = None
+) -> None:
+    """Run a node until SIGTERM/SIGINT; returns after a clean shutdown. `on_log_loaded` is
+    called (from a worker thread) per partition log recovered at start-up."""
     config.node_dir.mkdir(parents=True, exist_ok=True)
     pid_path = config.node_dir / PID_FILE
     pid_path.write_text(f"{os.getpid()}\n")
-    await Node(config).run(ready)
+    await Node(config, on_log_loaded=on_log_loaded).run(ready)

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from log.protocol.errors import InvalidTopicError, KafkaStorageError
@@ -55,6 +56,9 @@ PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600_000  # producer.id.expiration.che
 MAX_TOPIC_NAME_LENGTH = 249  # Kafka's limit, so `<topic>-<partition>` fits a file name
 
 TopicPartition = tuple[str, int]
+# on_log_loaded(topic, partition, elapsed_ms, index, total): partition `index` (1-based) of
+# `total` is loaded; for recovery progress and the node's per-partition recovery log line.
+OnLogLoaded = Callable[[str, int, float, int, int], None]
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -86,8 +90,10 @@ class LogManager:
         *,
         now_ms: int = 0,
         topic_configs: Mapping[str, LogConfig] | None = None,
+        on_log_loaded: OnLogLoaded | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
+        self._on_log_loaded = on_log_loaded
         self.default_config = default_config or LogConfig()
         self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._logs: dict[TopicPartition, UnifiedLog] = {}
@@ -121,7 +127,11 @@ class LogManager:
         recovery_points = self._read_checkpoint(self._recovery_point_checkpoint)
         high_watermarks = self._read_checkpoint(self._high_watermark_checkpoint)
         log_start_offsets = self._read_checkpoint(self._log_start_offset_checkpoint)
-        for entry in sorted(os.listdir(self.log_dir)):
+        entries = sorted(os.listdir(self.log_dir))
+        total = sum(
+            1 for e in entries if parse_partition_dir_name(e) and (self.log_dir / e).is_dir()
+        )
+        for entry in entries:
             path = self.log_dir / entry
             if not path.is_dir():
                 continue
@@ -131,6 +141,7 @@ class LogManager:
             topic_partition = parse_partition_dir_name(entry)
             if topic_partition is None:
                 continue
+            started_s = time.perf_counter()
             self._logs[topic_partition] = load_log(
                 str(path),
                 self.config_for(topic_partition[0]),
@@ -140,6 +151,9 @@ class LogManager:
                 had_clean_shutdown=self.had_clean_shutdown,
                 now_ms=now_ms,
             )
+            if self._on_log_loaded is not None:
+                elapsed_ms = (time.perf_counter() - started_s) * 1000
+                self._on_log_loaded(*topic_partition, elapsed_ms, len(self._logs), total)
         remove_clean_shutdown_marker(self.log_dir)
         self.checkpoint_recovery_points()
         self.checkpoint_high_watermarks()
