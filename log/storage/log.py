@@ -58,6 +58,7 @@ from log.records.batch_header import (
 )
 from log.records.compression import decompress
 from log.records.varint import decode_varint
+from log.storage.cleaner_swap import finish_swap
 from log.storage.config import LogConfig
 from log.storage.leader_epoch_cache import LeaderEpochFileCache
 from log.storage.producer_state import BatchMetadata, ProducerStateManager
@@ -604,7 +605,7 @@ class UnifiedLog:
         """Apply retention.ms / retention.bytes / log start offset; return segments deleted."""
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes
-        if "delete" not in self.config.cleanup_policy:
+        if not self.config.delete:
             retention_ms = retention_bytes = -1  # compacted-only topics keep everything
         count, _ = deletable_segment_count(
             self._summaries(),
@@ -621,6 +622,38 @@ class UnifiedLog:
         self._delete_oldest(count)
         self._maybe_increment_log_start_offset(self._segments[0].base_offset)
         return count
+
+    def replace_segments(
+        self,
+        old_segments: Sequence[LogSegment],
+        swap_path: str | None,
+        spans: Sequence[BatchSpan],
+    ) -> LogSegment | None:
+        """The log cleaner's commit (Kafka's replaceSegments): `old_segments`, consecutive and
+        inactive, give way to the committed cleaned file `swap_path` (steps 3-4 of
+        cleaner_swap.py), whose indexes are built from `spans`; `swap_path` None: they held
+        nothing worth keeping and simply go. Offsets never change, so readers see the same
+        batches minus the cleaned records; one holding an offset in a gap gets the next batch.
+        """
+        assert old_segments and not self.is_closed
+        first = next(i for i, s in enumerate(self._segments) if s is old_segments[0])
+        end = first + len(old_segments)
+        assert end < len(self._segments), "the active segment is never cleaned"
+        assert all(a is b for a, b in zip(self._segments[first:end], old_segments, strict=True))
+        for segment in old_segments:
+            segment.delete()
+        replacement: list[LogSegment] = []
+        if swap_path is not None:
+            finish_swap(swap_path)
+            base = old_segments[0]
+            segment = LogSegment(self.dir_path, base.base_offset, self.config, base.created_ms)
+            segment.load_from_spans(spans)
+            replacement.append(segment)
+        self._segments[first:end] = replacement
+        self._base_offsets[first:end] = [s.base_offset for s in replacement]
+        if first == 0:
+            self._maybe_increment_log_start_offset(self._segments[0].base_offset)
+        return replacement[0] if replacement else None
 
     def _maybe_increment_log_start_offset(self, offset: int) -> None:
         if offset <= self._log_start_offset:
