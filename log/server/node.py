@@ -27,6 +27,7 @@ from log.server.broker import KafkaServer
 from log.server.config import NodeConfig
 from log.server.metrics import NodeMetrics
 from log.server.partitions import default_log_config
+from log.storage.log_cleaner import CleanerConfig
 from log.storage.manager import LogManager
 from quorum.broker_lifecycle import BrokerLifecycle
 from quorum.controller_client import ControllerClient
@@ -99,7 +100,15 @@ class Node:
         config = self.config
         start_s = time.perf_counter()
         self.log_manager = manager = await trio.to_thread.run_sync(
-            lambda: LogManager(config.log_dir, default_log_config(config), now_ms=_wall_ms())
+            lambda: LogManager(
+                config.log_dir,
+                default_log_config(config),
+                now_ms=_wall_ms(),
+                cleaner_config=CleanerConfig(
+                    enable=config.props["log.cleaner.enable"],
+                    backoff_ms=config.props["log.cleaner.backoff.ms"],
+                ),
+            )
         )
         logger.info("log recovery done node=%d logs=%d clean_shutdown=%s duration_ms=%.0f",
                     config.node_id, len(manager.logs), manager.had_clean_shutdown,

@@ -67,6 +67,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+MIN_BACKOFF_MS = 10  # log.cleaner.backoff.ms=0 must not turn an idle cleaner into a busy loop
+
 
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
@@ -369,6 +371,6 @@ class LogCleaner:
         task_status.started()
         while True:
             if not await self.clean_filthiest_log(clock_ms()):
-                await trio.sleep(self.config.backoff_ms / 1000)
+                await trio.sleep(max(self.config.backoff_ms, MIN_BACKOFF_MS) / 1000)
             else:
                 await trio.sleep(0)  # let appends in between rounds
