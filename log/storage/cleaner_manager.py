@@ -163,6 +163,12 @@ class LogCleanerManager:
     def abort_cleaning(self, topic_partition: TopicPartition) -> None:
         self.in_progress.discard(topic_partition)
 
+    def maybe_truncate_checkpoint(self, topic_partition: TopicPartition, offset: int) -> None:
+        """The log was truncated to `offset`: data re-appended above it is dirty again."""
+        checkpoint = self.cleaner_checkpoints.get(topic_partition)
+        if checkpoint is not None and checkpoint > offset:
+            self.cleaner_checkpoints[topic_partition] = offset
+
     def remove_log(self, topic_partition: TopicPartition) -> None:
         """The log was deleted: forget its checkpoint (pruned from the file on next write)."""
         self.in_progress.discard(topic_partition)

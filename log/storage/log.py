@@ -168,6 +168,9 @@ class UnifiedLog:
         self._high_watermark = min(max(high_watermark, self._log_start_offset), self.log_end_offset)
         self.last_flush_ms = 0
         self.is_closed = False
+        # The lowest offset truncated to since the log cleaner last looked (it rewinds its
+        # cleaner-offset-checkpoint there, Kafka's maybeTruncateCheckpoint); None: no truncation.
+        self.truncated_to_offset: int | None = None
 
     def update_config(self, config: LogConfig) -> None:
         """Take a new topic config; existing index files keep their sizes until they roll."""
@@ -701,6 +704,7 @@ class UnifiedLog:
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset, now_ms)
             return True
+        self._note_truncation(offset)
         keep = self._segment_index_for(offset)
         doomed = self._segments[keep + 1 :]
         del self._segments[keep + 1 :]
@@ -720,6 +724,7 @@ class UnifiedLog:
     def truncate_fully_and_start_at(self, offset: int, now_ms: int = 0) -> None:
         """Drop every segment and restart empty at `offset` (a follower far behind the leader)."""
         assert offset >= 0
+        self._note_truncation(offset)
         for segment in self._segments:
             segment.delete()
         self._segments = [LogSegment.create(self.dir_path, offset, self.config, now_ms)]
@@ -729,6 +734,10 @@ class UnifiedLog:
         self._recovery_point = offset
         self.leader_epoch_cache.clear()
         self.producer_state_manager.truncate_fully_and_start_at(offset)
+
+    def _note_truncation(self, offset: int) -> None:
+        if self.truncated_to_offset is None or offset < self.truncated_to_offset:
+            self.truncated_to_offset = offset
 
     def _replay_producer_state(self) -> None:
         """Feed batches after the producer state's map end offset back into it."""

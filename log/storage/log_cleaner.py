@@ -305,6 +305,10 @@ class LogCleaner:
     def plan(self, now_ms: int) -> CleanPlan | None:
         """Phase 1: the dirtiest log's plan (marked in progress), or None."""
         logs = self._logs()
+        for topic_partition, log in logs.items():
+            if log.truncated_to_offset is not None:
+                self.manager.maybe_truncate_checkpoint(topic_partition, log.truncated_to_offset)
+                log.truncated_to_offset = None
         cleanable = {tp: cleanable_log(log) for tp, log in logs.items() if log.config.compact}
         to_clean = self.manager.grab_filthiest_log(cleanable, now_ms)
         if to_clean is None:
@@ -354,8 +358,13 @@ class LogCleaner:
             return False
         try:
             result = await trio.to_thread.run_sync(build_cleaned_segments, plan)
-        except (OSError, KafkaError) as exc:
+        except (OSError, KafkaError) as exc:  # a file changed under us, a full disk...
             logger.warning("cleaning %s-%s failed: %s", *plan.to_clean.topic_partition, exc)
+            self.manager.abort_cleaning(plan.to_clean.topic_partition)
+            self.aborted_count += 1
+            return False
+        except Exception:  # a bug must not stop the broker: log it, retry after the backoff
+            logger.exception("cleaning %s-%s failed", *plan.to_clean.topic_partition)
             self.manager.abort_cleaning(plan.to_clean.topic_partition)
             self.aborted_count += 1
             return False

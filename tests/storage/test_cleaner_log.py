@@ -283,4 +283,11 @@ def test_a_clean_aborts_when_the_log_is_truncated_meanwhile(tmp_path):
     assert read_all(log) == before
     assert not any(n.endswith(".cleaned") for n in os.listdir(log.dir_path))
     assert (TOPIC, 0) not in manager.cleaner.manager.in_progress
+    # the truncated range is dirty again: the next clean starts at the truncation point
+    assert manager.cleaner.clean_once(now_ms=0)
+    fill(log, random.Random(7), 60)
+    checkpoint = manager.cleaner.manager.cleaner_checkpoints[(TOPIC, 0)]
+    log.truncate_to(checkpoint - 1)
+    manager.cleaner.plan(now_ms=0)
+    assert manager.cleaner.manager.cleaner_checkpoints[(TOPIC, 0)] == checkpoint - 1
     manager.shutdown()
