@@ -18,6 +18,9 @@ Theory of operation (Kafka's `UnifiedLog` + `LocalLog`, minus tiered storage):
   `log_start_offset`; truncation (follower divergence) cuts at batch boundaries and truncates the
   leader-epoch cache and producer state with it.
 * `log_loader.load_log` opens a directory and recovers it (Kafka's `LogLoader`).
+* Compaction (log_cleaner.py) rewrites inactive segments elsewhere and swaps them in with
+  `replace_segments`: offsets never change, gaps appear; a truncation is remembered in
+  `truncated_to_offset` so the cleaner rewinds its checkpoint.
 * Not thread-safe: one caller at a time per partition (Kafka holds the log lock for appends,
   truncation and roll). Reads only `pread`, so a driver may run them in a worker thread while
   no mutation is in progress.

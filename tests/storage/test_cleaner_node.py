@@ -45,20 +45,21 @@ def _segment_bytes(partition_dir: Path) -> int:
     return sum(p.stat().st_size for p in partition_dir.glob("*.log"))
 
 
-def _produce(bootstrap: str) -> dict[bytes, bytes]:
+def _produce(bootstrap: str, *, create: bool, tag: bytes = b"") -> dict[bytes, bytes]:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     configs = {"cleanup.policy": "compact", "segment.bytes": "4096",
                "min.cleanable.dirty.ratio": "0.1"}  # fmt: skip
-    admin.create_topics([NewTopic(TOPIC, 1, 1, config=configs)])[TOPIC].result(30)
+    if create:
+        admin.create_topics([NewTopic(TOPIC, 1, 1, config=configs)])[TOPIC].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0,
                          "batch.num.messages": 20, "enable.idempotence": True})  # fmt: skip
     latest: dict[bytes, bytes] = {}
     errors: list = []
     for i in range(UPDATES):
-        key, value = b"key-%d" % (i % KEYS), b"value-%06d-" % i + b"x" * 40
+        key, value = b"key-%d" % (i % KEYS), tag + b"value-%06d-" % i + b"x" * 40
         producer.produce(TOPIC, value, key=key,
                          on_delivery=lambda err, _m: err and errors.append(err))  # fmt: skip
         latest[key] = value
@@ -87,21 +88,43 @@ def _consume_all(bootstrap: str) -> list[tuple[bytes, bytes]]:
     return seen
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(180)
-def test_a_real_node_compacts_a_topic_in_the_background(tmp_path):
+def _cluster(tmp_path: Path):
     pytest.importorskip("cryptography", reason="quorum.raft needs the cryptography package")
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "node"))
-    from cluster_harness import STARTED, Cluster
+    from cluster_harness import Cluster
 
     cluster = Cluster(tmp_path, 1)
     node_id = cluster.layout.node_ids[0]
     toml = cluster.layout.node_dir(node_id) / "node.toml"
-    toml.write_text(toml.read_text() + '"log.cleaner.backoff.ms" = 100\n')
+    text = toml.read_text()
+    # the harness's tiny metadata checkpoint interval is not under test here (and a restart
+    # after kill -9 right after a metadata checkpoint loops in broker_lifecycle: reported)
+    text = text.replace(
+        '"metadata.log.max.record.count.between.snapshots" = 10\n',
+        '"metadata.log.max.record.count.between.snapshots" = 20000\n',
+    )
+    toml.write_text(text + '"log.cleaner.backoff.ms" = 50\n')
+    return cluster, node_id
+
+
+def _kill_started() -> None:
+    from cluster_harness import STARTED
+
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_real_node_compacts_a_topic_in_the_background(tmp_path):
+    cluster, node_id = _cluster(tmp_path)
     try:
         cluster.start_all()
         bootstrap = cluster.layout.bootstrap_servers
-        latest = _produce(bootstrap)
+        latest = _produce(bootstrap, create=True)
         partition_dir = next(cluster.layout.node_dir(node_id).rglob(f"{TOPIC}-0"))
         written = UPDATES * len(next(iter(latest.values())))
         deadline = time.monotonic() + 30
@@ -113,8 +136,29 @@ def test_a_real_node_compacts_a_topic_in_the_background(tmp_path):
         assert dict(seen) == latest
         assert len(seen) < UPDATES // 4
     finally:
-        while STARTED:
-            process = STARTED.pop()
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        _kill_started()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_kill_9_while_cleaning_loses_no_latest_value(tmp_path):
+    """Kill -9 right after acknowledged writes, while the cleaner is busy with them; restart
+    (load finishes or discards .swap/.cleaned files); repeat. Every key keeps its latest value."""
+    cluster, node_id = _cluster(tmp_path)
+    try:
+        cluster.start_all()
+        bootstrap = cluster.layout.bootstrap_servers
+        latest: dict[bytes, bytes] = {}
+        for round_number in range(3):
+            latest |= _produce(bootstrap, create=round_number == 0, tag=b"r%d" % round_number)
+            time.sleep(0.05 * round_number)  # land in different phases of a clean
+            cluster.kill9(node_id)
+            cluster.start(node_id)
+            cluster.wait_ready(node_id)
+        seen = _consume_all(bootstrap)
+        assert dict(seen) == latest
+        partition_dir = next(cluster.layout.node_dir(node_id).rglob(f"{TOPIC}-0"))
+        names = [p.name for p in partition_dir.iterdir()]
+        assert not any(n.endswith(".deleted") for n in names)
+    finally:
+        _kill_started()
