@@ -246,19 +246,22 @@ def group_cleaned_segments(
     """Consecutive cleaned segments grouped so each group fits one segment: total bytes within
     `max_segment_bytes` and offsets within one segment's relative range. Never empty groups."""
     groups: list[list[CleanedSegment]] = []
-    group_bytes = 0
     for segment in cleaned:
-        if groups:
-            group = groups[-1]
-            fits_bytes = group_bytes + len(segment.records) <= max_segment_bytes
-            fits_offsets = segment.next_offset - 1 - group[0].base_offset <= MAX_RELATIVE_OFFSET
-            if fits_bytes and fits_offsets:
-                group.append(segment)
-                group_bytes += len(segment.records)
-                continue
-        groups.append([segment])
-        group_bytes = len(segment.records)
+        if groups and fits_group(groups[-1], segment, max_segment_bytes):
+            groups[-1].append(segment)
+        else:
+            groups.append([segment])
     return groups
+
+
+def fits_group(
+    group: Sequence[CleanedSegment], segment: CleanedSegment, max_segment_bytes: int
+) -> bool:
+    """`segment` may join `group` (its successor): the whole still fits one segment."""
+    assert group
+    group_bytes = sum(len(s.records) for s in group)
+    fits_bytes = group_bytes + len(segment.records) <= max_segment_bytes
+    return fits_bytes and segment.next_offset - 1 - group[0].base_offset <= MAX_RELATIVE_OFFSET
 
 
 def concatenate_group(group: Sequence[CleanedSegment]) -> tuple[bytes, list[BatchSpan]]:

@@ -20,8 +20,8 @@ One round (`clean_filthiest_log`), in three phases:
 
 `run` loops rounds, sleeping log.cleaner.backoff.ms when no log needs cleaning. A failing round
 (a corrupt segment, a full disk) is logged and aborted; the log is retried after the backoff.
-Segments are read whole into memory: a clean holds at most the cleanable segments of one log
-group by group (bounded by segment.bytes each), and the offset map by `max_offset_map_keys`.
+Memory: segments are read whole, one at a time; a clean holds one source segment, one cleaned
+group (both bounded by segment.bytes) and the offset map (bounded by `max_offset_map_keys`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from log.storage.cleaner import (
     build_offset_map,
     clean_batches,
     concatenate_group,
-    group_cleaned_segments,
+    fits_group,
 )
 from log.storage.cleaner_manager import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
@@ -184,41 +184,45 @@ def _read_source(source: SourceSegment) -> bytes:
 
 def build_cleaned_segments(plan: CleanPlan) -> CleanResult:
     """Phase 2 (any thread): read, clean and group the plan's segments; write `.cleaned`
-    files. Raises OSError / KafkaError when a file changed or is corrupt (the clean aborts)."""
+    files. Raises OSError / KafkaError when a file changed or is corrupt (the clean aborts).
+    Streams: one source segment and one group (<= segment.bytes) in memory at a time."""
     to_clean = plan.to_clean
-    contents = {s.base_offset: _read_source(s) for s in plan.sources}
-    dirty = [
-        (s.base_offset, contents[s.base_offset])
-        for s in plan.sources
-        if s.next_offset > to_clean.first_dirty_offset
-    ]
+    dirty = [s for s in plan.sources if s.next_offset > to_clean.first_dirty_offset]
     offset_map = build_offset_map(
-        dirty, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset,
+        ((s.base_offset, _read_source(s)) for s in dirty),
+        to_clean.first_dirty_offset, to_clean.first_uncleanable_offset,
         plan.max_offset_map_keys,
     )  # fmt: skip
-    cleaned: list[CleanedSegment] = []
-    by_base: dict[int, SourceSegment] = {}
-    for source in plan.sources:
-        if source.base_offset >= offset_map.end_offset:
-            break
-        records, spans = clean_batches(
-            contents[source.base_offset],
-            offset_map,
-            now_ms=plan.now_ms,
-            delete_retention_ms=plan.delete_retention_ms,
-            retained_batch_last_offsets=plan.retained_batch_last_offsets,
-        )
-        cleaned.append(
-            CleanedSegment(source.base_offset, source.next_offset, records, tuple(spans))
-        )
-        by_base[source.base_offset] = source
+    by_base = {s.base_offset: s for s in plan.sources}
     groups: list[CleanedGroup] = []
+    pending: list[CleanedSegment] = []
+    bytes_after = 0
+
+    def flush_pending() -> None:
+        sources = tuple(by_base[c.base_offset] for c in pending)
+        data, spans = concatenate_group(pending)
+        path = write_cleaned_file(plan.dir_path, pending[0].base_offset, data) if data else None
+        groups.append(CleanedGroup(sources, path, tuple(spans)))
+        pending.clear()
+
     try:
-        for group in group_cleaned_segments(cleaned, plan.segment_bytes):
-            sources = tuple(by_base[c.base_offset] for c in group)
-            data, spans = concatenate_group(group)
-            path = write_cleaned_file(plan.dir_path, group[0].base_offset, data) if data else None
-            groups.append(CleanedGroup(sources, path, tuple(spans)))
+        for source in plan.sources:
+            if source.base_offset >= offset_map.end_offset:
+                break
+            records, spans = clean_batches(
+                _read_source(source),
+                offset_map,
+                now_ms=plan.now_ms,
+                delete_retention_ms=plan.delete_retention_ms,
+                retained_batch_last_offsets=plan.retained_batch_last_offsets,
+            )
+            cleaned = CleanedSegment(source.base_offset, source.next_offset, records, tuple(spans))
+            bytes_after += len(records)
+            if pending and not fits_group(pending, cleaned, plan.segment_bytes):
+                flush_pending()
+            pending.append(cleaned)
+        if pending:
+            flush_pending()
     except BaseException:
         discard_groups(groups)
         raise
@@ -226,7 +230,7 @@ def build_cleaned_segments(plan: CleanPlan) -> CleanResult:
         end_offset=offset_map.end_offset,
         groups=tuple(groups),
         bytes_before=sum(s.size_bytes for g in groups for s in g.sources),
-        bytes_after=sum(len(c.records) for c in cleaned),
+        bytes_after=bytes_after,
     )
 
 

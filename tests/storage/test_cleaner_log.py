@@ -20,7 +20,7 @@ from log.records.builder import Record, build_batch
 from log.records.reader import iter_records
 from log.storage.checkpoint_file import OffsetCheckpointFile
 from log.storage.cleaner_manager import CLEANER_OFFSET_CHECKPOINT_FILE
-from log.storage.cleaner_swap import commit_cleaned_file, finish_swap
+from log.storage.cleaner_swap import commit_cleaned_file, finish_swap, recover_swap_files
 from log.storage.config import LogConfig
 from log.storage.log import UnifiedLog
 from log.storage.log_cleaner import CleanerConfig, build_cleaned_segments
@@ -291,3 +291,26 @@ def test_a_clean_aborts_when_the_log_is_truncated_meanwhile(tmp_path):
     manager.cleaner.plan(now_ms=0)
     assert manager.cleaner.manager.cleaner_checkpoints[(TOPIC, 0)] == checkpoint - 1
     manager.shutdown()
+
+
+def test_swap_recovery_deletes_only_the_swaps_offset_range_and_drops_strays(tmp_path):
+    def batch(base_offset: int, count: int) -> bytes:
+        return build_batch([Record(b"v", key=b"k")] * count, base_offset=base_offset)
+
+    def name(base_offset: int, suffix: str) -> Path:
+        return tmp_path / f"{base_offset:020d}{suffix}"
+
+    name(0, ".log").write_bytes(batch(0, 10))
+    name(0, ".index").write_bytes(b"")
+    name(10, ".log").write_bytes(batch(10, 10))
+    name(20, ".log").write_bytes(batch(20, 10))  # past the swap's last offset: kept
+    name(0, ".log.swap").write_bytes(batch(9, 1) + batch(19, 1))  # covers [0, 20)
+    name(20, ".index.swap").write_bytes(b"stray")
+    name(30, ".log.swap").write_bytes(b"")  # never committed empty: a stray
+    name(40, ".log.cleaned").write_bytes(b"partial")
+    recover_swap_files(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "00000000000000000000.log",
+        "00000000000000000020.log",
+    ]
+    assert name(0, ".log").read_bytes() == batch(9, 1) + batch(19, 1)
