@@ -47,21 +47,25 @@ def write_cleaned_file(dir_path: str, base_offset: int, data: bytes) -> str:
     return path
 
 
-def commit_cleaned_file(cleaned_path: str) -> str:
-    """Step 2, the commit point: rename `.cleaned` to `.swap`. Returns the swap path."""
+def commit_cleaned_file(cleaned_path: str, *, fsync: bool = True) -> str:
+    """Step 2, the commit point: rename `.cleaned` to `.swap`. Returns the swap path.
+    `fsync=False` leaves the directory fsync to the caller (one for several renames)."""
     assert cleaned_path.endswith(_LOG + CLEANED_FILE_SUFFIX)
     swap_path = cleaned_path[: -len(CLEANED_FILE_SUFFIX)] + SWAP_FILE_SUFFIX
     os.replace(cleaned_path, swap_path)
-    fsync_directory(Path(swap_path).parent)
+    if fsync:
+        fsync_directory(Path(swap_path).parent)
     return swap_path
 
 
-def finish_swap(swap_path: str) -> str:
-    """Step 4: rename `<base>.log.swap` to `<base>.log` (the old segments are gone)."""
+def finish_swap(swap_path: str, *, fsync: bool = True) -> str:
+    """Step 4: rename `<base>.log.swap` to `<base>.log` (the old segments are gone). Without
+    the directory fsync a crash may undo the rename: load then redoes steps 3-4."""
     assert swap_path.endswith(_LOG + SWAP_FILE_SUFFIX)
     log_path = swap_path[: -len(SWAP_FILE_SUFFIX)]
     os.replace(swap_path, log_path)
-    fsync_directory(Path(log_path).parent)
+    if fsync:
+        fsync_directory(Path(log_path).parent)
     return log_path
 
 

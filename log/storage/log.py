@@ -650,7 +650,7 @@ class UnifiedLog:
             segment.delete()
         replacement: list[LogSegment] = []
         if swap_path is not None:
-            finish_swap(swap_path)
+            finish_swap(swap_path, fsync=False)  # the cleaner fsyncs the directory once
             base = old_segments[0]
             segment = LogSegment(self.dir_path, base.base_offset, self.config, base.created_ms)
             segment.load_from_spans(spans)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from log.protocol.errors import KafkaError
-from log.storage.checkpoint_file import OffsetCheckpointFile
+from log.storage.checkpoint_file import OffsetCheckpointFile, fsync_directory
 from log.storage.cleaner import (
     MAX_OFFSET_MAP_KEYS,
     BatchSpan,
@@ -266,11 +266,14 @@ def commit_clean(log: UnifiedLog, result: CleanResult) -> bool:
     if not still_cleanable(log, result):
         discard_groups(result.groups)
         return False
-    for group in result.groups:
-        swap_path = (
-            commit_cleaned_file(group.cleaned_path) if group.cleaned_path is not None else None
-        )
+    swap_paths = [
+        None if g.cleaned_path is None else commit_cleaned_file(g.cleaned_path, fsync=False)
+        for g in result.groups
+    ]
+    fsync_directory(Path(log.dir_path))  # the commit point of every group at once
+    for group, swap_path in zip(result.groups, swap_paths, strict=True):
         log.replace_segments([s.segment for s in group.sources], swap_path, group.spans)
+    fsync_directory(Path(log.dir_path))
     return True
 
 
