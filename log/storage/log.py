@@ -60,6 +60,7 @@ from log.records.batch_header import (
     validate_batch_fields,
 )
 from log.records.compression import decompress
+from log.records.reader import iter_records
 from log.records.varint import decode_varint
 from log.storage.cleaner_swap import finish_swap
 from log.storage.config import LogConfig
@@ -285,6 +286,8 @@ class UnifiedLog:
             )
         if producer_id >= 0 and base_sequence < 0 and not attributes & CONTROL_FLAG:
             raise InvalidRecordError("batch with a producer id but no base sequence")
+        if config.compact and not attributes & CONTROL_FLAG:
+            _check_keys_for_compaction(records)
         segment = self._segments[-1]
         base_offset = segment.next_offset  # the log end offset
         log_append_time_ms = -1
@@ -788,6 +791,14 @@ class UnifiedLog:
             f"UnifiedLog({self.dir_path!r}, log_start_offset={self._log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, high_watermark={self._high_watermark})"
         )
+
+
+def _check_keys_for_compaction(records: bytes | bytearray | memoryview) -> None:
+    """Kafka's LogValidator for a compacted topic: every record needs a key (the cleaner would
+    silently drop a keyless one). Decodes the records: compacted topics only."""
+    for record in iter_records(records, 0, check_crc=False):
+        if record.key is None:
+            raise InvalidRecordError("Compacted topic cannot accept message without key")
 
 
 def first_record_at_or_after(

@@ -314,3 +314,16 @@ def test_swap_recovery_deletes_only_the_swaps_offset_range_and_drops_strays(tmp_
         "00000000000000000020.log",
     ]
     assert name(0, ".log").read_bytes() == batch(9, 1) + batch(19, 1)
+
+
+def test_a_compacted_topic_refuses_keyless_records(tmp_path):
+    from log.protocol.errors import ErrorCode, InvalidRecordError
+
+    manager = open_manager(tmp_path, compacted_config())
+    log = manager.get_or_create_log(TOPIC, 0)
+    keyless = build_batch([Record(b"a", key=b"k"), Record(b"b")])
+    with pytest.raises(InvalidRecordError) as raised:
+        log.append_as_leader(keyless, leader_epoch=0, now_ms=0)
+    assert raised.value.error_code == ErrorCode.INVALID_RECORD
+    assert log.log_end_offset == 0
+    manager.shutdown()
