@@ -96,6 +96,9 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("log.cleaner.min.cleanable.ratio", float, 0.5, "default min.cleanable.dirty.ratio"),
     ConfigKey("log.cleaner.delete.retention.ms", int, 86400000, "default delete.retention.ms"),
     ConfigKey("log.cleaner.min.compaction.lag.ms", int, 0, "default min.compaction.lag.ms"),
+    ConfigKey(
+        "log.cleaner.max.compaction.lag.ms", int, (1 << 63) - 1, "default max.compaction.lag.ms"
+    ),
 )
 _KEYS = {key.name: key for key in CONFIG_KEYS}
 

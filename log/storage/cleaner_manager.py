@@ -15,8 +15,11 @@ Kafka's vocabulary. Per compacted log (cleanup.policy contains compact):
   cleaner rewrites whole segments.
 * dirty ratio = dirty bytes / (clean + dirty bytes), over the segments below the first
   uncleanable offset. `grab_filthiest_log` picks the log with the highest ratio among those at
-  or above their min.cleanable.dirty.ratio and not already being cleaned, and marks it in
-  progress; `done_cleaning` records the new checkpoint, `abort_cleaning` just releases it.
+  or above their min.cleanable.dirty.ratio -- or whose oldest dirty segment began more than
+  max.compaction.lag.ms ago (Kafka's "needs compaction now", whatever the ratio) -- and not
+  already being cleaned, and marks it in progress; `done_cleaning` records the new
+  checkpoint, `abort_cleaning` just releases it. (Kafka also rolls an active segment older
+  than max.compaction.lag.ms; we do not: it waits for segment.ms / segment.bytes.)
 
 `cleaner_checkpoints` is what the cleaner-offset-checkpoint file holds (log/storage/
 checkpoint_file.py, the format of the other offset checkpoints); the driver writes it.
@@ -99,6 +102,17 @@ def log_to_clean(
     )
 
 
+def needs_compaction_now(log: CleanableLog, first_dirty_offset: int, now_ms: int) -> bool:
+    """The first dirty segment began more than max.compaction.lag.ms ago."""
+    for index, segment in enumerate(log.segments[:-1]):
+        if segment.upper_bound_offset > first_dirty_offset:
+            if index >= len(log.first_batch_timestamps_ms):
+                return False
+            first_timestamp_ms = log.first_batch_timestamps_ms[index]
+            return 0 <= first_timestamp_ms < now_ms - log.max_compaction_lag_ms
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class CleanableLog:
     """What the manager needs of one log (built by the driver from a UnifiedLog)."""
@@ -111,6 +125,9 @@ class CleanableLog:
     compact: bool
     min_cleanable_dirty_ratio: float
     min_compaction_lag_ms: int
+    max_compaction_lag_ms: int = (1 << 63) - 1
+    # per segment (aligned with `segments`): its first batch's timestamp, -1 when empty
+    first_batch_timestamps_ms: tuple[int, ...] = ()
 
 
 class LogCleanerManager:
@@ -147,7 +164,8 @@ class LogCleanerManager:
             candidate = self.cleanable(topic_partition, log, now_ms)
             if candidate.dirty_bytes == 0:
                 continue
-            if candidate.cleanable_ratio < log.min_cleanable_dirty_ratio:
+            overdue = needs_compaction_now(log, candidate.first_dirty_offset, now_ms)
+            if candidate.cleanable_ratio < log.min_cleanable_dirty_ratio and not overdue:
                 continue
             if best is None or candidate.cleanable_ratio > best.cleanable_ratio:
                 best = candidate

@@ -48,6 +48,7 @@ class LogConfig:
     # Compaction (cleanup.policy contains compact), see cleaner_manager.py
     delete_retention_ms: int = 86_400_000  # 1 day: how long a tombstone outlives its first clean
     min_compaction_lag_ms: int = 0  # a record stays uncompacted at least this long
+    max_compaction_lag_ms: int = INT64_MAX  # a dirty record is cleaned within this, any ratio
     min_cleanable_dirty_ratio: float = 0.5  # dirty / (clean + dirty) bytes that trigger a clean
 
     def __post_init__(self) -> None:
@@ -67,6 +68,11 @@ class LogConfig:
         _check_range("file.delete.delay.ms", self.file_delete_delay_ms, 0, INT64_MAX)
         _check_range("delete.retention.ms", self.delete_retention_ms, 0, INT64_MAX)
         _check_range("min.compaction.lag.ms", self.min_compaction_lag_ms, 0, INT64_MAX)
+        _check_range("max.compaction.lag.ms", self.max_compaction_lag_ms, 1, INT64_MAX)
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidConfigError(  # Kafka's check: the window must not be empty
+                "min.compaction.lag.ms must not exceed max.compaction.lag.ms"
+            )
         ratio = self.min_cleanable_dirty_ratio
         if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 <= ratio <= 1:
             raise InvalidConfigError(f"min.cleanable.dirty.ratio must be in [0, 1], got {ratio!r}")
@@ -138,6 +144,7 @@ _PROPERTY_FIELDS: dict[str, str] = {
     "file.delete.delay.ms": "file_delete_delay_ms",
     "delete.retention.ms": "delete_retention_ms",
     "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
 }
 _STRING_FIELDS = frozenset({"message_timestamp_type", "cleanup_policy"})

@@ -143,6 +143,10 @@ def cleanable_log(log: UnifiedLog) -> CleanableLog:
         compact=log.config.compact,
         min_cleanable_dirty_ratio=log.config.min_cleanable_dirty_ratio,
         min_compaction_lag_ms=log.config.min_compaction_lag_ms,
+        max_compaction_lag_ms=log.config.max_compaction_lag_ms,
+        first_batch_timestamps_ms=tuple(
+            -1 if s.first_batch_timestamp is None else s.first_batch_timestamp for s in segments
+        ),
     )
 
 

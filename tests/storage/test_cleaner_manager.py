@@ -87,3 +87,16 @@ def test_deleted_and_vanished_logs_lose_their_checkpoints():
     manager.remove_log(("a", 0))
     manager.retain_logs({("b", 0)})
     assert manager.cleaner_checkpoints == {("b", 0): 10}
+
+
+def test_a_log_past_max_compaction_lag_is_cleaned_whatever_its_ratio():
+    manager = LogCleanerManager({("a", 0): 20})  # 1/3 dirty, below the 0.9 ratio
+    timestamps = (500, 1_500, 2_500, 3_500)  # the first dirty segment [20, 30) began at 2500
+
+    def log(max_compaction_lag_ms: int) -> CleanableLog:
+        return CleanableLog(SEGMENTS, 0, 35, 35, None, True, 0.9, 0, max_compaction_lag_ms,
+                            timestamps)  # fmt: skip
+
+    assert manager.grab_filthiest_log({("a", 0): log(8_000)}, 10_000) is None
+    overdue = manager.grab_filthiest_log({("a", 0): log(7_000)}, 10_000)
+    assert overdue is not None and overdue.first_dirty_offset == 20

@@ -30,7 +30,7 @@ def test_node_cleaner_keys_have_kafkas_defaults_and_reach_topic_configs(tmp_path
     assert defaults.props["log.cleaner.backoff.ms"] == 15_000
     config = default_log_config(defaults)
     assert (config.min_cleanable_dirty_ratio, config.delete_retention_ms) == (0.5, 86_400_000)
-    assert config.min_compaction_lag_ms == 0
+    assert config.min_compaction_lag_ms == 0 and config.max_compaction_lag_ms == (1 << 63) - 1
     custom = NodeConfig.from_properties(
         tmp_path,
         base | {"log.cleaner.min.cleanable.ratio": "0.25", "log.cleaner.delete.retention.ms": 5,
