@@ -40,6 +40,8 @@ SANS_IO = [
     "log/coordinator/group_coordinator.py",
     "log/coordinator/records.py",
     "log/coordinator/consumer_protocol.py",
+    "log/storage/cleaner.py",
+    "log/storage/cleaner_manager.py",
 ]
 PYSYNCOBJ_ALLOWED = {"quorum/raft.py", "quorum/raft_journal.py", "bench/metadata_commit.py"}
 

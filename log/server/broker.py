@@ -194,6 +194,8 @@ class KafkaServer:
                 self.ctx.sync_partitions()
                 nursery.start_soon(self._follow_metadata)
                 nursery.start_soon(self._tick_log_manager)
+                if self.log_manager.cleaner is not None:  # compaction, in the background
+                    await nursery.start(self.log_manager.cleaner.run, self.ctx.clock_ms)
                 await nursery.start(self.group_coordinator.run)
                 self.port = listeners[0].socket.getsockname()[1]
                 nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)

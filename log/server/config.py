@@ -99,6 +99,15 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("metadata.log.max.snapshot.interval.ms", int, 3600000, "time between checkpoints"),
     ConfigKey("metadata.max.retention.checkpoints", int, 3, "checkpoints kept"),
     ConfigKey("metrics.port", int, 0, "Prometheus /metrics port, 0 = off"),
+    # the log cleaner (compaction of cleanup.policy=compact topics)
+    ConfigKey("log.cleaner.enable", bool, True, "run the log cleaner"),
+    ConfigKey("log.cleaner.backoff.ms", int, 15000, "cleaner sleep when no log needs cleaning"),
+    ConfigKey("log.cleaner.min.cleanable.ratio", float, 0.5, "default min.cleanable.dirty.ratio"),
+    ConfigKey("log.cleaner.delete.retention.ms", int, 86400000, "default delete.retention.ms"),
+    ConfigKey("log.cleaner.min.compaction.lag.ms", int, 0, "default min.compaction.lag.ms"),
+    ConfigKey(
+        "log.cleaner.max.compaction.lag.ms", int, (1 << 63) - 1, "default max.compaction.lag.ms"
+    ),
 )
 _KEYS = {key.name: key for key in CONFIG_KEYS}
 
@@ -171,6 +180,14 @@ def _coerce(key: ConfigKey, value: Any) -> Any:
             return value
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
             return int(value)
+    elif key.kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
     elif key.kind is str and isinstance(value, str):
         return value
     raise ConfigError(f"{key.name}: expected {key.kind.__name__}, got {value!r}")
@@ -260,6 +277,10 @@ class NodeConfig:
             )
         if p["log.cleanup.policy"] not in ("delete", "compact", "compact,delete", "delete,compact"):
             raise ConfigError(f"log.cleanup.policy: {p['log.cleanup.policy']!r}")
+        if not 0 <= p["log.cleaner.min.cleanable.ratio"] <= 1:
+            raise ConfigError("log.cleaner.min.cleanable.ratio must be in [0, 1]")
+        if p["log.cleaner.backoff.ms"] < 0:
+            raise ConfigError("log.cleaner.backoff.ms must be >= 0")
         if p["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         _validate_group_keys(p)

@@ -29,6 +29,7 @@ from log.server.broker import KafkaServer
 from log.server.config import NodeConfig
 from log.server.metrics import NodeMetrics
 from log.server.partitions import default_log_config
+from log.storage.log_cleaner import CleanerConfig
 from log.storage.manager import LogManager, OnLogLoaded
 from quorum.broker_lifecycle import BrokerLifecycle
 from quorum.controller_client import ControllerClient
@@ -110,7 +111,14 @@ class Node:
 
         self.log_manager = manager = await trio.to_thread.run_sync(
             lambda: LogManager(
-                config.log_dir, default_log_config(config), now_ms=_wall_ms(), on_log_loaded=loaded
+                config.log_dir,
+                default_log_config(config),
+                now_ms=_wall_ms(),
+                on_log_loaded=loaded,
+                cleaner_config=CleanerConfig(
+                    enable=config.props["log.cleaner.enable"],
+                    backoff_ms=config.props["log.cleaner.backoff.ms"],
+                ),
             )
         )
         logger.info("log recovery done node=%d logs=%d clean_shutdown=%s duration_ms=%.0f",

@@ -70,6 +70,10 @@ _NODE_TO_TOPIC_CONFIG: Mapping[str, str] = {
     "log.cleanup.policy": "cleanup.policy",
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
 }
 _LOG_CONFIG_KEYS = frozenset(LogConfig().to_properties())
 

@@ -1,163 +1,275 @@
-"""Log compaction (cleanup.policy=compact): keep the latest value of every key.
+"""Log compaction core (Kafka's Cleaner): keep the latest value of every key. Sans-IO.
 
-Theory of operation (Kafka's LogCleaner, reduced to one pass):
+Theory of operation, for one log whose cleanable range is `[log start, first uncleanable)`
+(picked by cleaner_manager.py; log_cleaner.py does the file work around these functions):
 
-1. `build_offset_map` scans the *dirty* section (batches up to the first uncleanable offset:
-   the active segment's base offset) and records, per key, the offset of its latest record.
-2. `clean_batches` rewrites a segment's bytes keeping a record iff it has a key, no later
-   record of the same key exists in the map, and -- for a tombstone (null value) -- its
-   timestamp is younger than `delete_retention_ms` (consumers that read the log from the
-   start get that long to see the delete). Control batches are kept as they are. A batch
-   keeps its producer fields; its base offset becomes its first kept record's offset and its
-   last offset delta is that of its last kept record, so offsets never change, only gaps
-   appear. A batch with nothing left is dropped (NOT kept for producer state, as Kafka does
-   for the last batch of a producer: our cleaner does not preserve idempotence state).
-3. `compact_segment_file` (driver) writes the result to `<segment>.log.cleaned`, fsyncs,
-   renames it to `.log.swap` (the commit point), replaces the original by renaming the swap
-   file over it and deletes the segment's now-stale index files, which recovery rebuilds.
-   `recover_swap_files` finishes an interrupted swap at startup and discards `.cleaned`
-   leftovers: a crash at any point leaves either the old or the new segment, never neither.
+1. `build_offset_map` scans the *dirty* segments (`[first dirty offset, first uncleanable)`)
+   and records, per key, the offset of its latest record (Kafka's SkimpyOffsetMap, exact here:
+   a dict bounded by `max_keys`). It stops at a segment boundary when the next segment could
+   overflow the map; the clean then ends there (`OffsetMap.end_offset`) and the rest stays
+   dirty for the next round.
+2. `clean_batches` rewrites one segment's bytes keeping a record iff it has a key, no later
+   record of that key is in the map, and -- for a tombstone (null value) -- it is not expired.
+   A tombstone expires when a previous clean already saw it (its offset is below this clean's
+   first dirty offset, i.e. the cleaner-offset-checkpoint) AND its record timestamp is more
+   than `delete_retention_ms` old. So a tombstone always survives the first clean that sees it
+   and lives at least delete.retention.ms by its own timestamp (consumers reading from the
+   start get that long to see the delete). Kafka 3.x instead stamps a delete horizon into the
+   batch (attribute bit 6); we do not, so the batch bytes of untouched batches stay as written.
+3. A batch that loses records is rebuilt with its original base offset, last offset delta,
+   producer id / producer epoch / base sequence, leader epoch and attributes -- Kafka keeps the
+   last offset so the producer's last sequence survives; offsets never change, only gaps
+   appear. A batch that loses every record is dropped, except the last batch of an active
+   producer, which is kept as an *empty* batch (61-byte header, recordCount 0), like Kafka, so
+   idempotence state rebuilt from the log after a restart still knows the producer's last
+   sequence. Control batches are kept as they are (we have no transactions to abort).
+4. `group_cleaned_segments` groups consecutive cleaned outputs into one segment each, bounded
+   by segment.bytes and the 32-bit relative offset range (seed 001 §1.2.4 step 4), so many
+   small cleaned segments become few.
 
-Not done: driving this from LogManager as a background task over live UnifiedLog segments
-(the segment objects must be reopened after a swap), and the cleaner checkpoint
-(cleaner-offset-checkpoint); see the module's tests for what is covered.
+Batch layout written here (RecordBatch v2, declared in log/records/batch_header.py)::
+
+    baseOffset i64 | batchLength i32 | partitionLeaderEpoch i32 | magic i8 | crc u32 |
+    attributes i16 | lastOffsetDelta i32 | baseTimestamp i64 | maxTimestamp i64 |
+    producerId i64 | producerEpoch i16 | baseSequence i32 | recordCount i32 | records...
+    (the CRC-32C covers attributes .. end)
 """
 
 from __future__ import annotations
 
-import os
 import struct
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import crc32c
 
-from log.records.batch_header import HEADER_BYTES, iter_batches, read_header
-from log.records.builder import assemble_batch, encode_record
+from log.records.batch_header import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    HEADER_BYTES,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    iter_batches,
+    pack_prefix,
+    read_header,
+)
+from log.records.builder import encode_record
+from log.records.compression import compress
 from log.records.reader import iter_records
 
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-MAX_OFFSET_MAP_KEYS = 1_000_000  # Kafka bounds its map by log.cleaner.dedupe.buffer.size
-_LAST_OFFSET_DELTA_POSITION = 23
-_CRC_POSITION = 17
-_ATTRIBUTES_POSITION = 21
+# Kafka bounds its map by log.cleaner.dedupe.buffer.size (128 MiB, 24 bytes per entry).
+MAX_OFFSET_MAP_KEYS = 1_000_000
+MAX_RELATIVE_OFFSET = (1 << 31) - 1  # a segment's offsets fit its u32 index fields
+# attributes .. recordCount, the part of the header after the CRC (see the layout above)
+_HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")
+assert ATTRIBUTES_OFFSET + _HEADER_AFTER_CRC.size == HEADER_BYTES
+
+# (position in the cleaned bytes, base offset, last offset, max timestamp, size in bytes):
+# log.storage.segment.BatchSpan, what the new segment's indexes are built from.
+BatchSpan = tuple[int, int, int, int, int]
 
 
-def build_offset_map(segments: Iterable[bytes], end_offset: int) -> dict[bytes, int]:
-    """key -> offset of its latest record below `end_offset`, over segment byte strings."""
-    offset_map: dict[bytes, int] = {}
-    for buf in segments:
-        for position, header in iter_batches(buf):
+@dataclass(slots=True)
+class OffsetMap:
+    """key -> offset of its latest record in `[start_offset, end_offset)`."""
+
+    start_offset: int
+    end_offset: int
+    offsets: dict[bytes, int] = field(default_factory=dict)
+
+    def latest_offset(self, key: bytes) -> int | None:
+        return self.offsets.get(key)
+
+
+def build_offset_map(
+    segments: Iterable[tuple[int, bytes]],
+    start_offset: int,
+    end_offset: int,
+    max_keys: int = MAX_OFFSET_MAP_KEYS,
+) -> OffsetMap:
+    """The map over `(base_offset, bytes)` dirty segments, in offset order, below `end_offset`.
+
+    Stops before a segment whose records could push the map past `max_keys` (the first
+    segment always goes in): the map's `end_offset` is then that segment's base offset.
+    """
+    assert max_keys > 0
+    offset_map = OffsetMap(start_offset, end_offset)
+    for index, (base_offset, buf) in enumerate(segments):
+        if base_offset >= end_offset:
+            break
+        headers = list(iter_batches(buf))
+        record_count = sum(h.record_count for _, h in headers if not h.is_control)
+        if index > 0 and len(offset_map.offsets) + record_count > max_keys:
+            offset_map.end_offset = base_offset
+            break
+        for position, header in headers:
             if header.is_control or header.base_offset >= end_offset:
                 continue
-            for record in iter_records(buf, position):
-                if record.key is not None and record.offset < end_offset:
-                    offset_map[bytes(record.key)] = record.offset
-                    assert len(offset_map) <= MAX_OFFSET_MAP_KEYS, "offset map full"
+            for record in iter_records(buf, position, check_crc=False):
+                if record.key is not None and start_offset <= record.offset < end_offset:
+                    offset_map.offsets[bytes(record.key)] = record.offset
     return offset_map
 
 
+@dataclass(frozen=True, slots=True)
+class CleanedSegment:
+    """One source segment's surviving bytes and their batch spans (positions from 0)."""
+
+    base_offset: int
+    next_offset: int  # the source's next offset: the cleaned range this segment covers
+    records: bytes
+    spans: tuple[BatchSpan, ...]
+
+
 def clean_batches(
-    buf: bytes, offset_map: dict[bytes, int], now_ms: int, delete_retention_ms: int
-) -> bytes:
-    """The segment bytes `buf` with superseded records and expired tombstones removed."""
+    buf: bytes,
+    offset_map: OffsetMap,
+    *,
+    now_ms: int,
+    delete_retention_ms: int,
+    retained_batch_last_offsets: frozenset[int] = frozenset(),
+) -> tuple[bytes, list[BatchSpan]]:
+    """The segment bytes `buf` without superseded records and expired tombstones.
+
+    `retained_batch_last_offsets`: last offsets of the active producers' last batches, kept
+    (possibly empty) for idempotence state. Offsets of kept records never change.
+    """
     out = bytearray()
+    spans: list[BatchSpan] = []
     for position, header in iter_batches(buf):
-        if header.is_control:
-            out += buf[position : position + header.size_bytes]
+        batch = _clean_batch(buf, position, header, offset_map, now_ms, delete_retention_ms)
+        if batch is None and header.has_producer_id:
+            if header.last_offset in retained_batch_last_offsets:
+                batch = _pack_batch(header, b"", 0, header.max_timestamp, header.max_timestamp)
+        if batch is None:
             continue
-        kept = []
-        for record in iter_records(buf, position):
-            if record.key is None:
-                continue
-            latest = offset_map.get(bytes(record.key))
-            if latest is not None and latest > record.offset:
-                continue
-            if record.value is None and record.timestamp_ms + delete_retention_ms <= now_ms:
-                continue
-            kept.append(record)
-        if not kept:
-            continue
-        if len(kept) == header.record_count:
-            out += buf[position : position + header.size_bytes]  # untouched: keep its bytes
-            continue
-        out += _rebuild(header, kept)
-    return bytes(out)
+        spans.append(
+            (len(out), header.base_offset, header.last_offset, _max_timestamp(batch), len(batch))
+        )
+        out += batch
+    return bytes(out), spans
 
 
-def _rebuild(header, kept: list) -> bytes:  # noqa: ANN001
-    base_offset = kept[0].offset
-    base_timestamp_ms = min(r.timestamp_ms for r in kept)
+def _clean_batch(
+    buf: bytes,
+    position: int,
+    header: BatchHeader,
+    offset_map: OffsetMap,
+    now_ms: int,
+    delete_retention_ms: int,
+) -> bytes | None:
+    """The batch's bytes with only the records to keep; None when none is kept."""
+    whole = buf[position : position + header.size_bytes]
+    if header.is_control:
+        return whole
+    kept = []
+    for record in iter_records(buf, position, check_crc=False):
+        if record.key is None:
+            continue  # Kafka refuses keyless records on compacted topics
+        latest = offset_map.latest_offset(bytes(record.key))
+        if latest is not None and latest > record.offset:
+            continue
+        if (
+            record.value is None
+            and record.offset < offset_map.start_offset  # a previous clean saw it
+            and record.timestamp_ms + delete_retention_ms <= now_ms
+        ):
+            continue
+        kept.append(record)
+    if not kept:
+        return None
+    if len(kept) == header.record_count:
+        return whole  # untouched: keep its bytes
+    if header.attributes & TIMESTAMP_TYPE_MASK:
+        base_timestamp_ms = header.base_timestamp  # LogAppendTime: records carry maxTimestamp
+    else:
+        base_timestamp_ms = min(r.timestamp_ms for r in kept)
     body = bytearray()
     for r in kept:
-        encode_record(
-            body, r.offset - base_offset, r.timestamp_ms - base_timestamp_ms, r.key, r.value,
-            r.headers,
-        )  # fmt: skip
-    batch = bytearray(
-        assemble_batch(
-            bytes(body),
-            record_count=len(kept),
-            base_offset=base_offset,
-            base_timestamp_ms=base_timestamp_ms,
-            max_timestamp_ms=max(r.timestamp_ms for r in kept),
-            compression_type=header.compression_type,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            partition_leader_epoch=header.partition_leader_epoch,
-            is_transactional=header.is_transactional,
+        delta_ms = (
+            0 if header.attributes & TIMESTAMP_TYPE_MASK else r.timestamp_ms - base_timestamp_ms
         )
+        encode_record(body, r.offset - header.base_offset, delta_ms, r.key, r.value, r.headers)
+    max_timestamp_ms = (
+        header.max_timestamp
+        if header.attributes & TIMESTAMP_TYPE_MASK
+        else max(r.timestamp_ms for r in kept)
     )
-    # gaps: the last offset delta is the last kept record's, not record_count - 1
-    struct.pack_into(">i", batch, _LAST_OFFSET_DELTA_POSITION, kept[-1].offset - base_offset)
-    struct.pack_into(">I", batch, _CRC_POSITION, crc32c.crc32c(bytes(batch[_ATTRIBUTES_POSITION:])))
-    assert read_header(batch, 0).size_bytes == len(batch) >= HEADER_BYTES
-    return bytes(batch)
+    return _pack_batch(header, bytes(body), len(kept), base_timestamp_ms, max_timestamp_ms)
 
 
-# -- files (driver) -------------------------------------------------------------------------------
+def _pack_batch(
+    header: BatchHeader,
+    records_bytes: bytes,
+    record_count: int,
+    base_timestamp_ms: int,
+    max_timestamp_ms: int,
+) -> bytes:
+    """A batch with `header`'s offsets and producer fields around new records."""
+    attributes = header.attributes
+    if record_count:
+        payload = compress(header.compression_type, records_bytes)
+    else:  # Kafka's empty batch header: no records, no compression
+        payload = b""
+        attributes &= ~COMPRESSION_MASK
+    after_crc = (
+        _HEADER_AFTER_CRC.pack(
+            attributes,
+            header.last_offset_delta,  # kept: the producer's last sequence survives
+            base_timestamp_ms,
+            max_timestamp_ms,
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            record_count,
+        )
+        + payload
+    )
+    batch_length = HEADER_BYTES - LOG_OVERHEAD + len(payload)
+    batch = (
+        pack_prefix(header.base_offset, batch_length, header.partition_leader_epoch)
+        + struct.pack(">I", crc32c.crc32c(after_crc))
+        + after_crc
+    )
+    assert read_header(batch).size_bytes == len(batch)
+    return batch
 
 
-def compact_segment_file(
-    log_path: Path, offset_map: dict[bytes, int], now_ms: int, delete_retention_ms: int
-) -> int:
-    """Rewrite one inactive segment file crash-safely; returns the bytes saved."""
-    original = log_path.read_bytes()
-    cleaned = clean_batches(original, offset_map, now_ms, delete_retention_ms)
-    cleaned_path = log_path.with_name(log_path.name + CLEANED_SUFFIX)
-    swap_path = log_path.with_name(log_path.name + SWAP_SUFFIX)
-    with open(cleaned_path, "wb") as f:
-        f.write(cleaned)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(cleaned_path, swap_path)  # commit point
-    _fsync_dir(log_path.parent)
-    _finish_swap(swap_path)
-    return len(original) - len(cleaned)
+def _max_timestamp(batch: bytes) -> int:
+    return read_header(batch).max_timestamp
 
 
-def _finish_swap(swap_path: Path) -> None:
-    log_path = swap_path.with_name(swap_path.name[: -len(SWAP_SUFFIX)])
-    for suffix in (".index", ".timeindex"):
-        log_path.with_suffix(suffix).unlink(missing_ok=True)  # stale: recovery rebuilds them
-    os.replace(swap_path, log_path)
-    _fsync_dir(log_path.parent)
+def group_cleaned_segments(
+    cleaned: Sequence[CleanedSegment], max_segment_bytes: int
+) -> list[list[CleanedSegment]]:
+    """Consecutive cleaned segments grouped so each group fits one segment: total bytes within
+    `max_segment_bytes` and offsets within one segment's relative range. Never empty groups."""
+    groups: list[list[CleanedSegment]] = []
+    for segment in cleaned:
+        if groups and fits_group(groups[-1], segment, max_segment_bytes):
+            groups[-1].append(segment)
+        else:
+            groups.append([segment])
+    return groups
 
 
-def recover_swap_files(partition_dir: Path) -> None:
-    """At startup: complete committed swaps, drop uncommitted `.cleaned` files."""
-    for path in sorted(partition_dir.iterdir()):
-        if path.name.endswith(".log" + CLEANED_SUFFIX):
-            path.unlink()
-        elif path.name.endswith(".log" + SWAP_SUFFIX):
-            _finish_swap(path)
+def fits_group(
+    group: Sequence[CleanedSegment], segment: CleanedSegment, max_segment_bytes: int
+) -> bool:
+    """`segment` may join `group` (its successor): the whole still fits one segment."""
+    assert group
+    group_bytes = sum(len(s.records) for s in group)
+    fits_bytes = group_bytes + len(segment.records) <= max_segment_bytes
+    return fits_bytes and segment.next_offset - 1 - group[0].base_offset <= MAX_RELATIVE_OFFSET
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def concatenate_group(group: Sequence[CleanedSegment]) -> tuple[bytes, list[BatchSpan]]:
+    """One group's bytes and spans, positions rebased onto the concatenation."""
+    out = bytearray()
+    spans: list[BatchSpan] = []
+    for segment in group:
+        shift = len(out)
+        spans.extend((p + shift, b, last, ts, size) for p, b, last, ts, size in segment.spans)
+        out += segment.records
+    return bytes(out), spans

@@ -45,6 +45,11 @@ class LogConfig:
     flush_messages: int = INT64_MAX  # no forced fsync by message count
     flush_ms: int = INT64_MAX  # no forced fsync by time
     file_delete_delay_ms: int = 60000
+    # Compaction (cleanup.policy contains compact), see cleaner_manager.py
+    delete_retention_ms: int = 86_400_000  # 1 day: how long a tombstone outlives its first clean
+    min_compaction_lag_ms: int = 0  # a record stays uncompacted at least this long
+    max_compaction_lag_ms: int = INT64_MAX  # a dirty record is cleaned within this, any ratio
+    min_cleanable_dirty_ratio: float = 0.5  # dirty / (clean + dirty) bytes that trigger a clean
 
     def __post_init__(self) -> None:
         _check_range("segment.bytes", self.segment_bytes, MIN_SEGMENT_BYTES, INT32_MAX)
@@ -61,6 +66,16 @@ class LogConfig:
         _check_range("flush.messages", self.flush_messages, 1, INT64_MAX)
         _check_range("flush.ms", self.flush_ms, 0, INT64_MAX)
         _check_range("file.delete.delay.ms", self.file_delete_delay_ms, 0, INT64_MAX)
+        _check_range("delete.retention.ms", self.delete_retention_ms, 0, INT64_MAX)
+        _check_range("min.compaction.lag.ms", self.min_compaction_lag_ms, 0, INT64_MAX)
+        _check_range("max.compaction.lag.ms", self.max_compaction_lag_ms, 1, INT64_MAX)
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidConfigError(  # Kafka's check: the window must not be empty
+                "min.compaction.lag.ms must not exceed max.compaction.lag.ms"
+            )
+        ratio = self.min_cleanable_dirty_ratio
+        if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 <= ratio <= 1:
+            raise InvalidConfigError(f"min.cleanable.dirty.ratio must be in [0, 1], got {ratio!r}")
         if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
             raise InvalidConfigError(
                 f"message.timestamp.type must be {CREATE_TIME} or {LOG_APPEND_TIME}, "
@@ -71,6 +86,16 @@ class LogConfig:
             raise InvalidConfigError(
                 f"cleanup.policy must be delete and/or compact, got {self.cleanup_policy!r}"
             )
+
+    @property
+    def compact(self) -> bool:
+        """cleanup.policy contains compact: the log cleaner keeps the latest value per key."""
+        return "compact" in {p.strip() for p in self.cleanup_policy.split(",")}
+
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy contains delete: retention.ms / retention.bytes apply."""
+        return "delete" in {p.strip() for p in self.cleanup_policy.split(",")}
 
     @property
     def is_log_append_time(self) -> bool:
@@ -92,6 +117,8 @@ class LogConfig:
                 raise InvalidConfigError(f"unknown log config {key!r}")
             if field_name in _STRING_FIELDS:
                 changes[field_name] = str(raw).strip()
+            elif field_name in _FLOAT_FIELDS:
+                changes[field_name] = _parse_float(key, raw)
             else:
                 changes[field_name] = _parse_int(key, raw)
         return dataclasses.replace(base or cls(), **changes)
@@ -115,8 +142,13 @@ _PROPERTY_FIELDS: dict[str, str] = {
     "flush.messages": "flush_messages",
     "flush.ms": "flush_ms",
     "file.delete.delay.ms": "file_delete_delay_ms",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
 }
 _STRING_FIELDS = frozenset({"message_timestamp_type", "cleanup_policy"})
+_FLOAT_FIELDS = frozenset({"min_cleanable_dirty_ratio"})
 
 
 def _parse_int(key: str, raw: str) -> int:
@@ -124,6 +156,16 @@ def _parse_int(key: str, raw: str) -> int:
         return int(str(raw).strip())
     except ValueError:
         raise InvalidConfigError(f"{key} must be an integer, got {raw!r}") from None
+
+
+def _parse_float(key: str, raw: str) -> float:
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise InvalidConfigError(f"{key} must be a number, got {raw!r}") from None
+    if value != value:  # NaN
+        raise InvalidConfigError(f"{key} must be a number, got {raw!r}")
+    return value
 
 
 def _check_range(key: str, value: int, low: int, high: int) -> None:

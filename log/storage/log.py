@@ -18,6 +18,9 @@ Theory of operation (Kafka's `UnifiedLog` + `LocalLog`, minus tiered storage):
   `log_start_offset`; truncation (follower divergence) cuts at batch boundaries and truncates the
   leader-epoch cache and producer state with it.
 * `log_loader.load_log` opens a directory and recovers it (Kafka's `LogLoader`).
+* Compaction (log_cleaner.py) rewrites inactive segments elsewhere and swaps them in with
+  `replace_segments`: offsets never change, gaps appear; a truncation is remembered in
+  `truncated_to_offset` so the cleaner rewinds its checkpoint.
 * Not thread-safe: one caller at a time per partition (Kafka holds the log lock for appends,
   truncation and roll). Reads only `pread`, so a driver may run them in a worker thread while
   no mutation is in progress.
@@ -57,7 +60,9 @@ from log.records.batch_header import (
     validate_batch_fields,
 )
 from log.records.compression import decompress
+from log.records.reader import iter_records
 from log.records.varint import decode_varint
+from log.storage.cleaner_swap import finish_swap
 from log.storage.config import LogConfig
 from log.storage.leader_epoch_cache import LeaderEpochFileCache
 from log.storage.producer_state import BatchMetadata, ProducerStateManager
@@ -167,6 +172,9 @@ class UnifiedLog:
         self._high_watermark = min(max(high_watermark, self._log_start_offset), self.log_end_offset)
         self.last_flush_ms = 0
         self.is_closed = False
+        # The lowest offset truncated to since the log cleaner last looked (it rewinds its
+        # cleaner-offset-checkpoint there, Kafka's maybeTruncateCheckpoint); None: no truncation.
+        self.truncated_to_offset: int | None = None
 
     def update_config(self, config: LogConfig) -> None:
         """Take a new topic config; existing index files keep their sizes until they roll."""
@@ -278,6 +286,8 @@ class UnifiedLog:
             )
         if producer_id >= 0 and base_sequence < 0 and not attributes & CONTROL_FLAG:
             raise InvalidRecordError("batch with a producer id but no base sequence")
+        if config.compact and not attributes & CONTROL_FLAG:
+            _check_keys_for_compaction(records)
         segment = self._segments[-1]
         base_offset = segment.next_offset  # the log end offset
         log_append_time_ms = -1
@@ -604,7 +614,7 @@ class UnifiedLog:
         """Apply retention.ms / retention.bytes / log start offset; return segments deleted."""
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes
-        if "delete" not in self.config.cleanup_policy:
+        if not self.config.delete:
             retention_ms = retention_bytes = -1  # compacted-only topics keep everything
         count, _ = deletable_segment_count(
             self._summaries(),
@@ -621,6 +631,38 @@ class UnifiedLog:
         self._delete_oldest(count)
         self._maybe_increment_log_start_offset(self._segments[0].base_offset)
         return count
+
+    def replace_segments(
+        self,
+        old_segments: Sequence[LogSegment],
+        swap_path: str | None,
+        spans: Sequence[BatchSpan],
+    ) -> LogSegment | None:
+        """The log cleaner's commit (Kafka's replaceSegments): `old_segments`, consecutive and
+        inactive, give way to the committed cleaned file `swap_path` (steps 3-4 of
+        cleaner_swap.py), whose indexes are built from `spans`; `swap_path` None: they held
+        nothing worth keeping and simply go. Offsets never change, so readers see the same
+        batches minus the cleaned records; one holding an offset in a gap gets the next batch.
+        """
+        assert old_segments and not self.is_closed
+        first = next(i for i, s in enumerate(self._segments) if s is old_segments[0])
+        end = first + len(old_segments)
+        assert end < len(self._segments), "the active segment is never cleaned"
+        assert all(a is b for a, b in zip(self._segments[first:end], old_segments, strict=True))
+        for segment in old_segments:
+            segment.delete()
+        replacement: list[LogSegment] = []
+        if swap_path is not None:
+            finish_swap(swap_path, fsync=False)  # the cleaner fsyncs the directory once
+            base = old_segments[0]
+            segment = LogSegment(self.dir_path, base.base_offset, self.config, base.created_ms)
+            segment.load_from_spans(spans)
+            replacement.append(segment)
+        self._segments[first:end] = replacement
+        self._base_offsets[first:end] = [s.base_offset for s in replacement]
+        if first == 0:
+            self._maybe_increment_log_start_offset(self._segments[0].base_offset)
+        return replacement[0] if replacement else None
 
     def _maybe_increment_log_start_offset(self, offset: int) -> None:
         if offset <= self._log_start_offset:
@@ -668,6 +710,7 @@ class UnifiedLog:
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset, now_ms)
             return True
+        self._note_truncation(offset)
         keep = self._segment_index_for(offset)
         doomed = self._segments[keep + 1 :]
         del self._segments[keep + 1 :]
@@ -687,6 +730,7 @@ class UnifiedLog:
     def truncate_fully_and_start_at(self, offset: int, now_ms: int = 0) -> None:
         """Drop every segment and restart empty at `offset` (a follower far behind the leader)."""
         assert offset >= 0
+        self._note_truncation(offset)
         for segment in self._segments:
             segment.delete()
         self._segments = [LogSegment.create(self.dir_path, offset, self.config, now_ms)]
@@ -696,6 +740,10 @@ class UnifiedLog:
         self._recovery_point = offset
         self.leader_epoch_cache.clear()
         self.producer_state_manager.truncate_fully_and_start_at(offset)
+
+    def _note_truncation(self, offset: int) -> None:
+        if self.truncated_to_offset is None or offset < self.truncated_to_offset:
+            self.truncated_to_offset = offset
 
     def _replay_producer_state(self) -> None:
         """Feed batches after the producer state's map end offset back into it."""
@@ -743,6 +791,14 @@ class UnifiedLog:
             f"UnifiedLog({self.dir_path!r}, log_start_offset={self._log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, high_watermark={self._high_watermark})"
         )
+
+
+def _check_keys_for_compaction(records: bytes | bytearray | memoryview) -> None:
+    """Kafka's LogValidator for a compacted topic: every record needs a key (the cleaner would
+    silently drop a keyless one). Decodes the records: compacted topics only."""
+    for record in iter_records(records, 0, check_crc=False):
+        if record.key is None:
+            raise InvalidRecordError("Compacted topic cannot accept message without key")
 
 
 def first_record_at_or_after(

@@ -3,8 +3,8 @@
 `load_log` is the only way a UnifiedLog comes into being (a new partition is an empty
 directory). Theory of operation, Kafka's LogLoader:
 
-1. Remove temporary files: `.deleted` and `.cleaned` leftovers, index files without a `.log`,
-   and `.swap` files (see `remove_temporary_files`).
+1. Remove temporary files: `.deleted` and `.cleaned` leftovers and index files without a
+   `.log`; finish the log cleaner's committed `.swap` files (see `remove_temporary_files`).
 2. Open every segment and load its indexes lightly (sanity check of the last entries, header scan
    from the last offset-index entry to the end). A segment that fails -- missing, torn or
    disordered index, a bad tail -- is recovered whatever the shutdown was.
@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 
 from log.records.batch_header import BatchHeader
+from log.storage.cleaner_swap import recover_swap_files
 from log.storage.config import LogConfig
 from log.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochFileCache
 from log.storage.log import UnifiedLog
@@ -35,21 +36,14 @@ from log.storage.segment import (
     LogSegment,
 )
 
-CLEANED_FILE_SUFFIX = ".cleaned"
-SWAP_FILE_SUFFIX = ".swap"
-
 
 def remove_temporary_files(dir_path: str) -> None:
-    """Delete `.deleted` and `.cleaned` leftovers, orphan indexes, and `.swap` files.
-
-    Kafka completes an interrupted swap (a cleaner's `.log.swap` replaces the segments it
-    covers). We have no log cleaner, so a `.swap` can only be a stray: it is deleted and the
-    originals, which a swap deletes last, are kept. TODO: real swap completion with compaction.
-    """
-    names = os.listdir(dir_path)
-    for name in names:
-        if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)):
+    """Delete `.deleted` leftovers, discard `.cleaned` files and finish committed `.swap`
+    files (the log cleaner's crash-safe replace, cleaner_swap.py), delete orphan indexes."""
+    for name in os.listdir(dir_path):
+        if name.endswith(DELETED_FILE_SUFFIX):
             os.remove(os.path.join(dir_path, name))
+    recover_swap_files(dir_path)
     logs = {n[: -len(LOG_FILE_SUFFIX)] for n in os.listdir(dir_path) if n.endswith(LOG_FILE_SUFFIX)}
     for name in os.listdir(dir_path):
         for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):

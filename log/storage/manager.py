@@ -7,6 +7,7 @@ Directory layout (Kafka's)::
         recovery-point-offset-checkpoint   topic partition offset: everything below is fsynced
         replication-offset-checkpoint      topic partition high_watermark
         log-start-offset-checkpoint        topic partition log_start_offset
+        cleaner-offset-checkpoint          topic partition first dirty offset (log_cleaner.py)
         <topic>-<partition>/               one UnifiedLog (segments, snapshots, epoch cache)
         <topic>-<partition>.<hex>-delete/  a log being deleted (removed at startup)
 
@@ -19,6 +20,9 @@ marker -- in that order, so a marker always vouches for flushed files.
 Periodic work is driven by `tick(now_ms)` from the broker's runtime (no threads here): retention
 every `log.retention.check.interval.ms`, time-based flush (`flush.ms`), high-watermark and
 recovery-point checkpoints, and producer-id expiration, each at Kafka's default interval.
+Log compaction runs in the background: `cleaner` (a LogCleaner, None when log.cleaner.enable is
+false) is started by the broker runtime in its nursery (`cleaner.run`); `delete_log` prunes its
+checkpoint.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from log.storage.clean_shutdown import (
 )
 from log.storage.config import LogConfig
 from log.storage.log import UnifiedLog
+from log.storage.log_cleaner import CleanerConfig, LogCleaner
 from log.storage.log_loader import load_log
 
 DELETE_DIR_SUFFIX = "-delete"
@@ -91,6 +96,7 @@ class LogManager:
         now_ms: int = 0,
         topic_configs: Mapping[str, LogConfig] | None = None,
         on_log_loaded: OnLogLoaded | None = None,
+        cleaner_config: CleanerConfig | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
         self._on_log_loaded = on_log_loaded
@@ -110,6 +116,11 @@ class LogManager:
         self.is_shut_down = False
         self.had_clean_shutdown = False
         self._load_logs(now_ms)
+        cleaner_config = cleaner_config or CleanerConfig()
+        self.cleaner: LogCleaner | None = None
+        if cleaner_config.enable:
+            self.cleaner = LogCleaner(self.log_dir, lambda: self._logs, cleaner_config)
+            self.cleaner.write_checkpoints()  # prunes logs this directory no longer holds
 
     # -- startup ------------------------------------------------------------------------------
 
@@ -215,6 +226,8 @@ class LogManager:
         self.checkpoint_recovery_points()
         self.checkpoint_high_watermarks()
         self.checkpoint_log_start_offsets()
+        if self.cleaner is not None:
+            self.cleaner.on_log_deleted((topic, partition))
         return True
 
     # -- checkpoints --------------------------------------------------------------------------

@@ -429,6 +429,26 @@ class LogSegment:
             return self.max_timestamp_so_far
         return int(os.fstat(self._fd).st_mtime * 1000)
 
+    def load_from_spans(self, spans: Sequence[BatchSpan]) -> None:
+        """Build both indexes and the bookkeeping for a cleaned segment file from the batch
+        spans the cleaner computed while writing it: no read of the file (the log cleaner's
+        swap, done on the caller's thread, stays short). The segment is inactive afterwards."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp_so_far = NO_TIMESTAMP
+        self.offset_of_max_timestamp_so_far = self.base_offset
+        self.first_batch_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        for position, base_offset, last_offset, max_timestamp, size_bytes in spans:
+            assert base_offset >= self.next_offset and self.can_hold(last_offset)
+            if self.first_batch_timestamp is None:
+                self.first_batch_timestamp = max_timestamp
+            self._index_batch(position, last_offset, max_timestamp, size_bytes)
+            self.next_offset = last_offset + 1
+        assert not spans or spans[-1][0] + spans[-1][4] == self.size_bytes
+        self.on_become_inactive()
+
     # -- recovery and truncation --------------------------------------------------------------
 
     def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
