@@ -121,17 +121,19 @@ class GroupCoordinatorDriver:
             return False
         self._creating = True
         try:
+            props = self.ctx.config.props
             live_count = max(1, len(image.live_broker_ids()))
-            replication_factor = min(
-                self.ctx.config.props["offsets.topic.replication.factor"], live_count
-            )
+            replication_factor = min(props["offsets.topic.replication.factor"], live_count)
             request = CreateTopicsRequest(
                 (
                     CreatableTopic(
                         OFFSETS_TOPIC,
                         self.num_partitions,
                         replication_factor,
-                        {"cleanup.policy": "compact"},
+                        {
+                            "cleanup.policy": "compact",
+                            "segment.bytes": str(props["offsets.topic.segment.bytes"]),
+                        },
                     ),
                 )
             )

@@ -83,6 +83,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("controlled.shutdown.enable", bool, True, "move leaderships away before stopping"),
     ConfigKey("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
     ConfigKey("offsets.topic.replication.factor", int, 3, "replication of __consumer_offsets"),
+    ConfigKey("offsets.topic.segment.bytes", int, 104857600, "segment.bytes of __consumer_offsets"),
     # consumer groups (log/coordinator): Kafka's names and defaults
     ConfigKey(
         "group.initial.rebalance.delay.ms", int, 3000, "wait for more members of an Empty group"

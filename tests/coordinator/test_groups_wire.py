@@ -49,6 +49,9 @@ async def test_group_lifecycle_on_the_wire(gbroker):
         assert body.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
         body = await find(client, "wg")
     assert (body.error_code, body.node_id, body.port) == (0, 1, gbroker.port)
+    offsets_configs = gbroker.quorum.image.topic_configs("__consumer_offsets")  # Kafka's
+    assert offsets_configs["cleanup.policy"] == "compact"
+    assert offsets_configs["segment.bytes"] == str(100 * 1024 * 1024)
     assert (await find(client, "wg", key_type=1)).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     J = JOIN_GROUP_REQUEST.cls
