@@ -47,6 +47,7 @@ from producer.bulk import (
     BulkDelivery,
     BulkRecordAccumulator,
     ColumnarBatch,
+    ColumnarRecordHandle,
     plan_runs,
     record_sizes,
     records_limit_bytes,
@@ -54,6 +55,7 @@ from producer.bulk import (
 from producer.cluster_view import TopicPartition
 from producer.config import ProducerConfig
 from producer.connection import BrokerConnections, now_ms, parse_bootstrap_servers
+from producer.delivery_handle import DeliveryHandle, RecordDeliveryHandle, wait_completed
 from producer.errors import ProducerClosedError
 from producer.idempotence import IdempotenceManager
 from producer.metadata import MetadataUpdater, ProducerMetadata
@@ -82,30 +84,6 @@ def build_config(
             bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)
         )
     return ProducerConfig.from_kafka_properties(properties)
-
-
-class DeliveryHandle:
-    """One record's delivery: `await wait()` gives RecordMetadata or raises its error."""
-
-    __slots__ = ("_handle",)
-
-    def __init__(self, handle: RecordHandle) -> None:
-        self._handle = handle
-
-    @property
-    def done(self) -> bool:
-        return self._handle.done
-
-    @property
-    def record_handle(self) -> RecordHandle:
-        return self._handle
-
-    def result(self) -> RecordMetadata:
-        return self._handle.result()
-
-    async def wait(self) -> RecordMetadata:
-        await _completed(self._handle)
-        return self._handle.result()
 
 
 class Producer:
@@ -240,8 +218,9 @@ class Producer:
         if not headers:
             handle = self._append_to_open_tail(topic, value, key, partition, timestamp_ms)
             if handle is not None:
-                return DeliveryHandle(handle)
-        return DeliveryHandle(
+                return handle
+            return await self._append(topic, value, key, partition, None, timestamp_ms)
+        return RecordDeliveryHandle(
             await self._append(topic, value, key, partition, headers, timestamp_ms)
         )
 
@@ -252,7 +231,7 @@ class Producer:
         key: bytes | None,
         partition: int | None,
         timestamp_ms: int | None,
-    ) -> RecordHandle | None:
+    ) -> ColumnarRecordHandle | None:
         """The common case of `send`, synchronously: a record without headers, for a known
         topic, that fits its partition's open ColumnarBatch and needs no sticky switch. None
         (having changed nothing) sends the record down the full path, which checks everything
@@ -292,7 +271,7 @@ class Producer:
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
         before = tail.columnar_records_bytes
-        handle = tail.try_append_record(timestamp_ms, key, value, now_ms())
+        handle = tail.try_append_record(timestamp_ms, key, value)
         if handle is None:
             return None
         if sticky is not None:
@@ -314,7 +293,7 @@ class Producer:
         partition: int | None,
         headers: Any,
         timestamp_ms: int | None,
-    ) -> RecordHandle:
+    ) -> Any:  # ColumnarRecordHandle without headers, RecordHandle with them
         self._check_open()
         start_ms = now_ms()
         max_block_ms = self.config.max_block_ms
@@ -357,7 +336,7 @@ class Producer:
         partition: int | None,
         timestamp_ms: int,
         start_ms: int,
-    ) -> RecordHandle:
+    ) -> ColumnarRecordHandle:
         """The `send` fast path for records without headers: append to the partition's open
         ColumnarBatch (encoded once, when drained). Same rules as RecordAccumulator.try_append:
         murmur2 for keys, the sticky partitioner otherwise, memory from the pool (waiting up
@@ -398,7 +377,7 @@ class Producer:
         tail = self._open_tails.get(tp)
         if tail is not None:
             before = tail.columnar_records_bytes
-            handle = tail.try_append_record(timestamp_ms, key, value, start_ms)
+            handle = tail.try_append_record(timestamp_ms, key, value)
             if handle is not None:
                 if sticky is not None:
                     self._update_sticky(
@@ -415,18 +394,16 @@ class Producer:
             buffer = await self.pool.allocate(size_bytes, remaining_ms)
             # another task may have opened a batch meanwhile
             tail = self._open_tails.get(tp)
-            handle = (
-                None if tail is None else tail.try_append_record(timestamp_ms, key, value, now_ms())
-            )
+            handle = None if tail is None else tail.try_append_record(timestamp_ms, key, value)
             if handle is not None:
                 self.pool.deallocate(buffer)
                 return handle
         batch = ColumnarBatch(
             tp, buffer, now_ms(), compression, keys=None, values=[], records_bytes=0,
-            timestamp_ms=timestamp_ms, delivery=None, indices=(), record_handles=[],
-            timestamps_ms=[], open_for_appends=True,
+            timestamp_ms=timestamp_ms, delivery=None, indices=(), timestamps_ms=[],
+            open_for_appends=True,
         )  # fmt: skip
-        handle = batch.try_append_record(timestamp_ms, key, value, batch.created_ms)
+        handle = batch.try_append_record(timestamp_ms, key, value)
         assert handle is not None, "a fresh batch holds its first record"
         try:
             accumulator.open_batch(batch)
@@ -585,10 +562,11 @@ class Producer:
         try:
             self.sender.wakeup()
             for batch in self.accumulator.incomplete_batches():
-                if isinstance(batch, ColumnarBatch) and batch.delivery is not None:
-                    await batch.delivery.wait_quietly()
-                for handle in batch.handles():
-                    await _completed(handle)
+                if isinstance(batch, ColumnarBatch):
+                    await _batch_completed(batch)
+                else:
+                    for handle in batch.handles():
+                        await wait_completed(handle)
         finally:
             self.accumulator.end_flush()
 
@@ -596,18 +574,20 @@ class Producer:
         return self.metadata.partition_count(topic)
 
 
-async def _completed(handle: RecordHandle) -> None:
-    """Wait for a record's completion without raising its error."""
-    if not handle.done:
+async def _batch_completed(batch: ColumnarBatch) -> None:
+    """Wait until a columnar batch completes or fails (through its parts, if split)."""
+    if batch.final_state is None:
         event = trio.Event()
-        handle.add_callback(lambda _handle: event.set())
+        batch.add_done_callback(lambda _batch: event.set())
         await event.wait()
+    for _start, part in batch.split_parts or ():
+        await _batch_completed(part)
 
 
-async def wait_all(handles: Sequence[RecordHandle]) -> list[RecordMetadata]:
+async def wait_all(handles: Sequence[DeliveryHandle | RecordHandle]) -> list[RecordMetadata]:
     """RecordMetadata for each handle (raises the first failed record's error)."""
     for handle in handles:
-        await _completed(handle)
+        await wait_completed(handle)
     return [handle.result() for handle in handles]
 
 
