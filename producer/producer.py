@@ -19,7 +19,9 @@ close). Leaving the `async with` normally flushes and delivers everything; leavi
 an exception aborts what is still queued.
 
 Records without headers take a fast path: they go into an open ColumnarBatch at the tail of
-their partition's queue (producer/bulk.py), encoded once when the sender drains it; records
+their partition's queue (producer/bulk.py), encoded once when the sender drains it, and get a
+ColumnarRecordHandle (the batch and the record's index: no per-record work on completion
+unless the caller added a callback); records
 with headers go through RecordAccumulator.try_append. Either way a batch only ever joins a
 queue at its tail, so send order is kept per partition. The sender runs at least once per
 new batch (a shielded checkpoint), even when the caller never blocks.
@@ -102,10 +104,11 @@ class Producer:
         self._rng = random.Random(seed)
         # The open ColumnarBatch at the tail of each partition's queue that `send` appends to;
         # dropped whenever another path queues a batch behind it (it is closed when drained).
-        self._open_tails: dict[TopicPartition, ColumnarBatch] = {}
+        self._open_tails: dict[str, dict[int, ColumnarBatch]] = {}  # topic -> partition ->
         self._max_record_bytes = min(self.config.max_request_size, self.config.buffer_memory)
         self._nursery: trio.Nursery | None = None
         self._closed = False
+        self._accepting = False  # inside `async with` and not closing: send may go inline
         self.sender: Sender | None = None
 
     # -- lifetime -------------------------------------------------------------------------------
@@ -124,6 +127,8 @@ class Producer:
         self._fast_path_raw_bytes = records_limit_bytes(self._compression, self._max_record_bytes)
         self._fast_path_raw_bytes -= 32
         self._partitioners: dict[str, BuiltInPartitioner] = {}
+        self._ignore_keys = config.partitioner_ignore_keys
+        self._sticky_batch_size_bytes = config.batch_size  # the partitioner's switch point
         self.metadata = ProducerMetadata(
             self._bootstrap,
             metadata_max_age_ms=config.metadata_max_age_ms,
@@ -143,7 +148,9 @@ class Producer:
             config, self.accumulator, self.metadata, self.updater, self.connections,
             self.idempotence,
         )  # fmt: skip
+        self._partition_counts = self.metadata.partition_counts
         self._sender_done = trio.Event()
+        self._accepting = True
         nursery.start_soon(self.updater.run)
         nursery.start_soon(self._run_sender)
         return self
@@ -173,6 +180,7 @@ class Producer:
         if self._nursery is None or self._closed:
             return
         self._closed = True
+        self._accepting = False
         assert self.sender is not None
         self.accumulator.close()
         self.sender.initiate_close()
@@ -188,6 +196,7 @@ class Producer:
 
     def _abort(self, error: BaseException) -> None:
         self._closed = True
+        self._accepting = False
         if self.sender is not None:
             self.accumulator.close()
             self.sender.force_close(error)
@@ -214,71 +223,58 @@ class Producer:
         headers: Sequence[Header] | Sequence[tuple[str, bytes | None]] | None = None,
         timestamp_ms: int | None = None,
     ) -> DeliveryHandle:
-        """Append one record; returns its DeliveryHandle (see the module docstring)."""
-        if not headers:
-            handle = self._append_to_open_tail(topic, value, key, partition, timestamp_ms)
-            if handle is not None:
-                return handle
-            return await self._append(topic, value, key, partition, None, timestamp_ms)
-        return RecordDeliveryHandle(
-            await self._append(topic, value, key, partition, headers, timestamp_ms)
-        )
+        """Append one record; returns its DeliveryHandle (see the module docstring).
 
-    def _append_to_open_tail(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        partition: int | None,
-        timestamp_ms: int | None,
-    ) -> ColumnarRecordHandle | None:
-        """The common case of `send`, synchronously: a record without headers, for a known
-        topic, that fits its partition's open ColumnarBatch and needs no sticky switch. None
-        (having changed nothing) sends the record down the full path, which checks everything
-        again; so this only skips work whose outcome is known: no metadata wait, no size error
-        (`_fast_path_raw_bytes`), no new batch, no checkpoint (none is owed: the sender already
-        ran once for this batch). The accumulator is closed only by close() and _abort(), which
-        set `_closed` first, so `_closed` stands for both."""
-        if self._closed or self._nursery is None:
-            return None
+        The common case runs inline and synchronously: a record without headers, for a known
+        topic, that fits its partition's open ColumnarBatch and needs no sticky switch.
+        Anything else (having changed nothing) goes down the full path, `_append`, which
+        checks everything again; so the inline part only skips work whose outcome is known:
+        no metadata wait, no size error (`_fast_path_raw_bytes`), no new batch, no
+        checkpoint (none is owed: the sender already ran once for this batch). `_accepting`
+        is False before `async with` and from close()/_abort() on, which also close the
+        accumulator.
+        """
+        if headers:
+            return RecordDeliveryHandle(
+                await self._append(topic, value, key, partition, headers, timestamp_ms)
+            )
+        count = self._partition_counts.get(topic)
         idempotence = self.idempotence
-        if idempotence is not None and idempotence.fatal_error is not None:
-            return None
-        count = self.metadata.partition_count(topic)
-        if count is None:
-            return None
-        raw_bytes = (0 if key is None else len(key)) + (0 if value is None else len(value))
-        if raw_bytes > self._fast_path_raw_bytes:
-            return None
+        if (
+            count is None
+            or not self._accepting
+            or (idempotence is not None and idempotence.fatal_error is not None)
+            or (0 if key is None else len(key)) + (0 if value is None else len(value))
+            > self._fast_path_raw_bytes
+        ):
+            return await self._append(topic, value, key, partition, None, timestamp_ms)
         sticky = None
-        partitioner = None
         if partition is not None:
             if not 0 <= partition < count:
-                return None
-        elif key is not None and not self.config.partitioner_ignore_keys:
+                return await self._append(topic, value, key, partition, None, timestamp_ms)
+        elif key is not None and not self._ignore_keys:
             partition = partition_for_key(key, count)
         else:
             partitioner = self._partitioners.get(topic)
-            if partitioner is None:
-                partitioner = self._partitioners[topic] = self.accumulator.partitioner(topic)
-            sticky = partitioner.current_partition_info(count)
+            sticky = None if partitioner is None else partitioner.current_partition_info(count)
             if sticky is None:
-                return None
+                return await self._append(topic, value, key, partition, None, timestamp_ms)
             partition = sticky.partition
-        tail = self._open_tails.get((topic, partition))  # type: ignore[call-overload]
+        tails = self._open_tails.get(topic)
+        tail = None if tails is None else tails.get(partition)
         if tail is None:
-            return None
-        if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            return await self._append(topic, value, key, partition, None, timestamp_ms)
         before = tail.columnar_records_bytes
-        handle = tail.try_append_record(timestamp_ms, key, value)
+        handle = tail.try_append_record(
+            int(time.time() * 1000) if timestamp_ms is None else timestamp_ms, key, value
+        )
         if handle is None:
-            return None
+            return await self._append(topic, value, key, partition, None, timestamp_ms)
         if sticky is not None:
-            assert partitioner is not None
             appended_bytes = tail.columnar_records_bytes - before
-            if sticky.produced_bytes + appended_bytes < partitioner.sticky_batch_size_bytes:
-                sticky.produced_bytes += appended_bytes  # no switch possible yet: just count
+            produced_bytes = sticky.produced_bytes + appended_bytes
+            if produced_bytes < self._sticky_batch_size_bytes:
+                sticky.produced_bytes = produced_bytes  # no switch possible yet: just count
             else:
                 self._update_sticky(tail.topic_partition, sticky, appended_bytes, count, tail)
         if tail.is_full:
@@ -369,12 +365,16 @@ class Producer:
         elif key is not None and not config.partitioner_ignore_keys:
             partition = partition_for_key(key, count)
         else:
-            sticky = accumulator.partitioner(topic).peek_current_partition_info(
+            partitioner = self._partitioners.get(topic)
+            if partitioner is None:
+                partitioner = self._partitioners[topic] = accumulator.partitioner(topic)
+            sticky = partitioner.peek_current_partition_info(
                 count, metadata.available_partitions(topic)
             )
             partition = sticky.partition
         tp = TopicPartition(topic, partition)
-        tail = self._open_tails.get(tp)
+        tails = self._open_tails.setdefault(topic, {})
+        tail = tails.get(partition)
         if tail is not None:
             before = tail.columnar_records_bytes
             handle = tail.try_append_record(timestamp_ms, key, value)
@@ -393,7 +393,7 @@ class Producer:
             remaining_ms = max(0, config.max_block_ms - (now_ms() - start_ms))
             buffer = await self.pool.allocate(size_bytes, remaining_ms)
             # another task may have opened a batch meanwhile
-            tail = self._open_tails.get(tp)
+            tail = tails.get(partition)
             handle = None if tail is None else tail.try_append_record(timestamp_ms, key, value)
             if handle is not None:
                 self.pool.deallocate(buffer)
@@ -410,7 +410,7 @@ class Producer:
         except BaseException:
             self.pool.deallocate(buffer)
             raise
-        self._open_tails[tp] = batch
+        tails[partition] = batch
         if sticky is not None:
             self._update_sticky(tp, sticky, batch.columnar_records_bytes, count, batch)
         self.sender.wakeup()  # type: ignore[union-attr]
@@ -543,7 +543,7 @@ class Producer:
                 delivery=delivery,
                 indices=indices[start:end],
             )
-            self._open_tails.pop(batch.topic_partition, None)  # queued behind it: closed to us
+            self._open_tails.get(topic, {}).pop(target, None)  # queued behind it: closed to us
             try:
                 accumulator.append_batch(batch)
             except BaseException:
