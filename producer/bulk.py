@@ -266,6 +266,11 @@ class ColumnarRecordHandle(DeliveryHandle):
         return batch.record_metadata(index)
 
     def add_callback(self, callback: Callable[[ColumnarRecordHandle], None]) -> None:
+        batch = self._batch
+        callbacks = batch._record_callbacks
+        if callbacks is not None and batch.split_parts is None:  # the common, pending case
+            callbacks.append((self._index, self, callback))
+            return
         batch, index = self._locate()
         batch.add_record_callback(index, self, callback)
 
@@ -321,7 +326,10 @@ class ColumnarBatch(ProducerBatch):
         self.log_append_time_ms = -1
         self.error: BaseException | None = None
         self.split_parts: list[tuple[int, ColumnarBatch]] | None = None  # (first index, part)
-        self._record_callbacks: list[_RecordCallback] | None = None
+        # callbacks to run on completion; a list from the start for per-record batches, so
+        # the handle's add_callback appends without a check (None once run)
+        self._record_callbacks: list[_RecordCallback] | None = [] if self.per_record else None
+        self._first_timestamp_ms = timestamps_ms[0] if timestamps_ms else timestamp_ms
         self._records_limit_bytes = records_limit_bytes(compression_type, self.buffer_size_bytes)
         if not open_for_appends:
             self.close()
@@ -348,7 +356,8 @@ class ColumnarBatch(ProducerBatch):
     def try_append_record(
         self, timestamp_ms: int, key: bytes | None, value: bytes | None
     ) -> ColumnarRecordHandle | None:
-        """Append one record to an open batch (the `send` fast path); None if it does not fit.
+        """Append one record to an open batch (the `send` fast path); None if it does not fit
+        (the batch is then closed: full).
 
         Timestamps must not go below the batch's first (its base timestamp), so the size
         counted here is exact; an earlier timestamp opens a new batch instead.
@@ -356,39 +365,41 @@ class ColumnarBatch(ProducerBatch):
         if self._closed:
             return None
         values = self.values
-        timestamps = self.timestamps_ms
         count = len(values)
-        if count:
-            timestamp_delta = timestamp_ms - timestamps[0]  # type: ignore[index]
-            if timestamp_delta < 0:
-                return None
-        else:
-            timestamp_delta = 0
+        timestamp_delta = timestamp_ms - self._first_timestamp_ms if count else 0
+        if timestamp_delta < 0:
+            return None
         try:  # zigzag varint sizes of small non-negative values come from a table
             sizes = _VARINT_SIZES
-            body = 2 + sizes[timestamp_delta] + sizes[count]
-            body += 1 if key is None else len(key) + sizes[len(key)]
+            body = sizes[timestamp_delta] + sizes[count]
+            body += 3 if key is None else len(key) + sizes[len(key)] + 2
             body += 1 if value is None else len(value) + sizes[len(value)]
-            size = body + sizes[body]
+            records_bytes = self.columnar_records_bytes + body + sizes[body]
         except IndexError:  # a large value or delta: compute the varints
-            size = _record_size(
+            records_bytes = self.columnar_records_bytes + _record_size(
                 timestamp_delta,
                 count,
                 -1 if key is None else len(key),
                 -1 if value is None else len(value),
             )
-        records_bytes = self.columnar_records_bytes + size
-        if count and records_bytes > self._records_limit_bytes:
+        if records_bytes > self._records_limit_bytes and count:
+            # Kafka closes a batch that refused a record (closeForRecordAppends): it is full,
+            # sendable at once, and the sticky partitioner may switch at this boundary
+            self.close()
             return None
+        if not count:
+            self._first_timestamp_ms = timestamp_ms
         self.columnar_records_bytes = records_bytes
-        keys = self.keys
-        if keys is not None:
-            keys.append(key)  # type: ignore[attr-defined]
-        elif key is not None:
-            self.keys = [None] * count + [key]
+        if key is not None or self.keys is not None:
+            self._append_key(key, count)
         values.append(value)  # type: ignore[attr-defined]
-        timestamps.append(timestamp_ms)  # type: ignore[union-attr]
+        self.timestamps_ms.append(timestamp_ms)  # type: ignore[union-attr]
         return ColumnarRecordHandle(self, count)
+
+    def _append_key(self, key: bytes | None, count: int) -> None:
+        if self.keys is None:
+            self.keys = [None] * count
+        self.keys.append(key)  # type: ignore[attr-defined]
 
     # -- per-record results (read by ColumnarRecordHandle) ----------------------------------
 

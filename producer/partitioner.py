@@ -6,8 +6,12 @@ client does, so keys land on the same partitions whichever client wrote them.
 
 Unkeyed records (or all records when `partitioner.ignore.keys`) stick to one partition until
 about `batch.size` bytes were produced to it, then switch (at a batch boundary: the switch is
-enabled once the partition's last batch is full or a new one was started; unconditionally at
-2 x batch.size). The next partition is picked
+enabled once the partition's last batch is full; unconditionally at 2 x batch.size).
+`switch_before_new_batch` is the other boundary: when the next record would open a new batch
+on the sticky partition and the partition's records, with this one and a batch header, would
+reach batch.size (a full batch's worth), the switch happens first, so the record opens (or
+joins) a batch on the next partition instead of leaving a one-record batch behind on this one
+(which a one-broker cluster's drain, taking every partition's head, would send alone). The next partition is picked
 
 - uniformly among partitions with a known leader when no load statistics exist, or
 - weighted by the inverse of each partition's queue length (in batches): with queue sizes
@@ -25,6 +29,8 @@ import bisect
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from log.records.batch_header import HEADER_BYTES
 
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
@@ -138,6 +144,26 @@ class BuiltInPartitioner:
             self._sticky = StickyPartitionInfo(
                 self.next_partition(partition_count, available_partitions)
             )
+
+    def switch_before_new_batch(
+        self,
+        partition_info: StickyPartitionInfo,
+        record_bytes: int,
+        partition_count: int,
+        available_partitions: Sequence[int],
+    ) -> bool:
+        """The sticky partition's open batch cannot take a `record_bytes` record: switch now
+        (True) if with it (and a batch header) the partition would have had batch.size bytes;
+        else (False) the record opens a new batch on the same partition."""
+        if self.sticky_batch_size_bytes <= 0 or partition_info is not self._sticky:
+            return False
+        produced_bytes = partition_info.produced_bytes + record_bytes + HEADER_BYTES
+        if produced_bytes < self.sticky_batch_size_bytes:
+            return False
+        self._sticky = StickyPartitionInfo(
+            self.next_partition(partition_count, available_partitions)
+        )
+        return True
 
     def update_partition_load_stats(
         self, queue_sizes: Sequence[int] | None, partition_ids: Sequence[int], partition_count: int

@@ -252,16 +252,17 @@ class Producer:
         if partition is not None:
             if not 0 <= partition < count:
                 return await self._append(topic, value, key, partition, None, timestamp_ms)
+            target = partition
         elif key is not None and not self._ignore_keys:
-            partition = partition_for_key(key, count)
+            target = partition_for_key(key, count)
         else:
             partitioner = self._partitioners.get(topic)
             sticky = None if partitioner is None else partitioner.current_partition_info(count)
             if sticky is None:
                 return await self._append(topic, value, key, partition, None, timestamp_ms)
-            partition = sticky.partition
+            target = sticky.partition
         tails = self._open_tails.get(topic)
-        tail = None if tails is None else tails.get(partition)
+        tail = None if tails is None else tails.get(target)
         if tail is None:
             return await self._append(topic, value, key, partition, None, timestamp_ms)
         before = tail.columnar_records_bytes
@@ -273,7 +274,9 @@ class Producer:
         if sticky is not None:
             appended_bytes = tail.columnar_records_bytes - before
             produced_bytes = sticky.produced_bytes + appended_bytes
-            if produced_bytes < self._sticky_batch_size_bytes:
+            if produced_bytes < self._sticky_batch_size_bytes or (
+                produced_bytes < 2 * self._sticky_batch_size_bytes and not tail.is_full
+            ):
                 sticky.produced_bytes = produced_bytes  # no switch possible yet: just count
             else:
                 self._update_sticky(tail.topic_partition, sticky, appended_bytes, count, tail)
@@ -333,15 +336,18 @@ class Producer:
         timestamp_ms: int,
         start_ms: int,
     ) -> ColumnarRecordHandle:
-        """The `send` fast path for records without headers: append to the partition's open
+        """The `send` path for records without headers: append to the partition's open
         ColumnarBatch (encoded once, when drained). Same rules as RecordAccumulator.try_append:
         murmur2 for keys, the sticky partitioner otherwise, memory from the pool (waiting up
-        to max.block.ms), a new batch only behind the queue's tail."""
+        to max.block.ms), a new batch only behind the queue's tail.
+
+        Before a new batch opens, the sender runs once (a shielded checkpoint), even if the
+        caller never blocks: so it runs once per batch, and it takes the batch that was just
+        closed while that is the node's sendable one, not after the new batch opened (draining
+        a node takes every partition's head, and would send the new batch with one record).
+        Other tasks ran meanwhile, so the placement is then made again.
+        """
         config = self.config
-        accumulator = self.accumulator
-        metadata = self.metadata
-        if accumulator.is_closed:
-            raise ProducerClosedError("producer closed while send in progress")
         compression = self._compression
         raw_bytes = (0 if key is None else len(key)) + (0 if value is None else len(value))
         bound = HEADER_BYTES + compressed_upper_bound(compression, raw_bytes + 32)
@@ -353,39 +359,16 @@ class Producer:
                 f"max.request.size ({config.max_request_size}) or buffer.memory "
                 f"({config.buffer_memory})"
             )
-        count = metadata.partition_count(topic)
-        assert count is not None
-        sticky = None
-        if partition is not None:
-            if not 0 <= partition < count:
-                raise UnknownTopicOrPartitionError(
-                    f"invalid partition {partition} for topic {topic!r}: "
-                    f"not in the range [0...{count - 1}]"
-                )
-        elif key is not None and not config.partitioner_ignore_keys:
-            partition = partition_for_key(key, count)
-        else:
-            partitioner = self._partitioners.get(topic)
-            if partitioner is None:
-                partitioner = self._partitioners[topic] = accumulator.partitioner(topic)
-            sticky = partitioner.peek_current_partition_info(
-                count, metadata.available_partitions(topic)
-            )
-            partition = sticky.partition
-        tp = TopicPartition(topic, partition)
+        placed = self._place_columnar(topic, value, key, partition, timestamp_ms, raw_bytes)
+        if isinstance(placed, ColumnarRecordHandle):
+            return placed
+        self.sender.wakeup()  # type: ignore[union-attr]
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        placed = self._place_columnar(topic, value, key, partition, timestamp_ms, raw_bytes)
+        if isinstance(placed, ColumnarRecordHandle):
+            return placed
+        target, sticky = placed
         tails = self._open_tails.setdefault(topic, {})
-        tail = tails.get(partition)
-        if tail is not None:
-            before = tail.columnar_records_bytes
-            handle = tail.try_append_record(timestamp_ms, key, value)
-            if handle is not None:
-                if sticky is not None:
-                    self._update_sticky(
-                        tp, sticky, tail.columnar_records_bytes - before, count, tail
-                    )
-                if tail.is_full:
-                    self.sender.wakeup()  # type: ignore[union-attr]
-                return handle
         size_bytes = max(config.batch_size, bound)
         buffer = self.pool.try_allocate_nowait(size_bytes)
         if buffer is None:
@@ -393,11 +376,12 @@ class Producer:
             remaining_ms = max(0, config.max_block_ms - (now_ms() - start_ms))
             buffer = await self.pool.allocate(size_bytes, remaining_ms)
             # another task may have opened a batch meanwhile
-            tail = tails.get(partition)
+            tail = tails.get(target)
             handle = None if tail is None else tail.try_append_record(timestamp_ms, key, value)
             if handle is not None:
                 self.pool.deallocate(buffer)
                 return handle
+        tp = TopicPartition(topic, target)
         batch = ColumnarBatch(
             tp, buffer, now_ms(), compression, keys=None, values=[], records_bytes=0,
             timestamp_ms=timestamp_ms, delivery=None, indices=(), timestamps_ms=[],
@@ -406,17 +390,98 @@ class Producer:
         handle = batch.try_append_record(timestamp_ms, key, value)
         assert handle is not None, "a fresh batch holds its first record"
         try:
-            accumulator.open_batch(batch)
+            self.accumulator.open_batch(batch)
         except BaseException:
             self.pool.deallocate(buffer)
             raise
-        tails[partition] = batch
+        tails[target] = batch
         if sticky is not None:
+            count = self.metadata.partition_count(topic)
+            assert count is not None
             self._update_sticky(tp, sticky, batch.columnar_records_bytes, count, batch)
-        self.sender.wakeup()  # type: ignore[union-attr]
-        # Let the sender run once per batch even if the caller never blocks; shielded, so the
-        # appended record's handle always reaches the caller.
-        await trio.lowlevel.cancel_shielded_checkpoint()
+        self.sender.wakeup()  # type: ignore[union-attr]  # its linger timer starts
+        return handle
+
+    def _place_columnar(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        timestamp_ms: int,
+        raw_bytes: int,
+    ) -> ColumnarRecordHandle | tuple[int, StickyPartitionInfo | None]:
+        """Append to the chosen partition's open tail if it takes the record; else the
+        partition a new batch must open on (and its sticky info, for unkeyed records)."""
+        if self.accumulator.is_closed:
+            raise ProducerClosedError("producer closed while send in progress")
+        metadata = self.metadata
+        count = metadata.partition_count(topic)
+        if count is None:  # dropped from the metadata while this send waited
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} is not in the metadata")
+        sticky = None
+        partitioner: BuiltInPartitioner | None = None
+        if partition is not None:
+            if not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(
+                    f"invalid partition {partition} for topic {topic!r}: "
+                    f"not in the range [0...{count - 1}]"
+                )
+            target = partition
+        elif key is not None and not self._ignore_keys:
+            target = partition_for_key(key, count)
+        else:
+            partitioner = self._partitioners.get(topic)
+            if partitioner is None:
+                partitioner = self._partitioners[topic] = self.accumulator.partitioner(topic)
+            sticky = partitioner.peek_current_partition_info(
+                count, metadata.available_partitions(topic)
+            )
+            target = sticky.partition
+        tails = self._open_tails.setdefault(topic, {})
+        tail = tails.get(target)
+        if tail is None:
+            return target, sticky
+        handle = self._try_append_to_tail(tail, timestamp_ms, key, value, sticky, count)
+        if handle is not None:
+            return handle
+        if tail.is_full:
+            self.sender.wakeup()  # type: ignore[union-attr]  # refused a record: sendable now
+        if partitioner is not None and partitioner.switch_before_new_batch(
+            sticky,  # type: ignore[arg-type]  # set with the partitioner
+            raw_bytes,
+            count,
+            metadata.available_partitions(topic),
+        ):
+            sticky = partitioner.peek_current_partition_info(
+                count, metadata.available_partitions(topic)
+            )
+            target = sticky.partition
+            tail = tails.get(target)
+            if tail is not None:
+                handle = self._try_append_to_tail(tail, timestamp_ms, key, value, sticky, count)
+                if handle is not None:
+                    return handle
+        return target, sticky
+
+    def _try_append_to_tail(
+        self,
+        tail: ColumnarBatch,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        sticky: StickyPartitionInfo | None,
+        count: int,
+    ) -> ColumnarRecordHandle | None:
+        before = tail.columnar_records_bytes
+        handle = tail.try_append_record(timestamp_ms, key, value)
+        if handle is not None:
+            if sticky is not None:
+                self._update_sticky(
+                    tail.topic_partition, sticky, tail.columnar_records_bytes - before, count, tail
+                )
+            if tail.is_full:
+                self.sender.wakeup()  # type: ignore[union-attr]
         return handle
 
     def _update_sticky(
@@ -431,8 +496,9 @@ class Producer:
         if sticky.produced_bytes + appended_bytes < partitioner.sticky_batch_size_bytes:
             sticky.produced_bytes += appended_bytes  # no switch possible yet: just count
             return
-        # Switch only at a batch boundary: the tail is full or a new batch was started.
-        enable_switch = self.accumulator.queue_length(tp) > 1 or tail.is_full
+        # Switch only at a batch boundary (Kafka: the partition's last batch is full); the
+        # other boundary, a new batch, is _append_columnar's switch_before_new_batch.
+        enable_switch = tail.is_full
         partitioner.update_partition_info(
             sticky, appended_bytes, count, self.metadata.available_partitions(tp.topic),
             enable_switch,
