@@ -31,6 +31,7 @@ goes to the topic's sticky partition, which then moves on (one batch per sticky 
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -278,8 +279,7 @@ class ColumnarRecordHandle(DeliveryHandle):
 _RecordCallback = tuple[int, ColumnarRecordHandle, Callable[[ColumnarRecordHandle], None]]
 
 
-def _callback_index(entry: _RecordCallback) -> int:
-    return entry[0]
+_callback_index = operator.itemgetter(0)  # sort key of a _RecordCallback: its record index
 
 
 class ColumnarBatch(ProducerBatch):
@@ -578,8 +578,7 @@ class ColumnarBatch(ProducerBatch):
         return True
 
 
-def _part_start(entry: tuple[int, ColumnarBatch]) -> int:
-    return entry[0]
+_part_start = operator.itemgetter(0)  # bisect key of a split part: its first index
 
 
 class BulkRecordAccumulator(RecordAccumulator):

@@ -59,3 +59,24 @@ def test_offset_deltas_past_the_two_byte_varints():
     values = [b"v"] * 8300  # offset deltas 64 and 8192 change the varint width
     built = build_batch_from_columns(None, values, timestamp_ms=5)
     assert built == reference(None, values, None, 5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from([1, 2, 63, 64, 65, 148, 300]),
+    st.sampled_from([0, 1, 100, 127, 128, 1000]),
+    st.sampled_from(["one", "runs", "shuffled"]),
+    st.integers(0, 2**32 - 1),
+)
+def test_equal_values_without_keys_match_records(count, value_length, timestamp_shape, seed):
+    """The slice-built form (null keys, one value length) against the record-by-record one."""
+    rng = random.Random(seed)
+    values = [rng.randbytes(value_length) for _ in range(count)]
+    base_ms = 1_700_000_000_000
+    timestamps_ms = {
+        "one": None,
+        "runs": [base_ms + i // 40 for i in range(count)],
+        "shuffled": [base_ms + rng.randrange(0, 300) for _ in range(count)],
+    }[timestamp_shape]
+    built = build_batch_from_columns(None, values, timestamps_ms=timestamps_ms, timestamp_ms=9)
+    assert built == reference(None, values, timestamps_ms, 9), seed
