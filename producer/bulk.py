@@ -306,6 +306,7 @@ class ColumnarBatch(ProducerBatch):
         is_split_batch: bool = False,
         timestamps_ms: list[int] | None = None,
         open_for_appends: bool = False,
+        on_full: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(
             topic_partition, buffer, created_ms, compression_type, is_split_batch=is_split_batch
@@ -331,6 +332,8 @@ class ColumnarBatch(ProducerBatch):
         self._record_callbacks: list[_RecordCallback] | None = [] if self.per_record else None
         self._first_timestamp_ms = timestamps_ms[0] if timestamps_ms else timestamp_ms
         self._records_limit_bytes = records_limit_bytes(compression_type, self.buffer_size_bytes)
+        # called when try_append_record closes the batch (full or refusing): sendable now
+        self.on_full = on_full
         if not open_for_appends:
             self.close()
 
@@ -382,19 +385,29 @@ class ColumnarBatch(ProducerBatch):
                 -1 if key is None else len(key),
                 -1 if value is None else len(value),
             )
-        if records_bytes > self._records_limit_bytes and count:
+        limit_bytes = self._records_limit_bytes
+        if records_bytes > limit_bytes and count:
             # Kafka closes a batch that refused a record (closeForRecordAppends): it is full,
-            # sendable at once, and the sticky partitioner may switch at this boundary
-            self.close()
+            # sendable at once, and the sticky partitioner may switch at this boundary. (Not
+            # for a record no batch.size batch could take: that is no sign of fullness.)
+            if records_bytes - self.columnar_records_bytes <= limit_bytes:
+                self._close_full()
             return None
         if not count:
             self._first_timestamp_ms = timestamp_ms
         self.columnar_records_bytes = records_bytes
+        if records_bytes >= limit_bytes:
+            self._close_full()
         if key is not None or self.keys is not None:
             self._append_key(key, count)
         values.append(value)  # type: ignore[attr-defined]
         self.timestamps_ms.append(timestamp_ms)  # type: ignore[union-attr]
         return ColumnarRecordHandle(self, count)
+
+    def _close_full(self) -> None:
+        self.close()
+        if self.on_full is not None:
+            self.on_full()
 
     def _append_key(self, key: bytes | None, count: int) -> None:
         if self.keys is None:

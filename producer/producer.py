@@ -52,7 +52,6 @@ from producer.bulk import (
     ColumnarRecordHandle,
     plan_runs,
     record_sizes,
-    records_limit_bytes,
 )
 from producer.cluster_view import TopicPartition
 from producer.config import ProducerConfig
@@ -122,10 +121,6 @@ class Producer:
         self.idempotence = IdempotenceManager() if config.enable_idempotence else None
         self.accumulator = BulkRecordAccumulator(config, self.pool, self._rng, self.idempotence)
         self._compression = config.compression  # parsed once, not per send
-        # Records of at most this many key + value bytes can never exceed max.request.size or
-        # buffer.memory (the bound `_append_columnar` checks), so the fast path skips the check.
-        self._fast_path_raw_bytes = records_limit_bytes(self._compression, self._max_record_bytes)
-        self._fast_path_raw_bytes -= 32
         self._partitioners: dict[str, BuiltInPartitioner] = {}
         self._ignore_keys = config.partitioner_ignore_keys
         self._sticky_batch_size_bytes = config.batch_size  # the partitioner's switch point
@@ -227,9 +222,10 @@ class Producer:
 
         The common case runs inline and synchronously: a record without headers, for a known
         topic, that fits its partition's open ColumnarBatch and needs no sticky switch.
-        Anything else (having changed nothing) goes down the full path, `_append`, which
-        checks everything again; so the inline part only skips work whose outcome is known:
-        no metadata wait, no size error (`_fast_path_raw_bytes`), no new batch, no
+        Anything else (having changed nothing but closing a tail that refused the record)
+        goes down the full path, `_append`, which checks everything again; so the inline part
+        only skips work whose outcome is known: no metadata wait, no size error (a record
+        the open batch takes is below max.request.size and buffer.memory), no new batch, no
         checkpoint (none is owed: the sender already ran once for this batch). `_accepting`
         is False before `async with` and from close()/_abort() on, which also close the
         accumulator.
@@ -244,8 +240,6 @@ class Producer:
             count is None
             or not self._accepting
             or (idempotence is not None and idempotence.fatal_error is not None)
-            or (0 if key is None else len(key)) + (0 if value is None else len(value))
-            > self._fast_path_raw_bytes
         ):
             return await self._append(topic, value, key, partition, None, timestamp_ms)
         sticky = None
@@ -280,9 +274,7 @@ class Producer:
                 sticky.produced_bytes = produced_bytes  # no switch possible yet: just count
             else:
                 self._update_sticky(tail.topic_partition, sticky, appended_bytes, count, tail)
-        if tail.is_full:
-            self.sender.wakeup()  # type: ignore[union-attr]
-        return handle
+        return handle  # a tail this record filled woke the sender (ColumnarBatch.on_full)
 
     async def _append(
         self,
@@ -385,7 +377,7 @@ class Producer:
         batch = ColumnarBatch(
             tp, buffer, now_ms(), compression, keys=None, values=[], records_bytes=0,
             timestamp_ms=timestamp_ms, delivery=None, indices=(), timestamps_ms=[],
-            open_for_appends=True,
+            open_for_appends=True, on_full=self.sender.wakeup,  # type: ignore[union-attr]
         )  # fmt: skip
         handle = batch.try_append_record(timestamp_ms, key, value)
         assert handle is not None, "a fresh batch holds its first record"
@@ -445,8 +437,6 @@ class Producer:
         handle = self._try_append_to_tail(tail, timestamp_ms, key, value, sticky, count)
         if handle is not None:
             return handle
-        if tail.is_full:
-            self.sender.wakeup()  # type: ignore[union-attr]  # refused a record: sendable now
         if partitioner is not None and partitioner.switch_before_new_batch(
             sticky,  # type: ignore[arg-type]  # set with the partitioner
             raw_bytes,
@@ -480,8 +470,6 @@ class Producer:
                 self._update_sticky(
                     tail.topic_partition, sticky, tail.columnar_records_bytes - before, count, tail
                 )
-            if tail.is_full:
-                self.sender.wakeup()  # type: ignore[union-attr]
         return handle
 
     def _update_sticky(

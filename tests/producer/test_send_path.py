@@ -95,3 +95,22 @@ async def test_bulk_delivery_parts_account_for_every_record(kafka_peer):
     for part in parts:
         stored = {h.base_offset for h in batches_of(kafka_peer, "parts", part.partition)}
         assert part.base_offset in stored
+
+
+async def test_too_large_and_larger_than_batch_records_on_the_inline_path(kafka_peer):
+    import pytest
+
+    from log.protocol.errors import MessageTooLargeError
+
+    async with Producer(
+        kafka_peer.bootstrap, linger_ms=20, batch_size=1024, max_request_size=8192
+    ) as producer:
+        first = await producer.send("large", b"a", partition=0)  # opens the tail
+        with pytest.raises(MessageTooLargeError):
+            await producer.send("large", b"x" * 9000, partition=0)
+        big = await producer.send("large", b"b" * 4000, partition=0)  # > batch.size: alone
+        last = await producer.send("large", b"c", partition=0)
+        results = await wait_all([first, big, last])
+    assert [r.offset for r in results] == [0, 1, 2]
+    # "a" alone (the big record opened its own, larger batch behind it), then "b..." + "c"
+    assert [h.record_count for h in batches_of(kafka_peer, "large", 0)] == [1, 2]
