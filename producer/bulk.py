@@ -269,7 +269,7 @@ class ColumnarRecordHandle(DeliveryHandle):
     def add_callback(self, callback: Callable[[ColumnarRecordHandle], None]) -> None:
         batch = self._batch
         callbacks = batch._record_callbacks
-        if callbacks is not None and batch.split_parts is None:  # the common, pending case
+        if callbacks is not None:  # pending, not split (both set it to None): the common case
             callbacks.append((self._index, self, callback))
             return
         batch, index = self._locate()
