@@ -31,6 +31,7 @@ goes to the topic's sticky partition, which then moves on (one batch per sticky 
 from __future__ import annotations
 
 import bisect
+import functools
 import operator
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -59,6 +60,7 @@ _VARINT_TABLE = 1 << 14
 _VARINT_SIZES = tuple(varint_size(n) for n in range(_VARINT_TABLE))
 
 
+@functools.lru_cache(maxsize=64)  # a few (codec, buffer size) pairs: batch.size and big records
 def records_limit_bytes(compression_type: int, buffer_size_bytes: int) -> int:
     """The most records bytes whose worst-case built batch fits `buffer_size_bytes`."""
     low, high = 0, buffer_size_bytes
