@@ -93,22 +93,25 @@ class BuiltInPartitioner:
         self.topic = topic
         self.sticky_batch_size_bytes = sticky_batch_size_bytes
         self._rng = rng
-        self._sticky: StickyPartitionInfo | None = None
+        # The current sticky partition (None until the first choice); read it, never set it,
+        # from outside: the `send` fast path reads it instead of calling
+        # current_partition_info.
+        self.sticky: StickyPartitionInfo | None = None
         self.load_stats: PartitionLoadStats | None = None
 
     def peek_current_partition_info(
         self, partition_count: int, available_partitions: Sequence[int]
     ) -> StickyPartitionInfo:
         """The current sticky partition, choosing one first if there is none yet."""
-        if self._sticky is None or self._sticky.partition >= partition_count:
-            self._sticky = StickyPartitionInfo(
+        if self.sticky is None or self.sticky.partition >= partition_count:
+            self.sticky = StickyPartitionInfo(
                 self.next_partition(partition_count, available_partitions)
             )
-        return self._sticky
+        return self.sticky
 
     def current_partition_info(self, partition_count: int) -> StickyPartitionInfo | None:
         """The current sticky partition if there is one in range (no choice made here)."""
-        sticky = self._sticky
+        sticky = self.sticky
         return sticky if sticky is not None and sticky.partition < partition_count else None
 
     def next_partition(self, partition_count: int, available_partitions: Sequence[int]) -> int:
@@ -134,14 +137,14 @@ class BuiltInPartitioner:
         enable_switch: bool,
     ) -> None:
         """Count bytes produced to the sticky partition; switch after about batch.size."""
-        if self.sticky_batch_size_bytes <= 0 or partition_info is not self._sticky:
+        if self.sticky_batch_size_bytes <= 0 or partition_info is not self.sticky:
             return
         partition_info.produced_bytes += appended_bytes
         produced = partition_info.produced_bytes
         if (
             produced >= self.sticky_batch_size_bytes and enable_switch
         ) or produced >= 2 * self.sticky_batch_size_bytes:
-            self._sticky = StickyPartitionInfo(
+            self.sticky = StickyPartitionInfo(
                 self.next_partition(partition_count, available_partitions)
             )
 
@@ -155,12 +158,12 @@ class BuiltInPartitioner:
         """The sticky partition's open batch cannot take a `record_bytes` record: switch now
         (True) if with it (and a batch header) the partition would have had batch.size bytes;
         else (False) the record opens a new batch on the same partition."""
-        if self.sticky_batch_size_bytes <= 0 or partition_info is not self._sticky:
+        if self.sticky_batch_size_bytes <= 0 or partition_info is not self.sticky:
             return False
         produced_bytes = partition_info.produced_bytes + record_bytes + HEADER_BYTES
         if produced_bytes < self.sticky_batch_size_bytes:
             return False
-        self._sticky = StickyPartitionInfo(
+        self.sticky = StickyPartitionInfo(
             self.next_partition(partition_count, available_partitions)
         )
         return True

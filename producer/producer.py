@@ -251,8 +251,8 @@ class Producer:
             target = partition_for_key(key, count)
         else:
             partitioner = self._partitioners.get(topic)
-            sticky = None if partitioner is None else partitioner.current_partition_info(count)
-            if sticky is None:
+            sticky = None if partitioner is None else partitioner.sticky
+            if sticky is None or sticky.partition >= count:
                 return await self._append(topic, value, key, partition, None, timestamp_ms)
             target = sticky.partition
         tails = self._open_tails.get(topic)
