@@ -261,7 +261,7 @@ class Producer:
             return await self._append(topic, value, key, partition, None, timestamp_ms)
         before = tail.columnar_records_bytes
         handle = tail.try_append_record(
-            int(time.time() * 1000) if timestamp_ms is None else timestamp_ms, key, value
+            time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms, key, value
         )
         if handle is None:
             return await self._append(topic, value, key, partition, None, timestamp_ms)
@@ -291,7 +291,7 @@ class Producer:
         if self.metadata.partition_count(topic) is None:
             await self.updater.wait_for_topic(topic, max_block_ms)
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = time.time_ns() // 1_000_000
         if not headers:
             return await self._append_columnar(topic, value, key, partition, timestamp_ms, start_ms)
         record_headers = _headers(headers)
@@ -523,7 +523,7 @@ class Producer:
                 f"not in the range [0...{partition_count - 1}]"
             )
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = time.time_ns() // 1_000_000
         sizes = record_sizes(keys, values)
         largest = HEADER_BYTES + compressed_upper_bound(config.compression, max(sizes))
         if largest > config.max_request_size or largest > config.buffer_memory:
