@@ -11,13 +11,19 @@ against its own topic (topic creation, broker caches and page cache warm for eve
 `--repeat` rounds, each running every client once, the order rotated by one client per round
 so no client always goes first or last after another; each cell is the median of its
 rounds, with the spread (min-max) beside it. The machine's load average is printed before and
-after, since the clients share the CPU with the broker and anything else running. The broker: `--broker quorumlog` (default) starts our KafkaServer in a child process
+after, since the clients share the CPU with the broker and anything else running.
+
+The broker: `--broker quorumlog` (default) starts our KafkaServer in a child process
 (bench/broker_produce.py's `--serve broker`: one node, in-process quorum, real storage);
 `--broker mock` uses librdkafka's built-in mock cluster (one broker, in C, in this process: never
 the bottleneck); `--bootstrap` any running broker. A client that fails is reported with its
 error. Prints a table of records/s (median and spread), MB/s, p50/p99 latency (of the median
 run) and the ratio of each client's median records/s to quorumlog's per-record send and to
-confluent-kafka's. For the client alone, compare `--broker mock` with the default.
+confluent-kafka's, and the client's CPU per record (median; its process's user + system CPU
+minus that of a one-record run, which is start-up and connecting, over the records: steadier
+than records/s when other work shares the machine; confluent-kafka's includes librdkafka's
+threads, kafka-python's its I/O thread). For the client alone, compare `--broker mock` with
+the default.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -80,6 +87,7 @@ def run_client(
         "--acks", acks, "--client", client, "--json", *extra,
     ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cpu_before_s = children_cpu_s()
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S, cwd=ROOT, env=env
@@ -92,7 +100,23 @@ def run_client(
         return {"client": name, "error": error[:160]}
     result = json.loads(lines[-1])
     result["client"] = name
+    result["process_cpu_s"] = round(children_cpu_s() - cpu_before_s, 4)
     return result
+
+
+def children_cpu_s() -> float:
+    """User + system CPU seconds of this process's finished children (the client runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def add_cpu_per_record(result: dict[str, object], startup_cpu_s: float | None) -> None:
+    """Client CPU per record: the run's process CPU minus a one-record run's (interpreter,
+    imports, connecting), over the records; less sensitive to other load than records/s."""
+    if "error" in result or startup_cpu_s is None:
+        return
+    cpu_s = float(result["process_cpu_s"]) - startup_cpu_s  # type: ignore[arg-type]
+    result["cpu_us_per_record"] = round(cpu_s / int(result["records"]) * 1e6, 2)  # type: ignore[call-overload]
 
 
 def median_result(runs: list[dict[str, object]]) -> dict[str, object]:
@@ -105,21 +129,24 @@ def median_result(runs: list[dict[str, object]]) -> dict[str, object]:
     chosen = dict(next(r for r in good if float(r["records_per_s"]) == median))  # type: ignore[arg-type]
     chosen["runs_records_per_s"] = rates
     chosen["failed_runs"] = len(runs) - len(good)
+    cpus = [r["cpu_us_per_record"] for r in good if "cpu_us_per_record" in r]
+    if cpus:
+        chosen["cpu_us_per_record"] = statistics.median_low(cpus)  # type: ignore[type-var]
     return chosen
 
 
 def table(results: list[dict[str, object]]) -> str:
     rows = [
         "| acks | client | records/s (median) | spread | MB/s | p50 ms | p99 ms "
-        "| vs quorumlog send | vs confluent |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| vs quorumlog send | vs confluent | client CPU us/record |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for acks in sorted({str(r["acks"]) for r in results}):
         group = [r for r in results if r["acks"] == acks]
         base = {r["client"]: r.get("records_per_s") for r in group if "error" not in r}
         for r in group:
             if "error" in r:
-                rows.append(f"| {acks} | {r['client']} | failed: {r['error']} | | | | | | |")
+                rows.append(f"| {acks} | {r['client']} | failed: {r['error']} | | | | | | | |")
                 continue
             rate = float(r["records_per_s"])  # type: ignore[arg-type]
             runs = r.get("runs_records_per_s") or [rate]
@@ -130,7 +157,8 @@ def table(results: list[dict[str, object]]) -> str:
                 ratios.append(f"{rate / float(ref):.2f}x" if ref else "n/a")
             rows.append(
                 f"| {acks} | {r['client']} | {rate:,.0f} | {spread} | {r['mb_per_s']} | "
-                f"{r['p50_ms']} | {r['p99_ms']} | {ratios[0]} | {ratios[1]} |"
+                f"{r['p50_ms']} | {r['p99_ms']} | {ratios[0]} | {ratios[1]} | "
+                f"{r.get('cpu_us_per_record', 'n/a')} |"
             )
     return "\n".join(rows)
 
@@ -186,15 +214,19 @@ def run_all(bootstrap: str, args: argparse.Namespace, wanted: list[str]) -> list
     clients = [(name, extra) for name, extra in CLIENTS if name in wanted]
     results = []
     for acks in args.acks.split(","):
-        if args.warmup_records > 0:
-            for name, extra in clients:
+        startup_cpu_s: dict[str, float | None] = {}
+        for name, extra in clients:
+            if args.warmup_records > 0:
                 warm = run_client(bootstrap, name, extra, args.warmup_records, acks)
                 print("warm-up", json.dumps(warm), file=sys.stderr, flush=True)
+            one = run_client(bootstrap, name, extra, 1, acks)
+            startup_cpu_s[name] = one.get("process_cpu_s")  # type: ignore[assignment]
         runs: dict[str, list[dict[str, object]]] = {name: [] for name, _ in clients}
         for round_index in range(args.repeat):
             shift = round_index % len(clients)
             for name, extra in clients[shift:] + clients[:shift]:
                 result = run_client(bootstrap, name, extra, args.records, acks)
+                add_cpu_per_record(result, startup_cpu_s[name])
                 runs[name].append(result)
                 print(json.dumps(result), file=sys.stderr, flush=True)
         for name, _ in clients:

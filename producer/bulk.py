@@ -14,6 +14,8 @@ the partition's queue collects the records' columns (keys, values, timestamps) a
 base offset, log append time or error once, and a handle computes its RecordMetadata from
 them when asked. The batch refers to a handle only while it has callbacks to call (in record
 order, on completion); after a split a handle follows `split_parts` to the part holding it.
+An open batch closes itself when an append fills it or when it refuses a record (Kafka's
+closeForRecordAppends) and then calls `on_full`, the sender's wake-up.
 
 ColumnarBatch keeps every ProducerBatch contract the accumulator and sender rely on: closed
 for appends (`is_full`), `record_count` and a worst-case `estimated_size_bytes` for
@@ -22,7 +24,8 @@ MESSAGE_TOO_LARGE (columns halved, sequences continuing), and completion exactly
 memory comes from the BufferPool like any batch (a pooled `batch.size` buffer, or an exact
 one for a single larger record), so back-pressure (max.block.ms) holds for bulk sends too.
 Batches enter the partition's queue behind any open batch, so order with `send` is kept.
-`BulkRecordAccumulator` is the accumulator with that one extra entry point.
+`BulkRecordAccumulator` is the accumulator with the entry points for such batches (through
+the public RecordAccumulator.enqueue_batch).
 
 Placement: an explicit partition; else by key (murmur2, the same as `send`); else each batch
 goes to the topic's sticky partition, which then moves on (one batch per sticky period).

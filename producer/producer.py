@@ -21,10 +21,15 @@ an exception aborts what is still queued.
 Records without headers take a fast path: they go into an open ColumnarBatch at the tail of
 their partition's queue (producer/bulk.py), encoded once when the sender drains it, and get a
 ColumnarRecordHandle (the batch and the record's index: no per-record work on completion
-unless the caller added a callback); records
-with headers go through RecordAccumulator.try_append. Either way a batch only ever joins a
-queue at its tail, so send order is kept per partition. The sender runs at least once per
-new batch (a shielded checkpoint), even when the caller never blocks.
+unless the caller added a callback). The common case of that path (known topic, open tail
+with room, no sticky switch) runs inline in `send` without suspending. Records with headers
+go through RecordAccumulator.try_append and get a RecordDeliveryHandle. Either way a batch
+only ever joins a queue at its tail, so send order is kept per partition. The sender runs at
+least once per new batch (a shielded checkpoint), even when the caller never blocks; for the
+columnar path, just before the new batch opens, so it takes the batch that just filled up
+alone. A batch that refuses a record is closed (full), and the sticky partitioner moves on at
+that boundary (BuiltInPartitioner.switch_before_new_batch): per-record sends make whole
+batches.
 
 The nursery owned by the producer runs the sender, the metadata updater and one reader task
 per broker connection.
