@@ -115,8 +115,8 @@ def add_cpu_per_record(result: dict[str, object], startup_cpu_s: float | None) -
     imports, connecting), over the records; less sensitive to other load than records/s."""
     if "error" in result or startup_cpu_s is None:
         return
-    cpu_s = float(result["process_cpu_s"]) - startup_cpu_s  # type: ignore[arg-type]
-    result["cpu_us_per_record"] = round(cpu_s / int(result["records"]) * 1e6, 2)  # type: ignore[call-overload]
+    cpu_s = float(str(result["process_cpu_s"])) - startup_cpu_s
+    result["cpu_us_per_record"] = round(cpu_s / int(str(result["records"])) * 1e6, 2)
 
 
 def median_result(runs: list[dict[str, object]]) -> dict[str, object]:
@@ -126,7 +126,7 @@ def median_result(runs: list[dict[str, object]]) -> dict[str, object]:
         return runs[-1]
     rates = sorted(float(r["records_per_s"]) for r in good)  # type: ignore[arg-type]
     median = statistics.median_low(rates)
-    chosen = dict(next(r for r in good if float(r["records_per_s"]) == median))  # type: ignore[arg-type]
+    chosen = dict(next(r for r in good if float(str(r["records_per_s"])) == median))
     chosen["runs_records_per_s"] = rates
     chosen["failed_runs"] = len(runs) - len(good)
     cpus = [r["cpu_us_per_record"] for r in good if "cpu_us_per_record" in r]

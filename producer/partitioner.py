@@ -11,7 +11,9 @@ enabled once the partition's last batch is full; unconditionally at 2 x batch.si
 on the sticky partition and the partition's records, with this one and a batch header, would
 reach batch.size (a full batch's worth), the switch happens first, so the record opens (or
 joins) a batch on the next partition instead of leaving a one-record batch behind on this one
-(which a one-broker cluster's drain, taking every partition's head, would send alone). The next partition is picked
+(which a one-broker cluster's drain, taking every partition's head, would send alone).
+
+The next partition is picked
 
 - uniformly among partitions with a known leader when no load statistics exist, or
 - weighted by the inverse of each partition's queue length (in batches): with queue sizes
