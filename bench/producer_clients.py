@@ -1,18 +1,29 @@
 """Producer clients side by side: quorumlog (per record and bulk) vs aiokafka, kafka-python and
 confluent-kafka, on the same broker, 100-byte records, acks=1 and acks=all.
 
-    python bench/producer_clients.py [--broker mock|quorumlog] [--bootstrap HOST:PORT]
-        [--records 200000] [--json]
+    python -m bench.producer_clients [--broker mock|quorumlog] [--bootstrap HOST:PORT]
+        [--records 100000] [--repeat 3] [--warmup-records 20000] [--clients a,b] [--json]
 
 Each client runs in its own process through `quorumlog perf produce --json` (the same
 workload for all: linger.ms=5, batch.size 16 KiB, idempotence exactly with acks=all, unkeyed
-records). The broker: `--broker quorumlog` (default) starts our KafkaServer in a child process
+records). Fairness: first every client does one discarded warm-up run of `--warmup-records`
+against its own topic (topic creation, broker caches and page cache warm for everyone); then
+`--repeat` rounds, each running every client once, the order rotated by one client per round
+so no client always goes first or last after another; each cell is the median of its
+rounds, with the spread (min-max) beside it. The machine's load average is printed before and
+after, since the clients share the CPU with the broker and anything else running.
+
+The broker: `--broker quorumlog` (default) starts our KafkaServer in a child process
 (bench/broker_produce.py's `--serve broker`: one node, in-process quorum, real storage);
 `--broker mock` uses librdkafka's built-in mock cluster (one broker, in C, in this process: never
 the bottleneck); `--bootstrap` any running broker. A client that fails is reported with its
-error. Prints a table of records/s, MB/s, p50/p99
-latency and the ratio of each client's records/s to quorumlog's per-record send and to
-confluent-kafka's.
+error. Prints a table of records/s (median and spread), MB/s, p50/p99 latency (of the median
+run) and the ratio of each client's median records/s to quorumlog's per-record send and to
+confluent-kafka's, and the client's CPU per record (median; its process's user + system CPU
+minus that of a one-record run, which is start-up and connecting, over the records: steadier
+than records/s when other work shares the machine; confluent-kafka's includes librdkafka's
+threads, kafka-python's its I/O thread). For the client alone, compare `--broker mock` with
+the default.
 """
 
 from __future__ import annotations
@@ -20,6 +31,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,6 +87,7 @@ def run_client(
         "--acks", acks, "--client", client, "--json", *extra,
     ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cpu_before_s = children_cpu_s()
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S, cwd=ROOT, env=env
@@ -86,29 +100,65 @@ def run_client(
         return {"client": name, "error": error[:160]}
     result = json.loads(lines[-1])
     result["client"] = name
+    result["process_cpu_s"] = round(children_cpu_s() - cpu_before_s, 4)
     return result
+
+
+def children_cpu_s() -> float:
+    """User + system CPU seconds of this process's finished children (the client runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def add_cpu_per_record(result: dict[str, object], startup_cpu_s: float | None) -> None:
+    """Client CPU per record: the run's process CPU minus a one-record run's (interpreter,
+    imports, connecting), over the records; less sensitive to other load than records/s."""
+    if "error" in result or startup_cpu_s is None:
+        return
+    cpu_s = float(str(result["process_cpu_s"])) - startup_cpu_s
+    result["cpu_us_per_record"] = round(cpu_s / int(str(result["records"])) * 1e6, 2)
+
+
+def median_result(runs: list[dict[str, object]]) -> dict[str, object]:
+    """The run with the median records/s, annotated with the spread of all runs."""
+    good = [r for r in runs if "error" not in r]
+    if not good:
+        return runs[-1]
+    rates = sorted(float(r["records_per_s"]) for r in good)  # type: ignore[arg-type]
+    median = statistics.median_low(rates)
+    chosen = dict(next(r for r in good if float(str(r["records_per_s"])) == median))
+    chosen["runs_records_per_s"] = rates
+    chosen["failed_runs"] = len(runs) - len(good)
+    cpus = [r["cpu_us_per_record"] for r in good if "cpu_us_per_record" in r]
+    if cpus:
+        chosen["cpu_us_per_record"] = statistics.median_low(cpus)  # type: ignore[type-var]
+    return chosen
 
 
 def table(results: list[dict[str, object]]) -> str:
     rows = [
-        "| acks | client | records/s | MB/s | p50 ms | p99 ms | vs quorumlog send | vs confluent |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| acks | client | records/s (median) | spread | MB/s | p50 ms | p99 ms "
+        "| vs quorumlog send | vs confluent | client CPU us/record |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for acks in sorted({str(r["acks"]) for r in results}):
         group = [r for r in results if r["acks"] == acks]
-        base = {r["client"]: r.get("records_per_s") for r in group}
+        base = {r["client"]: r.get("records_per_s") for r in group if "error" not in r}
         for r in group:
             if "error" in r:
-                rows.append(f"| {acks} | {r['client']} | failed: {r['error']} | | | | | |")
+                rows.append(f"| {acks} | {r['client']} | failed: {r['error']} | | | | | | | |")
                 continue
             rate = float(r["records_per_s"])  # type: ignore[arg-type]
+            runs = r.get("runs_records_per_s") or [rate]
+            spread = f"{min(runs):,.0f}-{max(runs):,.0f}"  # type: ignore[type-var]
             ratios = []
             for reference in ("quorumlog", "confluent"):
                 ref = base.get(reference)
                 ratios.append(f"{rate / float(ref):.2f}x" if ref else "n/a")
             rows.append(
-                f"| {acks} | {r['client']} | {rate:,.0f} | {r['mb_per_s']} | {r['p50_ms']} | "
-                f"{r['p99_ms']} | {ratios[0]} | {ratios[1]} |"
+                f"| {acks} | {r['client']} | {rate:,.0f} | {spread} | {r['mb_per_s']} | "
+                f"{r['p50_ms']} | {r['p99_ms']} | {ratios[0]} | {ratios[1]} | "
+                f"{r.get('cpu_us_per_record', 'n/a')} |"
             )
     return "\n".join(rows)
 
@@ -117,7 +167,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--broker", choices=["quorumlog", "mock"], default="quorumlog")
     parser.add_argument("--bootstrap", help="a running broker instead of starting one")
-    parser.add_argument("--records", type=int, default=200000)
+    parser.add_argument("--records", type=int, default=100000)
+    parser.add_argument("--repeat", type=int, default=3, help="measured rounds per client")
+    parser.add_argument("--warmup-records", type=int, default=20000, help="0: no warm-up")
     parser.add_argument("--acks", default="1,all")
     parser.add_argument("--clients", default=",".join(name for name, _ in CLIENTS))
     parser.add_argument("--json", action="store_true")
@@ -134,6 +186,7 @@ def main() -> None:
         child, bootstrap = start_quorumlog_broker(directory.name)
         broker = "quorumlog KafkaServer (1 node, own process)"
     wanted = args.clients.split(",")
+    load_before = load_average()
     results = []
     try:
         results = run_all(bootstrap, args, wanted)
@@ -142,21 +195,44 @@ def main() -> None:
             child.terminate()
             child.wait(30)
     directory.cleanup()
-    print(f"{args.records} records of 100 bytes, linger.ms=5, broker: {broker}\n")
+    print(
+        f"{args.records} records of 100 bytes, linger.ms=5, median of {args.repeat} rounds "
+        f"after a {args.warmup_records}-record warm-up per client, broker: {broker}\n"
+        f"load average (1/5/15 min) before: {load_before}, after: {load_average()}, "
+        f"{os.cpu_count()} CPUs\n"
+    )
     print(json.dumps(results, indent=1) if args.json else table(results))
     emit("producer_clients", results)
     del mock
 
 
+def load_average() -> str:
+    return " ".join(f"{load:.2f}" for load in os.getloadavg())
+
+
 def run_all(bootstrap: str, args: argparse.Namespace, wanted: list[str]) -> list[dict]:
+    clients = [(name, extra) for name, extra in CLIENTS if name in wanted]
     results = []
     for acks in args.acks.split(","):
-        for name, extra in CLIENTS:
-            if name in wanted:
+        startup_cpu_s: dict[str, float | None] = {}
+        for name, extra in clients:
+            if args.warmup_records > 0:
+                warm = run_client(bootstrap, name, extra, args.warmup_records, acks)
+                print("warm-up", json.dumps(warm), file=sys.stderr, flush=True)
+            one = run_client(bootstrap, name, extra, 1, acks)
+            startup_cpu_s[name] = one.get("process_cpu_s")  # type: ignore[assignment]
+        runs: dict[str, list[dict[str, object]]] = {name: [] for name, _ in clients}
+        for round_index in range(args.repeat):
+            shift = round_index % len(clients)
+            for name, extra in clients[shift:] + clients[:shift]:
                 result = run_client(bootstrap, name, extra, args.records, acks)
-                result["acks"] = acks
-                results.append(result)
+                add_cpu_per_record(result, startup_cpu_s[name])
+                runs[name].append(result)
                 print(json.dumps(result), file=sys.stderr, flush=True)
+        for name, _ in clients:
+            result = median_result(runs[name])
+            result["acks"] = acks
+            results.append(result)
     return results
 
 

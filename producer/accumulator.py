@@ -270,6 +270,20 @@ class RecordAccumulator:
             batch_is_full=len(queue) > 1 or batch.is_full,
         )
 
+    def enqueue_batch(self, batch: ProducerBatch) -> None:
+        """Queue a batch built outside `try_append` (the bulk path's columnar batches) at its
+        partition's tail, behind any open batch, and track it until it completes."""
+        if self._closed:
+            raise ProducerClosedError("producer closed while send in progress")
+        self._queue(batch.topic_partition).append(batch)
+        self._incomplete[id(batch)] = batch
+
+    def queue_length(self, topic_partition: TopicPartition) -> int:
+        """Batches queued for one partition (more than one: all but the last are sendable)."""
+        info = self._topics.get(topic_partition.topic)
+        queue = None if info is None else info.batches.get(topic_partition.partition)
+        return 0 if queue is None else len(queue)
+
     def _ensure_valid_record_size(self, size_bytes: int) -> None:
         if size_bytes > self.config.max_request_size:
             raise MessageTooLargeError(

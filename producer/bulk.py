@@ -6,7 +6,16 @@ size), and each run becomes a `ColumnarBatch`: a ProducerBatch whose records sta
 caller's column slices until the sender drains it, when `build()` encodes them in one call to
 `log.records.builder.build_batch_from_columns`. No per-record handle exists; one
 `BulkDelivery` per call completes when every batch of the call is complete, and maps each
-record to its offset on demand.
+record to its offset on demand (`parts`, `results()`, `offsets()`).
+
+`send` uses the same class for records without headers: an *open* ColumnarBatch at the tail of
+the partition's queue collects the records' columns (keys, values, timestamps) and hands out a
+`ColumnarRecordHandle` per record, which is only (batch, index): completion sets the batch's
+base offset, log append time or error once, and a handle computes its RecordMetadata from
+them when asked. The batch refers to a handle only while it has callbacks to call (in record
+order, on completion); after a split a handle follows `split_parts` to the part holding it.
+An open batch closes itself when an append fills it or when it refuses a record (Kafka's
+closeForRecordAppends) and then calls `on_full`, the sender's wake-up.
 
 ColumnarBatch keeps every ProducerBatch contract the accumulator and sender rely on: closed
 for appends (`is_full`), `record_count` and a worst-case `estimated_size_bytes` for
@@ -15,7 +24,8 @@ MESSAGE_TOO_LARGE (columns halved, sequences continuing), and completion exactly
 memory comes from the BufferPool like any batch (a pooled `batch.size` buffer, or an exact
 one for a single larger record), so back-pressure (max.block.ms) holds for bulk sends too.
 Batches enter the partition's queue behind any open batch, so order with `send` is kept.
-`BulkRecordAccumulator` is the accumulator with that one extra entry point.
+`BulkRecordAccumulator` is the accumulator with the entry points for such batches (through
+the public RecordAccumulator.enqueue_batch).
 
 Placement: an explicit partition; else by key (murmur2, the same as `send`); else each batch
 goes to the topic's sticky partition, which then moves on (one batch per sticky period).
@@ -23,7 +33,11 @@ goes to the topic's sticky partition, which then moves on (one batch per sticky 
 
 from __future__ import annotations
 
+import bisect
+import functools
+import operator
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import trio
 
@@ -32,13 +46,11 @@ from log.records.builder import build_batch_from_columns
 from log.records.varint import varint_size
 from producer.accumulator import RecordAccumulator
 from producer.cluster_view import TopicPartition
-from producer.errors import ProducerClosedError
+from producer.delivery_handle import DeliveryHandle
 from producer.producer_batch import (
     FinalState,
     ProducerBatch,
-    RecordHandle,
     RecordMetadata,
-    complete_handles,
     compressed_upper_bound,
 )
 
@@ -51,6 +63,7 @@ _VARINT_TABLE = 1 << 14
 _VARINT_SIZES = tuple(varint_size(n) for n in range(_VARINT_TABLE))
 
 
+@functools.lru_cache(maxsize=64)  # a few (codec, buffer size) pairs: batch.size and big records
 def records_limit_bytes(compression_type: int, buffer_size_bytes: int) -> int:
     """The most records bytes whose worst-case built batch fits `buffer_size_bytes`."""
     low, high = 0, buffer_size_bytes
@@ -121,6 +134,15 @@ def _record_size(
     return body + varint_size(body)
 
 
+class DeliveredPart(NamedTuple):
+    """One completed batch of a send_many call: which records, where, and how it ended."""
+
+    indices: Sequence[int]  # positions of the batch's records in the call, in offset order
+    partition: int
+    base_offset: int  # offset of indices[0]; -1 if the batch failed or the broker did not say
+    timestamp_ms: int  # the records' timestamp, or the log append time
+
+
 class BulkDelivery:
     """The delivery of one `send_many` call: complete when all of its batches are."""
 
@@ -130,7 +152,7 @@ class BulkDelivery:
         self.topic = topic
         self.record_count = record_count
         self._pending = record_count  # records not yet completed
-        self._parts: list[tuple[Sequence[int], int, int, int]] = []  # (indices, p, off, ts)
+        self._parts: list[DeliveredPart] = []
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[BulkDelivery], None]] = []
         self._done = record_count == 0
@@ -142,6 +164,12 @@ class BulkDelivery:
     @property
     def error(self) -> BaseException | None:
         return self._error
+
+    @property
+    def parts(self) -> tuple[DeliveredPart, ...]:
+        """The completed batches so far, in completion order (all of them once `done`):
+        per-batch results without building a RecordMetadata per record."""
+        return tuple(self._parts)
 
     def add_callback(self, callback: Callable[[BulkDelivery], None]) -> None:
         if self._done:
@@ -160,7 +188,7 @@ class BulkDelivery:
         assert not self._done and len(indices) <= self._pending
         if error is not None and self._error is None:
             self._error = error
-        self._parts.append((indices, partition, base_offset, timestamp_ms))
+        self._parts.append(DeliveredPart(indices, partition, base_offset, timestamp_ms))
         self._pending -= len(indices)
         if self._pending == 0:
             self._done = True
@@ -201,8 +229,71 @@ class BulkDelivery:
         return [r.offset for r in self.results()]
 
 
+class ColumnarRecordHandle(DeliveryHandle):
+    """One record `send` appended to an open ColumnarBatch: (batch, index), read lazily."""
+
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch: ColumnarBatch, index: int) -> None:
+        self._batch = batch
+        self._index = index
+
+    def _locate(self) -> tuple[ColumnarBatch, int]:
+        """The batch holding the record now (a split moves it into a part) and its index."""
+        batch = self._batch
+        if batch.split_parts is None:
+            return batch, self._index
+        index = self._index
+        while batch.split_parts is not None:
+            batch, index = batch.part_of(index)
+        self._batch, self._index = batch, index
+        return batch, index
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return self._batch.topic_partition
+
+    @property
+    def timestamp_ms(self) -> int:
+        """The record's own (create) timestamp."""
+        batch, index = self._locate()
+        return batch.record_timestamp_ms(index)
+
+    @property
+    def done(self) -> bool:
+        return self._locate()[0].final_state is not None
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._locate()[0].error
+
+    def result(self) -> RecordMetadata:
+        batch, index = self._locate()
+        return batch.record_metadata(index)
+
+    def add_callback(self, callback: Callable[[ColumnarRecordHandle], None]) -> None:
+        batch = self._batch
+        callbacks = batch._record_callbacks
+        if callbacks is not None:  # pending, not split (both set it to None): the common case
+            callbacks.append((self._index, self, callback))
+            return
+        batch, index = self._locate()
+        batch.add_record_callback(index, self, callback)
+
+
+_RecordCallback = tuple[int, ColumnarRecordHandle, Callable[[ColumnarRecordHandle], None]]
+
+
+_callback_index = operator.itemgetter(0)  # sort key of a _RecordCallback: its record index
+
+
 class ColumnarBatch(ProducerBatch):
-    """A closed batch of column slices, encoded only when built; see the module docstring."""
+    """A batch of column slices, encoded only when built; see the module docstring.
+
+    Two uses: a closed batch of a send_many call (`delivery` set, `indices` its records'
+    positions in the call), or `per_record`: an open batch `send` appends to, whose records
+    are reported through ColumnarRecordHandles.
+    """
 
     def __init__(
         self,
@@ -218,9 +309,9 @@ class ColumnarBatch(ProducerBatch):
         delivery: BulkDelivery | None,
         indices: Sequence[int],
         is_split_batch: bool = False,
-        record_handles: list[RecordHandle] | None = None,
         timestamps_ms: list[int] | None = None,
         open_for_appends: bool = False,
+        on_full: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(
             topic_partition, buffer, created_ms, compression_type, is_split_batch=is_split_batch
@@ -230,13 +321,24 @@ class ColumnarBatch(ProducerBatch):
         self.values = values
         self.columnar_records_bytes = records_bytes
         self.timestamp_ms = timestamp_ms
-        self.delivery = delivery  # a send_many call's, or None with per-record handles
+        self.delivery = delivery  # a send_many call's, or None: per-record handles
         self.indices = indices  # positions of these records in the send_many call
-        self.record_handles = record_handles
         self.timestamps_ms = timestamps_ms  # per record (send), or None: all timestamp_ms
-        assert (delivery is None) == (record_handles is not None)
-        assert len(indices) == len(values) or record_handles is not None
+        self.per_record = delivery is None
+        assert not self.per_record or timestamps_ms is not None
+        assert self.per_record or len(indices) == len(values)
+        # Filled in once on completion; handles read them (base offset + index).
+        self.base_offset = -1
+        self.log_append_time_ms = -1
+        self.error: BaseException | None = None
+        self.split_parts: list[tuple[int, ColumnarBatch]] | None = None  # (first index, part)
+        # callbacks to run on completion; a list from the start for per-record batches, so
+        # the handle's add_callback appends without a check (None once run)
+        self._record_callbacks: list[_RecordCallback] | None = [] if self.per_record else None
+        self._first_timestamp_ms = timestamps_ms[0] if timestamps_ms else timestamp_ms
         self._records_limit_bytes = records_limit_bytes(compression_type, self.buffer_size_bytes)
+        # called when try_append_record closes the batch (full or refusing): sendable now
+        self.on_full = on_full
         if not open_for_appends:
             self.close()
 
@@ -260,9 +362,10 @@ class ColumnarBatch(ProducerBatch):
         return None  # the accumulator's records open a new batch behind this one
 
     def try_append_record(
-        self, timestamp_ms: int, key: bytes | None, value: bytes | None, now_ms: int
-    ) -> RecordHandle | None:
-        """Append one record to an open batch (the `send` fast path); None if it does not fit.
+        self, timestamp_ms: int, key: bytes | None, value: bytes | None
+    ) -> ColumnarRecordHandle | None:
+        """Append one record to an open batch (the `send` fast path); None if it does not fit
+        (the batch is then closed: full).
 
         Timestamps must not go below the batch's first (its base timestamp), so the size
         counted here is exact; an earlier timestamp opens a new batch instead.
@@ -270,39 +373,108 @@ class ColumnarBatch(ProducerBatch):
         if self._closed:
             return None
         values = self.values
-        timestamps = self.timestamps_ms
-        count = len(values)  # type: ignore[arg-type]
-        if count:
-            timestamp_delta = timestamp_ms - timestamps[0]  # type: ignore[index]
-            if timestamp_delta < 0:
-                return None
-        else:
-            timestamp_delta = 0
-        key_length = -1 if key is None else len(key)
-        value_length = -1 if value is None else len(value)
+        count = len(values)
+        timestamp_delta = timestamp_ms - self._first_timestamp_ms if count else 0
+        if timestamp_delta < 0:
+            return None
         try:  # zigzag varint sizes of small non-negative values come from a table
             sizes = _VARINT_SIZES
-            body = 2 + sizes[timestamp_delta] + sizes[count]
-            body += 1 if key_length < 0 else key_length + sizes[key_length]
-            body += 1 if value_length < 0 else value_length + sizes[value_length]
-            size = body + sizes[body]
+            body = sizes[timestamp_delta] + sizes[count]
+            body += 3 if key is None else len(key) + sizes[len(key)] + 2
+            body += 1 if value is None else len(value) + sizes[len(value)]
+            records_bytes = self.columnar_records_bytes + body + sizes[body]
         except IndexError:  # a large value or delta: compute the varints
-            size = _record_size(timestamp_delta, count, key_length, value_length)
-        records_bytes = self.columnar_records_bytes + size
-        if count and records_bytes > self._records_limit_bytes:
+            records_bytes = self.columnar_records_bytes + _record_size(
+                timestamp_delta,
+                count,
+                -1 if key is None else len(key),
+                -1 if value is None else len(value),
+            )
+        limit_bytes = self._records_limit_bytes
+        if records_bytes > limit_bytes and count:
+            # Kafka closes a batch that refused a record (closeForRecordAppends): it is full,
+            # sendable at once, and the sticky partitioner may switch at this boundary. (Not
+            # for a record no batch.size batch could take: that is no sign of fullness.)
+            if records_bytes - self.columnar_records_bytes <= limit_bytes:
+                self._close_full()
             return None
+        if not count:
+            self._first_timestamp_ms = timestamp_ms
         self.columnar_records_bytes = records_bytes
-        keys = self.keys
-        if keys is not None:
-            keys.append(key)  # type: ignore[attr-defined]
-        elif key is not None:
-            self.keys = [None] * count + [key]
+        if records_bytes >= limit_bytes:
+            self._close_full()
+        if key is not None or self.keys is not None:
+            self._append_key(key, count)
         values.append(value)  # type: ignore[attr-defined]
-        timestamps.append(timestamp_ms)  # type: ignore[union-attr]
-        handle = RecordHandle(self.topic_partition, timestamp_ms, key_length, value_length)
-        self.record_handles.append(handle)  # type: ignore[union-attr]
-        self.last_append_ms = now_ms
-        return handle
+        self.timestamps_ms.append(timestamp_ms)  # type: ignore[union-attr]
+        return ColumnarRecordHandle(self, count)
+
+    def _close_full(self) -> None:
+        self.close()
+        if self.on_full is not None:
+            self.on_full()
+
+    def _append_key(self, key: bytes | None, count: int) -> None:
+        if self.keys is None:
+            self.keys = [None] * count
+        self.keys.append(key)  # type: ignore[attr-defined]
+
+    # -- per-record results (read by ColumnarRecordHandle) ----------------------------------
+
+    def record_timestamp_ms(self, index: int) -> int:
+        timestamps = self.timestamps_ms
+        return self.timestamp_ms if timestamps is None else timestamps[index]
+
+    def record_metadata(self, index: int) -> RecordMetadata:
+        """RecordMetadata of record `index` of a completed batch; raises the batch's error."""
+        assert self.final_state is not None, "result() on an incomplete record"
+        assert self.split_parts is None, "a split batch's records are in its parts"
+        if self.error is not None:
+            raise self.error
+        key = None if self.keys is None else self.keys[index]
+        value = self.values[index]
+        timestamp_ms = self.log_append_time_ms
+        if timestamp_ms == -1:
+            timestamp_ms = self.record_timestamp_ms(index)
+        tp = self.topic_partition
+        return RecordMetadata(
+            tp.topic,
+            tp.partition,
+            self.base_offset + index if self.base_offset >= 0 else -1,
+            timestamp_ms,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
+
+    def add_record_callback(
+        self,
+        index: int,
+        handle: ColumnarRecordHandle,
+        callback: Callable[[ColumnarRecordHandle], None],
+    ) -> None:
+        """Call `callback(handle)` when record `index` completes (at once if it has)."""
+        if self.final_state is not None:
+            callback(handle)
+        elif self._record_callbacks is None:
+            self._record_callbacks = [(index, handle, callback)]
+        else:
+            self._record_callbacks.append((index, handle, callback))
+
+    def part_of(self, index: int) -> tuple[ColumnarBatch, int]:
+        """The split part holding record `index`, and its index there."""
+        parts = self.split_parts
+        assert parts is not None
+        position = bisect.bisect_right(parts, index, key=_part_start) - 1
+        start, part = parts[position]
+        return part, index - start
+
+    def add_done_callback(self, callback: Callable[[ColumnarBatch], None]) -> None:
+        """Call `callback(batch)` when the batch is complete or split (at once if it is)."""
+        if self.final_state is not None:
+            callback(self)
+        else:
+            self._record_callbacks = self._record_callbacks or []
+            self._record_callbacks.append((-1, self, callback))  # type: ignore[arg-type]
 
     def build(self) -> bytes:
         timestamps_ms = self.timestamps_ms
@@ -324,11 +496,15 @@ class ColumnarBatch(ProducerBatch):
         )
 
     def handles(self) -> list:
-        return [] if self.record_handles is None else list(self.record_handles)
+        """A handle per record (made now) for a per-record batch; none for a bulk one."""
+        if not self.per_record:
+            return []
+        return [ColumnarRecordHandle(self, index) for index in range(len(self.values))]
 
     def split(self, split_batch_size_bytes: int, now_ms: int) -> list[ProducerBatch]:
         assert self.final_state is None and self.record_count > 1
-        parts: list[ProducerBatch] = []
+        parts: list[ColumnarBatch] = []
+        starts: list[int] = []
         sizes = record_sizes(self.keys, self.values, self.timestamps_ms)
         start = 0
         while start < len(self.values):
@@ -341,7 +517,6 @@ class ColumnarBatch(ProducerBatch):
                 size += sizes[end]
                 end += 1
             keys = None if self.keys is None else self.keys[start:end]
-            handles = None if self.record_handles is None else self.record_handles[start:end]
             timestamps = None if self.timestamps_ms is None else self.timestamps_ms[start:end]
             part = ColumnarBatch(
                 self.topic_partition,
@@ -353,9 +528,8 @@ class ColumnarBatch(ProducerBatch):
                 records_bytes=size,
                 timestamp_ms=self.timestamp_ms,
                 delivery=self.delivery,
-                indices=self.indices[start:end] if handles is None else (),
+                indices=self.indices[start:end] if not self.per_record else (),
                 is_split_batch=True,
-                record_handles=handles,
                 timestamps_ms=timestamps,
             )
             if self.has_sequence:
@@ -366,10 +540,25 @@ class ColumnarBatch(ProducerBatch):
                     self.is_transactional,
                 )
             parts.append(part)
+            starts.append(start)
             start = end
+        self.split_parts = list(zip(starts, parts, strict=True))
+        for index, handle, callback in self._record_callbacks or ():
+            if index < 0:  # a done callback: the batch is settled by being split
+                continue
+            part, part_index = self.part_of(index)
+            part.add_record_callback(part_index, handle, callback)
         self.final_state = FinalState.SPLIT
         self.in_flight_request = False
-        return parts
+        self._run_done_callbacks()
+        return parts  # type: ignore[return-value]
+
+    def _run_done_callbacks(self) -> None:
+        callbacks = self._record_callbacks
+        self._record_callbacks = None
+        for index, handle, callback in callbacks or ():
+            if index < 0:
+                callback(handle)
 
     def _finish(
         self,
@@ -383,11 +572,16 @@ class ColumnarBatch(ProducerBatch):
             assert self.final_state in (FinalState.FAILED, FinalState.ABORTED), self.final_state
             return False
         self.final_state = new_state
-        if self.record_handles is not None:
-            assert self.timestamps_ms is not None
-            complete_handles(
-                self.record_handles, base_offset, self.timestamps_ms, log_append_time_ms, error
-            )
+        if self.per_record:
+            self.base_offset = base_offset if error is None else -1
+            self.log_append_time_ms = log_append_time_ms if error is None else -1
+            self.error = error
+            callbacks = self._record_callbacks
+            if callbacks is not None:
+                self._record_callbacks = None
+                callbacks.sort(key=_callback_index)  # record order; stable within a record
+                for _index, handle, callback in callbacks:
+                    callback(handle)
             return True
         timestamp_ms = log_append_time_ms if log_append_time_ms != -1 else self.timestamp_ms
         assert self.delivery is not None
@@ -398,33 +592,25 @@ class ColumnarBatch(ProducerBatch):
             timestamp_ms,
             error,
         )
+        self._run_done_callbacks()
         return True
 
 
+_part_start = operator.itemgetter(0)  # bisect key of a split part: its first index
+
+
 class BulkRecordAccumulator(RecordAccumulator):
-    """RecordAccumulator plus `append_batch` for ready-made (columnar) batches."""
+    """RecordAccumulator plus the entry points for ready-made (columnar) batches."""
 
     def append_batch(self, batch: ProducerBatch) -> None:
         """Queue a closed batch at its partition's tail (behind any open batch)."""
-        if self.is_closed:
-            raise ProducerClosedError("producer closed while send in progress")
         assert batch.is_closed
-        self._queue(batch.topic_partition).append(batch)
-        self._incomplete[id(batch)] = batch
+        self.enqueue_batch(batch)
 
     def open_batch(self, batch: ColumnarBatch) -> None:
         """Queue an open ColumnarBatch that `send` appends to while it is the tail."""
-        if self.is_closed:
-            raise ProducerClosedError("producer closed while send in progress")
-        self._queue(batch.topic_partition).append(batch)
-        self._incomplete[id(batch)] = batch
-
-    def tail_batch(self, topic_partition: TopicPartition) -> ProducerBatch | None:
-        queue = self._queue(topic_partition)
-        return queue[-1] if queue else None
-
-    def queue_length(self, topic_partition: TopicPartition) -> int:
-        return len(self._queue(topic_partition))
+        assert not batch.is_closed
+        self.enqueue_batch(batch)
 
 
 def plan_runs(

@@ -17,7 +17,7 @@ it has not seen: it blocks up to max.block.ms for the topic's partitions.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +83,13 @@ class ProducerMetadata:
 
     def partition_count(self, topic: str) -> int | None:
         return self._counts.get(topic)
+
+    @property
+    def partition_counts(self) -> Mapping[str, int]:
+        """topic -> partition count, for known topics: the live mapping itself (the same
+        object for the metadata's lifetime, so a hot path may keep it; read it, never write
+        it; not a MappingProxyType, whose .get costs a hot path twice as much)."""
+        return self._counts
 
     def available_partitions(self, topic: str) -> Sequence[int]:
         return self._available.get(topic, ())

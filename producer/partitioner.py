@@ -6,8 +6,14 @@ client does, so keys land on the same partitions whichever client wrote them.
 
 Unkeyed records (or all records when `partitioner.ignore.keys`) stick to one partition until
 about `batch.size` bytes were produced to it, then switch (at a batch boundary: the switch is
-enabled once the partition's last batch is full or a new one was started; unconditionally at
-2 x batch.size). The next partition is picked
+enabled once the partition's last batch is full; unconditionally at 2 x batch.size).
+`switch_before_new_batch` is the other boundary: when the next record would open a new batch
+on the sticky partition and the partition's records, with this one and a batch header, would
+reach batch.size (a full batch's worth), the switch happens first, so the record opens (or
+joins) a batch on the next partition instead of leaving a one-record batch behind on this one
+(which a one-broker cluster's drain, taking every partition's head, would send alone).
+
+The next partition is picked
 
 - uniformly among partitions with a known leader when no load statistics exist, or
 - weighted by the inverse of each partition's queue length (in batches): with queue sizes
@@ -25,6 +31,8 @@ import bisect
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from log.records.batch_header import HEADER_BYTES
 
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
@@ -87,22 +95,25 @@ class BuiltInPartitioner:
         self.topic = topic
         self.sticky_batch_size_bytes = sticky_batch_size_bytes
         self._rng = rng
-        self._sticky: StickyPartitionInfo | None = None
+        # The current sticky partition (None until the first choice); read it, never set it,
+        # from outside: the `send` fast path reads it instead of calling
+        # current_partition_info.
+        self.sticky: StickyPartitionInfo | None = None
         self.load_stats: PartitionLoadStats | None = None
 
     def peek_current_partition_info(
         self, partition_count: int, available_partitions: Sequence[int]
     ) -> StickyPartitionInfo:
         """The current sticky partition, choosing one first if there is none yet."""
-        if self._sticky is None or self._sticky.partition >= partition_count:
-            self._sticky = StickyPartitionInfo(
+        if self.sticky is None or self.sticky.partition >= partition_count:
+            self.sticky = StickyPartitionInfo(
                 self.next_partition(partition_count, available_partitions)
             )
-        return self._sticky
+        return self.sticky
 
     def current_partition_info(self, partition_count: int) -> StickyPartitionInfo | None:
         """The current sticky partition if there is one in range (no choice made here)."""
-        sticky = self._sticky
+        sticky = self.sticky
         return sticky if sticky is not None and sticky.partition < partition_count else None
 
     def next_partition(self, partition_count: int, available_partitions: Sequence[int]) -> int:
@@ -128,16 +139,36 @@ class BuiltInPartitioner:
         enable_switch: bool,
     ) -> None:
         """Count bytes produced to the sticky partition; switch after about batch.size."""
-        if self.sticky_batch_size_bytes <= 0 or partition_info is not self._sticky:
+        if self.sticky_batch_size_bytes <= 0 or partition_info is not self.sticky:
             return
         partition_info.produced_bytes += appended_bytes
         produced = partition_info.produced_bytes
         if (
             produced >= self.sticky_batch_size_bytes and enable_switch
         ) or produced >= 2 * self.sticky_batch_size_bytes:
-            self._sticky = StickyPartitionInfo(
+            self.sticky = StickyPartitionInfo(
                 self.next_partition(partition_count, available_partitions)
             )
+
+    def switch_before_new_batch(
+        self,
+        partition_info: StickyPartitionInfo,
+        record_bytes: int,
+        partition_count: int,
+        available_partitions: Sequence[int],
+    ) -> bool:
+        """The sticky partition's open batch cannot take a `record_bytes` record: switch now
+        (True) if with it (and a batch header) the partition would have had batch.size bytes;
+        else (False) the record opens a new batch on the same partition."""
+        if self.sticky_batch_size_bytes <= 0 or partition_info is not self.sticky:
+            return False
+        produced_bytes = partition_info.produced_bytes + record_bytes + HEADER_BYTES
+        if produced_bytes < self.sticky_batch_size_bytes:
+            return False
+        self.sticky = StickyPartitionInfo(
+            self.next_partition(partition_count, available_partitions)
+        )
+        return True
 
     def update_partition_load_stats(
         self, queue_sizes: Sequence[int] | None, partition_ids: Sequence[int], partition_count: int

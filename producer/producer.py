@@ -19,10 +19,17 @@ close). Leaving the `async with` normally flushes and delivers everything; leavi
 an exception aborts what is still queued.
 
 Records without headers take a fast path: they go into an open ColumnarBatch at the tail of
-their partition's queue (producer/bulk.py), encoded once when the sender drains it; records
-with headers go through RecordAccumulator.try_append. Either way a batch only ever joins a
-queue at its tail, so send order is kept per partition. The sender runs at least once per
-new batch (a shielded checkpoint), even when the caller never blocks.
+their partition's queue (producer/bulk.py), encoded once when the sender drains it, and get a
+ColumnarRecordHandle (the batch and the record's index: no per-record work on completion
+unless the caller added a callback). The common case of that path (known topic, open tail
+with room, no sticky switch) runs inline in `send` without suspending. Records with headers
+go through RecordAccumulator.try_append and get a RecordDeliveryHandle. Either way a batch
+only ever joins a queue at its tail, so send order is kept per partition. The sender runs at
+least once per new batch (a shielded checkpoint), even when the caller never blocks; for the
+columnar path, just before the new batch opens, so it takes the batch that just filled up
+alone. A batch that refuses a record is closed (full), and the sticky partitioner moves on at
+that boundary (BuiltInPartitioner.switch_before_new_batch): per-record sends make whole
+batches.
 
 The nursery owned by the producer runs the sender, the metadata updater and one reader task
 per broker connection.
@@ -47,13 +54,14 @@ from producer.bulk import (
     BulkDelivery,
     BulkRecordAccumulator,
     ColumnarBatch,
+    ColumnarRecordHandle,
     plan_runs,
     record_sizes,
-    records_limit_bytes,
 )
 from producer.cluster_view import TopicPartition
 from producer.config import ProducerConfig
 from producer.connection import BrokerConnections, now_ms, parse_bootstrap_servers
+from producer.delivery_handle import DeliveryHandle, RecordDeliveryHandle, wait_completed
 from producer.errors import ProducerClosedError
 from producer.idempotence import IdempotenceManager
 from producer.metadata import MetadataUpdater, ProducerMetadata
@@ -84,30 +92,6 @@ def build_config(
     return ProducerConfig.from_kafka_properties(properties)
 
 
-class DeliveryHandle:
-    """One record's delivery: `await wait()` gives RecordMetadata or raises its error."""
-
-    __slots__ = ("_handle",)
-
-    def __init__(self, handle: RecordHandle) -> None:
-        self._handle = handle
-
-    @property
-    def done(self) -> bool:
-        return self._handle.done
-
-    @property
-    def record_handle(self) -> RecordHandle:
-        return self._handle
-
-    def result(self) -> RecordMetadata:
-        return self._handle.result()
-
-    async def wait(self) -> RecordMetadata:
-        await _completed(self._handle)
-        return self._handle.result()
-
-
 class Producer:
     def __init__(
         self,
@@ -124,10 +108,11 @@ class Producer:
         self._rng = random.Random(seed)
         # The open ColumnarBatch at the tail of each partition's queue that `send` appends to;
         # dropped whenever another path queues a batch behind it (it is closed when drained).
-        self._open_tails: dict[TopicPartition, ColumnarBatch] = {}
+        self._open_tails: dict[str, dict[int, ColumnarBatch]] = {}  # topic -> partition ->
         self._max_record_bytes = min(self.config.max_request_size, self.config.buffer_memory)
         self._nursery: trio.Nursery | None = None
         self._closed = False
+        self._accepting = False  # inside `async with` and not closing: send may go inline
         self.sender: Sender | None = None
 
     # -- lifetime -------------------------------------------------------------------------------
@@ -141,11 +126,9 @@ class Producer:
         self.idempotence = IdempotenceManager() if config.enable_idempotence else None
         self.accumulator = BulkRecordAccumulator(config, self.pool, self._rng, self.idempotence)
         self._compression = config.compression  # parsed once, not per send
-        # Records of at most this many key + value bytes can never exceed max.request.size or
-        # buffer.memory (the bound `_append_columnar` checks), so the fast path skips the check.
-        self._fast_path_raw_bytes = records_limit_bytes(self._compression, self._max_record_bytes)
-        self._fast_path_raw_bytes -= 32
         self._partitioners: dict[str, BuiltInPartitioner] = {}
+        self._ignore_keys = config.partitioner_ignore_keys
+        self._sticky_batch_size_bytes = config.batch_size  # the partitioner's switch point
         self.metadata = ProducerMetadata(
             self._bootstrap,
             metadata_max_age_ms=config.metadata_max_age_ms,
@@ -165,7 +148,9 @@ class Producer:
             config, self.accumulator, self.metadata, self.updater, self.connections,
             self.idempotence,
         )  # fmt: skip
+        self._partition_counts = self.metadata.partition_counts
         self._sender_done = trio.Event()
+        self._accepting = True
         nursery.start_soon(self.updater.run)
         nursery.start_soon(self._run_sender)
         return self
@@ -195,6 +180,7 @@ class Producer:
         if self._nursery is None or self._closed:
             return
         self._closed = True
+        self._accepting = False
         assert self.sender is not None
         self.accumulator.close()
         self.sender.initiate_close()
@@ -210,6 +196,7 @@ class Producer:
 
     def _abort(self, error: BaseException) -> None:
         self._closed = True
+        self._accepting = False
         if self.sender is not None:
             self.accumulator.close()
             self.sender.force_close(error)
@@ -236,75 +223,63 @@ class Producer:
         headers: Sequence[Header] | Sequence[tuple[str, bytes | None]] | None = None,
         timestamp_ms: int | None = None,
     ) -> DeliveryHandle:
-        """Append one record; returns its DeliveryHandle (see the module docstring)."""
-        if not headers:
-            handle = self._append_to_open_tail(topic, value, key, partition, timestamp_ms)
-            if handle is not None:
-                return DeliveryHandle(handle)
-        return DeliveryHandle(
-            await self._append(topic, value, key, partition, headers, timestamp_ms)
-        )
+        """Append one record; returns its DeliveryHandle (see the module docstring).
 
-    def _append_to_open_tail(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        partition: int | None,
-        timestamp_ms: int | None,
-    ) -> RecordHandle | None:
-        """The common case of `send`, synchronously: a record without headers, for a known
-        topic, that fits its partition's open ColumnarBatch and needs no sticky switch. None
-        (having changed nothing) sends the record down the full path, which checks everything
-        again; so this only skips work whose outcome is known: no metadata wait, no size error
-        (`_fast_path_raw_bytes`), no new batch, no checkpoint (none is owed: the sender already
-        ran once for this batch). The accumulator is closed only by close() and _abort(), which
-        set `_closed` first, so `_closed` stands for both."""
-        if self._closed or self._nursery is None:
-            return None
+        The common case runs inline and synchronously: a record without headers, for a known
+        topic, that fits its partition's open ColumnarBatch and needs no sticky switch.
+        Anything else (having changed nothing but closing a tail that refused the record)
+        goes down the full path, `_append`, which checks everything again; so the inline part
+        only skips work whose outcome is known: no metadata wait, no size error (a record
+        the open batch takes is below max.request.size and buffer.memory), no new batch, no
+        checkpoint (none is owed: the sender already ran once for this batch). `_accepting`
+        is False before `async with` and from close()/_abort() on, which also close the
+        accumulator.
+        """
+        if headers:
+            return RecordDeliveryHandle(
+                await self._append(topic, value, key, partition, headers, timestamp_ms)
+            )
+        count = self._partition_counts.get(topic)
         idempotence = self.idempotence
-        if idempotence is not None and idempotence.fatal_error is not None:
-            return None
-        count = self.metadata.partition_count(topic)
-        if count is None:
-            return None
-        raw_bytes = (0 if key is None else len(key)) + (0 if value is None else len(value))
-        if raw_bytes > self._fast_path_raw_bytes:
-            return None
+        if (
+            count is None
+            or not self._accepting
+            or (idempotence is not None and idempotence.fatal_error is not None)
+        ):
+            return await self._append(topic, value, key, partition, None, timestamp_ms)
         sticky = None
-        partitioner = None
         if partition is not None:
             if not 0 <= partition < count:
-                return None
-        elif key is not None and not self.config.partitioner_ignore_keys:
-            partition = partition_for_key(key, count)
+                return await self._append(topic, value, key, partition, None, timestamp_ms)
+            target = partition
+        elif key is not None and not self._ignore_keys:
+            target = partition_for_key(key, count)
         else:
             partitioner = self._partitioners.get(topic)
-            if partitioner is None:
-                partitioner = self._partitioners[topic] = self.accumulator.partitioner(topic)
-            sticky = partitioner.current_partition_info(count)
-            if sticky is None:
-                return None
-            partition = sticky.partition
-        tail = self._open_tails.get((topic, partition))  # type: ignore[call-overload]
+            sticky = None if partitioner is None else partitioner.sticky
+            if sticky is None or sticky.partition >= count:
+                return await self._append(topic, value, key, partition, None, timestamp_ms)
+            target = sticky.partition
+        tails = self._open_tails.get(topic)
+        tail = None if tails is None else tails.get(target)
         if tail is None:
-            return None
-        if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            return await self._append(topic, value, key, partition, None, timestamp_ms)
         before = tail.columnar_records_bytes
-        handle = tail.try_append_record(timestamp_ms, key, value, now_ms())
+        handle = tail.try_append_record(
+            time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms, key, value
+        )
         if handle is None:
-            return None
+            return await self._append(topic, value, key, partition, None, timestamp_ms)
         if sticky is not None:
-            assert partitioner is not None
             appended_bytes = tail.columnar_records_bytes - before
-            if sticky.produced_bytes + appended_bytes < partitioner.sticky_batch_size_bytes:
-                sticky.produced_bytes += appended_bytes  # no switch possible yet: just count
+            produced_bytes = sticky.produced_bytes + appended_bytes
+            if produced_bytes < self._sticky_batch_size_bytes or (
+                produced_bytes < 2 * self._sticky_batch_size_bytes and not tail.is_full
+            ):
+                sticky.produced_bytes = produced_bytes  # no switch possible yet: just count
             else:
                 self._update_sticky(tail.topic_partition, sticky, appended_bytes, count, tail)
-        if tail.is_full:
-            self.sender.wakeup()  # type: ignore[union-attr]
-        return handle
+        return handle  # a tail this record filled woke the sender (ColumnarBatch.on_full)
 
     async def _append(
         self,
@@ -314,14 +289,14 @@ class Producer:
         partition: int | None,
         headers: Any,
         timestamp_ms: int | None,
-    ) -> RecordHandle:
+    ) -> Any:  # ColumnarRecordHandle without headers, RecordHandle with them
         self._check_open()
         start_ms = now_ms()
         max_block_ms = self.config.max_block_ms
         if self.metadata.partition_count(topic) is None:
             await self.updater.wait_for_topic(topic, max_block_ms)
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = time.time_ns() // 1_000_000
         if not headers:
             return await self._append_columnar(topic, value, key, partition, timestamp_ms, start_ms)
         record_headers = _headers(headers)
@@ -357,16 +332,19 @@ class Producer:
         partition: int | None,
         timestamp_ms: int,
         start_ms: int,
-    ) -> RecordHandle:
-        """The `send` fast path for records without headers: append to the partition's open
+    ) -> ColumnarRecordHandle:
+        """The `send` path for records without headers: append to the partition's open
         ColumnarBatch (encoded once, when drained). Same rules as RecordAccumulator.try_append:
         murmur2 for keys, the sticky partitioner otherwise, memory from the pool (waiting up
-        to max.block.ms), a new batch only behind the queue's tail."""
+        to max.block.ms), a new batch only behind the queue's tail.
+
+        Before a new batch opens, the sender runs once (a shielded checkpoint), even if the
+        caller never blocks: so it runs once per batch, and it takes the batch that was just
+        closed while that is the node's sendable one, not after the new batch opened (draining
+        a node takes every partition's head, and would send the new batch with one record).
+        Other tasks ran meanwhile, so the placement is then made again.
+        """
         config = self.config
-        accumulator = self.accumulator
-        metadata = self.metadata
-        if accumulator.is_closed:
-            raise ProducerClosedError("producer closed while send in progress")
         compression = self._compression
         raw_bytes = (0 if key is None else len(key)) + (0 if value is None else len(value))
         bound = HEADER_BYTES + compressed_upper_bound(compression, raw_bytes + 32)
@@ -378,35 +356,16 @@ class Producer:
                 f"max.request.size ({config.max_request_size}) or buffer.memory "
                 f"({config.buffer_memory})"
             )
-        count = metadata.partition_count(topic)
-        assert count is not None
-        sticky = None
-        if partition is not None:
-            if not 0 <= partition < count:
-                raise UnknownTopicOrPartitionError(
-                    f"invalid partition {partition} for topic {topic!r}: "
-                    f"not in the range [0...{count - 1}]"
-                )
-        elif key is not None and not config.partitioner_ignore_keys:
-            partition = partition_for_key(key, count)
-        else:
-            sticky = accumulator.partitioner(topic).peek_current_partition_info(
-                count, metadata.available_partitions(topic)
-            )
-            partition = sticky.partition
-        tp = TopicPartition(topic, partition)
-        tail = self._open_tails.get(tp)
-        if tail is not None:
-            before = tail.columnar_records_bytes
-            handle = tail.try_append_record(timestamp_ms, key, value, start_ms)
-            if handle is not None:
-                if sticky is not None:
-                    self._update_sticky(
-                        tp, sticky, tail.columnar_records_bytes - before, count, tail
-                    )
-                if tail.is_full:
-                    self.sender.wakeup()  # type: ignore[union-attr]
-                return handle
+        placed = self._place_columnar(topic, value, key, partition, timestamp_ms, raw_bytes)
+        if isinstance(placed, ColumnarRecordHandle):
+            return placed
+        self.sender.wakeup()  # type: ignore[union-attr]
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        placed = self._place_columnar(topic, value, key, partition, timestamp_ms, raw_bytes)
+        if isinstance(placed, ColumnarRecordHandle):
+            return placed
+        target, sticky = placed
+        tails = self._open_tails.setdefault(topic, {})
         size_bytes = max(config.batch_size, bound)
         buffer = self.pool.try_allocate_nowait(size_bytes)
         if buffer is None:
@@ -414,32 +373,108 @@ class Producer:
             remaining_ms = max(0, config.max_block_ms - (now_ms() - start_ms))
             buffer = await self.pool.allocate(size_bytes, remaining_ms)
             # another task may have opened a batch meanwhile
-            tail = self._open_tails.get(tp)
-            handle = (
-                None if tail is None else tail.try_append_record(timestamp_ms, key, value, now_ms())
-            )
+            tail = tails.get(target)
+            handle = None if tail is None else tail.try_append_record(timestamp_ms, key, value)
             if handle is not None:
                 self.pool.deallocate(buffer)
                 return handle
+        tp = TopicPartition(topic, target)
         batch = ColumnarBatch(
             tp, buffer, now_ms(), compression, keys=None, values=[], records_bytes=0,
-            timestamp_ms=timestamp_ms, delivery=None, indices=(), record_handles=[],
-            timestamps_ms=[], open_for_appends=True,
+            timestamp_ms=timestamp_ms, delivery=None, indices=(), timestamps_ms=[],
+            open_for_appends=True, on_full=self.sender.wakeup,  # type: ignore[union-attr]
         )  # fmt: skip
-        handle = batch.try_append_record(timestamp_ms, key, value, batch.created_ms)
+        handle = batch.try_append_record(timestamp_ms, key, value)
         assert handle is not None, "a fresh batch holds its first record"
         try:
-            accumulator.open_batch(batch)
+            self.accumulator.open_batch(batch)
         except BaseException:
             self.pool.deallocate(buffer)
             raise
-        self._open_tails[tp] = batch
+        tails[target] = batch
         if sticky is not None:
+            count = self.metadata.partition_count(topic)
+            assert count is not None
             self._update_sticky(tp, sticky, batch.columnar_records_bytes, count, batch)
-        self.sender.wakeup()  # type: ignore[union-attr]
-        # Let the sender run once per batch even if the caller never blocks; shielded, so the
-        # appended record's handle always reaches the caller.
-        await trio.lowlevel.cancel_shielded_checkpoint()
+        self.sender.wakeup()  # type: ignore[union-attr]  # its linger timer starts
+        return handle
+
+    def _place_columnar(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        timestamp_ms: int,
+        raw_bytes: int,
+    ) -> ColumnarRecordHandle | tuple[int, StickyPartitionInfo | None]:
+        """Append to the chosen partition's open tail if it takes the record; else the
+        partition a new batch must open on (and its sticky info, for unkeyed records)."""
+        if self.accumulator.is_closed:
+            raise ProducerClosedError("producer closed while send in progress")
+        metadata = self.metadata
+        count = metadata.partition_count(topic)
+        if count is None:  # dropped from the metadata while this send waited
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} is not in the metadata")
+        sticky = None
+        partitioner: BuiltInPartitioner | None = None
+        if partition is not None:
+            if not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(
+                    f"invalid partition {partition} for topic {topic!r}: "
+                    f"not in the range [0...{count - 1}]"
+                )
+            target = partition
+        elif key is not None and not self._ignore_keys:
+            target = partition_for_key(key, count)
+        else:
+            partitioner = self._partitioners.get(topic)
+            if partitioner is None:
+                partitioner = self._partitioners[topic] = self.accumulator.partitioner(topic)
+            sticky = partitioner.peek_current_partition_info(
+                count, metadata.available_partitions(topic)
+            )
+            target = sticky.partition
+        tails = self._open_tails.setdefault(topic, {})
+        tail = tails.get(target)
+        if tail is None:
+            return target, sticky
+        handle = self._try_append_to_tail(tail, timestamp_ms, key, value, sticky, count)
+        if handle is not None:
+            return handle
+        if partitioner is not None and partitioner.switch_before_new_batch(
+            sticky,  # type: ignore[arg-type]  # set with the partitioner
+            raw_bytes,
+            count,
+            metadata.available_partitions(topic),
+        ):
+            sticky = partitioner.peek_current_partition_info(
+                count, metadata.available_partitions(topic)
+            )
+            target = sticky.partition
+            tail = tails.get(target)
+            if tail is not None:
+                handle = self._try_append_to_tail(tail, timestamp_ms, key, value, sticky, count)
+                if handle is not None:
+                    return handle
+        return target, sticky
+
+    def _try_append_to_tail(
+        self,
+        tail: ColumnarBatch,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        sticky: StickyPartitionInfo | None,
+        count: int,
+    ) -> ColumnarRecordHandle | None:
+        before = tail.columnar_records_bytes
+        handle = tail.try_append_record(timestamp_ms, key, value)
+        if handle is not None:
+            if sticky is not None:
+                self._update_sticky(
+                    tail.topic_partition, sticky, tail.columnar_records_bytes - before, count, tail
+                )
         return handle
 
     def _update_sticky(
@@ -454,8 +489,9 @@ class Producer:
         if sticky.produced_bytes + appended_bytes < partitioner.sticky_batch_size_bytes:
             sticky.produced_bytes += appended_bytes  # no switch possible yet: just count
             return
-        # Switch only at a batch boundary: the tail is full or a new batch was started.
-        enable_switch = self.accumulator.queue_length(tp) > 1 or tail.is_full
+        # Switch only at a batch boundary (Kafka: the partition's last batch is full); the
+        # other boundary, a new batch, is _append_columnar's switch_before_new_batch.
+        enable_switch = tail.is_full
         partitioner.update_partition_info(
             sticky, appended_bytes, count, self.metadata.available_partitions(tp.topic),
             enable_switch,
@@ -492,7 +528,7 @@ class Producer:
                 f"not in the range [0...{partition_count - 1}]"
             )
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = time.time_ns() // 1_000_000
         sizes = record_sizes(keys, values)
         largest = HEADER_BYTES + compressed_upper_bound(config.compression, max(sizes))
         if largest > config.max_request_size or largest > config.buffer_memory:
@@ -566,7 +602,7 @@ class Producer:
                 delivery=delivery,
                 indices=indices[start:end],
             )
-            self._open_tails.pop(batch.topic_partition, None)  # queued behind it: closed to us
+            self._open_tails.get(topic, {}).pop(target, None)  # queued behind it: closed to us
             try:
                 accumulator.append_batch(batch)
             except BaseException:
@@ -585,10 +621,11 @@ class Producer:
         try:
             self.sender.wakeup()
             for batch in self.accumulator.incomplete_batches():
-                if isinstance(batch, ColumnarBatch) and batch.delivery is not None:
-                    await batch.delivery.wait_quietly()
-                for handle in batch.handles():
-                    await _completed(handle)
+                if isinstance(batch, ColumnarBatch):
+                    await _batch_completed(batch)
+                else:
+                    for handle in batch.handles():
+                        await wait_completed(handle)
         finally:
             self.accumulator.end_flush()
 
@@ -596,18 +633,20 @@ class Producer:
         return self.metadata.partition_count(topic)
 
 
-async def _completed(handle: RecordHandle) -> None:
-    """Wait for a record's completion without raising its error."""
-    if not handle.done:
+async def _batch_completed(batch: ColumnarBatch) -> None:
+    """Wait until a columnar batch completes or fails (through its parts, if split)."""
+    if batch.final_state is None:
         event = trio.Event()
-        handle.add_callback(lambda _handle: event.set())
+        batch.add_done_callback(lambda _batch: event.set())
         await event.wait()
+    for _start, part in batch.split_parts or ():
+        await _batch_completed(part)
 
 
-async def wait_all(handles: Sequence[RecordHandle]) -> list[RecordMetadata]:
+async def wait_all(handles: Sequence[DeliveryHandle | RecordHandle]) -> list[RecordMetadata]:
     """RecordMetadata for each handle (raises the first failed record's error)."""
     for handle in handles:
-        await _completed(handle)
+        await wait_completed(handle)
     return [handle.result() for handle in handles]
 
 

@@ -173,39 +173,6 @@ class RecordHandle:
                 callback(self)
 
 
-def complete_handles(
-    handles: Sequence[RecordHandle],
-    base_offset: int,
-    timestamps_ms: Sequence[int],
-    log_append_time_ms: int,
-    error: BaseException | None,
-) -> None:
-    """Complete a batch's handles in order: record i at base_offset + i (-1 if unknown) with
-    the log append time or its own timestamp; or all with `error`. The same as calling
-    `_complete` on each, without a method call per record."""
-    if error is not None or base_offset < 0:
-        for handle, timestamp_ms in zip(handles, timestamps_ms, strict=True):
-            if error is not None:
-                handle._complete(-1, -1, error)
-            else:
-                handle._complete(
-                    -1, timestamp_ms if log_append_time_ms == -1 else log_append_time_ms, None
-                )
-        return
-    offset = base_offset
-    for handle, timestamp_ms in zip(handles, timestamps_ms, strict=True):
-        assert not handle._done, f"record of {handle.topic_partition} completed twice"
-        handle._done = True
-        handle._offset = offset
-        handle._log_timestamp_ms = timestamp_ms if log_append_time_ms == -1 else log_append_time_ms
-        offset += 1
-        callbacks = handle._callbacks
-        if callbacks is not None:
-            handle._callbacks = None
-            for callback in callbacks:
-                callback(handle)
-
-
 class FinalState(enum.Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"

@@ -27,6 +27,7 @@ from typing import Any
 
 import trio
 
+from producer.delivery_handle import DeliveryHandle
 from producer.errors import ProducerClosedError
 from producer.producer import Producer, build_config
 from producer.producer_batch import RecordHandle
@@ -35,7 +36,7 @@ DEFAULT_MAX_PENDING_COMMANDS = 10000
 _COMMANDS_PER_TURN = 1000  # how many queued commands the trio side takes at once
 
 
-def _settle(future: Future, handle: RecordHandle) -> None:
+def _settle(future: Future, handle: DeliveryHandle | RecordHandle) -> None:
     if handle.error is not None:
         future.set_exception(handle.error)
     else:
@@ -111,7 +112,7 @@ class SyncProducer:
         """Run one command; True when it was `close`."""
         try:
             if kind == "send":
-                handle = await producer._append(*args)
+                handle = await producer.send(*args)  # the inline path, when it applies
                 handle.add_callback(lambda h, f=future: _settle(f, h))
             elif kind == "send_many":
                 delivery = await producer.send_many(*args)

@@ -107,7 +107,7 @@ class _Tracker:
         error = delivery.error
         with self.lock:
             # (indices, partition, base_offset, timestamp_ms) per completed batch
-            for indices, partition, base_offset, _ts in delivery._parts:
+            for indices, partition, base_offset, _ts in delivery.parts:
                 if error is not None and base_offset < 0:
                     self.errors.append(f"{topic}-{partition}: {error!r}")
                     continue

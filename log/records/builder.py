@@ -20,6 +20,7 @@ Three ways in:
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -238,6 +239,40 @@ def build_batch_from_columns(
         base_timestamp_ms = max_timestamp_ms = timestamp_ms
     else:
         base_timestamp_ms, max_timestamp_ms = min(timestamps_ms), max(timestamps_ms)
+    if headers is None:
+        records_bytes = None
+        if keys is None:
+            records_bytes = _records_of_equal_values(values, timestamps_ms, base_timestamp_ms)
+        if records_bytes is None:
+            records_bytes = _records_without_headers(keys, values, timestamps_ms, base_timestamp_ms)
+    else:
+        records_bytes = _records_with_headers(
+            keys, values, timestamps_ms, base_timestamp_ms, headers
+        )
+    return assemble_batch(
+        records_bytes,
+        record_count=record_count,
+        base_offset=base_offset,
+        base_timestamp_ms=base_timestamp_ms,
+        max_timestamp_ms=max_timestamp_ms,
+        compression_type=compression_type,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch,
+        is_transactional=is_transactional,
+    )
+
+
+def _records_with_headers(
+    keys: Sequence[bytes | None] | None,
+    values: Sequence[bytes | None],
+    timestamps_ms: Sequence[int] | None,
+    base_timestamp_ms: int,
+    headers: Sequence[Sequence[Header]],
+) -> bytes:
+    """The records section, record by record (some records may carry headers)."""
+    record_count = len(values)
     parts: list[bytes] = []
     append = parts.append
     timestamp_delta_bytes = _ZERO
@@ -281,19 +316,120 @@ def build_batch_from_columns(
         if value is not None:
             append(value)
         append(_NO_HEADERS)
-    return assemble_batch(
-        b"".join(parts),
-        record_count=record_count,
-        base_offset=base_offset,
-        base_timestamp_ms=base_timestamp_ms,
-        max_timestamp_ms=max_timestamp_ms,
-        compression_type=compression_type,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        partition_leader_epoch=partition_leader_epoch,
-        is_transactional=is_transactional,
-    )
+    return b"".join(parts)
+
+
+def _records_of_equal_values(
+    values: Sequence[bytes | None],
+    timestamps_ms: Sequence[int] | None,
+    base_timestamp_ms: int,
+) -> bytes | None:
+    """The records section for null keys, no headers and values all of one length (what
+    `send` of same-size records builds), with no per-record Python step; None for any other
+    shape. Records differ only in offsetDelta and, by runs, in timestampDelta, so the list
+    to join is made with slice assignments: record i is parts[4i:4i+4] = head, offsetDelta,
+    lengths (keyLength -1, valueLength), value; `head` (the previous record's headerCount 0,
+    length, attributes, timestampDelta) is constant between the edges where the timestamp
+    changes or the offsetDelta varint widens (64, 8192)."""
+    count = len(values)
+    try:
+        value_lengths = set(map(len, values))  # type: ignore[arg-type]
+    except TypeError:  # a null value
+        return None
+    if len(value_lengths) != 1 or count >= _SMALL_VARINT_LIMIT - 1:
+        return None
+    (value_length,) = value_lengths
+    lengths = _NULL_LENGTH + _fast_varint(value_length)
+    edges = {0, 1, count} | {edge for edge in (64, 8192) if edge < count}
+    if timestamps_ms is not None:
+        position = 0
+        for _timestamp_ms, run in itertools.groupby(timestamps_ms):
+            position += len(list(run))
+            edges.add(position)
+    ordered = sorted(edges)
+    heads: list[bytes] = []
+    for start, end in zip(ordered, ordered[1:], strict=False):
+        timestamp_delta = 0 if timestamps_ms is None else timestamps_ms[start] - base_timestamp_ms
+        timestamp_delta_bytes = _fast_varint(timestamp_delta)
+        body_bytes = (
+            2  # attributes + headerCount
+            + len(timestamp_delta_bytes)
+            + len(_SMALL_VARINTS[start + 1])  # offsetDelta, the same width up to `end`
+            + len(lengths)
+            + value_length
+        )
+        head = _fast_varint(body_bytes) + b"\x00" + timestamp_delta_bytes
+        heads.extend([_NO_HEADERS + head] * (end - start) if start else [head])
+    parts: list[bytes] = [_NO_HEADERS] * (4 * count + 1)
+    end = 4 * count
+    parts[0:end:4] = heads
+    parts[1:end:4] = _SMALL_VARINTS[1 : count + 1]
+    parts[2:end:4] = [lengths] * count
+    parts[3:end:4] = values  # type: ignore[assignment]
+    return b"".join(parts)
+
+
+def _records_without_headers(
+    keys: Sequence[bytes | None] | None,
+    values: Sequence[bytes | None],
+    timestamps_ms: Sequence[int] | None,
+    base_timestamp_ms: int,
+) -> bytes:
+    """The records section when no record has headers: the common, hot case.
+
+    A record is `length, 0 (attributes), timestampDelta, offsetDelta, keyLength, key,
+    valueLength, value, 0 (headerCount)`. In a typical batch only offsetDelta changes from
+    one record to the next (no key or same-size keys, same-size values, few distinct
+    timestamps), so the bytes around it are made once per change of what they depend on:
+    `head` = the previous record's headerCount 0 (none before the first record), length,
+    attributes, timestampDelta; `lengths` = keyLength [then key], valueLength. A record is
+    then four list items: head, offsetDelta, lengths (or keyLength, key, valueLength), value.
+    """
+    small = _SMALL_VARINTS
+    small_limit = _SMALL_VARINT_LIMIT - 1
+    parts: list[bytes] = []
+    extend = parts.extend
+    timestamp_delta = 0
+    cached: tuple[int, int, int, int] | None = None
+    head = key_length_bytes = value_length_bytes = lengths = b""
+    separator = b""  # the previous record's headerCount
+    for offset_delta, value in enumerate(values):
+        key = None if keys is None else keys[offset_delta]
+        if timestamps_ms is not None:
+            timestamp_delta = timestamps_ms[offset_delta] - base_timestamp_ms
+        offset_delta_bytes = (
+            small[offset_delta + 1] if offset_delta < small_limit else _varint_bytes(offset_delta)
+        )
+        key_length = -1 if key is None else len(key)
+        value_length = -1 if value is None else len(value)
+        record_shape = (timestamp_delta, len(offset_delta_bytes), key_length, value_length)
+        if record_shape != cached or not separator:
+            cached = record_shape
+            timestamp_delta_bytes = _fast_varint(timestamp_delta)
+            key_length_bytes = _fast_varint(key_length)
+            value_length_bytes = _fast_varint(value_length)
+            body_bytes = (
+                2  # attributes + headerCount
+                + len(timestamp_delta_bytes)
+                + len(offset_delta_bytes)
+                + len(key_length_bytes)
+                + max(key_length, 0)
+                + len(value_length_bytes)
+                + max(value_length, 0)
+            )
+            head = separator + _fast_varint(body_bytes) + b"\x00" + timestamp_delta_bytes
+            lengths = key_length_bytes + value_length_bytes
+            separator = _NO_HEADERS
+        if key is None:
+            extend((head, offset_delta_bytes, lengths))
+        else:
+            extend((head, offset_delta_bytes, key_length_bytes, key, value_length_bytes))
+        if value is not None:
+            parts.append(value)
+        if offset_delta == 0:  # later records' heads start with the previous headerCount
+            cached = None
+    parts.append(_NO_HEADERS)
+    return b"".join(parts)
 
 
 def record_size_bytes(
