@@ -91,3 +91,34 @@ async def test_kafka_python_describe_log_dirs(broker):
         for p in t["partitions"]
     }
     assert sizes == {0: len(batch), 1: 0}
+
+
+async def test_status_lag_from_a_broker_and_a_dead_one(broker):
+    """`quorumlog status`'s lag: 0 and the log's size from a live broker; None (`?`) for a
+    replica whose broker does not answer (a closed port stands in for a stopped broker)."""
+    from tools.admin_client import AdminClient, BrokerInfo
+    from tools.status_cmd import add_lag, cluster_status, replica_logs
+
+    await broker.create_topic("st", 2)
+    batch = build_batch([Record(b"s")])
+    client = await WireClient.connect(broker.port)
+    await client.call(0, 8, produce_body("st", 1, batch))
+    state = await cluster_status(broker.bootstrap)
+    (st,) = [t for t in state["topics"] if t["name"] == "st"]
+    assert [p["lag"] for p in st["partitions"]] == [0, 0]
+    assert [p["replica_logs"] for p in st["partitions"]] == [
+        [{"broker": 1, "offset_lag": 0, "partition_size": 0}],
+        [{"broker": 1, "offset_lag": 0, "partition_size": len(batch)}],
+    ]
+
+    listener = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    dead_port = listener[0].socket.getsockname()[1]
+    await listener[0].aclose()
+    async with AdminClient(broker.bootstrap, request_timeout_ms=1000) as admin:
+        live = BrokerInfo(1, "127.0.0.1", broker.port)
+        logs = await replica_logs(admin, (live, BrokerInfo(2, "127.0.0.1", dead_port)))
+    assert logs[2] is None and ("st", 1) in logs[1]
+    partition = {"partition": 1, "replicas": [1, 2]}
+    add_lag("st", partition, logs)
+    assert partition["lag"] is None
+    assert partition["replica_logs"][1] == {"broker": 2, "offset_lag": None, "partition_size": None}
