@@ -7,13 +7,14 @@
         configs = await admin.describe_topic_configs("events")
         await admin.alter_topic_configs("events", {"retention.ms": "1000"}, delete=["x"])
         hw = await admin.high_watermarks("events", [0, 1])  # {partition: high watermark}
+        dirs = await admin.describe_log_dirs(cluster.brokers[0])  # [LogDirDescription]
         await admin.delete_topic("events")
 
 It composes a FetchClient, so connections, bootstrap handling, leader lookup and ListOffsets
 are the producer's (producer/connection.py, producer/metadata.py, producer/fetch_client.py).
 Admin requests (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs) go to
 any broker, which forwards them to the active controller and answers once its own image shows
-the change. Metadata here is asked with allow_auto_topic_creation off: describing an unknown
+the change. DescribeLogDirs goes to the one broker it describes. Metadata here is asked with allow_auto_topic_creation off: describing an unknown
 topic never creates it. Every call is bounded by `request_timeout_ms` (connecting included);
 an unreachable cluster is a ConnectionFailedError, a broker's error the KafkaError for its code.
 """
@@ -35,6 +36,7 @@ from log.protocol.admin import (
     INCREMENTAL_ALTER_CONFIGS_REQUEST,
 )
 from log.protocol.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError, error_for
+from log.protocol.log_dirs import DESCRIBE_LOG_DIRS_REQUEST
 from log.protocol.metadata import METADATA_REQUEST
 from producer.connection import BrokerConnection, ConnectionFailedError
 from producer.fetch_client import FetchClient
@@ -43,6 +45,7 @@ METADATA_KEY = 3
 CREATE_TOPICS_KEY = 19
 DELETE_TOPICS_KEY = 20
 DESCRIBE_CONFIGS_KEY = 32
+DESCRIBE_LOG_DIRS_KEY = 35
 CREATE_PARTITIONS_KEY = 37
 INCREMENTAL_ALTER_CONFIGS_KEY = 44
 DESCRIBE_CLUSTER_KEY = 60
@@ -103,6 +106,26 @@ class ConfigEntry:
     read_only: bool
     is_sensitive: bool
     source: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogInfo:
+    """One replica's log as its broker describes it (DescribeLogDirs)."""
+
+    topic: str
+    partition: int
+    partition_size: int  # bytes of all its segments
+    offset_lag: int  # Kafka's: max(high_watermark - log_end_offset, 0) for a current log
+    is_future_key: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    log_dir: str
+    error_code: int
+    total_bytes: int  # the volume's; -1 when unknown (brokers answering below v4)
+    usable_bytes: int
+    replicas: tuple[ReplicaLogInfo, ...]
 
 
 class AdminClient:
@@ -314,6 +337,55 @@ class AdminClient:
         response = await self.request(INCREMENTAL_ALTER_CONFIGS_KEY, body)
         for result in response.responses:
             _check(result.error_code, result.error_message, topic)
+
+    # -- log dirs -------------------------------------------------------------------------------
+
+    async def describe_log_dirs(
+        self, broker: BrokerInfo, topics: Mapping[str, Iterable[int]] | None = None
+    ) -> list[LogDirDescription]:
+        """`broker`'s log dirs and the replica logs in them (all when `topics` is None, else
+        those partitions it has). Bounded by `request_timeout_ms`, connecting included; a
+        broker that cannot be reached is a ConnectionFailedError."""
+        request = DESCRIBE_LOG_DIRS_REQUEST.cls
+        body = request(
+            topics=None
+            if topics is None
+            else [
+                request.DescribableLogDirTopic(topic=t, partitions=sorted(set(ps)))
+                for t, ps in topics.items()
+            ]
+        )
+        connection: BrokerConnection | None = None
+        try:
+            with trio.fail_after(self.request_timeout_ms / 1000):
+                connection = await self.fetch_client.connections.connected(
+                    broker.node_id, broker.host, broker.port
+                )
+                response = await connection.request(DESCRIBE_LOG_DIRS_KEY, body)
+        except (ConnectionFailedError, trio.TooSlowError) as exc:
+            if connection is not None:
+                connection.close()
+            raise ConnectionFailedError(
+                f"DescribeLogDirs to broker {broker.node_id} failed: {exc!r}"
+            ) from None
+        if response.error_code != ErrorCode.NONE:
+            raise error_for(response.error_code, f"DescribeLogDirs on broker {broker.node_id}")
+        return [
+            LogDirDescription(
+                result.log_dir,
+                result.error_code,
+                result.total_bytes,
+                result.usable_bytes,
+                tuple(
+                    ReplicaLogInfo(
+                        t.name, p.partition_index, p.partition_size, p.offset_lag, p.is_future_key
+                    )
+                    for t in result.topics
+                    for p in t.partitions
+                ),
+            )
+            for result in response.results
+        ]
 
     # -- offsets --------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from log.protocol import (
     coordinator,
     fetch,
     groups,
+    log_dirs,
     metadata,
     offsets,
     produce,
@@ -109,6 +110,9 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("DeleteRecords", admin.DELETE_RECORDS_REQUEST, admin.DELETE_RECORDS_RESPONSE, "0-2", "0-2"),
     _api("OffsetDelete", admin.OFFSET_DELETE_REQUEST,
          admin.OFFSET_DELETE_RESPONSE, "0", "0"),
+    # Each broker describes its own replicas (kafka-python's describe_log_dirs; Kafka 4 is 1-5).
+    _api("DescribeLogDirs", log_dirs.DESCRIBE_LOG_DIRS_REQUEST,
+         log_dirs.DESCRIBE_LOG_DIRS_RESPONSE, "0-5", "0-5"),
     # Broker-to-controller (KRaft) APIs: never advertised to clients.
     _api("BrokerRegistration", controller.BROKER_REGISTRATION_REQUEST,
          controller.BROKER_REGISTRATION_RESPONSE, "0", "0"),
@@ -127,6 +131,7 @@ REPLICATION_APIS = frozenset({23})  # OffsetForLeaderEpoch: followers, and clien
 TRANSACTION_APIS = frozenset({24, 25, 26, 28})
 ADMIN_EXTRA_APIS = frozenset({21, 33, 44, 47})
 CONTROLLER_APIS = frozenset({62, 63, 67})  # broker-to-controller only: never advertise
+LOG_DIR_APIS = frozenset({35})  # DescribeLogDirs
 assert (
     CORE_APIS
     | GROUP_APIS
@@ -134,6 +139,7 @@ assert (
     | TRANSACTION_APIS
     | ADMIN_EXTRA_APIS
     | CONTROLLER_APIS
+    | LOG_DIR_APIS
 ) == set(APIS)
 DEFAULT_ADVERTISED: frozenset[int] = CORE_APIS | GROUP_APIS | REPLICATION_APIS
 

@@ -32,6 +32,7 @@ from log.server.handlers.groups import (
     handle_offset_fetch,
     handle_sync_group,
 )
+from log.server.handlers.log_dirs import handle_describe_log_dirs
 from log.server.handlers.metadata import (
     handle_api_versions,
     handle_describe_cluster,
@@ -64,6 +65,7 @@ HANDLERS: dict[int, Handler] = {
     23: handle_offset_for_leader_epoch,
     32: handle_describe_configs,
     33: handle_alter_configs,
+    35: handle_describe_log_dirs,
     37: handle_create_partitions,
     44: handle_incremental_alter_configs,
     42: handle_delete_groups,

@@ -1,0 +1,68 @@
+"""DescribeLogDirs (35): this broker's one log dir and every replica log in it.
+
+Answers from the LogManager's logs (hosted replicas, leader or follower, and logs not yet
+deleted), as Kafka's `ReplicaManager.describeLogDirs` does: `partition_size` is the bytes of
+all segments, `offset_lag` Kafka's `max(high_watermark - log_end_offset, 0)` for a current
+log (a log's high watermark never exceeds its LEO here either, so it is 0 unless that
+invariant breaks; the replica lag operators want is the leader's, see `quorumlog status`),
+`is_future_key` always false (no AlterReplicaLogDirs). `topics` null describes every log;
+requested partitions this broker has no log for are left out, as Kafka does. v4+ carries the
+volume's total and usable bytes (`shutil.disk_usage`, -1 when the call fails).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import defaultdict
+
+from log.protocol.connection import Request
+from log.protocol.errors import ErrorCode
+from log.protocol.log_dirs import DESCRIBE_LOG_DIRS_RESPONSE
+from log.server.handlers.context import BrokerContext
+from log.storage.log import UnifiedLog
+
+R = DESCRIBE_LOG_DIRS_RESPONSE.cls
+UNKNOWN_BYTES = -1
+
+
+def offset_lag(log: UnifiedLog) -> int:
+    """Kafka's offset lag of a current (not future) log."""
+    return max(log.high_watermark - log.log_end_offset, 0)
+
+
+async def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> object:
+    wanted: dict[str, set[int]] | None = None
+    if request.body.topics is not None:
+        wanted = defaultdict(set)
+        for topic in request.body.topics:
+            wanted[topic.topic].update(topic.partitions)
+    by_topic: dict[str, list[object]] = defaultdict(list)
+    for (topic, partition), log in sorted(ctx.log_manager.logs.items()):
+        if wanted is not None and partition not in wanted.get(topic, ()):
+            continue
+        by_topic[topic].append(
+            R.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition(
+                partition_index=partition,
+                partition_size=log.size_bytes,
+                offset_lag=offset_lag(log),
+                is_future_key=False,
+            )
+        )
+    log_dir = ctx.log_manager.log_dir.resolve()
+    try:
+        usage = shutil.disk_usage(log_dir)
+        total_bytes, usable_bytes = usage.total, usage.free
+    except OSError:
+        total_bytes = usable_bytes = UNKNOWN_BYTES
+    topics = [
+        R.DescribeLogDirsResult.DescribeLogDirsTopic(name=name, partitions=partitions)
+        for name, partitions in by_topic.items()
+    ]
+    result = R.DescribeLogDirsResult(
+        error_code=ErrorCode.NONE,
+        log_dir=str(log_dir),
+        topics=topics,
+        total_bytes=total_bytes,
+        usable_bytes=usable_bytes,
+    )
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, results=[result])
