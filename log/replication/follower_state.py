@@ -125,6 +125,15 @@ class FollowerState:
         self.state_after_delay = FetchState.TRUNCATING
         self.delayed_until_ms = 0
         self.last_error = ErrorCode.NONE
+        # The leader's high watermark from the last fetch answer (-1 before any): the follower's
+        # lag is how far its log end offset is behind it (Kafka's FetcherLagMetrics).
+        self.leader_high_watermark = -1
+
+    def lag(self, log_end_offset: int) -> int | None:
+        """max(leader HW last seen - our LEO, 0); None before the first fetch answer."""
+        if self.leader_high_watermark < 0:
+            return None
+        return max(self.leader_high_watermark - log_end_offset, 0)
 
     def on_become_follower(self, leader_id: int, leader_epoch: int, log: ReplicaLog) -> None:
         """New leader or leader epoch: truncate first (the log is read on `truncation_request`)."""
@@ -242,6 +251,7 @@ class FollowerState:
         ):
             return FetchOutcome(ignored=True)  # an old response: state moved on meanwhile
         if error == ErrorCode.NONE:
+            self.leader_high_watermark = high_watermark
             if diverging_epoch is not None:
                 self.state = FetchState.TRUNCATING
                 epoch, end_offset = diverging_epoch

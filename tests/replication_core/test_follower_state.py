@@ -111,6 +111,21 @@ def test_fetch_and_adopt_high_watermark_and_log_start():
     assert not outcome.append and outcome.high_watermark == 4 and outcome.log_start_offset is None
 
 
+def test_lag_is_the_leader_high_watermark_last_seen_minus_our_log_end():
+    log = log_with((1, 2))
+    f = fetching(log)
+    assert f.lag(log.log_end_offset) is None  # no fetch answered yet
+    request = f.build_fetch(log, 1024)
+    f.on_fetch_response(request, ErrorCode.NONE, 10, 0, RecordsMeta(2, 5, 300), log, now_ms=0)
+    log.append_as_follower([Batch(2, 4, 9, "x")])
+    assert f.lag(log.log_end_offset) == 5  # the leader's HW is 10, we hold offsets below 5
+    request = f.build_fetch(log, 1024)
+    f.on_fetch_response(request, ErrorCode.NOT_LEADER_OR_FOLLOWER, 99, 0, None, log, now_ms=0)
+    assert f.lag(log.log_end_offset) == 5  # an error answer carries no high watermark
+    f.leader_high_watermark = 3
+    assert f.lag(log.log_end_offset) == 0
+
+
 def test_empty_log_starting_inside_leader_batch_restarts_at_batch_base():
     log = MemoryLog()
     log.truncate_fully_and_start_at(5)  # leader's log start 5 is inside its batch 3..7

@@ -2,9 +2,10 @@
 
 Answers from the LogManager's logs (hosted replicas, leader or follower, and logs not yet
 deleted), as Kafka's `ReplicaManager.describeLogDirs` does: `partition_size` is the bytes of
-all segments, `offset_lag` Kafka's `max(high_watermark - log_end_offset, 0)` for a current
-log (a log's high watermark never exceeds its LEO here either, so it is 0 unless that
-invariant breaks; the replica lag operators want is the leader's, see `quorumlog status`),
+all segments, `offset_lag` for a current log: on a follower, how far its log end offset is
+behind the leader's high watermark from the last fetch answer (Kafka's replica fetcher lag, the
+number operators watch: a follower out of the ISR catching up shows it); otherwise Kafka's own
+`max(high_watermark - log_end_offset, 0)` (0 here, as a log's HW never exceeds its LEO),
 `is_future_key` always false (no AlterReplicaLogDirs). `topics` null describes every log;
 requested partitions this broker has no log for are left out, as Kafka does. v4+ carries the
 volume's total and usable bytes (`shutil.disk_usage`, -1 when the call fails).
@@ -25,9 +26,12 @@ R = DESCRIBE_LOG_DIRS_RESPONSE.cls
 UNKNOWN_BYTES = -1
 
 
-def offset_lag(log: UnifiedLog) -> int:
-    """Kafka's offset lag of a current (not future) log."""
-    return max(log.high_watermark - log.log_end_offset, 0)
+def offset_lag(ctx: BrokerContext, topic_partition: tuple[str, int], log: UnifiedLog) -> int:
+    """The offset lag of a current (not future) log: a follower's fetcher lag, else Kafka's."""
+    fetchers = ctx.partitions.fetcher_manager
+    state = fetchers.follower_state(topic_partition) if fetchers is not None else None
+    lag = state.lag(log.log_end_offset) if state is not None else None
+    return lag if lag is not None else max(log.high_watermark - log.log_end_offset, 0)
 
 
 async def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> object:
@@ -44,7 +48,7 @@ async def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> obje
             R.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition(
                 partition_index=partition,
                 partition_size=log.size_bytes,
-                offset_lag=offset_lag(log),
+                offset_lag=offset_lag(ctx, (topic, partition), log),
                 is_future_key=False,
             )
         )
