@@ -1,8 +1,13 @@
-"""run_cli: invoke the `quorumlog` group in-process; no command may end in a traceback."""
+"""run_cli: invoke the `quorumlog` group in-process; no command may end in a traceback.
+started_cluster: real node processes (tests/node's harness), always stopped afterwards."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from click.testing import CliRunner, Result
+from cluster_harness import STARTED, Cluster
 
 from tools.cli import main
 
@@ -15,3 +20,19 @@ def run_cli(args: list[str], input: str | None = None, exit_code: int = 0) -> Re
     )
     assert result.exit_code == exit_code, result.output
     return result
+
+
+@contextlib.contextmanager
+def started_cluster(path, nodes: int = 3) -> Iterator[Cluster]:
+    """A started Cluster of node processes; every process is stopped (or killed) on exit."""
+    cluster = Cluster(path, nodes)
+    try:
+        cluster.start_all()
+        yield cluster
+    finally:
+        cluster.stop_all()
+        while STARTED:
+            process = STARTED.pop()
+            if process.poll() is None:
+                process.kill()
+                process.wait()

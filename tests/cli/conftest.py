@@ -18,7 +18,7 @@ pytest.importorskip("cryptography", reason="quorum.raft needs the cryptography p
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "node"))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from cluster_harness import STARTED, Cluster  # noqa: E402
+from cli_helpers import started_cluster  # noqa: E402
 
 from tools.admin_client import AdminClient  # noqa: E402
 
@@ -39,15 +39,6 @@ async def _wait_for_brokers(bootstrap: str, count: int) -> None:
 
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory) -> str:
-    cluster = Cluster(tmp_path_factory.mktemp("cli-cluster"), 3)
-    try:
-        cluster.start_all()
+    with started_cluster(tmp_path_factory.mktemp("cli-cluster")) as cluster:
         trio.run(_wait_for_brokers, cluster.layout.bootstrap_servers, 3)
         yield cluster.layout.bootstrap_servers
-    finally:
-        cluster.stop_all()
-        while STARTED:
-            process = STARTED.pop()
-            if process.poll() is None:
-                process.kill()
-                process.wait()

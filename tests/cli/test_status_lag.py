@@ -8,8 +8,7 @@ import json
 import time
 
 import pytest
-from cli_helpers import run_cli
-from cluster_harness import STARTED, Cluster
+from cli_helpers import run_cli, started_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -19,17 +18,8 @@ SETTLE_TIMEOUT_S = 30
 
 @pytest.fixture
 def cluster(tmp_path):
-    cluster = Cluster(tmp_path, 3)
-    try:
-        cluster.start_all()
+    with started_cluster(tmp_path) as cluster:
         yield cluster
-    finally:
-        cluster.stop_all()
-        while STARTED:
-            process = STARTED.pop()
-            if process.poll() is None:
-                process.kill()
-                process.wait()
 
 
 def status_until(bootstrap: str, predicate) -> dict:
