@@ -11,13 +11,15 @@ waiting for the tick thread."""
 
 from __future__ import annotations
 
+import os
 import socket
 
+import pytest
 import trio
 
 from log.protocol.errors import OffsetOutOfRangeError
-from quorum.raft import RaftConfig, RaftNode
-from quorum.raft_checkpoint import CheckpointFiles
+from quorum.raft import CheckpointCorruptError, RaftConfig, RaftNode
+from quorum.raft_checkpoint import CheckpointFiles, RaftCheckpoint, encode_checkpoint
 from quorum.state_machine import MetadataStateMachine
 
 PASSWORD = "test-raft-password"
@@ -104,3 +106,21 @@ async def test_a_reader_that_loads_the_checkpoint_catches_up(tmp_path):
             if reader.last_applied_offset >= node.committed_offset:
                 break
         assert reader.last_applied_offset == node.committed_offset
+
+
+async def test_a_checkpoint_whose_state_is_past_its_raft_index_is_refused(tmp_path):
+    """The state can lag a checkpoint's Raft index (no-ops), never lead it: such a file is
+    damaged, and with no other checkpoint and a cut journal the node refuses to start."""
+    config = one_node_config(tmp_path)
+    os.makedirs(config.metadata_dir)
+    state_machine = MetadataStateMachine()
+    state_machine.apply(9, b"not a batch")  # rejected, but the offset advances to 9
+    assert state_machine.last_applied_offset == 9
+    checkpoint = RaftCheckpoint(5, 1, 4, 1, b"\x00last", b"\x00prev", state_machine.to_checkpoint())
+    path = os.path.join(config.metadata_dir, "metadata-5.tmp")
+    with open(path, "wb") as f:
+        f.write(encode_checkpoint(checkpoint))
+    CheckpointFiles(config.metadata_dir).publish(5, path)
+    with pytest.raises(CheckpointCorruptError, match="past the checkpoint's Raft index 5"):
+        async with RaftNode(config, state_machine_factory=MetadataStateMachine):
+            pass
