@@ -10,9 +10,12 @@ then the caller's encoded metadata records); nothing pickled of ours ever enters
 Every controller applies committed entries, in log order, in pysyncobj's tick thread:
 `state_machine.apply(metadata_offset, payload)` with `metadata_offset` = the Raft index of the
 entry (`raftLastApplied + 1` inside the replicated call, also right after a checkpoint restore).
-Offsets therefore increase strictly but have gaps (Raft's own no-op entries). Apply never raises
-into pysyncobj (a raising replicated method wedges a node for good): a failure is recorded in
-`apply_failures` and returned as an `ApplyFailure` result. Apply uses no clock or randomness.
+Offsets therefore increase strictly but have gaps (Raft's own no-op entries, never applied).
+Apply never raises into pysyncobj (a raising replicated method wedges a node for good): a
+failure is recorded in `apply_failures` and returned as an `ApplyFailure` result. Apply uses no
+clock or randomness. Readers see offsets of applied entries only: a checkpoint, the tail's base
+and the committed offset are published at the state machine's `last_applied_offset`, never at
+the Raft index a checkpoint was taken at, which may be a no-op's (`_state_offset`).
 
 Durability (each gap of pysyncobj as shipped, and where it is closed):
   1. journal never synced before acks/votes -> `RaftJournal` (quorum.raft_journal) appends to its
@@ -284,6 +287,19 @@ class _MetadataSyncObj(SyncObj):
         return self._quorum_binding._apply_committed(self.raftLastApplied + 1, batch)
 
 
+def _state_offset(state_machine: MetadataStateMachine, last_index: int) -> int:
+    """The metadata offset a checkpoint taken (or loaded) at Raft `last_index` is published
+    at: the state machine's own last applied offset, NOT `last_index`. They differ when the
+    entries ending at `last_index` are Raft no-ops (a new leader's first entry; pysyncobj
+    compacts at whatever entry was applied last, and a restarted one-node quorum does so right
+    after its own no-op), which never reach `apply`. A reader that loads the checkpoint stands
+    at the state's offset; publishing `last_index` instead put it below the tail's base for
+    good, and MetadataFetch answered with the same checkpoint forever."""
+    offset = max(0, state_machine.last_applied_offset)  # an empty state may say -1
+    assert offset <= last_index, (offset, last_index)  # entries past last_index are unapplied
+    return offset
+
+
 # -- the binding ------------------------------------------------------------------------------
 
 
@@ -386,8 +402,9 @@ class RaftNode:
                 fsync_directory(self.config.metadata_dir)
                 # Visible from __aenter__ on (pysyncobj's first tick installs the same object).
                 self._state_machine = state_machine
-                self._committed_offset = self._tail_base_offset = checkpoint.last_index
-                self._checkpoint = (checkpoint.last_index, checkpoint.state)
+                offset = _state_offset(state_machine, checkpoint.last_index)
+                self._committed_offset = self._tail_base_offset = offset
+                self._checkpoint = (offset, checkpoint.state)
                 journal.start_at(checkpoint.prev_index, files.retain_from_index())
             self._syncobj = _MetadataSyncObj(self, self._syncobj_conf(journal_path), journal)
         except BaseException:
@@ -406,7 +423,7 @@ class RaftNode:
         for named_index, path, found in files.read_all():
             if isinstance(found, RaftCheckpoint):
                 try:
-                    state_machine = self._restore_state_machine(found.state)
+                    state_machine = self._restore_state_machine(found)
                 except CheckpointCorruptError as e:
                     found = e
             if isinstance(found, CheckpointCorruptError):
@@ -590,11 +607,12 @@ class RaftNode:
         # The same inode becomes the numbered file (durably), and the oldest beyond
         # checkpoints_kept goes; the journal drops entries only at deleteEntriesTo, next tick.
         self._checkpoint_files.publish(checkpoint.last_index, tmp_path)
+        offset = _state_offset(self._state_machine, checkpoint.last_index)
         with self._tail_lock:
-            self._checkpoint = (checkpoint.last_index, state)
-            while self._tail and self._tail[0][0] <= checkpoint.last_index:
+            self._checkpoint = (offset, state)
+            while self._tail and self._tail[0][0] <= offset:
                 self._tail.popleft()
-            self._tail_base_offset = max(self._tail_base_offset, checkpoint.last_index)
+            self._tail_base_offset = max(self._tail_base_offset, offset)
 
     def _deserialize_checkpoint(self, path: str) -> tuple[Any, Any, Any]:
         """Start-up, or a snapshot installed from the leader: replace the state machine."""
@@ -608,7 +626,7 @@ class RaftNode:
             else:
                 # A snapshot installed from the leader: pysyncobj clears the journal next, so
                 # it becomes the one checkpoint this node can rebuild from.
-                state_machine = self._restore_state_machine(checkpoint.state)
+                state_machine = self._restore_state_machine(checkpoint)
                 self._checkpoint_files.publish(checkpoint.last_index, path)
                 self._checkpoint_files.remove_all_but(checkpoint.last_index)
             self._preloaded = None
@@ -618,22 +636,29 @@ class RaftNode:
             logger.critical("refusing checkpoint %s: %s", path, e)
             raise
         self._state_machine = state_machine
+        offset = _state_offset(state_machine, checkpoint.last_index)
         with self._tail_lock:
-            self._committed_offset = checkpoint.last_index
+            self._committed_offset = offset
             self._tail.clear()
-            self._tail_base_offset = checkpoint.last_index
-            self._checkpoint = (checkpoint.last_index, checkpoint.state)
+            self._tail_base_offset = offset
+            self._checkpoint = (offset, checkpoint.state)
         self._notify_trio()
         return checkpoint.last_entry, checkpoint.prev_entry, set()
 
     def _last_applied_index(self) -> int:
         return 0 if self._syncobj is None else self._syncobj.raftLastApplied
 
-    def _restore_state_machine(self, state: bytes) -> MetadataStateMachine:
+    def _restore_state_machine(self, checkpoint: RaftCheckpoint) -> MetadataStateMachine:
         try:
-            return self._factory.from_checkpoint(state)
+            state_machine = self._factory.from_checkpoint(checkpoint.state)
         except Exception as e:
             raise CheckpointCorruptError(f"state machine rejected the checkpoint: {e}") from e
+        if state_machine.last_applied_offset > checkpoint.last_index:
+            raise CheckpointCorruptError(
+                f"state at offset {state_machine.last_applied_offset} is past the checkpoint's "
+                f"Raft index {checkpoint.last_index}"
+            )
+        return state_machine
 
     def _make_checkpoint_durable(self) -> None:
         _, _, checkpoint_path = self._paths()
@@ -776,7 +801,8 @@ class RaftNode:
         return out[:max_batches]
 
     def latest_checkpoint(self) -> tuple[int, bytes] | None:
-        """`(offset, state machine checkpoint bytes)` of the newest checkpoint, if any."""
+        """`(offset, state machine checkpoint bytes)` of the newest checkpoint, if any; `offset`
+        is the state's own last applied offset, where `read_committed` continues."""
         with self._tail_lock:
             return self._checkpoint
 

@@ -96,14 +96,7 @@ def _cluster(tmp_path: Path):
     cluster = Cluster(tmp_path, 1)
     node_id = cluster.layout.node_ids[0]
     toml = cluster.layout.node_dir(node_id) / "node.toml"
-    text = toml.read_text()
-    # the harness's tiny metadata checkpoint interval is not under test here (and a restart
-    # after kill -9 right after a metadata checkpoint loops in broker_lifecycle: reported)
-    text = text.replace(
-        '"metadata.log.max.record.count.between.snapshots" = 10\n',
-        '"metadata.log.max.record.count.between.snapshots" = 20000\n',
-    )
-    toml.write_text(text + '"log.cleaner.backoff.ms" = 50\n')
+    toml.write_text(toml.read_text() + '"log.cleaner.backoff.ms" = 50\n')
     return cluster, node_id
 
 
