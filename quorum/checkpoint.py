@@ -14,7 +14,7 @@ Layout (big-endian)::
 The CRC covers every byte but the magic and itself, so a flipped offset is caught too. The body
 is the image as records (`MetadataImage.to_records()`), so the checkpoint reuses the one
 record definition and the loader reuses replay (with all its invariant checks). The CRC is always
-verified; a bad checkpoint raises `CorruptCheckpointError` and is never half-loaded.
+verified; a bad checkpoint raises `CorruptImageError` and is never half-loaded.
 
 These bytes are what `MetadataStateMachine.to_checkpoint()` returns: the state inside a controller's
 checkpoint file (quorum.raft_checkpoint, which owns the files: naming, durable writes, keeping the
@@ -45,14 +45,14 @@ _Header = c.Struct(
 assert _Header.sizeof() == HEADER_BYTES
 
 
-class CorruptCheckpointError(KafkaError):
+class CorruptImageError(KafkaError):
     error_code = ErrorCode.CORRUPT_MESSAGE
 
 
 def encode_checkpoint(image: MetadataImage) -> bytes:
     body = encode_records(image.to_records())
     if len(body) > MAX_CHECKPOINT_BYTES:
-        raise CorruptCheckpointError(f"checkpoint body of {len(body)} bytes is too large")
+        raise CorruptImageError(f"checkpoint body of {len(body)} bytes is too large")
     fields = {
         "version": CHECKPOINT_VERSION,
         "metadata_offset": image.last_offset,
@@ -65,19 +65,19 @@ def encode_checkpoint(image: MetadataImage) -> bytes:
 
 
 def decode_checkpoint(data: bytes) -> MetadataImage:
-    """The image in a checkpoint blob; raises CorruptCheckpointError on any defect."""
+    """The image in a checkpoint blob; raises CorruptImageError on any defect."""
     try:
         header = _Header.parse(bytes(data[:HEADER_BYTES]))
     except Exception as e:
-        raise CorruptCheckpointError(f"bad checkpoint header: {e}") from e
+        raise CorruptImageError(f"bad checkpoint header: {e}") from e
     if header.version != CHECKPOINT_VERSION:
-        raise CorruptCheckpointError(f"unknown checkpoint version {header.version}")
+        raise CorruptImageError(f"unknown checkpoint version {header.version}")
     body = bytes(data[HEADER_BYTES:])
     if len(body) != header.body_length:
-        raise CorruptCheckpointError(f"body is {len(body)} bytes, header says {header.body_length}")
+        raise CorruptImageError(f"body is {len(body)} bytes, header says {header.body_length}")
     if crc32c.crc32c(bytes(data[4:17]) + body) != header.crc:
-        raise CorruptCheckpointError("checkpoint CRC mismatch")
+        raise CorruptImageError("checkpoint CRC mismatch")
     try:
         return replay_checkpoint_records(decode_records(body), header.metadata_offset)
     except (MetadataRecordError, MetadataReplayError) as e:
-        raise CorruptCheckpointError(f"checkpoint content is invalid: {e}") from e
+        raise CorruptImageError(f"checkpoint content is invalid: {e}") from e

@@ -44,7 +44,7 @@ validates: normally the newest, replaying only the tail after it. A damaged newe
 CRITICAL, renamed `*.corrupt` and skipped for the next older one plus a longer journal replay,
 but only if the journal holds that checkpoint's entries and reaches past every skipped file's
 offset, so no committed record can be missed. If no file is usable the node refuses to start
-(`CheckpointCorruptError`), unless the journal was never cut (it starts at index 1): then it
+(`CorruptCheckpointFileError`), unless the journal was never cut (it starts at index 1): then it
 replays all of it from the empty state. A snapshot installed from the leader restarts the journal
 there, so it becomes the only file. Start-up reads at most ~`checkpoints_kept` intervals of
 journal; it applies only the tail after the checkpoint it loads.
@@ -87,8 +87,8 @@ from log.protocol.errors import (
     RequestTimedOutError,
 )
 from quorum.raft_checkpoint import (
-    CheckpointCorruptError,
     CheckpointFiles,
+    CorruptCheckpointFileError,
     RaftCheckpoint,
     decode_checkpoint,
     encode_checkpoint,
@@ -98,7 +98,7 @@ from quorum.raft_journal import RaftJournal
 
 __all__ = [
     "ApplyFailure",
-    "CheckpointCorruptError",
+    "CorruptCheckpointFileError",
     "CommitOutcomeUnknownError",
     "MetadataStateMachine",
     "NotControllerError",
@@ -424,9 +424,9 @@ class RaftNode:
             if isinstance(found, RaftCheckpoint):
                 try:
                     state_machine = self._restore_state_machine(found)
-                except CheckpointCorruptError as e:
+                except CorruptCheckpointFileError as e:
                     found = e
-            if isinstance(found, CheckpointCorruptError):
+            if isinstance(found, CorruptCheckpointFileError):
                 logger.critical("skipping damaged checkpoint %s: %s", path, found)
                 corrupt.append(path)
                 skipped.append((named_index, f"{path}: {found}"))
@@ -455,7 +455,7 @@ class RaftNode:
             if first is not None and first[1] == 1:
                 gap = self._journal_gap(journal, None, max(i for i, _ in skipped))
             if gap:
-                raise CheckpointCorruptError(
+                raise CorruptCheckpointFileError(
                     "no usable checkpoint and "
                     + gap
                     + ": "
@@ -467,7 +467,7 @@ class RaftNode:
             for bad in corrupt:
                 files.quarantine(bad)
         elif first is not None and first[1] > 1:
-            raise CheckpointCorruptError(
+            raise CorruptCheckpointFileError(
                 f"the journal starts at index {first[1]} but no checkpoint file is left"
             )
         return None
@@ -652,9 +652,9 @@ class RaftNode:
         try:
             state_machine = self._factory.from_checkpoint(checkpoint.state)
         except Exception as e:
-            raise CheckpointCorruptError(f"state machine rejected the checkpoint: {e}") from e
+            raise CorruptCheckpointFileError(f"state machine rejected the checkpoint: {e}") from e
         if state_machine.last_applied_offset > checkpoint.last_index:
-            raise CheckpointCorruptError(
+            raise CorruptCheckpointFileError(
                 f"state at offset {state_machine.last_applied_offset} is past the checkpoint's "
                 f"Raft index {checkpoint.last_index}"
             )

@@ -86,7 +86,7 @@ assert _CHECKPOINT.build(
 ) == CHECKPOINT_MAGIC + bytes(HEADER_BYTES - len(CHECKPOINT_MAGIC))
 
 
-class CheckpointCorruptError(KafkaStorageError):
+class CorruptCheckpointFileError(KafkaStorageError):
     """A checkpoint failed validation (or none is usable); a bad checkpoint is never loaded."""
 
 
@@ -131,19 +131,19 @@ def encode_checkpoint(checkpoint: RaftCheckpoint) -> bytes:
 
 
 def decode_checkpoint(data: bytes) -> RaftCheckpoint:
-    """Raises CheckpointCorruptError for any defect (bounds, magic, CRC, lengths, indexes)."""
+    """Raises CorruptCheckpointFileError for any defect (bounds, magic, CRC, lengths, indexes)."""
     if len(data) < HEADER_BYTES or len(data) > MAX_CHECKPOINT_BYTES:
-        raise CheckpointCorruptError(f"checkpoint of {len(data)} bytes is out of bounds")
+        raise CorruptCheckpointFileError(f"checkpoint of {len(data)} bytes is out of bounds")
     if data[:8] != CHECKPOINT_MAGIC:
-        raise CheckpointCorruptError("not a quorumlog checkpoint (bad magic)")
+        raise CorruptCheckpointFileError("not a quorumlog checkpoint (bad magic)")
     if crc32c.crc32c(memoryview(data)[CRC_START:]) != int.from_bytes(data[8:CRC_START], "little"):
-        raise CheckpointCorruptError("checkpoint CRC mismatch")
+        raise CorruptCheckpointFileError("checkpoint CRC mismatch")
     try:
         parsed = _CHECKPOINT.parse(data)
     except c.ConstructError as e:
-        raise CheckpointCorruptError(f"checkpoint lengths are inconsistent: {e}") from e
+        raise CorruptCheckpointFileError(f"checkpoint lengths are inconsistent: {e}") from e
     if parsed.prev_index + 1 != parsed.last_index:
-        raise CheckpointCorruptError("checkpoint indexes are inconsistent")
+        raise CorruptCheckpointFileError("checkpoint indexes are inconsistent")
     return RaftCheckpoint(
         last_index=parsed.last_index,
         last_term=parsed.last_term,
@@ -176,7 +176,7 @@ class CheckpointFiles:
                 found.append((int(match.group(1)), os.path.join(self.directory, name)))
         return sorted(found, reverse=True)
 
-    def read_all(self) -> Iterator[tuple[int, str, RaftCheckpoint | CheckpointCorruptError]]:
+    def read_all(self) -> Iterator[tuple[int, str, RaftCheckpoint | CorruptCheckpointFileError]]:
         """Newest first: each file's checkpoint, or the error that makes it untrustworthy."""
         for named_index, path in self.list():
             try:
@@ -184,8 +184,8 @@ class CheckpointFiles:
                     data = f.read(MAX_CHECKPOINT_BYTES + 1)
                 checkpoint = decode_checkpoint(data)
                 if checkpoint.last_index != named_index:
-                    raise CheckpointCorruptError(f"holds index {checkpoint.last_index}")
-            except CheckpointCorruptError as e:
+                    raise CorruptCheckpointFileError(f"holds index {checkpoint.last_index}")
+            except CorruptCheckpointFileError as e:
                 yield named_index, path, e
                 continue
             yield named_index, path, checkpoint

@@ -16,7 +16,7 @@ is skipped: counted in `skipped_count`, not as a rejection, and nothing changes.
 
 Checkpoints: `to_checkpoint()` is the whole state (image + last applied offset) in checkpoint.py's
 CRC-checked format; a pysyncobj serializer writes these bytes (plus its own small tuple) and the
-deserializer calls `from_checkpoint()`, which raises only CorruptCheckpointError.
+deserializer calls `from_checkpoint()`, which raises only CorruptImageError.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from log.protocol.errors import ErrorCode, KafkaError
-from quorum.checkpoint import CorruptCheckpointError, decode_checkpoint, encode_checkpoint
+from quorum.checkpoint import CorruptImageError, decode_checkpoint, encode_checkpoint
 from quorum.image import MetadataImage, replay_batch
 from quorum.records import decode_batch
 
@@ -105,13 +105,13 @@ class MetadataStateMachine:
 
     @classmethod
     def from_checkpoint(cls, data: bytes) -> MetadataStateMachine:
-        """Raises CorruptCheckpointError (never anything else) for a bad blob."""
+        """Raises CorruptImageError (never anything else) for a bad blob."""
         try:
             return cls(decode_checkpoint(data))
-        except CorruptCheckpointError:
+        except CorruptImageError:
             raise
         except Exception as e:
-            raise CorruptCheckpointError(f"unreadable checkpoint: {type(e).__name__}: {e}") from e
+            raise CorruptImageError(f"unreadable checkpoint: {type(e).__name__}: {e}") from e
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MetadataStateMachine) and self.image == other.image

@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from log.protocol.errors import OffsetOutOfRangeError
-from quorum.raft import CheckpointCorruptError, RaftConfig, RaftNode
+from quorum.raft import CorruptCheckpointFileError, RaftConfig, RaftNode
 from quorum.raft_checkpoint import CheckpointFiles, RaftCheckpoint, encode_checkpoint
 from quorum.state_machine import MetadataStateMachine
 
@@ -121,6 +121,6 @@ async def test_a_checkpoint_whose_state_is_past_its_raft_index_is_refused(tmp_pa
     with open(path, "wb") as f:
         f.write(encode_checkpoint(checkpoint))
     CheckpointFiles(config.metadata_dir).publish(5, path)
-    with pytest.raises(CheckpointCorruptError, match="past the checkpoint's Raft index 5"):
+    with pytest.raises(CorruptCheckpointFileError, match="past the checkpoint's Raft index 5"):
         async with RaftNode(config, state_machine_factory=MetadataStateMachine):
             pass

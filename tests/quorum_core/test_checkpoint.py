@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from quorum_core_harness import Cluster
 
-from quorum.checkpoint import CorruptCheckpointError
+from quorum.checkpoint import CorruptImageError
 from quorum.state_machine import MetadataStateMachine
 
 
@@ -42,12 +42,12 @@ def test_any_damage_is_a_corrupt_checkpoint(data):
         del blob[data.draw(st.integers(0, len(blob) - 1)) :]
     else:
         blob += data.draw(st.binary(min_size=1, max_size=10))
-    with pytest.raises(CorruptCheckpointError):
+    with pytest.raises(CorruptImageError):
         MetadataStateMachine.from_checkpoint(bytes(blob))
 
 
 @settings(max_examples=100)
 @given(st.binary(max_size=64))
 def test_garbage_is_a_corrupt_checkpoint(blob):
-    with pytest.raises(CorruptCheckpointError):
+    with pytest.raises(CorruptImageError):
         MetadataStateMachine.from_checkpoint(blob)

@@ -76,7 +76,7 @@ def test_every_checkpoint_corrupt_refuses_to_start(tmp_path):
     assert node.proc.wait(timeout=20) != 0
     assert node.lines.get(timeout=5) is None  # never ready
     stderr = node.proc.stderr.read().decode()
-    assert "CheckpointCorruptError" in stderr and "no usable checkpoint" in stderr, stderr
+    assert "CorruptCheckpointFileError" in stderr and "no usable checkpoint" in stderr, stderr
     assert CheckpointFiles(config.metadata_dir).list() == files  # nothing renamed or deleted
 
 

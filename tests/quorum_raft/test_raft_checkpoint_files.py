@@ -13,8 +13,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "quorum_core"))
 from quorum_core_harness import Cluster  # noqa: E402
 
 from quorum.raft_checkpoint import (  # noqa: E402
-    CheckpointCorruptError,
     CheckpointFiles,
+    CorruptCheckpointFileError,
     RaftCheckpoint,
     checkpoint_file_name,
     encode_checkpoint,
@@ -81,7 +81,7 @@ def test_damaged_newest_is_flagged_and_the_older_one_still_loads(tmp_path):
         f.seek(-3, os.SEEK_END)
         f.write(b"\xff\xff\xff")
     found = [x for _, _, x in files.read_all()]
-    assert isinstance(found[0], CheckpointCorruptError) and isinstance(found[1], RaftCheckpoint)
+    assert isinstance(found[0], CorruptCheckpointFileError) and isinstance(found[1], RaftCheckpoint)
     loaded = newest_valid(files)
     assert loaded == older and loaded.image.topic("later") is None
     files.quarantine(newest_path)
@@ -100,7 +100,7 @@ def test_a_file_whose_name_disagrees_with_its_content_is_damaged(tmp_path):
     path = write(files, cluster.sm)
     os.rename(path, tmp_path / checkpoint_file_name(cluster.sm.last_applied_offset + 5))
     ((_, _, found),) = list(files.read_all())
-    assert isinstance(found, CheckpointCorruptError)
+    assert isinstance(found, CorruptCheckpointFileError)
 
 
 def test_no_files_stale_tmp_and_unrelated_files(tmp_path):

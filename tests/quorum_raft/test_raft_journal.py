@@ -7,7 +7,7 @@ import random
 import pytest
 
 from quorum.raft_checkpoint import (
-    CheckpointCorruptError,
+    CorruptCheckpointFileError,
     RaftCheckpoint,
     decode_checkpoint,
     encode_checkpoint,
@@ -143,10 +143,10 @@ def test_checkpoint_roundtrip_and_every_flipped_byte_is_caught():
     for position in range(len(data)):
         damaged = bytearray(data)
         damaged[position] ^= rng.randrange(1, 256)
-        with pytest.raises(CheckpointCorruptError):
+        with pytest.raises(CorruptCheckpointFileError):
             decode_checkpoint(bytes(damaged))
     for cut in (0, 10, len(data) - 1):
-        with pytest.raises(CheckpointCorruptError):
+        with pytest.raises(CorruptCheckpointFileError):
             decode_checkpoint(data[:cut])
 
 

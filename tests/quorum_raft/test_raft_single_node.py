@@ -11,7 +11,7 @@ from quorum_raft_toy import PASSWORD, ToyStateMachine, free_ports
 from log.protocol.errors import NotControllerError, OffsetOutOfRangeError
 from quorum.raft import (
     ApplyFailure,
-    CheckpointCorruptError,
+    CorruptCheckpointFileError,
     RaftConfig,
     RaftNode,
     _MetadataSyncObj,
@@ -169,7 +169,7 @@ async def test_every_checkpoint_corrupt_refuses_to_start(tmp_path):
     await write_records(config, 60)
     for _, path in checkpoint_files(config):
         flip_byte(path)
-    with pytest.raises(CheckpointCorruptError, match="no usable checkpoint"):
+    with pytest.raises(CorruptCheckpointFileError, match="no usable checkpoint"):
         async with RaftNode(config, state_machine_factory=ToyStateMachine):
             pass
     assert len(checkpoint_files(config)) == 3  # a refusal changes nothing on disk
