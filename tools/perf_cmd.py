@@ -10,7 +10,7 @@ Java-compatible murmur2 partitioner, unkeyed records of `record-size` random byt
 starts before the first send and stops when the last record is acknowledged; latency is per
 record, from its send call to its delivery callback. Output: records/s, MB/s (10^6 bytes of
 values), latency p50/p99/max; with --json one JSON object with at least records_per_s,
-mb_per_s, p50_ms, p99_ms.
+mb_per_s, p50_ms, p99_ms (and cpu_us_per_record: the client process's CPU for the run per record).
 """
 
 from __future__ import annotations
@@ -224,8 +224,10 @@ def run_produce_benchmark(
         if show_progress
         else contextlib.nullcontext()
     )
+    cpu_start_s = time.process_time()  # every thread of this process (librdkafka's too)
     with progress:
         elapsed_s, latencies = RUNNERS[client](bootstrap, topic, values, acks, linger_ms, bulk)
+    cpu_s = time.process_time() - cpu_start_s
     latencies.sort()
     return {
         "client": client + ("-bulk" if bulk and client == "quorumlog" else ""),
@@ -240,6 +242,8 @@ def run_produce_benchmark(
         "p99_ms": round(percentile(latencies, 0.99), 3),
         "max_ms": round(latencies[-1], 3) if latencies else float("nan"),
         "acknowledged": len(latencies),
+        "cpu_s": round(cpu_s, 4),  # the client's CPU for the run, connecting included
+        "cpu_us_per_record": round(cpu_s / records * 1e6, 2),
     }
 
 

@@ -22,3 +22,4 @@ def test_perf_produce_json(mock_cluster, client, extra):
     assert report["acknowledged"] == 2000
     assert report["records_per_s"] > 0 and report["mb_per_s"] > 0
     assert 0 <= report["p50_ms"] <= report["p99_ms"]
+    assert report["cpu_s"] > 0 and report["cpu_us_per_record"] > 0
