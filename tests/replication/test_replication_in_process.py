@@ -20,7 +20,16 @@ TOPIC = "r"
 TIMEOUT_S = 10
 
 
-async def _start(nursery: trio.Nursery, quorum: LocalQuorum, tmp_path, broker_id: int):
+FAST_FETCH_PROPS = {"replica.fetch.wait.max.ms": 50, "replica.fetch.backoff.ms": 50}
+
+
+async def _start(
+    nursery: trio.Nursery,
+    quorum: LocalQuorum,
+    tmp_path,
+    broker_id: int,
+    fetch_props: dict = FAST_FETCH_PROPS,
+):
     config = node_config(
         tmp_path / f"b{broker_id}",
         **{
@@ -28,8 +37,7 @@ async def _start(nursery: trio.Nursery, quorum: LocalQuorum, tmp_path, broker_id
             "process.roles": "broker",
             "listeners": "PLAINTEXT://127.0.0.1:9092",
             "replica.lag.time.max.ms": 1000,
-            "replica.fetch.wait.max.ms": 50,
-            "replica.fetch.backoff.ms": 50,
+            **fetch_props,
         },
     )
     epochs: dict[int, int] = {}
@@ -143,5 +151,50 @@ async def test_followers_fetch_hw_follows_isr_and_leader_shrinks_it(nursery, tmp
     await _wait(lambda: set(_partition(quorum).isr) == {leader, followers[0]})
     assert brokers[followers[0]][0].log_manager.get_log(TOPIC, 0).log_end_offset >= 4
     assert await _produce(leader_port, -1) == ErrorCode.NONE
+    for _, _, scope in brokers.values():
+        scope.cancel()
+
+
+# Long enough that any step of an acks=all produce waiting for a fetcher timer shows.
+SLOW_TIMER_MS = 5000
+SEQUENTIAL_PRODUCE_COUNT = 10
+
+
+async def test_acks_all_latency_waits_for_no_timer(nursery, tmp_path):
+    """An acks=all produce is answered by events alone: the append wakes the followers' long
+    polls, each follower fetches again as soon as it appended, and that fetch moves the HW and
+    answers the produce. With replica.fetch.wait.max.ms and replica.fetch.backoff.ms at 5 s,
+    a missing wake-up (a long poll the append does not end, a follower backing off or waiting
+    after its append, a HW moved only by a timer) costs >= 5 s per produce; 10 in a row must
+    take well under one such timer in all."""
+    quorum = LocalQuorum()
+    slow = {"replica.fetch.wait.max.ms": SLOW_TIMER_MS, "replica.fetch.backoff.ms": SLOW_TIMER_MS}
+    brokers = {i: await _start(nursery, quorum, tmp_path, i, slow) for i in (1, 2, 3)}
+    response = await quorum.create_topics(
+        controller.CreateTopicsRequest(
+            (controller.CreatableTopic(TOPIC, 1, 3, {"min.insync.replicas": "3"}),)
+        )
+    )
+    assert response.results[0].error_code == 0
+    state = _partition(quorum)
+    followers = [b for b in state.replicas if b != state.leader]
+    leader_server, leader_port, _ = brokers[state.leader]
+    leader_server.ctx.sync_partitions()
+    hosted = leader_server.partitions.get(TOPIC, 0)
+    await _wait(
+        lambda: (
+            hosted.state.isr == {1, 2, 3}
+            and all(hosted.state.followers[b].last_fetch_time_ms > 0 for b in followers)
+        )
+    )
+    started = trio.current_time()
+    for _ in range(SEQUENTIAL_PRODUCE_COUNT):
+        assert await _produce(leader_port, -1) == ErrorCode.NONE
+    elapsed_ms = (trio.current_time() - started) * 1000
+    assert elapsed_ms < SLOW_TIMER_MS / 2, elapsed_ms
+    log = leader_server.log_manager.get_log(TOPIC, 0)
+    assert log.high_watermark == log.log_end_offset == SEQUENTIAL_PRODUCE_COUNT
+    for b in followers:  # min.insync.replicas 3: every follower holds every record
+        assert brokers[b][0].log_manager.get_log(TOPIC, 0).log_end_offset >= log.high_watermark
     for _, _, scope in brokers.values():
         scope.cancel()
