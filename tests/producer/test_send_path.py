@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from producer.bulk import ColumnarRecordHandle
 from producer.partitioner import BuiltInPartitioner
 from producer.producer import Producer, wait_all
@@ -114,3 +116,23 @@ async def test_too_large_and_larger_than_batch_records_on_the_inline_path(kafka_
     assert [r.offset for r in results] == [0, 1, 2]
     # "a" alone (the big record opened its own, larger batch behind it), then "b..." + "c"
     assert [h.record_count for h in batches_of(kafka_peer, "large", 0)] == [1, 2]
+
+
+async def test_the_collector_is_tuned_only_while_a_producer_is_open(kafka_peer):
+    import gc
+
+    from producer.gc_tuning import GC_TUNING, YOUNG_THRESHOLD
+
+    if not gc.isenabled() or gc.get_freeze_count() or gc.get_threshold()[0] >= YOUNG_THRESHOLD:
+        pytest.skip("the test process tunes its own collector")
+    before = gc.get_threshold()
+    async with Producer(kafka_peer.bootstrap, linger_ms=1) as producer:
+        assert gc.get_threshold()[0] == YOUNG_THRESHOLD
+        assert gc.get_freeze_count() > 0
+        await (await producer.send("gc-tuning", b"v")).wait()
+        async with Producer(kafka_peer.bootstrap, gc_tuning=False):
+            pass
+        assert GC_TUNING.active_count == 1
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+    assert GC_TUNING.active_count == 0
