@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
+import trio
 
 from producer.bulk import ColumnarRecordHandle
 from producer.partitioner import BuiltInPartitioner
@@ -136,3 +137,26 @@ async def test_the_collector_is_tuned_only_while_a_producer_is_open(kafka_peer):
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
     assert GC_TUNING.active_count == 0
+
+
+async def test_delivery_timeout_scans_are_not_run_every_sender_turn(kafka_peer):
+    from producer.sender import EXPIRY_CHECK_INTERVAL_MS
+
+    async with Producer(kafka_peer.bootstrap, linger_ms=0, batch_size=1024) as producer:
+        await (await producer.send("scans", b"warm-up")).wait()
+        accumulator, sender = producer.accumulator, producer.sender
+        scans = []
+        fail_expired_batches = accumulator.fail_expired_batches
+
+        def counted(now_ms, in_flight=()):
+            scans.append(now_ms)
+            return fail_expired_batches(now_ms, in_flight)
+
+        accumulator.fail_expired_batches = counted
+        requests_before = sender.produce_request_count
+        start = trio.current_time()
+        handles = [await producer.send("scans", VALUE) for _ in range(3000)]
+        await wait_all([h.record_handle for h in handles])
+        elapsed_ms = (trio.current_time() - start) * 1000
+    assert sender.produce_request_count - requests_before >= 100  # many sender turns
+    assert len(scans) <= elapsed_ms / EXPIRY_CHECK_INTERVAL_MS + 2
