@@ -19,7 +19,10 @@ While producers are open (reference counted, process-wide, thread-safe):
    changed it meanwhile.
 
 Nothing is done when the collector is disabled or the application froze objects itself
-(`gc.get_freeze_count() > 0`: unfreezing at close would undo its freeze). `Producer(...,
+(`gc.get_freeze_count() > 0`: unfreezing at close would undo its freeze); an application that
+calls `gc.freeze()` while a producer is open has its freeze undone when the last producer
+closes. Cost: cyclic garbage among the frozen start-up objects waits for that close, and up
+to YOUNG_THRESHOLD young objects (a few MB) wait for a collection. `Producer(...,
 gc_tuning=False)` opts out.
 """
 
