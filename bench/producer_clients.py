@@ -21,7 +21,8 @@ error. Prints a table of records/s (median and spread), MB/s, p50/p99 latency (o
 run) and the ratio of each client's median records/s to quorumlog's per-record send and to
 confluent-kafka's, and the client's CPU per record (median; its process's user + system CPU
 minus that of a one-record run, which is start-up and connecting, over the records: steadier
-than records/s when other work shares the machine; confluent-kafka's includes librdkafka's
+than records/s when other work shares the machine; the one-record run is repeated once per
+round beside the measured runs and its median taken; confluent-kafka's includes librdkafka's
 threads, kafka-python's its I/O thread). For the client alone, compare `--broker mock` with
 the default.
 """
@@ -210,26 +211,37 @@ def load_average() -> str:
     return " ".join(f"{load:.2f}" for load in os.getloadavg())
 
 
+def measure_startup(
+    bootstrap: str, name: str, extra: list[str], acks: str, startup_cpu_s: list[float]
+) -> None:
+    """A one-record run's process CPU (interpreter, imports, connecting), appended."""
+    one = run_client(bootstrap, name, extra, 1, acks)
+    if "process_cpu_s" in one:
+        startup_cpu_s.append(float(str(one["process_cpu_s"])))
+
+
 def run_all(bootstrap: str, args: argparse.Namespace, wanted: list[str]) -> list[dict]:
     clients = [(name, extra) for name, extra in CLIENTS if name in wanted]
     results = []
     for acks in args.acks.split(","):
-        startup_cpu_s: dict[str, float | None] = {}
+        startup_cpu_s: dict[str, list[float]] = {name: [] for name, _ in clients}
         for name, extra in clients:
             if args.warmup_records > 0:
                 warm = run_client(bootstrap, name, extra, args.warmup_records, acks)
                 print("warm-up", json.dumps(warm), file=sys.stderr, flush=True)
-            one = run_client(bootstrap, name, extra, 1, acks)
-            startup_cpu_s[name] = one.get("process_cpu_s")  # type: ignore[assignment]
+            measure_startup(bootstrap, name, extra, acks, startup_cpu_s[name])
         runs: dict[str, list[dict[str, object]]] = {name: [] for name, _ in clients}
         for round_index in range(args.repeat):
             shift = round_index % len(clients)
             for name, extra in clients[shift:] + clients[:shift]:
-                result = run_client(bootstrap, name, extra, args.records, acks)
-                add_cpu_per_record(result, startup_cpu_s[name])
-                runs[name].append(result)
-                print(json.dumps(result), file=sys.stderr, flush=True)
+                runs[name].append(run_client(bootstrap, name, extra, args.records, acks))
+                print(json.dumps(runs[name][-1]), file=sys.stderr, flush=True)
+                # one per round: a steadier baseline
+                measure_startup(bootstrap, name, extra, acks, startup_cpu_s[name])
         for name, _ in clients:
+            startup = startup_cpu_s[name]
+            for result in runs[name]:
+                add_cpu_per_record(result, statistics.median(startup) if startup else None)
             result = median_result(runs[name])
             result["acks"] = acks
             results.append(result)

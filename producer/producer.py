@@ -32,7 +32,8 @@ that boundary (BuiltInPartitioner.switch_before_new_batch): per-record sends mak
 batches.
 
 The nursery owned by the producer runs the sender, the metadata updater and one reader task
-per broker connection.
+per broker connection. While it is open, CPython's collector is tuned for the in-flight
+backlog (producer/gc_tuning.py; `gc_tuning=False` opts out).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from producer.config import ProducerConfig
 from producer.connection import BrokerConnections, now_ms, parse_bootstrap_servers
 from producer.delivery_handle import DeliveryHandle, RecordDeliveryHandle, wait_completed
 from producer.errors import ProducerClosedError
+from producer.gc_tuning import GC_TUNING
 from producer.idempotence import IdempotenceManager
 from producer.metadata import MetadataUpdater, ProducerMetadata
 from producer.partitioner import BuiltInPartitioner, StickyPartitionInfo, partition_for_key
@@ -99,9 +101,12 @@ class Producer:
         config: Mapping[str, object] | None = None,
         *,
         seed: int | None = None,
+        gc_tuning: bool = True,
         **overrides: object,
     ) -> None:
         self.config = build_config(bootstrap_servers, config, overrides)
+        self._gc_tuning = gc_tuning  # see producer/gc_tuning.py
+        self._gc_tuned = False
         if not self.config.bootstrap_servers:
             raise ValueError("bootstrap_servers is required")
         self._bootstrap = parse_bootstrap_servers(self.config.bootstrap_servers)
@@ -153,6 +158,9 @@ class Producer:
         self._accepting = True
         nursery.start_soon(self.updater.run)
         nursery.start_soon(self._run_sender)
+        if self._gc_tuning:
+            GC_TUNING.enter()
+            self._gc_tuned = True
         return self
 
     async def _run_sender(self) -> None:
@@ -167,13 +175,18 @@ class Producer:
             self.sender.wakeup()
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool | None:
-        if exc_type is None:
-            await self.close()
-        else:
-            self._abort(ProducerClosedError(f"producer closed after an error: {exc!r}"))
-            assert self._nursery is not None
-            self._nursery.cancel_scope.cancel()
-        return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+        try:
+            if exc_type is None:
+                await self.close()
+            else:
+                self._abort(ProducerClosedError(f"producer closed after an error: {exc!r}"))
+                assert self._nursery is not None
+                self._nursery.cancel_scope.cancel()
+            return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+        finally:
+            if self._gc_tuned:
+                self._gc_tuned = False
+                GC_TUNING.exit()
 
     async def close(self, timeout_ms: int | None = None) -> None:
         """Deliver (or fail) everything sent, then stop; after `timeout_ms`, abort the rest."""

@@ -5,7 +5,9 @@ The loop is Kafka's Sender.sendProducerData / runOnce over the sans-IO cores; ea
 1. idempotence: apply a pending epoch bump once safe; without a producer id send
    InitProducerId (to any connected broker, retried with backoff) before anything else;
    settle unresolved sequences. A fatal producer error fails everything still queued.
-2. `fail_expired_batches(now, in_flight)`: delivery.timeout.ms for queued and in-flight batches.
+2. `fail_expired_batches(now, in_flight)`: delivery.timeout.ms for queued and in-flight batches,
+   when the earliest known expiry is due or EXPIRY_CHECK_INTERVAL_MS after the last scan
+   (Kafka scans every turn, but only each queue's head; we also skip turns between).
 3. `ready(metadata, now)`: leaders with sendable data; topics with an unknown leader ask the
    metadata updater for a refresh. A ready leader without a usable connection gets one started
    (and is reported "not drainable" to the adaptive partitioner); a connection at
@@ -49,6 +51,10 @@ IDEMPOTENT_TRANSACTION_TIMEOUT_MS = (
     60000  # Kafka's default; brokers ignore it without a transactional id
 )
 IDLE_RECHECK_MS = 20  # bound on a wait for a wake-up that should come anyway
+# Longest gap between delivery.timeout.ms scans while no known batch is due: a busy sender
+# turns every few hundred microseconds, a scan per turn would be wasted work; batches queued
+# after a scan are found at most this late.
+EXPIRY_CHECK_INTERVAL_MS = 100
 _TopicData = PRODUCE_REQUEST.cls.TopicProduceData
 _PartitionData = PRODUCE_REQUEST.cls.PartitionProduceData
 
@@ -75,6 +81,7 @@ class Sender:
         self._running = True
         self._forced_error: BaseException | None = None
         self._init_backoff_until_ms = 0
+        self._next_expiry_check_ms = 0  # see _next_expiry_ms
         self.produce_request_count = 0
         self.retry_count = 0
         self.split_count = 0
@@ -125,7 +132,9 @@ class Sender:
             else:
                 idempotence.maybe_resolve_sequences()
 
-        accumulator.fail_expired_batches(now, list(self._in_flight.values()))
+        if now >= self._next_expiry_check_ms:
+            accumulator.fail_expired_batches(now, list(self._in_flight.values()))
+            self._next_expiry_check_ms = self._next_expiry_ms(now)
         result = accumulator.ready(self.metadata, now)
         if result.unknown_leader_topics:
             self.updater.add_topics(result.unknown_leader_topics)
@@ -157,11 +166,24 @@ class Sender:
             delay_ms = IDLE_RECHECK_MS
         await self._wait(delay_ms)
 
+    def _next_expiry_ms(self, now: int) -> int:
+        """When the next expiry scan is due: the earliest delivery timeout of a queue's head
+        (what the scan just saw) or of an in-flight batch (retries and split parts keep its
+        creation time), and at most EXPIRY_CHECK_INTERVAL_MS from now (batches created from
+        now on, or queued after a blocking wait for memory)."""
+        next_ms = min(self.accumulator.next_batch_expiry_time_ms, now + EXPIRY_CHECK_INTERVAL_MS)
+        timeout_ms = self.config.delivery_timeout_ms
+        for batch in self._in_flight.values():
+            next_ms = min(next_ms, batch.created_ms + timeout_ms)
+        return next_ms
+
     def _next_wakeup_delay_ms(self, ready_delay_ms: int, now: int) -> float:
         delay_ms: float = ready_delay_ms
         expiry_ms = self.accumulator.next_batch_expiry_time_ms
         if expiry_ms != NO_READY_CHECK_DELAY_MS:
             delay_ms = min(delay_ms, expiry_ms - now)
+        if self.accumulator.has_undrained():  # queued since the last scan: scan when due
+            delay_ms = min(delay_ms, self._next_expiry_check_ms - now)
         timeout_ms = self.config.delivery_timeout_ms
         for batch in self._in_flight.values():
             delay_ms = min(delay_ms, batch.created_ms + timeout_ms - now)

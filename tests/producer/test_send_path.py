@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import random
 
+import pytest
+import trio
+
 from producer.bulk import ColumnarRecordHandle
 from producer.partitioner import BuiltInPartitioner
 from producer.producer import Producer, wait_all
@@ -114,3 +117,46 @@ async def test_too_large_and_larger_than_batch_records_on_the_inline_path(kafka_
     assert [r.offset for r in results] == [0, 1, 2]
     # "a" alone (the big record opened its own, larger batch behind it), then "b..." + "c"
     assert [h.record_count for h in batches_of(kafka_peer, "large", 0)] == [1, 2]
+
+
+async def test_the_collector_is_tuned_only_while_a_producer_is_open(kafka_peer):
+    import gc
+
+    from producer.gc_tuning import GC_TUNING, YOUNG_THRESHOLD
+
+    if not gc.isenabled() or gc.get_freeze_count() or gc.get_threshold()[0] >= YOUNG_THRESHOLD:
+        pytest.skip("the test process tunes its own collector")
+    before = gc.get_threshold()
+    async with Producer(kafka_peer.bootstrap, linger_ms=1) as producer:
+        assert gc.get_threshold()[0] == YOUNG_THRESHOLD
+        assert gc.get_freeze_count() > 0
+        await (await producer.send("gc-tuning", b"v")).wait()
+        async with Producer(kafka_peer.bootstrap, gc_tuning=False):
+            pass
+        assert GC_TUNING.active_count == 1
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+    assert GC_TUNING.active_count == 0
+
+
+async def test_delivery_timeout_scans_are_not_run_every_sender_turn(kafka_peer):
+    from producer.sender import EXPIRY_CHECK_INTERVAL_MS
+
+    async with Producer(kafka_peer.bootstrap, linger_ms=0, batch_size=1024) as producer:
+        await (await producer.send("scans", b"warm-up")).wait()
+        accumulator, sender = producer.accumulator, producer.sender
+        scans = []
+        fail_expired_batches = accumulator.fail_expired_batches
+
+        def counted(now_ms, in_flight=()):
+            scans.append(now_ms)
+            return fail_expired_batches(now_ms, in_flight)
+
+        accumulator.fail_expired_batches = counted
+        requests_before = sender.produce_request_count
+        start = trio.current_time()
+        handles = [await producer.send("scans", VALUE) for _ in range(3000)]
+        await wait_all([h.record_handle for h in handles])
+        elapsed_ms = (trio.current_time() - start) * 1000
+    assert sender.produce_request_count - requests_before >= 100  # many sender turns
+    assert len(scans) <= elapsed_ms / EXPIRY_CHECK_INTERVAL_MS + 2
