@@ -19,12 +19,10 @@ The broker: `--broker quorumlog` (default) starts our KafkaServer in a child pro
 the bottleneck); `--bootstrap` any running broker. A client that fails is reported with its
 error. Prints a table of records/s (median and spread), MB/s, p50/p99 latency (of the median
 run) and the ratio of each client's median records/s to quorumlog's per-record send and to
-confluent-kafka's, and the client's CPU per record (median; its process's user + system CPU
-minus that of a one-record run, which is start-up and connecting, over the records: steadier
-than records/s when other work shares the machine; the one-record run is repeated once per
-round beside the measured runs and its median taken; confluent-kafka's includes librdkafka's
-threads, kafka-python's its I/O thread). For the client alone, compare `--broker mock` with
-the default.
+confluent-kafka's, and the client's CPU per record (median; the client process's CPU over
+the timed window only, every thread included -- librdkafka's, kafka-python's I/O thread --
+as `perf produce --json` reports it: steadier than records/s when other work shares the
+machine). For the client alone, compare `--broker mock` with the default.
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -88,7 +85,6 @@ def run_client(
         "--acks", acks, "--client", client, "--json", *extra,
     ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cpu_before_s = children_cpu_s()
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S, cwd=ROOT, env=env
@@ -101,23 +97,7 @@ def run_client(
         return {"client": name, "error": error[:160]}
     result = json.loads(lines[-1])
     result["client"] = name
-    result["process_cpu_s"] = round(children_cpu_s() - cpu_before_s, 4)
     return result
-
-
-def children_cpu_s() -> float:
-    """User + system CPU seconds of this process's finished children (the client runs)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def add_cpu_per_record(result: dict[str, object], startup_cpu_s: float | None) -> None:
-    """Client CPU per record: the run's process CPU minus a one-record run's (interpreter,
-    imports, connecting), over the records; less sensitive to other load than records/s."""
-    if "error" in result or startup_cpu_s is None:
-        return
-    cpu_s = float(str(result["process_cpu_s"])) - startup_cpu_s
-    result["cpu_us_per_record"] = round(cpu_s / int(str(result["records"])) * 1e6, 2)
 
 
 def median_result(runs: list[dict[str, object]]) -> dict[str, object]:
@@ -211,37 +191,21 @@ def load_average() -> str:
     return " ".join(f"{load:.2f}" for load in os.getloadavg())
 
 
-def measure_startup(
-    bootstrap: str, name: str, extra: list[str], acks: str, startup_cpu_s: list[float]
-) -> None:
-    """A one-record run's process CPU (interpreter, imports, connecting), appended."""
-    one = run_client(bootstrap, name, extra, 1, acks)
-    if "process_cpu_s" in one:
-        startup_cpu_s.append(float(str(one["process_cpu_s"])))
-
-
 def run_all(bootstrap: str, args: argparse.Namespace, wanted: list[str]) -> list[dict]:
     clients = [(name, extra) for name, extra in CLIENTS if name in wanted]
     results = []
     for acks in args.acks.split(","):
-        startup_cpu_s: dict[str, list[float]] = {name: [] for name, _ in clients}
         for name, extra in clients:
             if args.warmup_records > 0:
                 warm = run_client(bootstrap, name, extra, args.warmup_records, acks)
                 print("warm-up", json.dumps(warm), file=sys.stderr, flush=True)
-            measure_startup(bootstrap, name, extra, acks, startup_cpu_s[name])
         runs: dict[str, list[dict[str, object]]] = {name: [] for name, _ in clients}
         for round_index in range(args.repeat):
             shift = round_index % len(clients)
             for name, extra in clients[shift:] + clients[:shift]:
                 runs[name].append(run_client(bootstrap, name, extra, args.records, acks))
                 print(json.dumps(runs[name][-1]), file=sys.stderr, flush=True)
-                # one per round: a steadier baseline
-                measure_startup(bootstrap, name, extra, acks, startup_cpu_s[name])
         for name, _ in clients:
-            startup = startup_cpu_s[name]
-            for result in runs[name]:
-                add_cpu_per_record(result, statistics.median(startup) if startup else None)
             result = median_result(runs[name])
             result["acks"] = acks
             results.append(result)

@@ -20,6 +20,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -34,6 +35,26 @@ BULK_CHUNK_RECORDS = 10000  # records per send_many call in --bulk mode
 BATCH_SIZE_BYTES = 16384
 
 
+@dataclass
+class RunWindow:
+    """The timed part of one run: wall seconds and this process's CPU seconds (every thread's,
+    so librdkafka's and kafka-python's I/O threads count), from the first send to the last
+    acknowledgement; connecting and warming up happen before `begin`."""
+
+    wall_start_s: float = 0.0
+    cpu_start_s: float = 0.0
+    elapsed_s: float = 0.0
+    cpu_s: float = 0.0
+
+    def begin(self) -> None:
+        self.wall_start_s, self.cpu_start_s = time.perf_counter(), time.process_time()
+
+    def end(self) -> float:
+        self.elapsed_s = time.perf_counter() - self.wall_start_s
+        self.cpu_s = time.process_time() - self.cpu_start_s
+        return self.elapsed_s
+
+
 def percentile(sorted_values: list[float], fraction: float) -> float:
     if not sorted_values:
         return float("nan")
@@ -46,7 +67,13 @@ def _acks_value(acks: str) -> int:
 
 
 def run_quorumlog(
-    bootstrap: str, topic: str, values: list[bytes], acks: str, linger_ms: int, bulk: bool
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    acks: str,
+    linger_ms: int,
+    bulk: bool,
+    window: RunWindow,
 ) -> tuple[float, list[float]]:
     import trio
 
@@ -65,7 +92,7 @@ def run_quorumlog(
         ) as producer:
             await producer.send(topic, b"warm-up")  # metadata and connections
             await producer.flush()
-            start = clock()
+            window.begin()
             if bulk:
                 for begin in range(0, len(values), BULK_CHUNK_RECORDS):
                     sent_at = clock()
@@ -85,13 +112,19 @@ def run_quorumlog(
                         lambda _h, t=sent_at: latencies.append((clock() - t) * 1000)
                     )
             await producer.flush()
-            return clock() - start
+            return window.end()
 
     return trio.run(main), latencies
 
 
 def run_confluent(
-    bootstrap: str, topic: str, values: list[bytes], acks: str, linger_ms: int, bulk: bool
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    acks: str,
+    linger_ms: int,
+    bulk: bool,
+    window: RunWindow,
 ) -> tuple[float, list[float]]:
     import confluent_kafka
 
@@ -110,7 +143,7 @@ def run_confluent(
     )
     producer.produce(topic, b"warm-up")
     producer.flush(30)
-    start = clock()
+    window.begin()
     for value in values:
         sent_at = clock()
 
@@ -126,11 +159,17 @@ def run_confluent(
         producer.poll(0)
     remaining = producer.flush(60)
     assert remaining == 0, f"{remaining} records not delivered"
-    return clock() - start, latencies
+    return window.end(), latencies
 
 
 def run_aiokafka(
-    bootstrap: str, topic: str, values: list[bytes], acks: str, linger_ms: int, bulk: bool
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    acks: str,
+    linger_ms: int,
+    bulk: bool,
+    window: RunWindow,
 ) -> tuple[float, list[float]]:
     import asyncio
 
@@ -150,7 +189,7 @@ def run_aiokafka(
         await producer.start()
         try:
             await (await producer.send(topic, b"warm-up"))
-            start = clock()
+            window.begin()
             last = None
             for value in values:
                 sent_at = clock()
@@ -159,7 +198,7 @@ def run_aiokafka(
             await producer.flush()
             if last is not None:
                 await last
-            return clock() - start
+            return window.end()
         finally:
             await producer.stop()
 
@@ -167,7 +206,13 @@ def run_aiokafka(
 
 
 def run_kafka_python(
-    bootstrap: str, topic: str, values: list[bytes], acks: str, linger_ms: int, bulk: bool
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    acks: str,
+    linger_ms: int,
+    bulk: bool,
+    window: RunWindow,
 ) -> tuple[float, list[float]]:
     from kafka import KafkaProducer
 
@@ -182,13 +227,13 @@ def run_kafka_python(
     )
     try:
         producer.send(topic, b"warm-up").get(timeout=30)
-        start = clock()
+        window.begin()
         for value in values:
             sent_at = clock()
             future = producer.send(topic, value)
             future.add_both(lambda _r, t=sent_at: latencies.append((clock() - t) * 1000))
         producer.flush()
-        return clock() - start, latencies
+        return window.end(), latencies
     finally:
         producer.close()
 
@@ -224,10 +269,11 @@ def run_produce_benchmark(
         if show_progress
         else contextlib.nullcontext()
     )
-    cpu_start_s = time.process_time()  # every thread of this process (librdkafka's too)
+    window = RunWindow()
     with progress:
-        elapsed_s, latencies = RUNNERS[client](bootstrap, topic, values, acks, linger_ms, bulk)
-    cpu_s = time.process_time() - cpu_start_s
+        elapsed_s, latencies = RUNNERS[client](
+            bootstrap, topic, values, acks, linger_ms, bulk, window
+        )
     latencies.sort()
     return {
         "client": client + ("-bulk" if bulk and client == "quorumlog" else ""),
@@ -242,8 +288,8 @@ def run_produce_benchmark(
         "p99_ms": round(percentile(latencies, 0.99), 3),
         "max_ms": round(latencies[-1], 3) if latencies else float("nan"),
         "acknowledged": len(latencies),
-        "cpu_s": round(cpu_s, 4),  # the client's CPU for the run, connecting included
-        "cpu_us_per_record": round(cpu_s / records * 1e6, 2),
+        "cpu_s": round(window.cpu_s, 4),
+        "cpu_us_per_record": round(window.cpu_s / records * 1e6, 2),
     }
 
 
