@@ -79,20 +79,35 @@ def _broker(rows: Rows) -> str:
                    _n(r["vs_limit"], 2)] for r in rows])  # fmt: skip
 
 
+CLIENT_PEERS = ("aiokafka", "kafka-python", "confluent")
+
+
 def _clients(rows: Rows) -> str:
+    """Records/s (median of the rounds), latency, client CPU per record, and our per-record
+    and bulk sends as multiples of each peer's records/s at the same acks."""
+    rates = {(r.get("acks"), r.get("client")): r.get("records_per_s") for r in rows}
     body = []
     for r in rows:
         if "error" in r:
-            body.append([r.get("acks"), r.get("client"), f"failed: {r['error']}", "", "", ""])
+            body.append([r.get("acks"), r.get("client"), f"failed: {r['error']}"] + [""] * 7)
             continue
+        ours = str(r.get("client")).startswith("quorumlog")
+        ratios = []
+        for peer in CLIENT_PEERS:
+            peer_rate = rates.get((r.get("acks"), peer))
+            ratios.append(_n(r["records_per_s"] / peer_rate, 2) + "x" if ours and peer_rate else "")
         body.append([r.get("acks"), r.get("client"), _n(r.get("records_per_s")),
-                     _n(r.get("mb_per_s"), 1), _n(r.get("p50_ms"), 1), _n(r.get("p99_ms"), 1)])  # fmt: skip
-    return table(["acks", "client", "records/s", "MB/s", "p50 ms", "p99 ms"], body)
+                     _n(r.get("p50_ms"), 1), _n(r.get("p99_ms"), 1),
+                     _n(r.get("cpu_us_per_record"), 2), *ratios])  # fmt: skip
+    return table(["acks", "client", "records/s", "p50 ms", "p99 ms", "client CPU us/record",
+                  *(f"ours vs {peer}" for peer in CLIENT_PEERS)], body)  # fmt: skip
 
 
 def _replication(rows: Rows) -> str:
-    return table(["setup", "records/s", "MB/s"],
-                 [[r["setup"], _n(r["records_per_s"]), _n(r["mb_per_s"], 1)] for r in rows])  # fmt: skip
+    return table(["setup", "records/s", "MB/s", "1-record latency p50 ms", "p99 ms"],
+                 [[r["setup"], _n(r["records_per_s"]), _n(r["mb_per_s"], 1),
+                   _n(r.get("latency_p50_ms"), 2), _n(r.get("latency_p99_ms"), 2)]
+                  for r in rows])  # fmt: skip
 
 
 def _failover(sections: dict[str, Rows]) -> str:
@@ -119,16 +134,20 @@ def _spark(rows: Rows) -> str:
 
 
 def _log(rows: Rows) -> str:
-    return table(["batch bytes", "op", "MB", "log MB/s", "plain file MB/s", "log / plain"],
-                 [[r["batch_bytes"], r["op"], _n(r["mb"]), _n(r["log_mb_per_s"]),
-                   _n(r["plain_mb_per_s"]), _n(r["ratio"], 2)] for r in rows])  # fmt: skip
+    body = []
+    for r in rows:
+        log, buffered, syscall = r["log_mb_per_s"], r["buffered_mb_per_s"], r["os_write_mb_per_s"]
+        body.append([r["batch_bytes"], r["op"], _n(r["mb"]), _n(log), _n(buffered),
+                     _n(log / buffered, 2), _n(syscall), _n(log / syscall, 2)])  # fmt: skip
+    return table(["batch bytes", "op", "MB", "log MB/s", "buffered file MB/s", "log / buffered",
+                  "one os.write per batch MB/s", "log / os.write"], body)  # fmt: skip
 
 
 # (title, sections needed, Markdown builder taking the sections)
 SECTIONS: list[tuple[str, tuple[str, ...], Callable[[dict[str, Rows]], str]]] = [
     ("Broker ingest vs protocol-only limit (confluent-kafka, acks=1)", ("broker_produce",),
      lambda s: _broker(s["broker_produce"])),
-    ("acks=all (RF 3) vs acks=1 (RF 1)", ("replication_throughput",),
+    ("acks=all (RF 3) vs acks=1 (RF 1), one confluent-kafka producer", ("replication_throughput",),
      lambda s: _replication(s["replication_throughput"])),
     ("Producer clients against a quorumlog broker", ("producer_clients",),
      lambda s: _clients(s["producer_clients"])),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from bench.__main__ import read_sections
+from bench.log_throughput import ROW_KEYS
 from bench.report import write_report
 from bench.rows import ENV_VAR, emit
 
@@ -17,6 +18,14 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
         {"server": "broker", "records_per_s": 100000.0, "mb_per_s": 10.0, "vs_limit": 0.5},
     ])  # fmt: skip
     emit("replication_failover", [{"kill_to_first_ack_s": [1.5, 2.5, 2.0]}])
+    log_row = (1070, "append", 50, 100.0, 400.0, 200.0)
+    emit("log_throughput", [dict(zip(ROW_KEYS, log_row, strict=True))])
+    emit("producer_clients", [
+        {"acks": "1", "client": name, "records_per_s": rate, "p50_ms": 5.0, "p99_ms": 9.0,
+         "cpu_us_per_record": cpu}
+        for name, rate, cpu in (("quorumlog", 300000.0, 3.0), ("aiokafka", 100000.0, 10.0),
+                                ("kafka-python", 30000.0, 40.0), ("confluent", 300000.0, 3.0))
+    ])  # fmt: skip
     rows_path.open("a").write(json.dumps({"section": "metadata_failover", "rows": [
         {"elected_s": [0.5], "committed_s": [0.75]}]}) + "\n")  # fmt: skip
     report = write_report(read_sections(rows_path), tmp_path / "results", quick=True)
@@ -25,5 +34,8 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
     assert "median 2,000 ms, max 2,500 ms (n=3)" in text
     assert "controller kill -9 -> first metadata commit | median 750 ms" in text
     assert "| nproc |" in text and "| Python |" in text
+    assert "| 1070 | append | 50 | 100 | 400 | 0.25 | 200 | 0.50 |" in text
+    assert "| 1 | quorumlog | 300,000 | 5.0 | 9.0 | 3.00 | 3.00x | 10.00x | 1.00x |" in text
+    assert "| 1 | aiokafka | 100,000 | 5.0 | 9.0 | 10.00 |  |  |  |" in text
     assert (tmp_path / "results" / "broker_produce.png").stat().st_size > 1000
     assert "Spark" not in text  # a benchmark that did not run leaves its section out
