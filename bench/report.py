@@ -42,8 +42,9 @@ def machine() -> dict[str, str]:
 
 
 def _numeric(cell: object) -> bool:
-    text = str(cell).replace(",", "").replace(".", "", 1)
-    return text.isdigit() or text == "-"
+    """A number, a ratio ("3.1x"), or an empty/"-" cell: right-aligned columns."""
+    text = str(cell).replace(",", "").replace(".", "", 1).removesuffix("x")
+    return text.isdigit() or text in ("-", "")
 
 
 def table(headers: list[str], rows: list[list[object]]) -> str:
