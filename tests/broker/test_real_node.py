@@ -12,7 +12,7 @@ import trio
 pytest.importorskip("cryptography", reason="quorum.raft needs the cryptography package")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "node"))
 
-from cluster_harness import STARTED, Cluster  # noqa: E402
+from cluster_harness import Cluster, kill_started  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(180)]
 N = 500
@@ -21,11 +21,7 @@ N = 500
 @pytest.fixture(autouse=True)
 def _kill_nodes():
     yield
-    while STARTED:
-        process = STARTED.pop()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    kill_started()
 
 
 def _clients(bootstrap: str) -> tuple[list, list[bytes]]:

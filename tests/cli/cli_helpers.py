@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterator
 
 from click.testing import CliRunner, Result
-from cluster_harness import STARTED, Cluster
+from cluster_harness import Cluster, kill_started
 
 from tools.cli import main
 
@@ -31,8 +31,4 @@ def started_cluster(path, nodes: int = 3) -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.stop_all()
-        while STARTED:
-            process = STARTED.pop()
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        kill_started()

@@ -37,6 +37,15 @@ TEST_PROPS = {
 }
 
 
+def kill_started() -> None:
+    """Kill every node process a test started that is still running (no process outlives it)."""
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def _port_free(port: int) -> bool:
     with socket.socket() as s:
         try:

@@ -12,10 +12,6 @@ sys.path.insert(0, os.path.dirname(__file__))
 def _kill_node_processes():
     """No node process outlives its test, whatever the test did."""
     yield
-    from cluster_harness import STARTED
+    from cluster_harness import kill_started
 
-    while STARTED:
-        process = STARTED.pop()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    kill_started()

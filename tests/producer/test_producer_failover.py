@@ -27,7 +27,7 @@ for _path in (HERE.parent / "node", HERE.parent / "replication"):
 
 pytest.importorskip("cryptography", reason="quorum.raft needs the cryptography package")
 
-from cluster_harness import STARTED, wait_until  # noqa: E402
+from cluster_harness import kill_started, wait_until  # noqa: E402
 from replication_harness import TOPIC, create_topic, partition_state, start_cluster  # noqa: E402
 
 from producer.fetch_client import FetchClient  # noqa: E402
@@ -46,11 +46,7 @@ RESTART_AT = 3500  # records sent before it is restarted
 def _kill_node_processes():
     """No node process outlives the test, whatever the test did."""
     yield
-    while STARTED:
-        process = STARTED.pop()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    kill_started()
 
 
 async def _wait_isr(cluster, expected: set[int], timeout_s: float = 60) -> None:

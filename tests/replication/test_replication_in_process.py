@@ -94,12 +94,17 @@ async def _wait(predicate) -> None:
             await trio.sleep(0.02)
 
 
-async def test_followers_fetch_hw_follows_isr_and_leader_shrinks_it(nursery, tmp_path):
-    quorum = LocalQuorum()
-    brokers = {i: await _start(nursery, quorum, tmp_path, i) for i in (1, 2, 3)}
+async def _replicated_topic(quorum, brokers, min_insync_replicas: int):
+    """Create TOPIC (1 partition, RF 3) and wait until both followers fetch and are in the ISR
+    (a slow start may shrink and re-expand it first); the leader's id, server, port and the
+    followers."""
     response = await quorum.create_topics(
         controller.CreateTopicsRequest(
-            (controller.CreatableTopic(TOPIC, 1, 3, {"min.insync.replicas": "2"}),)
+            (
+                controller.CreatableTopic(
+                    TOPIC, 1, 3, {"min.insync.replicas": str(min_insync_replicas)}
+                ),
+            )
         )
     )
     assert response.results[0].error_code == 0
@@ -109,12 +114,20 @@ async def test_followers_fetch_hw_follows_isr_and_leader_shrinks_it(nursery, tmp
     leader_server, leader_port, _ = brokers[leader]
     leader_server.ctx.sync_partitions()
     hosted = leader_server.partitions.get(TOPIC, 0)
-    # Both followers fetching and in the ISR (a slow start may shrink and re-expand it first).
     await _wait(
         lambda: (
             hosted.state.isr == {1, 2, 3}
             and all(hosted.state.followers[b].last_fetch_time_ms > 0 for b in followers)
         )
+    )
+    return leader, leader_server, leader_port, followers
+
+
+async def test_followers_fetch_hw_follows_isr_and_leader_shrinks_it(nursery, tmp_path):
+    quorum = LocalQuorum()
+    brokers = {i: await _start(nursery, quorum, tmp_path, i) for i in (1, 2, 3)}
+    leader, leader_server, leader_port, followers = await _replicated_topic(
+        quorum, brokers, min_insync_replicas=2
     )
 
     # acks=all is answered once both followers fetched: their logs hold the batch then.
@@ -170,22 +183,8 @@ async def test_acks_all_latency_waits_for_no_timer(nursery, tmp_path):
     quorum = LocalQuorum()
     slow = {"replica.fetch.wait.max.ms": SLOW_TIMER_MS, "replica.fetch.backoff.ms": SLOW_TIMER_MS}
     brokers = {i: await _start(nursery, quorum, tmp_path, i, slow) for i in (1, 2, 3)}
-    response = await quorum.create_topics(
-        controller.CreateTopicsRequest(
-            (controller.CreatableTopic(TOPIC, 1, 3, {"min.insync.replicas": "3"}),)
-        )
-    )
-    assert response.results[0].error_code == 0
-    state = _partition(quorum)
-    followers = [b for b in state.replicas if b != state.leader]
-    leader_server, leader_port, _ = brokers[state.leader]
-    leader_server.ctx.sync_partitions()
-    hosted = leader_server.partitions.get(TOPIC, 0)
-    await _wait(
-        lambda: (
-            hosted.state.isr == {1, 2, 3}
-            and all(hosted.state.followers[b].last_fetch_time_ms > 0 for b in followers)
-        )
+    _, leader_server, leader_port, followers = await _replicated_topic(
+        quorum, brokers, min_insync_replicas=3
     )
     for _ in range(SEQUENTIAL_PRODUCE_COUNT):
         # a missed wake-up makes one produce wait a whole timer: tell the two apart, with room

@@ -108,13 +108,9 @@ def _cluster(tmp_path: Path):
 
 
 def _kill_started() -> None:
-    from cluster_harness import STARTED
+    from cluster_harness import kill_started
 
-    while STARTED:
-        process = STARTED.pop()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    kill_started()
 
 
 @pytest.mark.slow
