@@ -67,6 +67,8 @@ class Request:
     api: Api
     body: Any
     sequence: int  # connection-local arrival order
+    # What handlers keep per connection (the fetch fill order); shared by its requests.
+    connection_state: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def api_key(self) -> int:
@@ -135,6 +137,7 @@ class ServerConnection:
         self._ready: dict[int, list] = {}  # sequence -> encoded response parts ([] = none)
         self._in_flight = 0
         self._closed = False
+        self.connection_state: dict[str, Any] = {}  # handed to every Request of this connection
 
     @property
     def in_flight_count(self) -> int:
@@ -207,7 +210,7 @@ class ServerConnection:
     # --- internals ---
 
     def _hand_out(self, header: RequestHeader, api: Api, body: Any) -> Request:
-        request = Request(header, api, body, self._next_sequence)
+        request = Request(header, api, body, self._next_sequence, self.connection_state)
         self._next_sequence += 1
         self._in_flight += 1
         return request

@@ -108,11 +108,7 @@ class ReplicaFetcherManager:
         assert self._nursery is not None, "ReplicaFetcherManager.run is not running"
         fetcher = ReplicaFetcher(
             self.config,
-            FetcherState(
-                key[0],
-                self.config.replica_fetch_max_bytes,
-                self.config.replica_fetch_response_max_bytes,
-            ),
+            FetcherState(key[0], self.config.replica_fetch_max_bytes),
             self.endpoint_for,
             self.clock_ms,
             self.on_high_watermark,

@@ -32,10 +32,11 @@ from log.replication.replica_log import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
 
 # Kafka's defaults for the follower's fetch configuration.
 DEFAULT_REPLICA_FETCH_MAX_BYTES = 1_048_576
-DEFAULT_REPLICA_FETCH_RESPONSE_MAX_BYTES = 10_485_760
 DEFAULT_REPLICA_FETCH_BACKOFF_MS = 1000
-# Bound on partitions one fetcher serves (one fetch request names at most this many).
-MAX_PARTITIONS_PER_FETCHER = 10_000
+# Bound on partitions one fetcher serves (one fetch request names at most this many): 100,000
+# partitions of ~30 bytes each is a 3 MB request, well inside the leader's
+# socket.request.max.bytes (100 MiB); a broker following more from one leader refuses the rest.
+MAX_PARTITIONS_PER_FETCHER = 100_000
 
 
 class FetchState(enum.Enum):
@@ -327,29 +328,28 @@ class FetcherFullError(KafkaError):
 class FetcherState:
     """All partitions this broker fetches from one source broker (one fetch session).
 
-    Partitions are kept in fetch order; a partition that just received data moves to the end
-    (`mark_fetched`), so a busy partition cannot starve the others. A fetch names ready partitions
-    in that order while their `replica.fetch.max.bytes` shares fit in
-    `replica.fetch.response.max.bytes` (at least one), so the rest go first next time.
+    Every ready FETCHING partition is in every Fetch, as in Kafka: the request is never what
+    limits a fetch, the leader bounds the response (`replica.fetch.max.bytes` per partition,
+    `replica.fetch.response.max.bytes` in all) and fills it in request order. Partitions are kept
+    in fetch order; a partition that just received data moves to the end (`mark_fetched`), so
+    the ones the budget left out are read first next time and a busy partition cannot starve the
+    others. (Naming only the partitions whose shares fit the budget, as this once did, let idle
+    partitions at the front shut every partition behind them out of replication.)
     """
 
     def __init__(
         self,
         source_broker_id: int,
         replica_fetch_max_bytes: int = DEFAULT_REPLICA_FETCH_MAX_BYTES,
-        replica_fetch_response_max_bytes: int = DEFAULT_REPLICA_FETCH_RESPONSE_MAX_BYTES,
         max_partitions: int = MAX_PARTITIONS_PER_FETCHER,
         *,
         use_last_fetched_epoch: bool = False,
     ) -> None:
         """`use_last_fetched_epoch`: Fetch v12+, the leader detects divergence in the fetch."""
-        # Kafka allows replica.fetch.max.bytes > response max (the first batch always fits); we
-        # require <= so that one partition's share never exceeds the whole response budget.
-        assert 0 < replica_fetch_max_bytes <= replica_fetch_response_max_bytes
+        assert replica_fetch_max_bytes > 0
         assert max_partitions > 0
         self.source_broker_id = source_broker_id
         self.replica_fetch_max_bytes = replica_fetch_max_bytes
-        self.replica_fetch_response_max_bytes = replica_fetch_response_max_bytes
         self.max_partitions = max_partitions
         self.use_last_fetched_epoch = use_last_fetched_epoch
         self.partitions: OrderedDict[object, FollowerState] = OrderedDict()
@@ -370,17 +370,12 @@ class FetcherState:
         ]
 
     def partitions_to_fetch(self, now_ms: int) -> list[object]:
-        """Ready FETCHING partitions in fair order, as many as the response budget allows."""
-        budget_bytes = self.replica_fetch_response_max_bytes
-        chosen = []
-        for tp, state in self.partitions.items():
-            if not (state.is_ready(now_ms) and state.state is FetchState.FETCHING):
-                continue
-            if budget_bytes < self.replica_fetch_max_bytes and chosen:
-                break
-            chosen.append(tp)
-            budget_bytes -= self.replica_fetch_max_bytes
-        return chosen
+        """Every ready FETCHING partition, in fair order (least recently fed first)."""
+        return [
+            tp
+            for tp, state in self.partitions.items()
+            if state.is_ready(now_ms) and state.state is FetchState.FETCHING
+        ]
 
     def poll(self, now_ms: int, log_for: Callable[[object], ReplicaLog]) -> FetcherPoll:
         """One round of Kafka's doWork (maybeTruncate, then maybeFetch), as requests to send.

@@ -119,6 +119,9 @@ class HostedPartition:
     is_leader: bool
     state: ReplicationState
     high_watermark_changed: trio.Event = dataclasses.field(default_factory=trio.Event)
+    # Events of long-polling fetches waiting on this partition among others: one Event per
+    # fetch, however many partitions it names (no task per partition).
+    fetch_waiters: set[trio.Event] = dataclasses.field(default_factory=set)
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """Kafka's epoch check for a client that knows the leader epoch (-1: it does not)."""
@@ -136,6 +139,10 @@ class HostedPartition:
     def signal_high_watermark(self) -> None:
         self.high_watermark_changed.set()
         self.high_watermark_changed = trio.Event()
+        if self.fetch_waiters:
+            for waiter in self.fetch_waiters:
+                waiter.set()
+            self.fetch_waiters.clear()
 
 
 class HostedPartitions:

@@ -329,7 +329,6 @@ class Node:
         self.fetcher = FetcherState(
             -1,
             replica_fetch_max_bytes=self.config.replica_fetch_max_bytes,
-            replica_fetch_response_max_bytes=4 * self.config.replica_fetch_max_bytes,
             use_last_fetched_epoch=self.config.use_last_fetched_epoch,
         )
         self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (

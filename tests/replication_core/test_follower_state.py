@@ -189,8 +189,8 @@ def test_diverging_epoch_in_fetch_response_truncates():
     assert f.state is FetchState.FETCHING
 
 
-def test_fetcher_rotates_partitions_and_respects_response_budget():
-    fetcher = FetcherState(1, replica_fetch_max_bytes=100, replica_fetch_response_max_bytes=250)
+def test_fetcher_names_every_ready_partition_least_recently_fed_first():
+    fetcher = FetcherState(1, replica_fetch_max_bytes=100)
     logs = {}
     for tp in ("a", "b", "c", "d"):
         logs[tp] = MemoryLog()
@@ -200,14 +200,15 @@ def test_fetcher_rotates_partitions_and_respects_response_budget():
     assert fetcher.partitions_to_truncate(0) == ["a", "b", "c", "d"]
     for tp, state in fetcher.partitions.items():
         state.truncation_request(logs[tp])
-    assert fetcher.partitions_to_fetch(0) == ["a", "b"]
+    # Every partition is named, whatever the byte limits: the leader bounds the response.
+    assert fetcher.partitions_to_fetch(0) == ["a", "b", "c", "d"]
     fetcher.mark_fetched("a")
     fetcher.mark_fetched("b")
-    assert fetcher.partitions_to_fetch(0) == ["c", "d"]
+    assert fetcher.partitions_to_fetch(0) == ["c", "d", "a", "b"]
     fetcher.partitions["c"].on_error(ErrorCode.UNKNOWN_SERVER_ERROR, 0)
     assert fetcher.next_wakeup_ms() == 1000
-    assert fetcher.partitions_to_fetch(0) == ["d", "a"]
-    assert fetcher.partitions_to_fetch(1000)[0] == "c"
+    assert fetcher.partitions_to_fetch(0) == ["d", "a", "b"]
+    assert fetcher.partitions_to_fetch(1000) == ["c", "d", "a", "b"]
 
 
 def test_fetcher_poll_truncates_queries_and_fetches():
