@@ -30,6 +30,7 @@ BENCHMARKS = [
     ("replication: acks=all vs acks=1, fail-over",
      ["-m", "bench.replication", "--count", "50000", "--kills", "5"]),
     ("Spark write", ["-m", "bench.spark_write", "--rows", "100000", "--repeat", "1"]),
+    ("partition scale", ["-m", "bench.partition_scale", "--partitions", "1000", "10000"]),
 ]  # fmt: skip
 QUICK_ARGS = {
     "bench.log_throughput": ["--total-mb", "10", "--repeat", "1"],
@@ -38,6 +39,7 @@ QUICK_ARGS = {
     "bench.producer_clients": ["--records", "20000"],
     "bench.replication": ["--count", "10000", "--kills", "2"],
     "bench.spark_write": ["--rows", "20000", "--repeat", "1"],
+    "bench.partition_scale": ["--partitions", "1000"],
 }
 
 

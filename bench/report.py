@@ -111,6 +111,16 @@ def _replication(rows: Rows) -> str:
                   for r in rows])  # fmt: skip
 
 
+def _partition_scale(rows: Rows) -> str:
+    return table(["partitions (RF 3)", "create s", "until every ISR full s",
+                  "first acks=all p50 ms", "p99 ms", "max ms", "all acked s",
+                  "idle CPU % (3 nodes)"],
+                 [[_n(r["partitions"]), _n(r["create_s"], 1), _n(r["isr_full_s"], 1),
+                   _n(r["first_ack_p50_ms"]), _n(r["first_ack_p99_ms"]),
+                   _n(r["first_ack_max_ms"]), _n(r["all_acked_s"], 1), _n(r["idle_cpu_pct"])]
+                  for r in rows])  # fmt: skip
+
+
 def _failover(sections: dict[str, Rows]) -> str:
     body = []
     for row in sections.get("replication_failover", []):
@@ -152,6 +162,8 @@ SECTIONS: list[tuple[str, tuple[str, ...], Callable[[dict[str, Rows]], str]]] = 
      lambda s: _replication(s["replication_throughput"])),
     ("Producer clients against a quorumlog broker", ("producer_clients",),
      lambda s: _clients(s["producer_clients"])),
+    ("Partition scale: one topic of N partitions, RF 3, `quorumlog up` defaults",
+     ("partition_scale",), lambda s: _partition_scale(s["partition_scale"])),
     ("Fail-over times", ("replication_failover", "metadata_failover"), _failover),
     ("Metadata commit latency (quorum.raft vs raw pysyncobj)", ("metadata_commit",),
      lambda s: _metadata(s["metadata_commit"])),

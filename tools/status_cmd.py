@@ -62,7 +62,8 @@ def add_lag(topic: str, partition: dict, logs: LogDirsByBroker) -> None:
         replicas.append(
             {
                 "broker": broker_id,
-                "offset_lag": None if info is None else info.offset_lag,
+                # A negative lag: a follower that has had no fetch answer yet (unknown).
+                "offset_lag": None if info is None or info.offset_lag < 0 else info.offset_lag,
                 "partition_size": None if info is None else info.partition_size,
             }
         )

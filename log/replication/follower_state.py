@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from log.protocol.errors import ErrorCode, KafkaError
+from log.replication.fetch_session_handler import FetchSessionHandler
 from log.replication.replica_log import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, ReplicaLog
 
 # Kafka's defaults for the follower's fetch configuration.
@@ -129,6 +130,7 @@ class FollowerState:
         # The leader's high watermark from the last fetch answer (-1 before any): the follower's
         # lag is how far its log end offset is behind it (Kafka's FetcherLagMetrics).
         self.leader_high_watermark = -1
+        self._last_fetch: PartitionFetch | None = None  # what build_fetch returned last
 
     def lag(self, log_end_offset: int) -> int | None:
         """max(leader HW last seen - our LEO, 0); None before the first fetch answer."""
@@ -225,13 +227,26 @@ class FollowerState:
     ) -> PartitionFetch:
         assert self.state is FetchState.FETCHING, self.state
         assert partition_max_bytes > 0
-        return PartitionFetch(
-            fetch_offset=log.log_end_offset,
-            current_leader_epoch=self.leader_epoch,
-            log_start_offset=log.log_start_offset,
-            partition_max_bytes=partition_max_bytes,
-            last_fetched_epoch=log.latest_epoch if use_last_fetched_epoch else UNDEFINED_EPOCH,
-        )
+        last_fetched_epoch = log.latest_epoch if use_last_fetched_epoch else UNDEFINED_EPOCH
+        fetch = self._last_fetch
+        if (
+            fetch is None
+            or fetch.fetch_offset != log.log_end_offset
+            or fetch.current_leader_epoch != self.leader_epoch
+            or fetch.log_start_offset != log.log_start_offset
+            or fetch.partition_max_bytes != partition_max_bytes
+            or fetch.last_fetched_epoch != last_fetched_epoch
+        ):
+            # A new object only when something changed: an idle partition hands out the same
+            # one every round, which the fetch session recognises by identity.
+            fetch = self._last_fetch = PartitionFetch(
+                fetch_offset=log.log_end_offset,
+                current_leader_epoch=self.leader_epoch,
+                log_start_offset=log.log_start_offset,
+                partition_max_bytes=partition_max_bytes,
+                last_fetched_epoch=last_fetched_epoch,
+            )
+        return fetch
 
     def on_fetch_response(
         self,
@@ -328,8 +343,9 @@ class FetcherFullError(KafkaError):
 class FetcherState:
     """All partitions this broker fetches from one source broker (one fetch session).
 
-    Every ready FETCHING partition is in every Fetch, as in Kafka: the request is never what
-    limits a fetch, the leader bounds the response (`replica.fetch.max.bytes` per partition,
+    Every ready FETCHING partition is in every Fetch (within the fetch `session`: a partition
+    whose fetch state did not change is in it without being named again), as in Kafka: the
+    request is never what limits a fetch, the leader bounds the response (`replica.fetch.max.bytes` per partition,
     `replica.fetch.response.max.bytes` in all) and fills it in request order. Partitions are kept
     in fetch order; a partition that just received data moves to the end (`mark_fetched`), so
     the ones the budget left out are read first next time and a busy partition cannot starve the
@@ -353,6 +369,8 @@ class FetcherState:
         self.max_partitions = max_partitions
         self.use_last_fetched_epoch = use_last_fetched_epoch
         self.partitions: OrderedDict[object, FollowerState] = OrderedDict()
+        # What of `poll`'s fetch goes on the wire: incremental within a fetch session.
+        self.session = FetchSessionHandler()
 
     def add_partition(self, topic_partition: object, state: FollowerState) -> None:
         if topic_partition not in self.partitions and len(self.partitions) >= self.max_partitions:
@@ -388,22 +406,25 @@ class FetcherState:
         """
         truncate_now: dict[object, TruncationDecision] = {}
         epoch_queries: dict[object, EpochQuery] = {}
-        for tp in self.partitions_to_truncate(now_ms):
-            step = self.partitions[tp].truncation_request(log_for(tp))
-            if isinstance(step, TruncationDecision):
-                truncate_now[tp] = step
+        fetch: dict[object, PartitionFetch] = {}
+        delayed_until_ms = None
+        max_bytes, last_epoch = self.replica_fetch_max_bytes, self.use_last_fetched_epoch
+        # One pass, in fetch order; the hot loop of a fetcher following thousands of partitions.
+        for tp, state in self.partitions.items():
+            if not state.is_ready(now_ms):
+                if delayed_until_ms is None or state.delayed_until_ms < delayed_until_ms:
+                    delayed_until_ms = state.delayed_until_ms
+            elif state.state is FetchState.FETCHING:
+                fetch[tp] = state.build_fetch(
+                    log_for(tp), max_bytes, use_last_fetched_epoch=last_epoch
+                )
             else:
-                epoch_queries[tp] = step
-        fetch = {
-            tp: self.partitions[tp].build_fetch(
-                log_for(tp),
-                self.replica_fetch_max_bytes,
-                use_last_fetched_epoch=self.use_last_fetched_epoch,
-            )
-            for tp in self.partitions_to_fetch(now_ms)
-            if tp not in truncate_now
-        }
-        return FetcherPoll(truncate_now, epoch_queries, fetch, self.next_wakeup_ms())
+                step = state.truncation_request(log_for(tp))
+                if isinstance(step, TruncationDecision):
+                    truncate_now[tp] = step
+                else:
+                    epoch_queries[tp] = step
+        return FetcherPoll(truncate_now, epoch_queries, fetch, delayed_until_ms)
 
     def mark_fetched(self, topic_partition: object) -> None:
         """Data arrived for this partition: move it to the back of the fetch order."""

@@ -37,6 +37,7 @@ from log.protocol.errors import ErrorCode, KafkaError
 from log.protocol.fetch import FETCH_REQUEST
 from log.protocol.offsets import LIST_OFFSETS_REQUEST, OFFSET_FOR_LEADER_EPOCH_REQUEST
 from log.records.batch_header import iter_batches
+from log.replication.fetch_session_handler import SESSION_ERRORS
 from log.replication.follower_state import (
     FetcherState,
     FetchOutcome,
@@ -199,6 +200,7 @@ class ReplicaFetcher:
             await self._wakeup.wait()
 
     async def _drop_connection(self) -> None:
+        self.state.session.reset()  # the next fetch is full, on whatever connection
         if self._connection is not None:
             connection, self._connection = self._connection, None
             await connection.aclose()
@@ -281,9 +283,10 @@ class ReplicaFetcher:
 
     async def _fetch(self, fetches: dict) -> None:
         followers = {tp: self.state.partitions.get(tp) for tp in fetches}
+        session = self.state.session.build(fetches)
         F = FETCH_REQUEST.cls  # noqa: N806
         by_topic: dict[str, list] = {}
-        for (topic, partition), fetch in fetches.items():
+        for (topic, partition), fetch in session.to_send.items():
             by_topic.setdefault(topic, []).append(
                 F.FetchPartition(
                     partition=partition,
@@ -299,15 +302,24 @@ class ReplicaFetcher:
             min_bytes=self.config.replica_fetch_min_bytes,
             max_bytes=self.config.replica_fetch_response_max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=session.session_id,
+            session_epoch=session.session_epoch,
             topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[],
+            forgotten_topics_data=_forgotten_topics(F, session.forgotten),
             rack_id="",
         )
-        response = await self._request(FETCH_KEY, FETCH_VERSION, body)
-        if response.error_code != ErrorCode.NONE:
-            raise KafkaError(f"fetch failed with {ErrorCode(response.error_code).name}")
+        try:
+            response = await self._request(FETCH_KEY, FETCH_VERSION, body)
+        except BaseException:
+            self.state.session.reset()
+            raise
+        if not self.state.session.on_response(response.error_code, response.session_id):
+            error = ErrorCode(response.error_code)
+            if error in SESSION_ERRORS:
+                logger.debug("fetch session with broker %s: %s, starting a new one",
+                             self.state.source_broker_id, error.name)  # fmt: skip
+                return  # the next round sends a full fetch at once
+            raise KafkaError(f"fetch failed with {error.name}")
         for topic_response in response.responses:
             for p in topic_response.partitions:
                 tp = (topic_response.topic, p.partition_index)
@@ -407,3 +419,10 @@ class ReplicaFetcher:
         )
         if decision is not None:
             self._truncate(tp, decision)
+
+
+def _forgotten_topics(F: Any, forgotten: list) -> list:  # noqa: N803
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in forgotten:
+        by_topic.setdefault(topic, []).append(partition)
+    return [F.ForgottenTopic(topic=t, partitions=ps) for t, ps in by_topic.items()]

@@ -77,6 +77,12 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("replica.fetch.min.bytes", int, 1, "follower fetch minimum bytes"),
     ConfigKey("replica.fetch.backoff.ms", int, 1000, "back-off of a partition after an error"),
     ConfigKey("num.replica.fetchers", int, 1, "fetcher tasks per source broker"),
+    ConfigKey(
+        "max.incremental.fetch.session.cache.slots",
+        int,
+        1000,
+        "incremental fetch sessions (KIP-227) a broker keeps for its followers",
+    ),  # fmt: skip
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", int, 5000, "HW checkpoint period"),
     ConfigKey("broker.heartbeat.interval.ms", int, 2000, "broker heartbeat period"),
     ConfigKey("broker.session.timeout.ms", int, 9000, "missed heartbeats before fencing"),

@@ -108,6 +108,20 @@ def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig
         return base
 
 
+class FetchWaiter:
+    """A long-polling fetch: woken by any partition it reads, remembering which signalled."""
+
+    __slots__ = ("event", "signalled")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.signalled: set[int] = set()  # id() of the HostedPartitions that signalled
+
+    def wake(self, hosted: HostedPartition) -> None:
+        self.signalled.add(id(hosted))
+        self.event.set()
+
+
 @dataclasses.dataclass
 class HostedPartition:
     topic: str
@@ -119,9 +133,9 @@ class HostedPartition:
     is_leader: bool
     state: ReplicationState
     high_watermark_changed: trio.Event = dataclasses.field(default_factory=trio.Event)
-    # Events of long-polling fetches waiting on this partition among others: one Event per
-    # fetch, however many partitions it names (no task per partition).
-    fetch_waiters: set[trio.Event] = dataclasses.field(default_factory=set)
+    # Long-polling fetches waiting on this partition among others: one waiter per fetch,
+    # however many partitions it names (no task per partition).
+    fetch_waiters: set[FetchWaiter] = dataclasses.field(default_factory=set)
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """Kafka's epoch check for a client that knows the leader epoch (-1: it does not)."""
@@ -141,7 +155,7 @@ class HostedPartition:
         self.high_watermark_changed = trio.Event()
         if self.fetch_waiters:
             for waiter in self.fetch_waiters:
-                waiter.set()
+                waiter.wake(self)
             self.fetch_waiters.clear()
 
 
@@ -280,12 +294,29 @@ class HostedPartitions:
         hosted.signal_high_watermark()  # wake waiters: they re-check leadership and the ISR
 
     def refresh(self, hosted: HostedPartition) -> None:
-        """Copy the replication state's view (leader epoch, ISR) into the hosted fields."""
+        """Copy the replication state's view (leader epoch, ISR) into the hosted fields.
+
+        The leader says when its partition runs below its replication factor (a WARNING, once
+        per change, not per fetch) and when it is whole again: an acks=all write to it is then
+        on fewer disks than the topic asks for."""
+        was_under_replicated = hosted.is_leader and len(hosted.isr) < len(hosted.replicas)
         replication = hosted.state
         hosted.leader_epoch = replication.leader_epoch
         hosted.isr = tuple(sorted(replication.isr))
         hosted.replicas = replication.replicas
         hosted.is_leader = replication.is_leader
+        under_replicated = hosted.is_leader and len(hosted.isr) < len(hosted.replicas)
+        if under_replicated and not was_under_replicated:
+            logger.warning(
+                "partition %s-%d is under-replicated: isr=%s replicas=%s (writes are on %d of "
+                "%d replicas)", hosted.topic, hosted.partition, ",".join(map(str, hosted.isr)),
+                ",".join(map(str, hosted.replicas)), len(hosted.isr), len(hosted.replicas),
+            )  # fmt: skip
+        elif was_under_replicated and not under_replicated and hosted.is_leader:
+            logger.info(
+                "partition %s-%d is fully replicated again: isr=%s",
+                hosted.topic, hosted.partition, ",".join(map(str, hosted.isr)),
+            )  # fmt: skip
 
     def on_isr_change(self, hosted: HostedPartition) -> None:
         """An AlterPartition committed: refresh, maybe move the HW, wake waiters."""

@@ -122,3 +122,17 @@ async def test_status_lag_from_a_broker_and_a_dead_one(broker):
     add_lag("st", partition, logs)
     assert partition["lag"] is None
     assert partition["replica_logs"][1] == {"broker": 2, "offset_lag": None, "partition_size": None}
+
+
+def test_status_lag_of_a_follower_with_no_fetch_answer_is_unknown():
+    """A follower whose fetcher never got an answer reports offset_lag -1; status shows `?`,
+    not 0 (a replica that is not fetching is not in sync)."""
+    from tools.admin_client import ReplicaLogInfo
+    from tools.status_cmd import add_lag
+
+    logs = {1: {("st", 0): ReplicaLogInfo("st", 0, 100, 0, False)},
+            2: {("st", 0): ReplicaLogInfo("st", 0, 0, -1, False)}}  # fmt: skip
+    partition = {"partition": 0, "replicas": [1, 2]}
+    add_lag("st", partition, logs)
+    assert partition["lag"] is None
+    assert partition["replica_logs"][1] == {"broker": 2, "offset_lag": None, "partition_size": 0}

@@ -61,3 +61,38 @@ def test_topic_config_merge_ignores_unmodelled_and_bad_keys(tmp_path):
     merged = topic_log_config(base, {"retention.ms": "5", "compression.type": "zstd"})
     assert merged == dataclasses.replace(base, retention_ms=5)
     assert topic_log_config(base, {"segment.bytes": "1"}) is base  # below the floor: kept base
+
+
+async def test_the_leader_warns_once_when_its_partition_runs_below_its_replicas(tmp_path, caplog):
+    config = node_config(tmp_path)
+    quorum = LocalQuorum()
+    for broker_id in (1, 2, 3):
+        quorum.register(broker_id, "127.0.0.1", 9092 + broker_id)
+    hosted = HostedPartitions(1, LogManager(config.log_dir, default_log_config(config)), config)
+    from quorum.controller import CreatableTopic, CreateTopicsRequest
+
+    await quorum.create_topics(CreateTopicsRequest((CreatableTopic("t", 3, 3, {}),)))
+    hosted.apply_image(quorum.image)
+    topic_id = quorum.image.topic_ids_by_name["t"]
+    (mine,) = [p for p, s in quorum.image.topic("t").partitions.items() if s.leader == 1]
+
+    def change_isr(isr: tuple[int, ...]) -> None:
+        state = quorum.image.topic("t").partitions[mine]
+        quorum.commit([PartitionChangeRecord(topic_id, mine, leader_epoch=state.leader_epoch,
+                       partition_epoch=state.partition_epoch + 1, isr=isr)])  # fmt: skip
+        hosted.apply_image(quorum.image)
+
+    def lines(level: str) -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelname == level
+                and f"t-{mine} " in r.getMessage()]  # fmt: skip
+
+    caplog.set_level("INFO", logger="log.server.partitions")
+    assert not lines("WARNING")  # created whole
+    change_isr((1, 2))
+    change_isr((1,))
+    assert lines("WARNING") == [f"partition t-{mine} is under-replicated: isr=1,2 replicas="
+                                f"{','.join(map(str, quorum.image.topic('t').partitions[mine].replicas))}"
+                                " (writes are on 2 of 3 replicas)"]  # fmt: skip
+    change_isr((1, 2, 3))
+    assert lines("INFO")[-1] == f"partition t-{mine} is fully replicated again: isr=1,2,3"
+    assert len(lines("WARNING")) == 1

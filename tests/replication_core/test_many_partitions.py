@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from log.protocol.errors import ErrorCode
 from log.replication.fetch_fill_order import FetchFillOrder
+from log.replication.fetch_session import CachedPartition, FetchSessionCache, update_session
 from log.replication.follower_state import (
     FetcherState,
     FetchState,
@@ -37,6 +38,8 @@ LEADER_ID, LEADER_EPOCH = 0, 1
 PARTITION_MAX_BYTES = 1_000
 RESPONSE_MAX_BYTES = 4_000  # four partitions' shares: far fewer than the partitions named
 MAX_CATCH_UP_ROUNDS = 12
+ROUND_MS = 10
+BACKOFF_MS = 20  # replica.fetch.backoff.ms after a partition error: two rounds
 
 
 def read_for_fetch(log: MemoryLog, fetch_offset: int, max_bytes: int, first: bool) -> list[Batch]:
@@ -56,7 +59,7 @@ class Follower:
 
     def add_partition(self, tp: object) -> None:
         self.logs[tp] = MemoryLog()
-        follower = FollowerState()
+        follower = FollowerState(BACKOFF_MS)
         follower.on_become_follower(LEADER_ID, LEADER_EPOCH, self.logs[tp])
         self.fetcher.add_partition(tp, follower)
 
@@ -70,11 +73,17 @@ class Follower:
 
 
 class ManyPartitionSim:
-    def __init__(self, seed: int, initial_partitions: int, hot_share: float) -> None:
+    def __init__(self, seed: int, initial_partitions: int, hot_share: float,
+                 sessions: bool = True, fault_probability: float = 0.0) -> None:  # fmt: skip
         self.rng = random.Random(seed)
         self.leader_logs: dict[object, MemoryLog] = {}
         self.followers = [Follower(1), Follower(2)]
         self.fill_orders = {f.broker_id: FetchFillOrder() for f in self.followers}
+        self.session_cache = FetchSessionCache()
+        self.sessions = sessions
+        # Per round: a follower's session is evicted, or a partition answers with an error.
+        self.fault_probability = fault_probability
+        self.incremental_fetches = 0
         self.hot: set[object] = set()
         self.hot_share = hot_share
         self.round = 0
@@ -110,7 +119,7 @@ class ManyPartitionSim:
         self.pending.append((self.round, tp, log.log_end_offset))
 
     def fetch_round(self, follower: Follower) -> None:
-        now_ms = self.round * 10
+        now_ms = self.round * ROUND_MS
         poll = follower.fetcher.poll(now_ms, lambda tp: follower.logs[tp])
         for tp, decision in poll.truncate_now.items():
             follower.truncate(tp, decision)
@@ -120,37 +129,82 @@ class ManyPartitionSim:
             follower.truncate(tp, state.on_epoch_end_offset(epoch, end_offset, follower.logs[tp]))
         if not poll.fetch:
             return
-        keys = list(poll.fetch)
+        request = follower.fetcher.session.build(poll.fetch)
+        if self.rng.random() < self.fault_probability:
+            self.session_cache.sessions.pop(request.session_id, None)  # evicted
+        decision = self.session_cache.decide(
+            request.session_id, request.session_epoch, may_create=self.sessions
+        )
+        if decision.error != ErrorCode.NONE:
+            assert not follower.fetcher.session.on_response(decision.error, 0)
+            return
+        if decision.session is None:
+            assert request.full
+            fetch = {tp: CachedPartition(f.fetch_offset, f.log_start_offset,
+                                         f.partition_max_bytes, f.current_leader_epoch)
+                     for tp, f in request.to_send.items()}  # fmt: skip
+        else:
+            self.incremental_fetches += decision.incremental
+            update_session(
+                decision.session,
+                [(tp, CachedPartition(f.fetch_offset, f.log_start_offset, f.partition_max_bytes,
+                                      f.current_leader_epoch))
+                 for tp, f in request.to_send.items()],
+                request.forgotten,
+                full=not decision.incremental,
+            )  # fmt: skip
+            fetch = decision.session.partitions
+        keys = list(fetch)
+        failing = self.rng.choice(keys) if self.rng.random() < self.fault_probability else None
 
         def read(index: int, budget_bytes: int, first: bool) -> tuple[list[Batch], int]:
-            request = poll.fetch[keys[index]]
+            cached = fetch[keys[index]]
             batches = read_for_fetch(
                 self.leader_logs[keys[index]],
-                request.fetch_offset,
-                min(request.partition_max_bytes, budget_bytes),
+                cached.fetch_offset,
+                min(cached.partition_max_bytes, budget_bytes),
                 first,
             )
             return batches, sum(b.size_bytes for b in batches)
 
         answers, _ = self.fill_orders[follower.broker_id].fill(keys, RESPONSE_MAX_BYTES, read)
+        assert follower.fetcher.session.on_response(ErrorCode.NONE, decision.response_session_id)
         for tp, batches in zip(keys, answers, strict=True):
-            log = follower.logs[tp]
-            meta = None
-            if batches:
-                size = sum(b.size_bytes for b in batches)
-                meta = RecordsMeta(batches[0].base_offset, batches[-1].next_offset, size)
             leader_log = self.leader_logs[tp]
-            outcome = follower.fetcher.partitions[tp].on_fetch_response(
-                poll.fetch[tp], ErrorCode.NONE, leader_log.high_watermark,
-                leader_log.log_start_offset, meta, log, now_ms,
-            )  # fmt: skip
-            assert not outcome.ignored and not outcome.needs_leader_offsets
-            follower.truncate(tp, outcome.truncation)
-            if outcome.append:
-                log.append_as_follower(batches)
-                follower.fetcher.mark_fetched(tp)
-            if outcome.high_watermark is not None:
-                log.update_high_watermark(outcome.high_watermark)
+            error = ErrorCode.NOT_LEADER_OR_FOLLOWER if tp == failing else ErrorCode.NONE
+            size = sum(b.size_bytes for b in batches)
+            cached = fetch[tp]
+            if decision.session is not None:
+                news = cached.must_respond(
+                    error, size, leader_log.high_watermark, leader_log.log_start_offset
+                )
+                if decision.incremental and not news:
+                    continue
+            # The leader answers the fetch the follower made this round, never an older one.
+            assert poll.fetch[tp].fetch_offset == cached.fetch_offset, tp
+            self.apply_answer(follower, tp, poll.fetch[tp], error, batches, now_ms)
+
+    def apply_answer(self, follower: Follower, tp: object, request: object, error: ErrorCode,
+                     batches: list[Batch], now_ms: int) -> None:  # fmt: skip
+        log = follower.logs[tp]
+        if error != ErrorCode.NONE:
+            batches = []
+        meta = None
+        if batches:
+            size = sum(b.size_bytes for b in batches)
+            meta = RecordsMeta(batches[0].base_offset, batches[-1].next_offset, size)
+        leader_log = self.leader_logs[tp]
+        outcome = follower.fetcher.partitions[tp].on_fetch_response(
+            request, error, leader_log.high_watermark, leader_log.log_start_offset, meta, log,
+            now_ms,
+        )  # fmt: skip
+        assert not outcome.ignored and not outcome.needs_leader_offsets
+        follower.truncate(tp, outcome.truncation)
+        if outcome.append:
+            log.append_as_follower(batches)
+            follower.fetcher.mark_fetched(tp)
+        if outcome.high_watermark is not None:
+            log.update_high_watermark(outcome.high_watermark)
 
     def step(self) -> None:
         self.round += 1
@@ -183,9 +237,16 @@ class ManyPartitionSim:
                 assert follower.logs[tp].batches == leader_log.batches, (tp, follower.broker_id)
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_every_partition_catches_up_among_hundreds(seed: int) -> None:
-    sim = ManyPartitionSim(seed, initial_partitions=200, hot_share=0.04)
+@pytest.mark.parametrize(
+    ("seed", "sessions", "fault_probability"),
+    [(seed, True, 0.0) for seed in range(4)]
+    + [(seed, True, 0.05) for seed in range(4, 8)]
+    + [(seed, False, 0.05) for seed in range(8, 11)],
+)
+def test_every_partition_catches_up_among_hundreds(
+    seed: int, sessions: bool, fault_probability: float
+) -> None:
+    sim = ManyPartitionSim(seed, 200, 0.04, sessions, fault_probability)
     for _ in range(200):
         sim.step()
     # Quiet: no more writes; every follower drains what is left within a few rounds.
@@ -197,6 +258,7 @@ def test_every_partition_catches_up_among_hundreds(seed: int) -> None:
     assert not sim.pending, f"seed {seed}: {sim.pending[:5]}"
     sim.check_replicas_identical()
     assert len(sim.leader_logs) > 200  # partitions were created while running
+    assert (sim.incremental_fetches > 0) == sessions
 
 
 def test_a_new_partition_replicates_at_once_behind_hundreds_of_idle_ones() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import trio
 
+from log.replication.fetch_session import FetchSessionCache
 from log.replication.isr_manager import IsrManager
 from log.server.broker_context import ControllerChannel, MetadataSource
 from log.server.config import NodeConfig
@@ -41,6 +42,7 @@ class BrokerContext:
     clock_ms: Callable[[], int] = wall_clock_ms
     isr_manager: IsrManager | None = None  # set by KafkaServer: ISR expansions on fetch
     group_coordinator: Any = None  # GroupCoordinatorDriver, set by KafkaServer
+    fetch_sessions: FetchSessionCache = dataclasses.field(default_factory=FetchSessionCache)
 
     @property
     def node_id(self) -> int:

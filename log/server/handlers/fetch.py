@@ -17,12 +17,14 @@ partitions get the budget first: the connection's `FetchFillOrder` (least recent
 so no partition waits behind others whatever order the client sends.
 
 Long poll: while fewer than min_bytes are available, no partition had an error and max_wait_ms
-has not passed, wait on the fetched partitions' `high_watermark_changed` events -- an append or
-a HW move wakes us at once -- and read again.
+has not passed, wait until any fetched partition signals (an append or a HW move wakes us at
+once) and read again the partitions that signalled.
 
-Fetch sessions (KIP-227): we never create one. session_id 0 in the response means "no session",
-so clients keep sending full fetches (kafka-python does; librdkafka is always sessionless); a
-request naming a session id we never issued gets FETCH_SESSION_ID_NOT_FOUND.
+Fetch sessions (KIP-227, `log.replication.fetch_session`): replica fetches get one, so a
+follower's incremental fetch names only the partitions whose fetch state changed and the answer
+only the partitions with news; every partition of the session is still read and its follower
+fetch recorded each time. Consumers asking for a session get session id 0 ("declined") and keep
+sending full fetches.
 
 Reads run inline: a read is one pread of at most the requested bytes from the page cache.
 """
@@ -37,34 +39,109 @@ from log.protocol.connection import Request
 from log.protocol.errors import ErrorCode, KafkaError
 from log.protocol.fetch import FETCH_RESPONSE
 from log.replication.fetch_fill_order import FetchFillOrder
+from log.replication.fetch_session import CachedPartition, SessionDecision, update_session
 from log.server.handlers.context import BrokerContext
-from log.server.partitions import HostedPartition
+from log.server.partitions import FetchWaiter, HostedPartition
 
 R = FETCH_RESPONSE.cls
 MAX_WAIT_MS = 30_000  # a bound on one long poll, whatever the client asks
 
 
-def _read_all(
-    ctx: BrokerContext, body: object, fill_order: FetchFillOrder
-) -> tuple[list, int, bool, list[HostedPartition]]:
-    """One pass over the request: (topic responses, bytes read, any error, partitions read).
+# One partition to read: ((topic, partition), its fetch state, the session's cache entry or
+# None). The fetch state has fetch_offset, log_start_offset, partition_max_bytes and
+# current_leader_epoch: the request's own entry when sessionless, else the session's.
+_Item = tuple[tuple[str, int], Any, CachedPartition | None]
 
-    Partitions are read in the connection's fair order (`FetchFillOrder`), each with what is
-    left of max_bytes; the response lists them in request order."""
-    image = ctx.sync_partitions()
-    replica_id = body.replica_id  # type: ignore[attr-defined]
-    is_replica = replica_id >= 0
-    now_ms = ctx.clock_ms()
-    any_error = False
-    hosted_list: list[HostedPartition] = []
 
-    def read(index: int, budget_bytes: int, first: bool) -> tuple[object, int]:
-        nonlocal any_error
-        topic, fp = requested[index]
+class _FetchPass:
+    """Reads a Fetch's partitions, fairly within max_bytes, and re-reads those that signal."""
+
+    def __init__(self, ctx: BrokerContext, body: Any, items: list[_Item],
+                 fill_order: FetchFillOrder, incremental: bool) -> None:  # fmt: skip
+        self.ctx = ctx
+        self.incremental = incremental
+        self.replica_id = body.replica_id
+        self.max_bytes = body.max_bytes
+        self.items = items
+        self.keys = [item[0] for item in items]
+        self.fill_order = fill_order
+        self.results: list[Any] = [None] * len(items)
+        self.sizes = [0] * len(items)
+        self.hosted: list[HostedPartition | None] = [None] * len(items)
+        self.any_error = False
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.sizes)
+
+    def read(self, indices: list[int] | None = None) -> None:
+        """Read every partition (or only `indices`), in the connection's fair order.
+
+        An incremental fetch first sets aside its partitions with no news (`_no_news`), so
+        only the others are ordered and read: a round costs little per idle partition."""
+        image = self.ctx.sync_partitions()
+        now_ms = self.ctx.clock_ms()
+        positions: Any = range(len(self.items)) if indices is None else indices
+        already_bytes = 0 if indices is None else self.total_bytes
+        if self.incremental:
+            registration = image.brokers.get(self.replica_id)
+            broker_epoch = registration.broker_epoch if registration is not None else -1
+            no_news = self._no_news
+            positions = [p for p in positions if not no_news(p, broker_epoch, now_ms)]
+
+        def read_one(index: int, budget_bytes: int, first: bool) -> tuple[Any, int]:
+            position = positions[index]
+            result, size = self._read_partition(
+                image, self.items[position], position, budget_bytes, first and not already_bytes,
+                now_ms,
+            )  # fmt: skip
+            self.results[position], self.sizes[position] = result, size
+            return result, size
+
+        keys = self.keys if indices is None and not self.incremental else [
+            self.keys[p] for p in positions
+        ]  # fmt: skip
+        self.fill_order.fill(keys, max(self.max_bytes - already_bytes, 0), read_one)
+
+    def _no_news(self, position: int, broker_epoch: int, now_ms: int) -> bool:
+        """The fast path of an incremental fetch: a session partition whose follower is in the
+        ISR, caught up, and was told the current HW and log start offset, in the same leader
+        epoch as when last validated. Nothing to read or answer: only record the fetch (the
+        follower's caught-up time moves)."""
+        (topic, partition), _, cached = self.items[position]
+        if cached is None or cached.hosted is None:
+            return False
+        hosted = cached.hosted
+        if self.ctx.partitions.get(topic, partition) is not hosted:
+            return False
+        state, log = hosted.state, hosted.log
+        if (
+            state.leader_epoch != cached.validated_leader_epoch
+            or not state.is_leader
+            or cached.fetch_offset != log.log_end_offset
+            or log.high_watermark != cached.high_watermark_sent
+            or log.log_start_offset != cached.log_start_offset_sent
+            or self.replica_id not in state.isr
+        ):
+            return False
+        state.update_follower_fetch_state(
+            self.replica_id, cached.fetch_offset, cached.log_start_offset, now_ms, broker_epoch
+        )
+        self.hosted[position] = hosted
+        self.results[position] = None
+        self.sizes[position] = 0
+        return True
+
+    def _read_partition(self, image: Any, item: _Item, position: int,
+                        budget_bytes: int, first: bool, now_ms: int) -> tuple[Any, int]:  # fmt: skip
+        (topic, partition), fp, cached = item
+        is_replica = self.replica_id >= 0
         try:
-            hosted = ctx.partitions.leader(topic, fp.partition, image)
+            hosted = self.ctx.partitions.leader(topic, partition, image)
             if is_replica:
-                hosted.state.validate_fetch(replica_id, fp.fetch_offset, fp.current_leader_epoch)
+                hosted.state.validate_fetch(
+                    self.replica_id, fp.fetch_offset, fp.current_leader_epoch
+                )
             else:
                 hosted.check_leader_epoch(fp.current_leader_epoch)
             log = hosted.log
@@ -75,17 +152,21 @@ def _read_all(
                 min_one_batch=first,
             )
             if is_replica:
-                _record_follower_fetch(ctx, image, hosted, replica_id, fp, now_ms)
+                _record_follower_fetch(self.ctx, image, hosted, self.replica_id, fp, now_ms)
+                if cached is not None:
+                    cached.hosted = hosted
+                    cached.validated_leader_epoch = hosted.state.leader_epoch
             high_watermark = log.high_watermark
         except KafkaError as exc:
-            any_error = True
+            self.any_error = True
+            self.hosted[position] = None
             return R.PartitionData(
-                partition_index=fp.partition, error_code=exc.error_code,
+                partition_index=partition, error_code=exc.error_code,
                 high_watermark=-1, records=b"",
             ), 0  # fmt: skip
-        hosted_list.append(hosted)
+        self.hosted[position] = hosted
         return R.PartitionData(
-            partition_index=fp.partition,
+            partition_index=partition,
             error_code=0,
             high_watermark=high_watermark,
             last_stable_offset=high_watermark,
@@ -94,21 +175,46 @@ def _read_all(
             records=info.records,
         ), len(info.records)
 
-    requested: list[tuple[str, Any]] = [
-        (t.topic, fp)
-        for t in body.topics  # type: ignore[attr-defined]
+    def response_topics(self, incremental: bool) -> list[Any]:
+        """The answer grouped by topic; an incremental one keeps only partitions with news."""
+        topics: list[Any] = []
+        by_topic: dict[str, list[Any]] = {}
+        for ((topic, _), _, cached), result, size in zip(
+            self.items, self.results, self.sizes, strict=True
+        ):
+            if result is None:
+                continue  # no news (incremental fast path)
+            if cached is not None:
+                if result.error_code != ErrorCode.NONE:
+                    cached.hosted = None
+                news = cached.must_respond(
+                    result.error_code, size, result.high_watermark, result.log_start_offset
+                )
+                if incremental and not news:
+                    continue
+            partitions = by_topic.get(topic)
+            if partitions is None:
+                partitions = by_topic[topic] = []
+                topics.append(R.FetchableTopicResponse(topic=topic, partitions=partitions))
+            partitions.append(result)
+        return topics
+
+
+def _session_items(body: Any, decision: SessionDecision) -> list[_Item]:
+    """Apply the request to its session (if any); the partitions this fetch reads."""
+    session = decision.session
+    if session is None:
+        return [((t.topic, fp.partition), fp, None) for t in body.topics for fp in t.partitions]
+    requested = [
+        ((t.topic, fp.partition), CachedPartition(
+            fp.fetch_offset, fp.log_start_offset, fp.partition_max_bytes, fp.current_leader_epoch
+        ))
+        for t in body.topics
         for fp in t.partitions
-    ]
-    keys = [(topic, fp.partition) for topic, fp in requested]
-    results, total_bytes = fill_order.fill(keys, body.max_bytes, read)  # type: ignore[attr-defined]
-    topics = []
-    position = 0
-    for fetch_topic in body.topics:  # type: ignore[attr-defined]
-        count = len(fetch_topic.partitions)
-        partitions = results[position : position + count]
-        position += count
-        topics.append(R.FetchableTopicResponse(topic=fetch_topic.topic, partitions=partitions))
-    return topics, total_bytes, any_error, hosted_list
+    ]  # fmt: skip
+    forgotten = [(t.topic, p) for t in body.forgotten_topics_data or () for p in t.partitions]
+    update_session(session, requested, forgotten, full=not decision.incremental)
+    return [(key, cached, cached) for key, cached in session.partitions.items()]
 
 
 def _record_follower_fetch(
@@ -135,32 +241,47 @@ def _record_follower_fetch(
         ctx.isr_manager.maybe_expand(hosted, replica_id)
 
 
-async def _wait_for_any(hosted_list: list[HostedPartition], timeout_ms: int) -> None:
-    """Return when any partition's high watermark moves, or after `timeout_ms`."""
-    woken = trio.Event()
-    for hosted in hosted_list:
-        hosted.fetch_waiters.add(woken)
+async def _wait_for_any(fetch_pass: _FetchPass, timeout_ms: int) -> list[int]:
+    """Wait until any read partition signals (or `timeout_ms`); the positions that did."""
+    waiter = FetchWaiter()
+    watched = [(i, h) for i, h in enumerate(fetch_pass.hosted) if h is not None]
+    for _, hosted in watched:
+        hosted.fetch_waiters.add(waiter)
     try:
         with trio.move_on_after(min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000):
-            await woken.wait()
+            await waiter.event.wait()
     finally:
-        for hosted in hosted_list:
-            hosted.fetch_waiters.discard(woken)
+        for _, hosted in watched:
+            hosted.fetch_waiters.discard(waiter)
+    return [i for i, hosted in watched if id(hosted) in waiter.signalled]
 
 
 async def handle_fetch(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    decision = SessionDecision(None)
     if request.api_version >= 7:
-        if body.session_id != 0:
-            return R(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
-        if body.session_epoch not in (-1, 0):
-            return R(error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id=0, responses=[])
+        decision = ctx.fetch_sessions.decide(
+            body.session_id, body.session_epoch, may_create=body.replica_id >= 0
+        )
+        if decision.error != ErrorCode.NONE:
+            return R(error_code=decision.error, session_id=0, responses=[])
     fill_order = request.connection_state.get("fetch_fill_order")
     if fill_order is None:
         fill_order = request.connection_state["fetch_fill_order"] = FetchFillOrder()
-    topics, total_bytes, any_error, hosted_list = _read_all(ctx, body, fill_order)
+    items = _session_items(body, decision)
+    fetch_pass = _FetchPass(ctx, body, items, fill_order, decision.incremental)
+    fetch_pass.read()
     deadline = trio.current_time() + min(max(body.max_wait_ms, 0), MAX_WAIT_MS) / 1000
-    while total_bytes < body.min_bytes and not any_error and trio.current_time() < deadline:
-        await _wait_for_any(hosted_list, (deadline - trio.current_time()) * 1000)
-        topics, total_bytes, any_error, hosted_list = _read_all(ctx, body, fill_order)
-    return R(error_code=0, session_id=0, responses=topics)
+    while (
+        fetch_pass.total_bytes < body.min_bytes
+        and not fetch_pass.any_error
+        and trio.current_time() < deadline
+    ):
+        signalled = await _wait_for_any(fetch_pass, (deadline - trio.current_time()) * 1000)
+        if signalled:
+            fetch_pass.read(signalled)
+    return R(
+        error_code=0,
+        session_id=decision.response_session_id,
+        responses=fetch_pass.response_topics(decision.incremental),
+    )

@@ -4,7 +4,8 @@ Answers from the LogManager's logs (hosted replicas, leader or follower, and log
 deleted), as Kafka's `ReplicaManager.describeLogDirs` does: `partition_size` is the bytes of
 all segments, `offset_lag` for a current log: on a follower, how far its log end offset is
 behind the leader's high watermark from the last fetch answer (Kafka's replica fetcher lag, the
-number operators watch: a follower out of the ISR catching up shows it); otherwise Kafka's own
+number operators watch: a follower out of the ISR catching up shows it), -1 before the first
+answer (unknown, shown as '?' by `quorumlog status`); otherwise Kafka's own
 `max(high_watermark - log_end_offset, 0)` (0 here, as a log's HW never exceeds its LEO),
 `is_future_key` always false (no AlterReplicaLogDirs). `topics` null describes every log;
 requested partitions this broker has no log for are left out, as Kafka does. v4+ carries the
@@ -26,12 +27,19 @@ R = DESCRIBE_LOG_DIRS_RESPONSE.cls
 UNKNOWN_BYTES = -1
 
 
+UNKNOWN_LAG = -1  # a follower whose fetcher has had no answer from its leader yet
+
+
 def offset_lag(ctx: BrokerContext, topic_partition: tuple[str, int], log: UnifiedLog) -> int:
-    """The offset lag of a current (not future) log: a follower's fetcher lag, else Kafka's."""
+    """The offset lag of a current (not future) log: a follower's fetcher lag (UNKNOWN_LAG
+    before its first fetch answer: a replica that is not fetching is not "0 behind"), else
+    Kafka's."""
     fetchers = ctx.partitions.fetcher_manager
     state = fetchers.follower_state(topic_partition) if fetchers is not None else None
-    lag = state.lag(log.log_end_offset) if state is not None else None
-    return lag if lag is not None else max(log.high_watermark - log.log_end_offset, 0)
+    if state is not None:
+        lag = state.lag(log.log_end_offset)
+        return UNKNOWN_LAG if lag is None else lag
+    return max(log.high_watermark - log.log_end_offset, 0)
 
 
 async def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> object:

@@ -1,0 +1,133 @@
+"""Partition scale: how a 3-node cluster on `quorumlog up` defaults copes with many partitions.
+
+For each size (`--partitions 1000 10000`): create one topic of that many partitions, RF 3
+(CreateTopics through confluent-kafka's AdminClient), then measure
+* `create_s`: CreateTopics until its future resolves;
+* `isr_full_s`: from then until every partition has a leader and its whole replica set in its
+  ISR (metadata polled every 0.2 s, so +-0.2 s);
+* the first acks=all record of every partition: one record per partition from one
+  confluent-kafka producer (acks=all, linger.ms 5), p50/p99/max of produce-to-ack and the
+  seconds until all were acknowledged (librdkafka sends one partition per ProduceRequest and a
+  broker answers one request per connection at a time, as Kafka does, so this is a chain of
+  replication round trips as long as a third of the partitions);
+* `idle_cpu_pct`: the three node processes' CPU (% of one core, summed) over 5 idle seconds
+  afterwards: what following that many idle partitions costs (every fetch session round).
+Every size runs on a fresh cluster. The nodes run Kafka's defaults for everything (the settings
+`quorumlog up` writes), nothing from the test harness.
+
+    python -m bench.partition_scale [--partitions 1000 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.rows import emit
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests" / "node"))
+
+import cluster_harness  # noqa: E402
+from cluster_harness import Cluster  # noqa: E402
+
+TOPIC = "scale"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+    return total / CLOCK_TICKS
+
+
+def measure(partitions: int, workdir: Path) -> dict:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    saved = dict(cluster_harness.TEST_PROPS)
+    cluster_harness.TEST_PROPS.clear()  # `quorumlog up`'s defaults, nothing shortened
+    try:
+        cluster = Cluster(workdir, 3)
+    finally:
+        cluster_harness.TEST_PROPS.update(saved)
+    cluster.start_all()
+    try:
+        bootstrap = cluster.layout.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        start = time.monotonic()
+        admin.create_topics([NewTopic(TOPIC, partitions, 3)], request_timeout=600)[TOPIC].result()
+        created = time.monotonic()
+        while True:
+            described = admin.list_topics(TOPIC, timeout=60).topics[TOPIC].partitions
+            full = sum(1 for p in described.values() if p.leader >= 0 and len(p.isrs) == 3)
+            if len(described) == partitions and full == partitions:
+                break
+            if time.monotonic() - created > 600:
+                raise RuntimeError(f"only {full} of {partitions} ISRs full after 600 s")
+            time.sleep(0.2)
+        isr_full = time.monotonic()
+        latencies: list[float] = []
+        errors: list = []
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        producer.produce(TOPIC, b"warm-up", partition=0)
+        producer.flush(60)
+        first = time.monotonic()
+        for partition in range(partitions):
+            sent = time.monotonic()
+
+            def on_delivery(err, _msg, sent=sent) -> None:
+                (errors.append(err) if err else latencies.append(time.monotonic() - sent))
+
+            producer.produce(TOPIC, b"x" * 100, partition=partition, on_delivery=on_delivery)
+            producer.poll(0)
+        producer.flush(600)
+        all_acked = time.monotonic()
+        if errors:
+            raise RuntimeError(f"{len(errors)} deliveries failed, e.g. {errors[0]}")
+        pids = [p.pid for p in cluster.processes.values()]
+        cpu_before = cpu_seconds(pids)
+        time.sleep(5)
+        idle_cpu_pct = (cpu_seconds(pids) - cpu_before) / 5 * 100
+        latencies.sort()
+        return {
+            "partitions": partitions,
+            "create_s": created - start,
+            "isr_full_s": isr_full - created,
+            "first_ack_p50_ms": statistics.median(latencies) * 1000,
+            "first_ack_p99_ms": latencies[int(0.99 * (len(latencies) - 1))] * 1000,
+            "first_ack_max_ms": latencies[-1] * 1000,
+            "all_acked_s": all_acked - first,
+            "idle_cpu_pct": idle_cpu_pct,
+        }
+    finally:
+        cluster.stop_all()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--partitions", type=int, nargs="+", default=[1000, 10000])
+    args = parser.parse_args()
+    rows = []
+    print("| partitions (RF 3) | create s | until every ISR full s | first acks=all p50 / p99 / "
+          "max ms | all acked s | idle CPU % (3 nodes) |\n|---|---|---|---|---|---|")  # fmt: skip
+    for partitions in args.partitions:
+        with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+            row = measure(partitions, Path(tmp))
+        rows.append(row)
+        print(f"| {partitions:,} | {row['create_s']:.1f} | {row['isr_full_s']:.1f} "
+              f"| {row['first_ack_p50_ms']:.0f} / {row['first_ack_p99_ms']:.0f} / "
+              f"{row['first_ack_max_ms']:.0f} | {row['all_acked_s']:.1f} "
+              f"| {row['idle_cpu_pct']:.0f} |", flush=True)  # fmt: skip
+    emit("partition_scale", rows)
+
+
+if __name__ == "__main__":
+    main()

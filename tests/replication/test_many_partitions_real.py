@@ -1,0 +1,127 @@
+"""A thousand replicated partitions on 3 real nodes: every one is really replicated.
+
+Replication and checkpoint settings are the defaults here (replica.fetch.max.bytes 1 MiB,
+replica.fetch.response.max.bytes 10 MiB, replica.lag.time.max.ms 30 s); only the heartbeat and
+session timeouts are the harness's short ones. Before followers named every partition in every
+fetch, 10 partitions per fetch shut the rest out: their followers' logs stayed empty and their
+ISRs shrank to the leader while acks=all waited for it. How fast all this happens is measured
+by `bench.partition_scale`, not asserted here; the timeouts are hang guards.
+"""
+
+from __future__ import annotations
+
+import time
+
+import cluster_harness
+import pytest
+import trio
+from cluster_harness import Cluster, wait_until
+
+from tools.admin_client import AdminClient
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+TOPIC = "many"
+PARTITIONS = 1000
+
+
+def _create_and_produce(bootstrap: str) -> tuple[int, list]:
+    """Create the topic, then one acks=all record per partition; (acked count, errors)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+    from confluent_kafka.admin import NewTopic
+
+    admin = KafkaAdmin({"bootstrap.servers": bootstrap})
+    topic = NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+    admin.create_topics([topic], request_timeout=120)[TOPIC].result(120)
+    acked: list[int] = []
+    errors: list = []
+
+    def on_delivery(err, message) -> None:
+        (errors.append(err) if err is not None else acked.append(message.partition()))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for partition in range(PARTITIONS):
+        producer.produce(TOPIC, b"r%d" % partition, partition=partition, on_delivery=on_delivery)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    return len(set(acked)), errors
+
+
+def _cluster_on_defaults(tmp_path) -> Cluster:
+    """The harness's cluster with Kafka's checkpoint interval back (the harness checkpoints
+    every 10 metadata records, which a thousand partition records turn into minutes)."""
+    saved = dict(cluster_harness.TEST_PROPS)
+    cluster_harness.TEST_PROPS.pop("metadata.log.max.record.count.between.snapshots", None)
+    try:
+        return Cluster(tmp_path, 3)
+    finally:
+        cluster_harness.TEST_PROPS.clear()
+        cluster_harness.TEST_PROPS.update(saved)
+
+
+async def _partitions(bootstrap: str):
+    async with AdminClient(bootstrap) as admin:
+        (topic,) = await admin.describe_topics([TOPIC])
+        cluster = await admin.describe_cluster()
+    return topic.partitions, cluster.brokers
+
+
+async def _all_isrs_full(bootstrap: str) -> bool:
+    try:
+        partitions, _ = await _partitions(bootstrap)
+    except Exception:  # a broker restarting: ask again
+        return False
+    return len(partitions) == PARTITIONS and all(
+        p.leader >= 0 and set(p.isr) == set(p.replicas) for p in partitions
+    )
+
+
+async def _replica_sizes(bootstrap: str) -> dict[tuple[int, int], int]:
+    """(broker, partition) -> bytes of that replica's log, from every broker's DescribeLogDirs."""
+    _, brokers = await _partitions(bootstrap)
+    sizes = {}
+    async with AdminClient(bootstrap) as admin:
+        for broker in brokers:
+            for log_dir in await admin.describe_log_dirs(broker, {TOPIC: range(PARTITIONS)}):
+                for replica in log_dir.replicas:
+                    sizes[(broker.node_id, replica.partition)] = replica.partition_size
+    return sizes
+
+
+async def test_a_thousand_partitions_all_replicate_and_refill_their_isrs_after_a_kill(tmp_path):
+    started = time.monotonic()
+
+    def phase(name: str) -> None:
+        print(f"{name}: {time.monotonic() - started:.1f}s")
+
+    cluster = _cluster_on_defaults(tmp_path)
+    await trio.to_thread.run_sync(cluster.start_all)
+    phase("started")
+    bootstrap = cluster.layout.bootstrap_servers
+
+    acked, errors = await trio.to_thread.run_sync(_create_and_produce, bootstrap)
+    assert not errors and acked == PARTITIONS
+    phase("created and produced")
+
+    # Every replica of every partition holds the record: the followers' logs are not empty.
+    sizes = await _replica_sizes(bootstrap)
+    assert len(sizes) == 3 * PARTITIONS
+    empty = sorted(key for key, size in sizes.items() if size == 0)
+    assert not empty, f"{len(empty)} empty replica logs, e.g. {empty[:5]}"
+    assert await wait_until(lambda: _all_isrs_full(bootstrap), 60)
+    phase("replicas checked")
+
+    # A leader dies and comes back: it catches up on every partition and rejoins every ISR.
+    partitions, _ = await _partitions(bootstrap)
+    victim = partitions[0].leader
+    cluster.kill9(victim)
+    await trio.to_thread.run_sync(cluster.start, victim)
+    await trio.to_thread.run_sync(cluster.wait_ready, victim)
+    phase("restarted")
+    assert await wait_until(lambda: _all_isrs_full(bootstrap), 120, interval_s=0.5)
+    phase("isrs full again")
+    sizes = await _replica_sizes(bootstrap)
+    assert len(sizes) == 3 * PARTITIONS
+    nodes = cluster.layout.node_ids
+    mismatched = [p for p in range(PARTITIONS) if len({sizes[(b, p)] for b in nodes}) != 1]
+    assert not mismatched, f"replicas differ in size for partitions {mismatched[:5]}"
