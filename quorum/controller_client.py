@@ -239,8 +239,10 @@ class ControllerClient:
     async def alter_topic_configs(self, request: c.AlterConfigsRequest) -> c.AlterConfigsResponse:
         return await self._forward("alter_topic_configs", request)
 
-    async def alter_partition(self, request: c.AlterPartitionRequest) -> c.AlterPartitionResponse:
-        return await self._forward("alter_partition", request)
+    async def alter_partitions(
+        self, request: c.AlterPartitionsRequest
+    ) -> c.AlterPartitionsResponse:
+        return await self._forward("alter_partitions", request)
 
     async def allocate_producer_ids(
         self, request: c.AllocateProducerIdsRequest

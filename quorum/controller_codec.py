@@ -27,7 +27,7 @@ OPERATIONS: dict[str, tuple[type, type]] = {
     "delete_topics": (c.DeleteTopicsRequest, c.DeleteTopicsResponse),
     "create_partitions": (c.CreatePartitionsRequest, c.CreatePartitionsResponse),
     "alter_topic_configs": (c.AlterConfigsRequest, c.AlterConfigsResponse),
-    "alter_partition": (c.AlterPartitionRequest, c.AlterPartitionResponse),
+    "alter_partitions": (c.AlterPartitionsRequest, c.AlterPartitionsResponse),
     "controlled_shutdown": (c.ControlledShutdownRequest, c.ControlledShutdownResponse),
 }
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024

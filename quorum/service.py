@@ -284,7 +284,7 @@ class ControllerService:
         decide = {
             "delete_topics": c.delete_topics,
             "alter_topic_configs": c.alter_topic_configs,
-            "alter_partition": c.alter_partition,
+            "alter_partitions": c.alter_partitions,
             "controlled_shutdown": c.controlled_shutdown,
         }[operation]
         return await self._decide(lambda image: decide(image, request))

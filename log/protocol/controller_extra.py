@@ -15,7 +15,7 @@ Never advertised to clients; api keys in a private range (Kafka's own keys stay 
 
 * ControllerForward (api key 1001): one sans-IO controller call of quorum/controller.py
   (`operation` = create_topics, delete_topics, create_partitions, alter_topic_configs,
-  alter_partition, controlled_shutdown) with the request dataclass as JSON (`payload`,
+  alter_partitions, controlled_shutdown) with the request dataclass as JSON (`payload`,
   quorum.controller_codec); the response dataclass comes back the same way. Non-leaders
   answer NOT_CONTROLLER with `leader_id` (the active controller's node id, -1 unknown).
 

@@ -4,11 +4,13 @@ plus the leader's periodic isr-expiration task), the I/O driver around `Partitio
 - Shrink: every `replica.lag.time.max.ms / 2` each led partition runs `check_isr_shrink`.
 - Expand: the Fetch handler calls `maybe_expand(hosted, replica_id)` after a follower fetch.
 - Either proposal (`AlterPartitionRequest` of the core, at most one pending per partition) is
-  sent by a task of ours through the `ControllerChannel.alter_partition`; the answer goes to
-  `on_alter_partition_response`. COMMITTED: the hosted fields are refreshed and waiters woken
-  (the HW may have moved, or min ISR be violated now). RETRY (transport failures included):
-  resend after `ALTER_PARTITION_RETRY_BACKOFF_MS` while the same proposal is still pending.
-  AWAIT_METADATA: leave it pending; the next metadata image replaces it.
+  queued; one sender task sends everything queued as one `ControllerChannel.alter_partitions`
+  batch (up to `MAX_ALTER_PARTITION_BATCH`; the controller commits it as one Raft batch, so a
+  restarted broker rejoining a thousand ISRs costs a few rounds, not a thousand); each answer
+  goes to `on_alter_partition_response`. COMMITTED: the hosted fields are refreshed and
+  waiters woken (the HW may have moved, or min ISR be violated now). RETRY (transport failures
+  included): queued again after `ALTER_PARTITION_RETRY_BACKOFF_MS` while the same proposal is
+  still pending. AWAIT_METADATA: leave it pending; the next metadata image replaces it.
 
 `hosted` is duck-typed: it has `topic`, `partition`, `state` (PartitionState) and `log`.
 """
@@ -35,6 +37,7 @@ def _ids(broker_ids: Any) -> str:
 
 ALTER_PARTITION_RETRY_BACKOFF_MS = 100
 ALTER_PARTITION_TIMEOUT_MS = 10_000
+MAX_ALTER_PARTITION_BATCH = 1000  # partitions per AlterPartitions request
 MIN_SHRINK_CHECK_INTERVAL_MS = 10
 
 
@@ -60,10 +63,14 @@ class IsrManager:
         self.clock_ms = clock_ms
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._nursery: trio.Nursery | None = None
+        # Proposals waiting for the sender, one per partition (a newer one replaces it).
+        self._queue: dict[tuple[str, int], tuple[Any, AlterPartitionRequest]] = {}
+        self._queued = trio.Event()
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            nursery.start_soon(self._send_batches)
             task_status.started()
             interval_ms = max(self.replica_lag_time_max_ms // 2, MIN_SHRINK_CHECK_INTERVAL_MS)
             try:
@@ -105,42 +112,71 @@ class IsrManager:
     def _send(self, hosted: Any, request: AlterPartitionRequest) -> None:
         if self._nursery is None:  # not running (in-process tests without the loop)
             return
-        self._nursery.start_soon(self._send_until_answered, hosted, request)
+        self._queue[(hosted.topic, hosted.partition)] = (hosted, request)
+        self._queued.set()
 
-    async def _send_until_answered(self, hosted: Any, request: AlterPartitionRequest) -> None:
-        state = hosted.state
-        while state.pending_alter_partition is request:
-            image = self.image_getter()
+    async def _send_batches(self) -> None:
+        """The one sender: every queued proposal goes out in the next AlterPartitions batch."""
+        while True:
+            if not self._queue:
+                self._queued = trio.Event()
+                await self._queued.wait()
+            batch = []
+            while self._queue and len(batch) < MAX_ALTER_PARTITION_BATCH:
+                key = next(iter(self._queue))
+                batch.append(self._queue.pop(key))
+            retry = await self._send_batch(batch)
+            if retry:
+                await trio.sleep(ALTER_PARTITION_RETRY_BACKOFF_MS / 1000)
+                for hosted, request in retry:
+                    if hosted.state.pending_alter_partition is request:
+                        self._queue.setdefault((hosted.topic, hosted.partition), (hosted, request))
+
+    async def _send_batch(self, batch: list[tuple[Any, AlterPartitionRequest]]) -> list:
+        """Send one batch and apply its answers; the proposals to send again (RETRY)."""
+        image = self.image_getter()
+        broker_epoch = self.broker_epoch_getter()
+        sent = []
+        for hosted, request in batch:
             topic = image.topic(hosted.topic)
-            if topic is None:
-                return
-            wire_request = c.AlterPartitionRequest(
-                broker_id=self.broker_id,
-                broker_epoch=self.broker_epoch_getter(),
-                topic_id=topic.topic_id,
-                partition=hosted.partition,
-                leader_epoch=request.leader_epoch,
-                partition_epoch=request.partition_epoch,
-                new_isr=request.new_isr,
-            )
-            try:
-                with trio.fail_after(ALTER_PARTITION_TIMEOUT_MS / 1000):
-                    response = await self.controller.alter_partition(wire_request)
-                error = ErrorCode(response.error_code)
-            except (KafkaError, trio.TooSlowError) as exc:
-                logger.info("AlterPartition %s-%s failed: %s", hosted.topic, hosted.partition, exc)
-                error, response = ErrorCode.REQUEST_TIMED_OUT, None
-            if state.pending_alter_partition is not request:
-                return  # new metadata superseded the proposal meanwhile
-            if response is not None and error == ErrorCode.NONE:
-                result = state.on_alter_partition_response(
-                    error, response.leader_epoch, response.partition_epoch, response.isr
+            if topic is None or hosted.state.pending_alter_partition is not request:
+                continue  # deleted, or superseded by new metadata meanwhile
+            sent.append((hosted, request, c.AlterPartitionRequest(
+                broker_id=self.broker_id, broker_epoch=broker_epoch, topic_id=topic.topic_id,
+                partition=hosted.partition, leader_epoch=request.leader_epoch,
+                partition_epoch=request.partition_epoch, new_isr=request.new_isr,
+            )))  # fmt: skip
+        if not sent:
+            return []
+        responses: tuple = (None,) * len(sent)
+        try:
+            with trio.fail_after(ALTER_PARTITION_TIMEOUT_MS / 1000):
+                answer = await self.controller.alter_partitions(
+                    c.AlterPartitionsRequest(tuple(wire for _, _, wire in sent))
                 )
-            else:
-                result = state.on_alter_partition_response(error)
-            if result.outcome is AlterPartitionOutcome.COMMITTED:
-                self.on_change(hosted)
-                return
-            if result.outcome is not AlterPartitionOutcome.RETRY:
-                return
-            await trio.sleep(ALTER_PARTITION_RETRY_BACKOFF_MS / 1000)
+            if len(answer.items) == len(sent):
+                responses = answer.items
+        except (KafkaError, trio.TooSlowError) as exc:
+            logger.info("AlterPartition of %d partitions failed: %r", len(sent), exc)
+        retry = []
+        for (hosted, request, _), response in zip(sent, responses, strict=True):
+            if self._apply_answer(hosted, request, response):
+                retry.append((hosted, request))
+        return retry
+
+    def _apply_answer(self, hosted: Any, request: AlterPartitionRequest, response: Any) -> bool:
+        """Apply one partition's answer (None: no answer); True when it should be resent."""
+        state = hosted.state
+        if state.pending_alter_partition is not request:
+            return False  # new metadata superseded the proposal meanwhile
+        error = ErrorCode.REQUEST_TIMED_OUT if response is None else ErrorCode(response.error_code)
+        if error == ErrorCode.NONE:
+            result = state.on_alter_partition_response(
+                error, response.leader_epoch, response.partition_epoch, response.isr
+            )
+        else:
+            result = state.on_alter_partition_response(error)
+        if result.outcome is AlterPartitionOutcome.COMMITTED:
+            self.on_change(hosted)
+            return False
+        return result.outcome is AlterPartitionOutcome.RETRY

@@ -41,8 +41,8 @@ if TYPE_CHECKING:
         AllocateProducerIdsResponse,
         AlterConfigsRequest,
         AlterConfigsResponse,
-        AlterPartitionRequest,
-        AlterPartitionResponse,
+        AlterPartitionsRequest,
+        AlterPartitionsResponse,
         CreatePartitionsRequest,
         CreatePartitionsResponse,
         CreateTopicsRequest,
@@ -85,7 +85,9 @@ class ControllerChannel(Protocol):
 
     async def alter_topic_configs(self, request: AlterConfigsRequest) -> AlterConfigsResponse: ...
 
-    async def alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse: ...
+    async def alter_partitions(
+        self, request: AlterPartitionsRequest
+    ) -> AlterPartitionsResponse: ...
 
     async def allocate_producer_ids(
         self, request: AllocateProducerIdsRequest

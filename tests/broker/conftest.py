@@ -110,8 +110,8 @@ class LocalQuorum:
         self.commit(records)
         return response
 
-    async def alter_partition(self, request):
-        records, response = controller.alter_partition(self.image, request)
+    async def alter_partitions(self, request):
+        records, response = controller.alter_partitions(self.image, request)
         self.commit(records)
         return response
 

@@ -351,3 +351,36 @@ async def test_fetch_sizes_return_at_least_one_batch(broker):
     partitions = (await client.call(1, 11, request)).responses[0].partitions
     assert [len(bytes(p.records)) for p in partitions] == [size, 0]  # response max_bytes
     await client.aclose()
+
+
+async def test_a_consumer_that_never_rotates_still_gets_every_partition(broker):
+    """Six partitions with data, a response budget of two batches, the same request order
+    each time: the broker starts where the last response left off (least recently fed first),
+    so every partition gets data within three responses, and a new connection starts afresh."""
+    from log.protocol.fetch import FETCH_REQUEST
+
+    await broker.create_topic("fair", 6)
+    client = await WireClient.connect(broker.port)
+    for partition in range(6):
+        await client.call(0, 8, produce_body("fair", partition, batch(20)))
+    size = len(batch(20))
+    F = FETCH_REQUEST.cls  # noqa: N806
+    request = F(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=2 * size,
+        topics=[F.FetchTopic(topic="fair", partitions=[
+            F.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20)
+            for p in range(6)
+        ])],
+    )  # fmt: skip
+
+    async def fed() -> list[int]:
+        response = await client.call(1, 11, request)
+        return [p.partition_index for p in response.responses[0].partitions if p.records]
+
+    rounds = [await fed() for _ in range(3)]
+    assert rounds == [[0, 1], [2, 3], [4, 5]]
+    assert await fed() == [0, 1]  # then around again
+    await client.aclose()
+    client = await WireClient.connect(broker.port)
+    assert await fed() == [0, 1]
+    await client.aclose()

@@ -46,7 +46,9 @@ def test_controller_codec_round_trips_every_operation():
         "delete_topics": c.DeleteTopicsRequest(("t",), (topic_id,)),
         "create_partitions": c.CreatePartitionsRequest((c.CreatePartitionsTopic("t", 4),), True),
         "alter_topic_configs": c.AlterConfigsRequest("t", {"a": "1", "b": None}),
-        "alter_partition": c.AlterPartitionRequest(1, 5, topic_id, 0, 2, 3, (1, 2)),
+        "alter_partitions": c.AlterPartitionsRequest(
+            (c.AlterPartitionRequest(1, 5, topic_id, 0, 2, 3, (1, 2)),)
+        ),
         "controlled_shutdown": c.ControlledShutdownRequest(2, 9),
     }
     assert set(samples) == set(controller_codec.OPERATIONS)

@@ -5,10 +5,12 @@ from quorum_core_harness import Cluster
 
 from log.protocol.errors import ErrorCode
 from quorum.controller import (
+    MAX_ALTER_PARTITION_ITEMS,
     PRODUCER_ID_BLOCK_SIZE,
     AllocateProducerIdsRequest,
     AlterConfigsRequest,
     AlterPartitionRequest,
+    AlterPartitionsRequest,
     BrokerHeartbeatRequest,
     BrokerHeartbeatTracker,
     BrokerRegistrationRequest,
@@ -22,6 +24,7 @@ from quorum.controller import (
     activate_controller,
     allocate_producer_ids,
     alter_partition,
+    alter_partitions,
     alter_topic_configs,
     controlled_shutdown,
     create_partitions,
@@ -310,6 +313,30 @@ def test_alter_partition_shrink_and_expand():
     request = AlterPartitionRequest(0, epochs[0], topic_id, 0, 0, 1, (0, 1, 2))
     cluster.commit(alter_partition(cluster.image, request)[0])
     assert cluster.image.partition(topic_id, 0).isr == (0, 1, 2)
+
+
+def test_alter_partitions_decides_a_batch_and_commits_it_as_one():
+    cluster = Cluster()
+    epochs = [cluster.add_broker(b) for b in range(3)]
+    topic_id = cluster.create_topic("t", 6, 3)
+    led = [p for p in range(6) if cluster.image.partition(topic_id, p).leader == 0]
+    assert len(led) >= 2
+    items = [AlterPartitionRequest(0, epochs[0], topic_id, p, 0, 0, (0, 1)) for p in led]
+    bad = AlterPartitionRequest(0, epochs[0], topic_id, led[1], 0, 7, (0, 1))  # stale epoch
+    duplicate = items[0]
+    records, response = alter_partitions(
+        cluster.image, AlterPartitionsRequest((*items[:1], bad, *items[2:], duplicate))
+    )
+    codes = [r.error_code for r in response.items]
+    assert codes == [ErrorCode.NONE, ErrorCode.INVALID_UPDATE_VERSION,
+                     *[ErrorCode.NONE] * (len(items) - 2), ErrorCode.INVALID_REQUEST]  # fmt: skip
+    assert len(records) == len(items) - 1
+    cluster.commit(records)  # one batch, accepted on replay
+    assert cluster.image.partition(topic_id, led[0]).isr == (0, 1)
+    assert cluster.image.partition(topic_id, led[1]).isr == (0, 1, 2)
+    oversized = AlterPartitionsRequest((items[0],) * (MAX_ALTER_PARTITION_ITEMS + 1))
+    records, response = alter_partitions(cluster.image, oversized)
+    assert records == [] and {r.error_code for r in response.items} == {ErrorCode.INVALID_REQUEST}
 
 
 @pytest.mark.parametrize(
