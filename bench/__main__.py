@@ -31,6 +31,7 @@ BENCHMARKS = [
      ["-m", "bench.replication", "--count", "50000", "--kills", "5"]),
     ("Spark write", ["-m", "bench.spark_write", "--rows", "100000", "--repeat", "1"]),
     ("partition scale", ["-m", "bench.partition_scale", "--partitions", "1000", "10000"]),
+    ("end-to-end latency, acks=all RF 3", ["-m", "bench.e2e_latency", "--seconds", "10"]),
 ]  # fmt: skip
 QUICK_ARGS = {
     "bench.log_throughput": ["--total-mb", "10", "--repeat", "1"],
@@ -40,6 +41,7 @@ QUICK_ARGS = {
     "bench.replication": ["--count", "10000", "--kills", "2"],
     "bench.spark_write": ["--rows", "20000", "--repeat", "1"],
     "bench.partition_scale": ["--partitions", "1000"],
+    "bench.e2e_latency": ["--seconds", "3", "--peak-count", "20000"],
 }
 
 

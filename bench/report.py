@@ -121,6 +121,13 @@ def _partition_scale(rows: Rows) -> str:
                   for r in rows])  # fmt: skip
 
 
+def _e2e_latency(rows: Rows) -> str:
+    return table(["load", "records/s", "p50 ms", "p99 ms", "p99.9 ms"],
+                 [[f"{r['share']:.0%} of peak ({_n(r['peak_per_s'])}/s)", _n(r["rate_per_s"]),
+                   _n(r["p50_ms"], 1), _n(r["p99_ms"], 1), _n(r["p999_ms"], 1)]
+                  for r in rows])  # fmt: skip
+
+
 def _failover(sections: dict[str, Rows]) -> str:
     body = []
     for row in sections.get("replication_failover", []):
@@ -164,6 +171,8 @@ SECTIONS: list[tuple[str, tuple[str, ...], Callable[[dict[str, Rows]], str]]] = 
      lambda s: _clients(s["producer_clients"])),
     ("Partition scale: one topic of N partitions, RF 3, `quorumlog up` defaults",
      ("partition_scale",), lambda s: _partition_scale(s["partition_scale"])),
+    ("End-to-end latency: produce (acks=all, RF 3) to consume, confluent-kafka both sides",
+     ("e2e_latency",), lambda s: _e2e_latency(s["e2e_latency"])),
     ("Fail-over times", ("replication_failover", "metadata_failover"), _failover),
     ("Metadata commit latency (quorum.raft vs raw pysyncobj)", ("metadata_commit",),
      lambda s: _metadata(s["metadata_commit"])),

@@ -33,6 +33,9 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
          "first_ack_p99_ms": 2900.0, "first_ack_max_ms": 3000.0, "all_acked_s": 3.1,
          "idle_cpu_pct": 9.0},
     ])  # fmt: skip
+    emit("e2e_latency", [{"share": 0.1, "rate_per_s": 18000.0, "peak_per_s": 180000.0,
+                          "received": 10, "sent": 10, "p50_ms": 16.1, "p99_ms": 44.1,
+                          "p999_ms": 59.9}])  # fmt: skip
     report = write_report(read_sections(rows_path), tmp_path / "results", quick=True)
     text = report.read_text()
     assert "| broker | 100,000 | 10.0 | 0.50 |" in text
@@ -42,6 +45,7 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
     assert "| 1070 | append | 50 | 100 | 400 | 0.25 | 200 | 0.50 |" in text
     assert "| 1 | quorumlog | 300,000 | 5.0 | 9.0 | 3.00 | 3.00x | 10.00x | 1.00x |" in text
     assert "| 1 | aiokafka | 100,000 | 5.0 | 9.0 | 10.00 |  |  |  |" in text
+    assert "| 10% of peak (180,000/s) | 18,000 | 16.1 | 44.1 | 59.9 |" in text
     assert "| 1,000 | 2.5 | 0.1 | 1,500 | 2,900 | 3,000 | 3.1 | 9 |" in text
     assert (tmp_path / "results" / "broker_produce.png").stat().st_size > 1000
     assert "Spark" not in text  # a benchmark that did not run leaves its section out

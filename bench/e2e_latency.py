@@ -1,0 +1,151 @@
+"""End-to-end latency: produce (acks=all, RF 3) to consume, at a fixed share of the peak rate.
+
+A 3-node cluster on `quorumlog up` defaults, one topic of 3 partitions, RF 3,
+min.insync.replicas 2. One confluent-kafka producer (acks=all, linger.ms 0, idempotent)
+writes 100-byte values carrying their send time at `--rates` records/s (paced in 1 ms steps);
+one confluent-kafka consumer (fetch.wait.max.ms 100, fetch.min.bytes 1) in another thread
+reads them; latency = consume time - send time on the same clock. First the peak rate is
+measured (as fast as the producer goes, `--peak-count` records), then each rate in
+`--shares` of it (default 10 % and 50 %) for `--seconds`. p50/p99/p99.9 per rate.
+
+    python -m bench.e2e_latency [--shares 0.1 0.5] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench.rows import emit
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests" / "node"))
+
+import cluster_harness  # noqa: E402
+from cluster_harness import Cluster  # noqa: E402
+
+TOPIC = "e2e"
+STAMP = struct.Struct(">d")
+VALUE_BYTES = 100
+
+
+def percentile(sorted_samples: list[float], fraction: float) -> float:
+    return sorted_samples[min(len(sorted_samples) - 1, int(fraction * len(sorted_samples)))]
+
+
+class Consumer:
+    def __init__(self, bootstrap: str, group: str) -> None:
+        from confluent_kafka import Consumer as KafkaConsumer
+
+        self.consumer = KafkaConsumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "latest",
+            "enable.auto.commit": False, "fetch.wait.max.ms": 100, "fetch.min.bytes": 1,
+        })  # fmt: skip
+        self.latencies: list[float] = []
+        self.count = 0
+        self.stop = threading.Event()
+        self.assigned = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        self.consumer.subscribe([TOPIC], on_assign=lambda c, parts: self.assigned.set())
+        while not self.stop.is_set():
+            # A short timeout: consume() waits for all 1000 or the timeout, which would be
+            # measured as latency.
+            for message in self.consumer.consume(1000, 0.001):
+                if message.error() is None:
+                    now = time.monotonic()
+                    self.latencies.append(now - STAMP.unpack_from(message.value())[0])
+                    self.count += 1
+        self.consumer.close()
+
+
+def produce(producer, count: int, rate_per_s: float | None) -> float:
+    """Send `count` stamped records (paced when `rate_per_s`); seconds it took to ack all."""
+    padding = b"x" * (VALUE_BYTES - STAMP.size)
+    start = time.monotonic()
+    for i in range(count):
+        if rate_per_s is not None:
+            due = start + i / rate_per_s
+            while (delay := due - time.monotonic()) > 0:
+                producer.poll(min(delay, 0.001))
+        while True:
+            try:
+                producer.produce(TOPIC, STAMP.pack(time.monotonic()) + padding)
+                break
+            except BufferError:
+                producer.poll(0.001)
+        producer.poll(0)
+    producer.flush(120)
+    return time.monotonic() - start
+
+
+def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    saved = dict(cluster_harness.TEST_PROPS)
+    cluster_harness.TEST_PROPS.clear()  # `quorumlog up`'s defaults
+    try:
+        cluster = Cluster(workdir, 3)
+    finally:
+        cluster_harness.TEST_PROPS.update(saved)
+    cluster.start_all()
+    try:
+        bootstrap = cluster.layout.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topic = NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})
+        admin.create_topics([topic])[TOPIC].result(60)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                             "enable.idempotence": True})  # fmt: skip
+        produce(producer, 1000, None)  # warm-up: connections, metadata, producer id
+        peak = args.peak_count / produce(producer, args.peak_count, None)
+        rows = []
+        for share in args.shares:
+            rate = peak * share
+            consumer = Consumer(bootstrap, f"e2e-{share}")
+            consumer.thread.start()
+            consumer.assigned.wait(60)
+            time.sleep(1)  # the consumer's first fetches are in flight
+            count = int(rate * args.seconds)
+            produce(producer, count, rate)
+            deadline = time.monotonic() + 30
+            while consumer.count < count and time.monotonic() < deadline:
+                time.sleep(0.05)
+            consumer.stop.set()
+            consumer.thread.join(30)
+            samples = sorted(s * 1000 for s in consumer.latencies)
+            rows.append({"share": share, "rate_per_s": rate, "peak_per_s": peak,
+                         "received": len(samples), "sent": count,
+                         "p50_ms": statistics.median(samples),
+                         "p99_ms": percentile(samples, 0.99),
+                         "p999_ms": percentile(samples, 0.999)})  # fmt: skip
+        return rows
+    finally:
+        cluster.stop_all()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shares", type=float, nargs="+", default=[0.1, 0.5])
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--peak-count", type=int, default=50_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
+        rows = run(args, Path(tmp))
+    print("| load | records/s | received | p50 ms | p99 ms | p99.9 ms |\n|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['share']:.0%} of {r['peak_per_s']:,.0f}/s | {r['rate_per_s']:,.0f} "
+              f"| {r['received']:,}/{r['sent']:,} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
+              f"| {r['p999_ms']:.1f} |")  # fmt: skip
+    emit("e2e_latency", rows)
+
+
+if __name__ == "__main__":
+    main()
