@@ -329,6 +329,22 @@ class PartitionState:
         self.log.update_high_watermark(new_high_watermark)
         return True
 
+    def low_watermark(self, live_broker_ids: frozenset[int] | set[int]) -> int:
+        """The smallest log start offset over the leader and its live followers (Kafka's
+        lowWatermarkIfLeader): what DeleteRecords waits for. A live follower that never
+        fetched counts as UNKNOWN_OFFSET (-1): nothing is known deleted there."""
+        assert self.role is Role.LEADER
+        low = self.log.log_start_offset
+        for replica_id, replica in self.followers.items():
+            if replica_id in live_broker_ids:
+                low = min(low, replica.log_start_offset)
+        return low
+
+    def follower_log_start_offset(self, replica_id: int) -> int:
+        """A follower's log start offset from its last fetch (UNKNOWN_OFFSET: none yet)."""
+        replica = self.followers.get(replica_id)
+        return replica.log_start_offset if replica is not None else UNKNOWN_OFFSET
+
     def check_isr_shrink(
         self, now_ms: int, replica_lag_time_max_ms: int
     ) -> AlterPartitionRequest | None:

@@ -59,6 +59,17 @@ def _cluster_on_defaults(tmp_path) -> Cluster:
         cluster_harness.TEST_PROPS.update(saved)
 
 
+def _delete_records(bootstrap: str, partitions: range) -> dict[int, int]:
+    """confluent-kafka's delete_records up to offset 1: partition -> low watermark."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+
+    admin = KafkaAdmin({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([TopicPartition(TOPIC, p, 1) for p in partitions],
+                                   request_timeout=60, operation_timeout=30)  # fmt: skip
+    return {tp.partition: future.result().low_watermark for tp, future in futures.items()}
+
+
 async def _partitions(bootstrap: str):
     async with AdminClient(bootstrap) as admin:
         (topic,) = await admin.describe_topics([TOPIC])
@@ -110,6 +121,9 @@ async def test_a_thousand_partitions_all_replicate_and_refill_their_isrs_after_a
     assert not empty, f"{len(empty)} empty replica logs, e.g. {empty[:5]}"
     assert await wait_until(lambda: _all_isrs_full(bootstrap), 60)
     phase("replicas checked")
+    # DeleteRecords answers once every replica's log start offset moved (the low watermark).
+    low_watermarks = await trio.to_thread.run_sync(_delete_records, bootstrap, range(20))
+    assert low_watermarks == dict.fromkeys(range(20), 1)
 
     # A leader dies and comes back: it catches up on every partition and rejoins every ISR.
     partitions, _ = await _partitions(bootstrap)

@@ -19,6 +19,7 @@ from log.server.handlers.admin import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from log.server.handlers.delete_records import handle_delete_records
 from log.server.handlers.fetch import handle_fetch
 from log.server.handlers.groups import (
     handle_delete_groups,
@@ -61,6 +62,7 @@ HANDLERS: dict[int, Handler] = {
     18: handle_api_versions,
     19: handle_create_topics,
     20: handle_delete_topics,
+    21: handle_delete_records,
     22: handle_init_producer_id,
     23: handle_offset_for_leader_epoch,
     32: handle_describe_configs,

@@ -228,6 +228,7 @@ def _record_follower_fetch(
     """The follower's log end offset is its fetch offset: maybe move the HW, maybe expand."""
     registration = image.brokers.get(replica_id)  # type: ignore[attr-defined]
     broker_epoch = registration.broker_epoch if registration is not None else -1
+    log_start_before = hosted.state.follower_log_start_offset(replica_id)
     moved = hosted.state.update_follower_fetch_state(
         replica_id,
         fp.fetch_offset,  # type: ignore[attr-defined]
@@ -235,7 +236,8 @@ def _record_follower_fetch(
         now_ms,
         broker_epoch,
     )
-    if moved:
+    # A follower's log start moving (after DeleteRecords) may complete a low watermark wait.
+    if moved or fp.log_start_offset > log_start_before:  # type: ignore[attr-defined]
         hosted.signal_high_watermark()
     if ctx.isr_manager is not None:
         ctx.isr_manager.maybe_expand(hosted, replica_id)
