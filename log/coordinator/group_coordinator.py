@@ -356,6 +356,33 @@ class GroupCoordinator:
         self.offsets.pop(group_id, None)
         return ErrorCode.NONE, replies
 
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[int, dict[tuple[str, int], int]]:
+        """OffsetDelete (Kafka's handleDeleteOffsets): (group error, per-partition errors).
+
+        An Empty or standalone group loses the offsets asked for; a consumer group with
+        members keeps those of topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC; all of them
+        while its subscriptions are not known yet); any other group with members is
+        NON_EMPTY_GROUP. The caller writes tombstones for the partitions answered NONE."""
+        group = self.groups.get(group_id)
+        if group is None and group_id not in self.offsets:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        subscribed: frozenset[str] | None = frozenset()
+        if group is not None and group.protocol_type is not None and not group.is_empty():
+            if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return ErrorCode.NON_EMPTY_GROUP, {}
+            subscribed = self._subscribed_topics(group) if group.protocol_name else None
+        results = {}
+        for topic, partition in partitions:
+            if subscribed is None or topic in subscribed:
+                results[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                results[(topic, partition)] = ErrorCode.NONE
+                if (topic, partition) in self.offsets.get(group_id, {}):
+                    self.store_offset(group_id, topic, partition, None)
+        return ErrorCode.NONE, results
+
     # -- time ----------------------------------------------------------------------------------
 
     def next_deadline_ms(self) -> int | None:

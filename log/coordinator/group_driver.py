@@ -441,6 +441,29 @@ class GroupCoordinatorDriver:
         ]
         return await self._append(group_id, records)
 
+    async def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[int, dict[tuple[str, int], int]]:
+        """OffsetDelete: the core's decision, then tombstones for the deleted offsets."""
+        try:
+            self.check_group(group_id)
+        except CoordinatorError as exc:
+            return exc.error_code, {}
+        committed = self.core.fetch_offsets(group_id, None)
+        code, results = self.core.delete_offsets(group_id, partitions)
+        if code:
+            return code, {}
+        deleted = [tp for tp, c in results.items() if c == ErrorCode.NONE and tp in committed]
+        if deleted:
+            records: list[tuple[bytes, bytes | None]] = [
+                (encode_key(OffsetCommitKey(group_id, topic, partition)), None)
+                for topic, partition in deleted
+            ]
+            code = await self._append(group_id, records)
+            if code:
+                return code, {}
+        return ErrorCode.NONE, results
+
     async def expire_offsets(self) -> list[GroupCleanup]:
         """One offset expiry pass (offsets.retention.ms): tombstones for what expired."""
         self.sync_ownership()

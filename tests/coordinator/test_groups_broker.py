@@ -189,6 +189,24 @@ async def test_confluent_commit_then_new_consumer_resumes(gbroker):
     assert second == [8, 9, 10, 11]
     groups = gbroker.server.group_coordinator.core
     assert groups.fetch_offsets("resume", [("resumed", 0)])[("resumed", 0)].offset == 12
+    # OffsetDelete (47) from kafka-python's admin client (confluent-kafka's has none): the
+    # group is Empty now, so its offsets go.
+    deleted = await trio.to_thread.run_sync(
+        _kafka_python_delete_offsets, gbroker.bootstrap, "resume", "resumed"
+    )
+    assert deleted == {("resumed", 0): "NoError"}
+    assert groups.fetch_offsets("resume", [("resumed", 0)]) == {("resumed", 0): None}
+
+
+def _kafka_python_delete_offsets(bootstrap: str, group: str, topic: str) -> dict:
+    from kafka import KafkaAdminClient, TopicPartition
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        results = admin.delete_group_offsets(group, [TopicPartition(topic, 0)])
+    finally:
+        admin.close()
+    return {(tp.topic, tp.partition): error.__name__ for tp, error in results.items()}
 
 
 def _kafka_python_group(bootstrap: str, topic: str, count: int) -> list[int]:

@@ -170,3 +170,39 @@ def test_subscribed_topics_of_consumer_protocol_metadata():
     for bad in (b"", b"\x00", b"\xff\xff\x00\x00\x00\x00", b"\x00\x00\x7f\xff\xff\xff"):
         with pytest.raises(CorruptRecordError):
             subscribed_topics(bad)
+
+
+def test_offset_delete_spares_what_a_live_consumer_group_subscribes_to():
+    """OffsetDelete (Kafka's handleDeleteOffsets): subscribed topics are refused while the
+    group has members, the rest go; an Empty or standalone group loses what is asked."""
+    from log.protocol.errors import ErrorCode
+
+    c = coordinator()
+    member = one_member_group(c, 0, subscription("t"))
+    for topic in ("t", "old"):
+        c.store_offset("g", topic, 0, offset(5, 0))
+    code, results = c.delete_offsets("g", [("t", 0), ("old", 0), ("old", 1)])
+    assert code == ErrorCode.NONE
+    assert results == {("t", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+                       ("old", 0): ErrorCode.NONE, ("old", 1): ErrorCode.NONE}  # fmt: skip
+    assert c.fetch_offsets("g", None) == {("t", 0): offset(5, 0)}
+    c.groups["g"].leave(member_id=member, now_ms=1)
+    assert c.delete_offsets("g", [("t", 0)]) == (ErrorCode.NONE, {("t", 0): ErrorCode.NONE})
+    assert c.fetch_offsets("g", None) == {}
+    assert c.delete_offsets("nobody", [("t", 0)]) == (ErrorCode.GROUP_ID_NOT_FOUND, {})
+    c.store_offset("standalone", "t", 0, offset(1, 0))
+    assert c.delete_offsets("standalone", [("t", 0)])[1] == {("t", 0): ErrorCode.NONE}
+
+
+def test_offset_delete_of_a_group_with_members_of_another_protocol_is_non_empty():
+    from log.protocol.errors import ErrorCode
+
+    c = coordinator()
+    group = c.group("g", 0, create=True)
+    group.join(
+        "t", member_id="", group_instance_id=None, client_id="c", client_host="/h",
+        session_timeout_ms=SESSION_MS, rebalance_timeout_ms=SESSION_MS, protocol_type="connect",
+        protocols=(("x", b""),), require_known_member_id=False, now_ms=0,
+    )  # fmt: skip
+    c.store_offset("g", "t", 0, offset(5, 0))
+    assert c.delete_offsets("g", [("t", 0)]) == (ErrorCode.NON_EMPTY_GROUP, {})

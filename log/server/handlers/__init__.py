@@ -30,6 +30,7 @@ from log.server.handlers.groups import (
     handle_leave_group,
     handle_list_groups,
     handle_offset_commit,
+    handle_offset_delete,
     handle_offset_fetch,
     handle_sync_group,
 )
@@ -70,6 +71,7 @@ HANDLERS: dict[int, Handler] = {
     35: handle_describe_log_dirs,
     37: handle_create_partitions,
     44: handle_incremental_alter_configs,
+    47: handle_offset_delete,
     42: handle_delete_groups,
     60: handle_describe_cluster,
 }

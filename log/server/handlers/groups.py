@@ -21,6 +21,7 @@ from log.coordinator.group_coordinator import (
     partition_for,
 )
 from log.coordinator.group_state import GroupState
+from log.protocol.admin import OFFSET_DELETE_RESPONSE
 from log.protocol.connection import Request
 from log.protocol.coordinator import FIND_COORDINATOR_RESPONSE
 from log.protocol.errors import ErrorCode
@@ -344,3 +345,42 @@ async def handle_delete_groups(ctx: BrokerContext, request: Request) -> object:
         code = await driver(ctx).delete_group(group_id)
         results.append(D.DeletableGroupResult(group_id=group_id, error_code=code))
     return D(throttle_time_ms=0, results=results)
+
+
+async def handle_offset_delete(ctx: BrokerContext, request: Request) -> object:
+    """OffsetDelete (47): a group's committed offsets of some partitions; partitions of
+    unknown topics are UNKNOWN_TOPIC_OR_PARTITION, as in Kafka."""
+    O = OFFSET_DELETE_RESPONSE.cls  # noqa: N806, E741
+    body = request.body
+    image = ctx.sync_partitions()
+    known = []
+    unknown = set()
+    for topic in body.topics:
+        described = image.topic(topic.name)
+        for p in topic.partitions:
+            if described is None or p.partition_index not in described.partitions:
+                unknown.add((topic.name, p.partition_index))
+            else:
+                known.append((topic.name, p.partition_index))
+    code, results = await driver(ctx).delete_offsets(body.group_id, known)
+    if code:
+        return O(error_code=code, throttle_time_ms=0, topics=[])
+    return O(
+        error_code=ErrorCode.NONE,
+        throttle_time_ms=0,
+        topics=[
+            O.OffsetDeleteResponseTopic(
+                name=topic.name,
+                partitions=[
+                    O.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        if (topic.name, p.partition_index) in unknown
+                        else results[(topic.name, p.partition_index)],
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in body.topics
+        ],
+    )
