@@ -76,10 +76,10 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("SyncGroup", groups.SYNC_GROUP_REQUEST, groups.SYNC_GROUP_RESPONSE, "0-3", "0-3"),
     _api("DescribeGroups", groups.DESCRIBE_GROUPS_REQUEST, groups.DESCRIBE_GROUPS_RESPONSE,
          "0-4", "0-4"),
-    _api("ListGroups", groups.LIST_GROUPS_REQUEST, groups.LIST_GROUPS_RESPONSE, "0-2", "0-2"),
-    # v3+ requests are answered with the v0 error body (KIP-511), see `api_versions_error_body`.
+    _api("ListGroups", groups.LIST_GROUPS_REQUEST, groups.LIST_GROUPS_RESPONSE, "0-5", "0-5"),
+    # v4+ requests are answered with the v0 error body (KIP-511), see `api_versions_error_body`.
     _api("ApiVersions", api_versions.API_VERSIONS_REQUEST, api_versions.API_VERSIONS_RESPONSE,
-         "0-2", "0-2"),
+         "0-3", "0-3"),
     _api("CreateTopics", admin.CREATE_TOPICS_REQUEST, admin.CREATE_TOPICS_RESPONSE, "0-4", "0-4"),
     _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-3", "0-3"),
     # v2-4 are flexible and v3+ bump the epoch (KIP-360): implemented, advertised up to 1 only

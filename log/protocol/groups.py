@@ -229,15 +229,18 @@ OFFSET_FETCH_RESPONSE = message(
 LIST_GROUPS_REQUEST = message(
     "ListGroupsRequest",
     api_key=16,
-    versions="0-2",
+    versions="0-5",
     flexible_versions="3+",
-    fields=(),
+    fields=(
+        F("states_filter", ARRAY(STRING), "4+"),  # KIP-518
+        F("types_filter", ARRAY(STRING), "5+"),  # KIP-848
+    ),
 )
 
 LIST_GROUPS_RESPONSE = message(
     "ListGroupsResponse",
     api_key=16,
-    versions="0-2",
+    versions="0-5",
     flexible_versions="3+",
     fields=(
         F("throttle_time_ms", INT32, "1+"),
@@ -245,6 +248,8 @@ LIST_GROUPS_RESPONSE = message(
         F("groups", ARRAY(STRUCT("ListedGroup",
                 F("group_id", STRING),
                 F("protocol_type", STRING),
+                F("group_state", STRING, "4+"),
+                F("group_type", STRING, "5+"),
             ))),
     ),
 )

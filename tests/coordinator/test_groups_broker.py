@@ -189,6 +189,9 @@ async def test_confluent_commit_then_new_consumer_resumes(gbroker):
     assert second == [8, 9, 10, 11]
     groups = gbroker.server.group_coordinator.core
     assert groups.fetch_offsets("resume", [("resumed", 0)])[("resumed", 0)].offset == 12
+    # ListGroups v4+ with a state filter (KIP-518), as confluent-kafka's admin client asks.
+    listed = await trio.to_thread.run_sync(_confluent_groups_by_state, gbroker.bootstrap)
+    assert ("resume", "EMPTY") in listed["empty"] and not listed["stable"]
     # OffsetDelete (47) from kafka-python's admin client (confluent-kafka's has none): the
     # group is Empty now, so its offsets go.
     deleted = await trio.to_thread.run_sync(
@@ -196,6 +199,19 @@ async def test_confluent_commit_then_new_consumer_resumes(gbroker):
     )
     assert deleted == {("resumed", 0): "NoError"}
     assert groups.fetch_offsets("resume", [("resumed", 0)]) == {("resumed", 0): None}
+
+
+def _confluent_groups_by_state(bootstrap: str) -> dict[str, set]:
+    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    listed = {}
+    for name, state in (("empty", ConsumerGroupState.EMPTY), ("stable", ConsumerGroupState.STABLE)):
+        result = admin.list_consumer_groups(states={state}, request_timeout=15).result(15)
+        assert not result.errors, result.errors
+        listed[name] = {(g.group_id, g.state.name) for g in result.valid}
+    return listed
 
 
 def _kafka_python_delete_offsets(bootstrap: str, group: str, topic: str) -> dict:

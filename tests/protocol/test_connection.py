@@ -65,22 +65,24 @@ def test_kafka_python_api_versions_v4_gets_the_v0_error_body():
     response = ApiVersionsResponse.decode(data, version=4, header=True, framed=True)
     assert response.error_code == 35
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert ranges[18] == (0, 2)
+    assert ranges[18] == (0, 3)
 
 
-def test_librdkafka_style_v3_request_then_v2_retry():
+def test_librdkafka_style_v3_request_is_answered_in_one_round_trip():
+    """ApiVersions v3 (flexible request, header v2; the response keeps header v0): librdkafka
+    asks v3 first, and no longer needs a v0 error and a v2 retry on every connection."""
     client, conn = _pair()
     v3 = API_VERSIONS_REQUEST.cls(
         client_software_name="librdkafka", client_software_version="2.16.0"
     )
     event = _one(conn, client.encode_request(18, 3, v3))
-    (response,) = client.receive_data(event.data_to_send)
-    assert response.api_version == 0 and response.body.error_code == ErrorCode.UNSUPPORTED_VERSION
-    event = _one(conn, client.encode_request(18, 2, API_VERSIONS_REQUEST.cls()))
-    assert isinstance(event, Request) and event.api_version == 2
+    assert isinstance(event, Request) and event.api_version == 3
+    assert event.body.client_software_name == "librdkafka"
     (response,) = client.receive_data(conn.send_response(event, api_versions_body()))
+    assert response.api_version == 3 and response.body.error_code == ErrorCode.NONE
     advertised = {k.api_key: (k.min_version, k.max_version) for k in response.body.api_keys}
     assert advertised[0] == (0, 8) and advertised[1] == (0, 11) and advertised[3] == (0, 8)
+    assert advertised[18] == (0, 3) and advertised[16] == (0, 5)
     assert set(advertised) == DEFAULT_ADVERTISED
     assert 24 not in advertised  # transaction APIs are opt-in
 

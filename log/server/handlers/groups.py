@@ -266,15 +266,32 @@ def _by_topic(found: dict) -> dict[str, list]:
     return by_topic
 
 
+CLASSIC_GROUP_TYPE = "classic"  # ListGroups v5's group_type: every group here is classic
+
+
 async def handle_list_groups(ctx: BrokerContext, request: Request) -> object:
+    """Groups this coordinator owns; v4 filters by state (KIP-518, case-insensitive, as
+    Kafka's parse), v5 by type (only classic groups exist here)."""
     groups = driver(ctx)
     groups.sync_ownership()
     overviews = groups.core.list_groups()
+    body = request.body
+    states = {s.lower() for s in getattr(body, "states_filter", None) or ()}
+    types = {t.lower() for t in getattr(body, "types_filter", None) or ()}
+    if types and CLASSIC_GROUP_TYPE not in types:
+        overviews = []
     L = LIST_GROUPS_RESPONSE.cls
     return L(
         error_code=0,
         groups=[
-            L.ListedGroup(group_id=o.group_id, protocol_type=o.protocol_type) for o in overviews
+            L.ListedGroup(
+                group_id=o.group_id,
+                protocol_type=o.protocol_type,
+                group_state=o.state,
+                group_type=CLASSIC_GROUP_TYPE,
+            )  # fmt: skip
+            for o in overviews
+            if not states or o.state.lower() in states
         ],
     )
 
