@@ -30,7 +30,8 @@ BENCHMARKS = [
     ("replication: acks=all vs acks=1, fail-over",
      ["-m", "bench.replication", "--count", "50000", "--kills", "5"]),
     ("Spark write", ["-m", "bench.spark_write", "--rows", "100000", "--repeat", "1"]),
-    ("partition scale", ["-m", "bench.partition_scale", "--partitions", "1000", "10000"]),
+    ("partition scale",
+     ["-m", "bench.partition_scale", "--partitions", "1000", "5000", "10000"]),
     ("end-to-end latency, acks=all RF 3", ["-m", "bench.e2e_latency", "--seconds", "10"]),
 ]  # fmt: skip
 QUICK_ARGS = {

@@ -1,6 +1,6 @@
 """Partition scale: how a 3-node cluster on `quorumlog up` defaults copes with many partitions.
 
-For each size (`--partitions 1000 10000`): create one topic of that many partitions, RF 3
+For each size (`--partitions 1000 5000 10000`): create one topic of that many partitions, RF 3
 (CreateTopics through confluent-kafka's AdminClient), then measure
 * `create_s`: CreateTopics until its future resolves;
 * `isr_full_s`: from then until every partition has a leader and its whole replica set in its
@@ -13,15 +13,19 @@ For each size (`--partitions 1000 10000`): create one topic of that many partiti
 * `idle_cpu_pct`: the three node processes' CPU (% of one core, summed) over 5 idle seconds
   afterwards: what following that many idle partitions costs (every fetch session round).
 Every size runs on a fresh cluster. The nodes run Kafka's defaults for everything (the settings
-`quorumlog up` writes), nothing from the test harness.
+`quorumlog up` writes), nothing from the test harness. A node keeps three file descriptors
+open per segment (the .log file and both indexes; Kafka keeps one, its indexes stay mmapped
+after their files close), so a size whose replicas need more descriptors than a node may open
+(RLIMIT_NOFILE) is reported as skipped with that reason rather than run into EMFILE.
 
-    python -m bench.partition_scale [--partitions 1000 10000]
+    python -m bench.partition_scale [--partitions 1000 5000 10000]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -38,6 +42,8 @@ from cluster_harness import Cluster  # noqa: E402
 
 TOPIC = "scale"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+FDS_PER_PARTITION = 3  # one segment: .log, .index, .timeindex
+FDS_BASE = 500  # sockets, Raft journal, metadata, Python itself
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -113,12 +119,20 @@ def measure(partitions: int, workdir: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--partitions", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--partitions", type=int, nargs="+", default=[1000, 5000, 10000])
     args = parser.parse_args()
     rows = []
     print("| partitions (RF 3) | create s | until every ISR full s | first acks=all p50 / p99 / "
           "max ms | all acked s | idle CPU % (3 nodes) |\n|---|---|---|---|---|---|")  # fmt: skip
+    fd_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     for partitions in args.partitions:
+        needed = FDS_PER_PARTITION * partitions + FDS_BASE  # RF 3 on 3 nodes: all on each
+        if fd_limit != resource.RLIM_INFINITY and needed > fd_limit:
+            print(f"| {partitions:,} | skipped: each node needs ~{needed:,} file descriptors, "
+                  f"RLIMIT_NOFILE is {fd_limit:,} | | | | |", flush=True)  # fmt: skip
+            rows.append({"partitions": partitions, "skipped": f"needs ~{needed:,} file "
+                         f"descriptors per node, RLIMIT_NOFILE {fd_limit:,}"})  # fmt: skip
+            continue
         with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
             row = measure(partitions, Path(tmp))
         rows.append(row)

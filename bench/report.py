@@ -115,7 +115,9 @@ def _partition_scale(rows: Rows) -> str:
     return table(["partitions (RF 3)", "create s", "until every ISR full s",
                   "first acks=all p50 ms", "p99 ms", "max ms", "all acked s",
                   "idle CPU % (3 nodes)"],
-                 [[_n(r["partitions"]), _n(r["create_s"], 1), _n(r["isr_full_s"], 1),
+                 [[_n(r["partitions"]), f"skipped: {r['skipped']}", "", "", "", "", "", ""]
+                  if "skipped" in r else
+                  [_n(r["partitions"]), _n(r["create_s"], 1), _n(r["isr_full_s"], 1),
                    _n(r["first_ack_p50_ms"]), _n(r["first_ack_p99_ms"]),
                    _n(r["first_ack_max_ms"]), _n(r["all_acked_s"], 1), _n(r["idle_cpu_pct"])]
                   for r in rows])  # fmt: skip

@@ -32,6 +32,7 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
         {"partitions": 1000, "create_s": 2.5, "isr_full_s": 0.1, "first_ack_p50_ms": 1500.0,
          "first_ack_p99_ms": 2900.0, "first_ack_max_ms": 3000.0, "all_acked_s": 3.1,
          "idle_cpu_pct": 9.0},
+        {"partitions": 10000, "skipped": "needs ~30,500 file descriptors per node"},
     ])  # fmt: skip
     emit("e2e_latency", [{"share": 0.1, "rate_per_s": 18000.0, "peak_per_s": 180000.0,
                           "received": 10, "sent": 10, "p50_ms": 16.1, "p99_ms": 44.1,
@@ -46,6 +47,7 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
     assert "| 1 | quorumlog | 300,000 | 5.0 | 9.0 | 3.00 | 3.00x | 10.00x | 1.00x |" in text
     assert "| 1 | aiokafka | 100,000 | 5.0 | 9.0 | 10.00 |  |  |  |" in text
     assert "| 10% of peak (180,000/s) | 18,000 | 16.1 | 44.1 | 59.9 |" in text
+    assert "| 10,000 | skipped: needs ~30,500 file descriptors per node |" in text
     assert "| 1,000 | 2.5 | 0.1 | 1,500 | 2,900 | 3,000 | 3.1 | 9 |" in text
     assert (tmp_path / "results" / "broker_produce.png").stat().st_size > 1000
     assert "Spark" not in text  # a benchmark that did not run leaves its section out
