@@ -25,3 +25,16 @@ class ProducerClosedError(KafkaError):
     """The producer (or its buffer pool / accumulator) was closed while the call was pending."""
 
     error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class ProducerThreadEndedError(ProducerClosedError):
+    """A SyncProducer's thread ended (its trio loop failed or returned) without `close()`: the
+    call was pending then, or came later. `__cause__` is what ended it."""
+
+
+def root_error(error: BaseException) -> BaseException:
+    """The one error inside nested single-member exception groups (what a failed trio task
+    raised), else `error` itself."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error

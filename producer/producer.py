@@ -16,7 +16,8 @@ MetadataTimeoutError / BufferExhaustedError). Delivery is reported by the handle
 handle completes exactly once, with RecordMetadata or with the batch's error (its retries
 exhausted, DeliveryTimeoutError after delivery.timeout.ms, ProducerClosedError on a forced
 close). Leaving the `async with` normally flushes and delivers everything; leaving it with
-an exception aborts what is still queued.
+an exception, or one of the producer's own tasks failing, stops the tasks and then fails
+what is still incomplete with ProducerClosedError whose __cause__ is that error.
 
 Records without headers take a fast path: they go into an open ColumnarBatch at the tail of
 their partition's queue (producer/bulk.py), encoded once when the sender drains it, and get a
@@ -63,7 +64,7 @@ from producer.cluster_view import TopicPartition
 from producer.config import ProducerConfig
 from producer.connection import BrokerConnections, now_ms, parse_bootstrap_servers
 from producer.delivery_handle import DeliveryHandle, RecordDeliveryHandle, wait_completed
-from producer.errors import ProducerClosedError
+from producer.errors import ProducerClosedError, root_error
 from producer.gc_tuning import GC_TUNING
 from producer.idempotence import IdempotenceManager
 from producer.metadata import MetadataUpdater, ProducerMetadata
@@ -177,12 +178,29 @@ class Producer:
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool | None:
         try:
             if exc_type is None:
-                await self.close()
-            else:
-                self._abort(ProducerClosedError(f"producer closed after an error: {exc!r}"))
-                assert self._nursery is not None
-                self._nursery.cancel_scope.cancel()
-            return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+                try:
+                    await self.close()
+                except BaseException as error:  # Cancelled: one of our tasks failed meanwhile
+                    exc_type, exc, tb = type(error), error, error.__traceback__
+            if exc_type is None:
+                return await self._nursery_manager.__aexit__(None, None, None)
+            # Stop our tasks first, then fail what is left with the error `async with` raises:
+            # when one of our tasks failed, the body only saw Cancelled; the handles (and a
+            # SyncProducer's futures) get the task's error as their __cause__.
+            self._accepting = False
+            assert self._nursery is not None
+            self._nursery.cancel_scope.cancel()
+            raised: BaseException = exc
+            try:
+                return await self._nursery_manager.__aexit__(exc_type, exc, tb)
+            except BaseException as error:
+                raised = error
+                raise
+            finally:
+                cause = root_error(raised)
+                closed = ProducerClosedError(f"producer closed after an error: {cause!r}")
+                closed.__cause__ = cause
+                self._abort(closed)
         finally:
             if self._gc_tuned:
                 self._gc_tuned = False

@@ -18,7 +18,9 @@ The loop is Kafka's Sender.sendProducerData / runOnce over the sans-IO cores; ea
    connection error / request timeout that ends it, goes partition by partition to
    `handle_partition_response`, which completes, retries (front of the queue, sequence order,
    after backoff), splits (MESSAGE_TOO_LARGE) or fails each batch exactly once; errors that say
-   our leader is stale trigger a metadata refresh.
+   our leader is stale trigger a metadata refresh. Writing one node's request awaits, so a
+   later node's connection may be gone (or full) by its turn: its batches come back the same
+   way, as from a lost connection.
 6. Sleep until the earliest of: next ready check (linger / backoff), next batch expiry, or a
    wake-up (an append filled or opened a batch, a response arrived, a connection came up, a
    flush or close began).
@@ -41,7 +43,7 @@ from log.protocol.producer_id import INIT_PRODUCER_ID_REQUEST
 from producer.accumulator import NO_READY_CHECK_DELAY_MS, RecordAccumulator, ResponseAction
 from producer.cluster_view import TopicPartition
 from producer.config import ProducerConfig
-from producer.connection import BrokerConnections, now_ms
+from producer.connection import BrokerConnections, ConnectionFailedError, now_ms
 from producer.idempotence import IdempotenceManager
 from producer.metadata import MetadataUpdater, ProducerMetadata
 from producer.producer_batch import ProducerBatch
@@ -204,7 +206,16 @@ class Sender:
 
     async def _send_produce(self, node_id: int, batches: list[ProducerBatch]) -> None:
         connection = self.connections.get(node_id)
-        assert connection is not None
+        if connection is None or not connection.can_send:
+            # `_run_once` saw this node ready, but the write to a node before it in the same
+            # turn awaited, and meanwhile this connection died (its reader saw EOF) or the
+            # metadata updater took its last in-flight slot. The request never left: hand
+            # the batches back as Kafka does for a lost connection (retried after backoff, in
+            # sequence order, with a metadata refresh).
+            self._handle_produce_response(
+                batches, ConnectionFailedError(f"connection to node {node_id} lost before send")
+            )
+            return
         topic_data: dict[str, list[Any]] = {}
         for batch in batches:
             tp = batch.topic_partition

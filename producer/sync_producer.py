@@ -14,6 +14,11 @@ records (blocking there for metadata or buffer memory, at most max.block.ms) and
 each Future from the record's handle callback. `close()` delivers everything, stops the loop
 and joins the thread: nothing (thread, event loop, socket) outlives it, so producers can be
 created and closed any number of times.
+
+However the thread ends other than by `close()` (one of the producer's tasks failed, the
+loop returned early), its last act fails every Future still open: queued commands, the ones
+being run, records awaiting delivery. From then on every call (send, flush, close) raises
+ProducerThreadEndedError at once. Its __cause__ is what ended the thread.
 """
 
 from __future__ import annotations
@@ -22,13 +27,13 @@ import collections
 import dataclasses
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 import trio
 
 from producer.delivery_handle import DeliveryHandle
-from producer.errors import ProducerClosedError
+from producer.errors import ProducerClosedError, ProducerThreadEndedError, root_error
 from producer.producer import Producer, build_config
 from producer.producer_batch import RecordHandle
 
@@ -38,9 +43,25 @@ _COMMANDS_PER_TURN = 1000  # how many queued commands the trio side takes at onc
 
 def _settle(future: Future, handle: DeliveryHandle | RecordHandle) -> None:
     if handle.error is not None:
-        future.set_exception(handle.error)
+        _set_exception(future, handle.error)
     else:
-        future.set_result(handle.result())
+        _set_result(future, handle.result())
+
+
+# A caller may cancel a Future we hold (then setting it raises InvalidStateError): that must
+# not raise inside the trio loop, where it would end the producer's tasks and thread.
+def _set_result(future: Future, value: object) -> None:
+    try:
+        future.set_result(value)
+    except InvalidStateError:
+        pass
+
+
+def _set_exception(future: Future, error: BaseException) -> None:
+    try:
+        future.set_exception(error)
+    except InvalidStateError:
+        pass
 
 
 class SyncProducer:
@@ -56,8 +77,16 @@ class SyncProducer:
         self.config = build_config(bootstrap_servers, config, overrides)  # fail fast, here
         self._max_pending = max_pending_commands
         self._commands: collections.deque[tuple[str, tuple, Future]] = collections.deque()
+        # The trio side's own: commands taken off the queue and not yet run to the end, and
+        # send/send_many Futures that wait for their records' delivery.
+        self._taken: collections.deque[tuple[str, tuple, Future]] = collections.deque()
+        self._unsettled: set[Future] = set()
         self._condition = threading.Condition()
         self._closed = False
+        self._served_close = False  # the loop stopped because `close` asked it to
+        self._serve_error: BaseException | None = None  # what ended the serving loop
+        self._end_cause: BaseException | None = None  # set when the thread ended uncleanly
+        self._thread_ended = False
         self._token: trio.lowlevel.TrioToken | None = None
         self._wakeup: trio.Event | None = None
         self._started = threading.Event()
@@ -74,23 +103,27 @@ class SyncProducer:
     # -- the trio side --------------------------------------------------------------------------
 
     def _thread_main(self) -> None:
+        error: BaseException | None = None
         try:
             trio.run(self._main)
-        except BaseException as exc:  # reported to the constructor or to pending futures
-            if not self._started.is_set():
-                self._startup_error = exc
-            self._fail_pending(exc)
+        except BaseException as exc:  # every end of the thread is reported: see _end
+            error = exc
         finally:
-            self._started.set()
+            self._end(error)
 
     async def _main(self) -> None:
         async with Producer(config=_as_properties(self.config)) as producer:
             self._token = trio.lowlevel.current_trio_token()
             self._wakeup = trio.Event()
             self._started.set()
-            await self._serve(producer)
+            try:
+                await self._serve(producer)
+            except BaseException as exc:  # Cancelled by a failed task; the nursery may eat it
+                self._serve_error = exc
+                raise
 
     async def _serve(self, producer: Producer) -> None:
+        taken = self._taken
         while True:
             assert self._wakeup is not None
             await self._wakeup.wait()
@@ -98,46 +131,81 @@ class SyncProducer:
             while True:
                 with self._condition:
                     count = min(len(self._commands), _COMMANDS_PER_TURN)
-                    commands = [self._commands.popleft() for _ in range(count)]
+                    for _ in range(count):
+                        taken.append(self._commands.popleft())
                     self._condition.notify_all()
-                if not commands:
+                if not taken:
                     break
-                for kind, args, future in commands:
-                    if await self._run_command(producer, kind, args, future):
+                while taken:
+                    kind, args, future = taken[0]
+                    closing = await self._run_command(producer, kind, args, future)
+                    taken.popleft()  # only once run: a command cut short is failed by _end
+                    if closing:
+                        self._served_close = True
                         return
 
     async def _run_command(
         self, producer: Producer, kind: str, args: tuple, future: Future
     ) -> bool:
         """Run one command; True when it was `close`."""
+        unsettled = self._unsettled
         try:
             if kind == "send":
                 handle = await producer.send(*args)  # the inline path, when it applies
-                handle.add_callback(lambda h, f=future: _settle(f, h))
+                unsettled.add(future)
+                handle.add_callback(lambda h, f=future: (unsettled.discard(f), _settle(f, h)))
             elif kind == "send_many":
                 delivery = await producer.send_many(*args)
-                delivery.add_callback(lambda d, f=future: f.set_result(d))
+                unsettled.add(future)
+                delivery.add_callback(lambda d, f=future: (unsettled.discard(f), _set_result(f, d)))
             elif kind == "flush":
                 await producer.flush()
-                future.set_result(None)
+                _set_result(future, None)
             else:
                 assert kind == "close"
-                await producer.close(args[0])
-                future.set_result(None)
-                return True
+                try:
+                    await producer.close(args[0])
+                except Exception as exc:
+                    _set_exception(future, exc)
+                else:
+                    _set_result(future, None)
+                return True  # stop serving either way: `close()` joins the thread
         except Exception as exc:
-            future.set_exception(exc)
+            _set_exception(future, exc)
         return False
 
-    def _fail_pending(self, error: BaseException) -> None:
+    def _end(self, error: BaseException | None) -> None:
+        """The thread's last act, however it ends: no Future may wait on it any more."""
+        clean = error is None and self._served_close
+        cause = error if error is not None else self._serve_error
         with self._condition:
+            if not clean:
+                self._end_cause = root_error(cause) if cause is not None else None
             self._closed = True
-            commands = list(self._commands)
+            self._thread_ended = True
+            pending = [*self._taken, *self._commands]
+            self._taken.clear()
             self._commands.clear()
             self._condition.notify_all()
-        for _kind, _args, future in commands:
+        futures = [future for _kind, _args, future in pending] + list(self._unsettled)
+        self._unsettled.clear()
+        if not self._started.is_set():
+            self._startup_error = error or self._ended_error()
+        self._started.set()
+        for future in futures:
             if not future.done():
-                future.set_exception(ProducerClosedError(f"producer thread ended: {error!r}"))
+                _set_exception(future, self._ended_error())
+
+    def _ended_error(self) -> ProducerThreadEndedError:
+        cause = self._end_cause
+        if cause is None:
+            error = ProducerThreadEndedError(
+                "the producer's thread ended: its trio loop returned without close()"
+            )
+        else:
+            error = ProducerThreadEndedError(f"the producer's thread ended: {cause!r}")
+        error.__cause__ = cause
+        return error
 
     # -- the caller side ------------------------------------------------------------------------
 
@@ -147,6 +215,8 @@ class SyncProducer:
             while len(self._commands) >= self._max_pending and not self._closed:
                 self._condition.wait()
             if self._closed:
+                if self._thread_ended and not self._served_close:
+                    raise self._ended_error()
                 raise ProducerClosedError("producer is closed")
             was_empty = not self._commands
             self._commands.append((kind, args, future))
@@ -157,7 +227,7 @@ class SyncProducer:
             try:
                 self._token.run_sync_soon(self._wake)
             except trio.RunFinishedError:
-                raise ProducerClosedError("producer thread has stopped") from None
+                pass  # the thread is ending: its _end fails this command's Future
         return future
 
     def _wake(self) -> None:
@@ -196,21 +266,36 @@ class SyncProducer:
         self._submit("flush", ()).result(timeout_s)
 
     def close(self, timeout_ms: int | None = None) -> None:
-        """Deliver (or, after `timeout_ms`, abort) what is pending; stop and join the thread."""
+        """Deliver (or, after `timeout_ms`, abort) what is pending; stop and join the thread.
+
+        Raises ProducerThreadEndedError when the thread had ended (or ends meanwhile) for
+        another reason: what was pending then was not delivered."""
         with self._condition:
             already_closed = self._closed
-        if not already_closed and self._thread.is_alive():
-            try:
-                self._submit("close", (timeout_ms,)).result()
-            except ProducerClosedError:
-                pass
-        self._thread.join()
+        try:
+            if not already_closed:
+                try:
+                    self._submit("close", (timeout_ms,)).result()
+                except ProducerClosedError:
+                    pass  # closed by another thread meanwhile, or ended: see below
+        finally:
+            self._thread.join()
+        if not self._served_close:
+            raise self._ended_error()
 
     def __enter__(self) -> SyncProducer:
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close(None if exc_info[0] is None else 0)
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        try:
+            self.close(0)
+        except ProducerThreadEndedError as ended:
+            # The exception already on its way out is the one to report; say this too.
+            if isinstance(exc, BaseException):
+                exc.add_note(f"quorumlog: {ended} (cause: {ended.__cause__!r})")
 
 
 def _as_properties(config: Any) -> dict[str, object]:

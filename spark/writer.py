@@ -174,6 +174,7 @@ class _TaskWriter:
         self.tracker = _Tracker()
 
     def run(self, batches: Iterable[Any], *, rows: bool) -> QuorumLogCommitMessage:
+        from producer.errors import ProducerClosedError
         from producer.sync_producer import SyncProducer
 
         options = self.options
@@ -198,8 +199,13 @@ class _TaskWriter:
                 )
                 raise
             self._wait_all(producer)
-        finally:
-            producer.close(0)
+        except BaseException:
+            try:
+                producer.close(0)
+            except ProducerClosedError:
+                pass  # its thread ended: the error on its way out already says so, and why
+            raise
+        producer.close(0)
         return self._report()
 
     # -- Arrow ---------------------------------------------------------------------------------
