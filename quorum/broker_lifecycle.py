@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-* Register with the active controller (a fresh incarnation id per process start); the
-  controller answers with the broker_epoch; the broker starts fenced.
+* Register with the active controller (a fresh incarnation id per process start, and the
+  broker epoch of the last clean shutdown, KIP-966, so a restart after SIGTERM is accepted at
+  once); the controller answers with the broker_epoch; the broker starts fenced.
 * Follow metadata: long-poll MetadataFetch (any controller) after the newest offset replayed,
   replay each committed batch into a local MetadataStateMachine (the same deterministic
   apply as every controller, so a batch rejected there is rejected here), or adopt the
@@ -57,8 +58,11 @@ class BrokerLifecycle:
         fetch_client: ControllerClient,
         *,
         incarnation_id: uuid.UUID | None = None,
+        previous_broker_epoch: int = -1,
     ) -> None:
         self.config = config
+        # The broker epoch of this node's last clean shutdown (its log dir's marker; -1: none).
+        self.previous_broker_epoch = previous_broker_epoch
         self.broker_id = config.node_id
         self.client = client
         self.fetch_client = fetch_client
@@ -115,11 +119,18 @@ class BrokerLifecycle:
             for e in self.config.advertised_listeners
             if e.listener != "CONTROLLER"
         )
-        return c.BrokerRegistrationRequest(self.broker_id, self.incarnation_id, endpoints)
+        return c.BrokerRegistrationRequest(
+            self.broker_id, self.incarnation_id, endpoints,
+            previous_broker_epoch=self.previous_broker_epoch,
+        )  # fmt: skip
 
     async def register(self) -> None:
-        """Register until it works (each attempt bounded by the client's retries)."""
+        """Register until it works (each attempt bounded by the client's retries); the first
+        refusal or failure is logged at INFO, the retries after it at DEBUG."""
+        attempts = 0
         while True:
+            level = logging.INFO if attempts == 0 else logging.DEBUG
+            attempts += 1
             try:
                 with trio.fail_after(self.session_timeout_ms / 1000):
                     response = await self.client.register(
@@ -134,9 +145,11 @@ class BrokerLifecycle:
                         self.incarnation_id,
                     )
                     return
-                logger.info("node %d: registration refused: %s", self.broker_id, response)
+                logger.log(level, "node %d: registration refused: %s (retrying)",
+                           self.broker_id, response.error_code.name)  # fmt: skip
             except (KafkaError, trio.TooSlowError) as exc:
-                logger.info("node %d: registration failed: %s", self.broker_id, exc)
+                logger.log(level, "node %d: registration failed: %s (retrying)",
+                           self.broker_id, exc)  # fmt: skip
             await trio.sleep(RETRY_BACKOFF_MS / 1000)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

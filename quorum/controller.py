@@ -224,6 +224,9 @@ class BrokerRegistrationRequest:
     incarnation_id: uuid.UUID
     endpoints: tuple[Endpoint, ...]
     rack: str | None = None
+    # KIP-966: the broker epoch this broker had when it last shut down cleanly (-1: it did
+    # not, or does not know).
+    previous_broker_epoch: int = -1
 
 
 @dataclass(frozen=True)
@@ -241,8 +244,12 @@ def register_broker(
     """A (re-)registration. The new broker_epoch is greater than the broker's previous epoch and
     than the image's last offset, so epochs increase across re-registrations and controller
     fail-over. A retry of the same incarnation gets its existing epoch back. A different
-    incarnation while the old one's session is still alive is DUPLICATE_BROKER_REGISTRATION.
-    The broker starts fenced; a known broker's old incarnation leaves every ISR in the same batch."""
+    incarnation while the old one's session is still alive is DUPLICATE_BROKER_REGISTRATION,
+    unless the new one names the old one's broker epoch as the epoch of its clean shutdown
+    (KIP-966's previous broker epoch): that session ended with the process, whatever the
+    controller's heartbeat clock says (a controller that just took over counts every broker's
+    session as fresh). The broker starts fenced; a known broker's old incarnation leaves every
+    ISR in the same batch."""
     if request.broker_id < 0:
         return [], BrokerRegistrationResponse(ErrorCode.INVALID_REQUEST)
     if len({e.name for e in request.endpoints}) != len(request.endpoints):
@@ -251,7 +258,8 @@ def register_broker(
     if old is not None:
         if old.incarnation_id == request.incarnation_id:
             return [], BrokerRegistrationResponse(ErrorCode.NONE, old.broker_epoch)
-        if previous_session_alive and not old.fenced:
+        ended_cleanly = request.previous_broker_epoch == old.broker_epoch
+        if previous_session_alive and not old.fenced and not ended_cleanly:
             return [], BrokerRegistrationResponse(ErrorCode.DUPLICATE_BROKER_REGISTRATION)
     broker_epoch = max(image.last_offset + 1, 0 if old is None else old.broker_epoch + 1)
     records: list[MetadataRecord] = [

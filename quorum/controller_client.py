@@ -178,6 +178,7 @@ class ControllerClient:
             ],
             features=[],
             rack=request.rack,
+            previous_broker_epoch=request.previous_broker_epoch,
         )
         r = await self.call(62, body)
         return c.BrokerRegistrationResponse(ErrorCode(r.error_code), r.broker_epoch)

@@ -244,7 +244,9 @@ class ControllerService:
             return records, response
 
         response = await self._decide(decide)
-        logger.info(
+        # A refusal is the broker's to report (once); here every retry would repeat it.
+        logger.log(
+            logging.INFO if response.error_code == ErrorCode.NONE else logging.DEBUG,
             "node %d: broker %d registered, broker_epoch=%d (%s)",
             self.node_id,
             request.broker_id,
@@ -337,6 +339,7 @@ class ControllerService:
                         body.incarnation_id,
                         tuple(Endpoint(x.name, x.host, x.port) for x in body.listeners),
                         body.rack,
+                        body.previous_broker_epoch,
                     )
                 )
                 return api.response.cls(error_code=r.error_code, broker_epoch=r.broker_epoch)

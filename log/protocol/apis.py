@@ -115,7 +115,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          log_dirs.DESCRIBE_LOG_DIRS_RESPONSE, "0-5", "0-5"),
     # Broker-to-controller (KRaft) APIs: never advertised to clients.
     _api("BrokerRegistration", controller.BROKER_REGISTRATION_REQUEST,
-         controller.BROKER_REGISTRATION_RESPONSE, "0", "0"),
+         controller.BROKER_REGISTRATION_RESPONSE, "0-3", "0-3"),
     _api("BrokerHeartbeat", controller.BROKER_HEARTBEAT_REQUEST,
          controller.BROKER_HEARTBEAT_RESPONSE, "0", "0"),
     _api("AllocateProducerIds", controller.ALLOCATE_PRODUCER_IDS_REQUEST,

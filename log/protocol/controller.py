@@ -29,7 +29,7 @@ from log.protocol.schema import (
 BROKER_REGISTRATION_REQUEST = message(
     "BrokerRegistrationRequest",
     api_key=62,
-    versions="0-0",
+    versions="0-3",
     flexible_versions="0+",
     fields=(
         F("broker_id", INT32),
@@ -47,13 +47,17 @@ BROKER_REGISTRATION_REQUEST = message(
                 F("max_supported_version", INT16),
             ))),
         F("rack", STRING, nullable="0+"),
+        F("is_migrating_zk_broker", BOOL, "1+", default=False),
+        F("log_dirs", ARRAY(UUID), "2+", default=()),
+        # KIP-966: the broker epoch of the last clean shutdown (-1: unclean or none).
+        F("previous_broker_epoch", INT64, "3+", default=-1),
     ),
 )
 
 BROKER_REGISTRATION_RESPONSE = message(
     "BrokerRegistrationResponse",
     api_key=62,
-    versions="0-0",
+    versions="0-3",
     flexible_versions="0+",
     fields=(
         F("throttle_time_ms", INT32),

@@ -130,7 +130,13 @@ CONTROLLER_LISTENER_APIS: dict[int, Api] = {
                                 CONTROLLER_FORWARD_REQUEST, CONTROLLER_FORWARD_RESPONSE,
                                 (0, 0), (0, 0)),
 }  # fmt: skip
-CONTROLLER_API_VERSION = 0  # every API above is v0 (flexible)
+CONTROLLER_API_VERSION = 0  # every API above is v0 (flexible), except:
+# BrokerRegistration v3 carries the previous broker epoch of a clean shutdown (KIP-966).
+CONTROLLER_API_VERSIONS = {62: 3}
+
+
+def controller_api_version(api_key: int) -> int:
+    return CONTROLLER_API_VERSIONS.get(api_key, CONTROLLER_API_VERSION)
 
 
 def encode_request_frame(
@@ -138,9 +144,10 @@ def encode_request_frame(
 ) -> bytes:
     """A whole v0 request frame (size, header v2, body) for a CONTROLLER listener API."""
     api = CONTROLLER_LISTENER_APIS[api_key]
-    header = RequestHeader(api_key, CONTROLLER_API_VERSION, correlation_id, client_id)
+    version = controller_api_version(api_key)
+    header = RequestHeader(api_key, version, correlation_id, client_id)
     parts: list = [b"", encode_request_header(header, True)]
-    api.request.encode_parts(body, CONTROLLER_API_VERSION, parts)
+    api.request.encode_parts(body, version, parts)
     parts[0] = SIZE.pack(sum(len(part) for part in parts))
     return b"".join(parts)
 
@@ -151,17 +158,17 @@ def decode_request_frame(frame: bytes | bytearray) -> tuple[RequestHeader, Api, 
     view = memoryview(frame)
     header, position = read_request_header(view)
     api = CONTROLLER_LISTENER_APIS.get(header.api_key)
-    if api is None or header.api_version != CONTROLLER_API_VERSION:
+    if api is None or header.api_version != controller_api_version(header.api_key):
         raise InvalidRequestError(f"api {header.api_key} v{header.api_version} not served here")
     position = skip_tagged_fields(view, position)
-    body, _ = api.request.decode(view, CONTROLLER_API_VERSION, position)
+    body, _ = api.request.decode(view, header.api_version, position)
     return header, api, body
 
 
 def encode_response_frame(api: Api, correlation_id: int, body: Any) -> bytes:
     """A whole v0 response frame (size, header v1, body)."""
     parts: list = [b"", encode_response_header(correlation_id, 1)]
-    api.response.encode_parts(body, CONTROLLER_API_VERSION, parts)
+    api.response.encode_parts(body, controller_api_version(api.api_key), parts)
     parts[0] = SIZE.pack(sum(len(part) for part in parts))
     return b"".join(parts)
 
@@ -171,6 +178,6 @@ def decode_response_frame(frame: bytes | bytearray, api_key: int) -> tuple[int, 
     view = memoryview(frame)
     correlation_id, position = read_response_header(view, 1)
     body, _ = CONTROLLER_LISTENER_APIS[api_key].response.decode(
-        view, CONTROLLER_API_VERSION, position
+        view, controller_api_version(api_key), position
     )
     return correlation_id, body

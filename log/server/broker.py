@@ -115,6 +115,7 @@ class KafkaServer:
         # listen_port: None binds the PLAINTEXT listener's port; 0 any free port (tests, bench:
         # NodeConfig refuses port 0), reported through task_status.started.
         self.listen_port = listen_port
+        self.broker_epoch_getter = broker_epoch_getter
         self.config = config
         self.log_manager = log_manager
         self.partitions = HostedPartitions(config.node_id, log_manager, config)
@@ -235,7 +236,7 @@ class KafkaServer:
             for listener in listeners:
                 with trio.CancelScope(shield=True):
                     await listener.aclose()
-            self.log_manager.shutdown(self.ctx.clock_ms())
+            self.log_manager.shutdown(self.ctx.clock_ms(), self.broker_epoch_getter())
 
     async def _follow_metadata(self) -> None:
         async with self.ctx.metadata.subscribe() as images:

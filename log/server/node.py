@@ -128,7 +128,9 @@ class Node:
         # Metadata may come from any controller: a combined node asks its own first.
         local_first = sorted(config.controller_voters, key=lambda v: v.node_id != config.node_id)
         fetch_client = ControllerClient(local_first)
-        self.lifecycle = lifecycle = BrokerLifecycle(config, client, fetch_client)
+        self.lifecycle = lifecycle = BrokerLifecycle(
+            config, client, fetch_client, previous_broker_epoch=manager.previous_broker_epoch
+        )
         await nursery.start(lifecycle.run)
         # One client per purpose (each carries one request at a time): heartbeats never wait
         # behind a forwarded admin call or the metadata long-poll.

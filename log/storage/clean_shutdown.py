@@ -4,20 +4,39 @@ LogManager writes the marker after every log in the directory was flushed and cl
 deletes it once the directory is loaded again. Its presence at startup means every segment is
 whole, so recovery (re-scanning segments after the recovery point) can be skipped; its absence
 means the previous process died and logs must be recovered from their recovery points.
+
+The marker holds the broker epoch the process had when it stopped (`{"version":0,
+"broker_epoch":N}`, as Kafka's does since KIP-966): the next process registers with it as its
+previous broker epoch, which tells the controller that registration ended cleanly. An empty or
+unreadable marker (older versions wrote it empty) still means a clean shutdown, epoch unknown.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from log.protocol.errors import KafkaStorageError
 from log.storage.checkpoint_file import atomic_write_bytes, fsync_directory
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+UNKNOWN_BROKER_EPOCH = -1
+MAX_MARKER_BYTES = 4096
 
 
-def write_clean_shutdown_marker(log_dir: Path) -> None:
-    atomic_write_bytes(Path(log_dir) / CLEAN_SHUTDOWN_FILE, b"")
+def write_clean_shutdown_marker(log_dir: Path, broker_epoch: int = UNKNOWN_BROKER_EPOCH) -> None:
+    content = json.dumps({"version": 0, "broker_epoch": broker_epoch}).encode()
+    atomic_write_bytes(Path(log_dir) / CLEAN_SHUTDOWN_FILE, content)
+
+
+def read_clean_shutdown_broker_epoch(log_dir: Path) -> int:
+    """The broker epoch in the marker; UNKNOWN_BROKER_EPOCH when absent, empty or unreadable."""
+    try:
+        with open(Path(log_dir) / CLEAN_SHUTDOWN_FILE, "rb") as marker:
+            value = json.loads(marker.read(MAX_MARKER_BYTES) or b"{}").get("broker_epoch")
+    except (OSError, ValueError, AttributeError):
+        return UNKNOWN_BROKER_EPOCH
+    return value if isinstance(value, int) and value >= 0 else UNKNOWN_BROKER_EPOCH
 
 
 def has_clean_shutdown_marker(log_dir: Path) -> bool:

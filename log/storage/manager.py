@@ -43,6 +43,7 @@ from log.storage.checkpoint_file import (
 )
 from log.storage.clean_shutdown import (
     has_clean_shutdown_marker,
+    read_clean_shutdown_broker_epoch,
     remove_clean_shutdown_marker,
     write_clean_shutdown_marker,
 )
@@ -115,6 +116,8 @@ class LogManager:
         self._next_run_ms: dict[str, int] = {}
         self.is_shut_down = False
         self.had_clean_shutdown = False
+        # The broker epoch the last process had at its clean shutdown (-1: none or unknown).
+        self.previous_broker_epoch = -1
         self._load_logs(now_ms)
         cleaner_config = cleaner_config or CleanerConfig()
         self.cleaner: LogCleaner | None = None
@@ -135,6 +138,8 @@ class LogManager:
     def _load_logs(self, now_ms: int) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.had_clean_shutdown = has_clean_shutdown_marker(self.log_dir)
+        if self.had_clean_shutdown:
+            self.previous_broker_epoch = read_clean_shutdown_broker_epoch(self.log_dir)
         recovery_points = self._read_checkpoint(self._recovery_point_checkpoint)
         high_watermarks = self._read_checkpoint(self._high_watermark_checkpoint)
         log_start_offsets = self._read_checkpoint(self._log_start_offset_checkpoint)
@@ -302,8 +307,9 @@ class LogManager:
 
     # -- shutdown -----------------------------------------------------------------------------
 
-    def shutdown(self, now_ms: int = 0) -> None:
-        """Flush and close every log, write the checkpoints, then the clean-shutdown marker."""
+    def shutdown(self, now_ms: int = 0, broker_epoch: int = -1) -> None:
+        """Flush and close every log, write the checkpoints, then the clean-shutdown marker
+        (with `broker_epoch`, the registration this process ends)."""
         if self.is_shut_down:
             return
         for log in self._logs.values():
@@ -312,5 +318,5 @@ class LogManager:
         self.checkpoint_recovery_points()
         self.checkpoint_high_watermarks()
         self.checkpoint_log_start_offsets()
-        write_clean_shutdown_marker(self.log_dir)
+        write_clean_shutdown_marker(self.log_dir, broker_epoch)
         self.is_shut_down = True

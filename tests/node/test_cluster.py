@@ -6,6 +6,7 @@ MetadataFetch from a chosen controller; what a broker replayed, from its partiti
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -163,6 +164,34 @@ async def test_restart_all_keeps_image_and_producer_ids_move_on(tmp_path):
         await client.aclose()
     assert r.error_code == ErrorCode.NONE
     assert r.producer_id_start >= max(s + n for s, n in handed_out)
+
+    # SIGTERM one node after the other, restart: each node registers on its first try. The
+    # last one stopped could not reach a quorum for its controlled shutdown, so the image
+    # still shows it unfenced, and a controller that just took over counts its old session
+    # alive; its clean-shutdown marker names the broker epoch it ended, which the controller
+    # accepts as the end of that session (KIP-966's previous broker epoch).
+    image = await cluster.image_from(1)
+    ended = {node_id: image.brokers[node_id].broker_epoch for node_id in cluster.layout.node_ids}
+    for node_id in cluster.layout.node_ids:
+        assert cluster.terminate(node_id, timeout_s=30) == 0
+    refused_before = {
+        n: len(cluster.log_matches(n, "DUPLICATE_BROKER_REGISTRATION")) for n in ended
+    }
+    for node_id, broker_epoch in ended.items():
+        marker = tmp_path / f"node-{node_id}" / "kafka-logs" / ".kafka_cleanshutdown"
+        assert json.loads(marker.read_text())["broker_epoch"] == broker_epoch
+        # Kafka's 9 s session from here on: the last node to stop could not reach a quorum for
+        # its controlled shutdown, so it is still unfenced in the image, and a new controller
+        # counts its old session alive for a whole session timeout after taking over.
+        config = tmp_path / f"node-{node_id}" / "node.toml"
+        config.write_text(config.read_text().replace(
+            f'"broker.session.timeout.ms" = {SESSION_TIMEOUT_MS}',
+            '"broker.session.timeout.ms" = 9000',
+        ))  # fmt: skip
+    cluster.start_all()
+    for node_id in ended:
+        refused = len(cluster.log_matches(node_id, "DUPLICATE_BROKER_REGISTRATION"))
+        assert refused == refused_before[node_id], cluster.log(node_id)[-3000:]
 
 
 async def test_broker_only_node_follows_metadata_over_tcp(tmp_path):

@@ -71,6 +71,20 @@ def test_duplicate_registration_while_the_old_session_lives_is_refused():
     assert (records, response.error_code) == ([], ErrorCode.DUPLICATE_BROKER_REGISTRATION)
 
 
+def test_a_clean_shutdown_of_the_registered_epoch_ends_its_session():
+    """KIP-966: the new incarnation names the old one's epoch as its clean shutdown's; a stale
+    or unknown previous epoch (an unclean restart) is still refused while the session lives."""
+    cluster = Cluster()
+    old_epoch = cluster.add_broker(1)
+    for previous, expected in ((-1, ErrorCode.DUPLICATE_BROKER_REGISTRATION),
+                               (old_epoch - 1, ErrorCode.DUPLICATE_BROKER_REGISTRATION),
+                               (old_epoch, ErrorCode.NONE)):  # fmt: skip
+        request = BrokerRegistrationRequest(1, uuid.uuid4(), (), previous_broker_epoch=previous)
+        records, response = register_broker(cluster.image, request, previous_session_alive=True)
+        assert response.error_code == expected, previous
+    assert response.broker_epoch > old_epoch and records
+
+
 def test_re_registration_of_a_live_broker_moves_its_leaderships_in_the_same_batch():
     cluster = Cluster()
     for b in range(3):

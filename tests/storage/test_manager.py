@@ -107,3 +107,21 @@ def test_tick_expires_idle_producers(tmp_path):
     assert 9 in log.producer_state_manager.active_producers  # idle for less than a day
     manager.tick(2 * 86_400_000)
     assert 9 not in log.producer_state_manager.active_producers
+
+
+def test_the_clean_shutdown_marker_carries_the_broker_epoch(tmp_path):
+    """KIP-966: the marker names the broker epoch the process ended; the next LogManager reads
+    it back (-1 after an unclean stop, or from an empty marker of an older version)."""
+    from log.storage.clean_shutdown import CLEAN_SHUTDOWN_FILE
+    from log.storage.config import LogConfig
+    from log.storage.manager import LogManager
+
+    manager = LogManager(str(tmp_path), LogConfig(), now_ms=0)
+    assert manager.previous_broker_epoch == -1
+    manager.shutdown(0, broker_epoch=42)
+    manager = LogManager(str(tmp_path), LogConfig(), now_ms=0)
+    assert manager.had_clean_shutdown and manager.previous_broker_epoch == 42
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()  # a crash now is unclean again
+    (tmp_path / CLEAN_SHUTDOWN_FILE).write_bytes(b"")  # an older version's marker
+    manager = LogManager(str(tmp_path), LogConfig(), now_ms=0)
+    assert manager.had_clean_shutdown and manager.previous_broker_epoch == -1
