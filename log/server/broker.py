@@ -81,6 +81,15 @@ async def send_parts(stream: trio.SocketStream, parts: list) -> None:
                 sent = 0
 
 
+def _peer_address(stream: trio.SocketStream) -> str:
+    """host:port of the client ('?' once it is gone)."""
+    try:
+        host, port = stream.socket.getpeername()[:2]
+    except OSError:
+        return "?"
+    return f"{host}:{port}"
+
+
 def coalesce_parts(parts: list) -> list[memoryview]:
     """Memoryviews of `parts` in order, runs of parts below ZERO_COPY_MIN_BYTES joined."""
     views: list[memoryview] = []
@@ -251,18 +260,24 @@ class KafkaServer:
     # -- connections -------------------------------------------------------------------------
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        """One client connection. What clients do at the socket level (reset, vanish mid-frame,
+        send garbage) is expected: DEBUG/INFO once per connection with the peer address. Only
+        a bug of ours is an ERROR with its traceback."""
         self.connection_count += 1
+        peer = _peer_address(stream)
         try:
             async with stream:
-                await self._connection_loop(stream)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+                await self._connection_loop(stream, peer)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            # The peer reset or closed while we read or wrote (OSError: our vectored sends use
+            # the raw socket, whose EPIPE / ECONNRESET are not wrapped by trio).
+            logger.debug("connection from %s ended: %s", peer, exc.__cause__ or exc)
         except Exception:  # never let one connection take the server down
-            logger.exception("connection failed")
+            logger.exception("connection from %s failed", peer)
         finally:
             self.connection_count -= 1
 
-    async def _connection_loop(self, stream: trio.SocketStream) -> None:
+    async def _connection_loop(self, stream: trio.SocketStream, peer: str = "?") -> None:
         conn = ServerConnection(
             max_frame_bytes=self.max_frame_bytes,
             max_in_flight=self.max_in_flight,
@@ -274,7 +289,7 @@ class KafkaServer:
             try:
                 event = conn.next_request()
             except KafkaError as exc:  # InvalidFrameError
-                logger.info("closing connection: %s", exc)
+                logger.info("closing connection from %s: %s", peer, exc)
                 return
             if event is NEED_DATA or event is PAUSED:
                 # PAUSED cannot persist: requests are answered before the next is taken.
@@ -285,14 +300,14 @@ class KafkaServer:
                 try:
                     conn.receive_data(data)
                 except KafkaError as exc:
-                    logger.info("closing connection: %s", exc)
+                    logger.info("closing connection from %s: %s", peer, exc)
                     return
                 continue
             if isinstance(event, BadRequest):
                 if event.data_to_send:
                     await stream.send_all(event.data_to_send)
                 if event.close_connection:
-                    logger.info("closing connection: %s", event.reason)
+                    logger.info("closing connection from %s: %s", peer, event.reason)
                     return
                 continue
             assert isinstance(event, Request)

@@ -98,3 +98,25 @@ def test_bad_arguments_are_usage_errors():
     ):
         result = runner.invoke(main, args)
         assert result.exit_code == 2 and "Traceback" not in result.output, (args, result.output)
+
+
+def test_demo_table_shows_checksums_only_where_they_were_computed():
+    """The Spark pipeline reports its own checks: no column of '-' (issue 20); the fetch-client
+    path computes a crc32 per partition and shows it."""
+    import io
+
+    from rich.console import Console
+
+    from tools.demo import DemoResult, print_report
+
+    def render(partitions: dict) -> str:
+        out = io.StringIO()
+        print_report(Console(file=out, width=200), DemoResult("p", 10, 1.0, 0.0, partitions))
+        return out.getvalue()
+
+    spark = render({0: {"leader": 1, "isr": "1,2,3", "log_start_offset": 0,
+                        "high_watermark": 5, "records": 5}})  # fmt: skip
+    assert "crc32" not in spark and "partition" in spark
+    fetched = render({0: {"leader": 1, "isr": "1", "log_start_offset": 0, "high_watermark": 5,
+                          "records": 5, "crc32": "0badcafe"}})  # fmt: skip
+    assert "crc32" in fetched and "0badcafe" in fetched
