@@ -361,6 +361,18 @@ class BrokerHeartbeatTracker:
         """Call on every heartbeat and registration that passed the broker-epoch check."""
         self.last_heartbeat_ms_by_broker[broker_id] = now_ms
 
+    def has_valid_session(self, image: MetadataImage, broker_id: int, now_ms: int) -> bool:
+        """Kafka's hasValidSession, the `previous_session_alive` of register_broker: the broker
+        is registered and unfenced, and was heard from within session_timeout_ms. A completed
+        controlled shutdown fenced it, so its session is over at once; an unclean stop keeps
+        the session until it times out (the same bound fence_expired uses)."""
+        last_ms = self.last_heartbeat_ms_by_broker.get(broker_id)
+        return (
+            image.is_live(broker_id)
+            and last_ms is not None
+            and now_ms - last_ms <= self.session_timeout_ms
+        )
+
     def fence_expired(
         self, image: MetadataImage, now_ms: int
     ) -> tuple[list[MetadataRecord], list[int]]:

@@ -236,8 +236,7 @@ class ControllerService:
 
     async def register_broker(self, request: c.BrokerRegistrationRequest) -> Any:
         def decide(image):  # noqa: ANN001, ANN202
-            last = self.tracker.last_heartbeat_ms_by_broker.get(request.broker_id)
-            alive = last is not None and _now_ms() - last <= self.session_timeout_ms
+            alive = self.tracker.has_valid_session(image, request.broker_id, _now_ms())
             records, response = c.register_broker(image, request, previous_session_alive=alive)
             if response.error_code == ErrorCode.NONE:
                 self.tracker.touch(request.broker_id, _now_ms())

@@ -82,8 +82,15 @@ class Node:
                         self.lifecycle is not None
                         and self.config.props["controlled.shutdown.enable"]
                     ):
-                        with trio.move_on_after(CONTROLLED_SHUTDOWN_TIMEOUT_S):
+                        with trio.move_on_after(CONTROLLED_SHUTDOWN_TIMEOUT_S) as scope:
                             await self.lifecycle.controlled_shutdown()
+                        if scope.cancelled_caught:
+                            # Like BrokerLifecycle's own failure line: our leaderships did not
+                            # move (e.g. the whole cluster is stopping, no quorum); the next
+                            # start registers with the clean-shutdown marker's broker epoch.
+                            logger.warning("node %d: controlled shutdown failed: no answer "
+                                           "within %.1f s", node_id,
+                                           CONTROLLED_SHUTDOWN_TIMEOUT_S)  # fmt: skip
                     nursery.cancel_scope.cancel()
             finally:
                 self.metrics.close()

@@ -85,6 +85,39 @@ def test_a_clean_shutdown_of_the_registered_epoch_ends_its_session():
     assert response.broker_epoch > old_epoch and records
 
 
+def test_a_completed_controlled_shutdown_ends_the_session_an_unclean_stop_waits_it_out():
+    """Kafka's controlled shutdown: once the want_shut_down heartbeat's batch applied, the old
+    session is over (has_valid_session) and a new incarnation registers at once, with no
+    previous broker epoch needed; after an unclean stop the old session stays valid until
+    session_timeout_ms passes without a heartbeat (DUPLICATE_BROKER_REGISTRATION until then)."""
+    cluster = Cluster()
+    epochs = {b: cluster.add_broker(b) for b in (1, 2)}
+    cluster.create_topic("t", 4, 2)
+    tracker = BrokerHeartbeatTracker(session_timeout_ms=100)
+    tracker.on_activate(cluster.image, now_ms=1000)
+
+    def restart(broker_id: int, now_ms: int) -> ErrorCode:
+        alive = tracker.has_valid_session(cluster.image, broker_id, now_ms)
+        request = BrokerRegistrationRequest(broker_id, uuid.uuid4(), ())
+        return register_broker(cluster.image, request, previous_session_alive=alive)[1].error_code
+
+    # Broker 1 is stopped with SIGTERM: a controlled shutdown, then a restart 1 ms later.
+    shut_down = BrokerHeartbeatRequest(1, epochs[1], cluster.offset, want_shut_down=True)
+    records, response = heartbeat(cluster.image, shut_down)
+    assert response.should_shut_down and response.error_code == ErrorCode.NONE
+    cluster.commit(records)
+    tracker.touch(1, 1010)
+    assert not tracker.has_valid_session(cluster.image, 1, 1011)
+    assert restart(1, 1011) == ErrorCode.NONE
+    # Broker 2 is killed right after a heartbeat at 1010: refused for the whole session.
+    tracker.touch(2, 1010)
+    for now_ms in (1011, 1110):
+        assert restart(2, now_ms) == ErrorCode.DUPLICATE_BROKER_REGISTRATION, now_ms
+    assert restart(2, 1111) == ErrorCode.NONE
+    assert tracker.has_valid_session(cluster.image, 2, 1110)
+    assert not tracker.has_valid_session(cluster.image, 3, 1010)  # never registered
+
+
 def test_re_registration_of_a_live_broker_moves_its_leaderships_in_the_same_batch():
     cluster = Cluster()
     for b in range(3):
