@@ -18,6 +18,16 @@ start offset, or an error.
                                 else INVALID_FETCH_SESSION_EPOCH; unknown X is
                                 FETCH_SESSION_ID_NOT_FOUND
 
+Which partitions a round reads (`FetchSession.candidates`): reading and answering every
+partition of a session each round costs O(partitions) per replication round trip, which a
+cluster with thousands of idle partitions cannot afford. A session therefore keeps `dirty`: the
+partitions that may have news -- named in a request, signalled by their partition since (an
+append, a high watermark or log start move, a leader or ISR change), or not settled when last
+read (the follower is behind, not in the ISR, got an error or records). Only those are read; a
+caught-up partition that nothing touched is skipped. Every `sweep_interval_ms` (a quarter of
+`replica.lag.time.max.ms`) a round reads all of them, so a change that did not signal (a
+retention log start move) still reaches the follower and its fetch is recorded.
+
 Sessions are created for replica fetches only: a consumer asking for one gets session id 0
 back, which the protocol allows ("the server declined"), and keeps sending full fetches. The
 cache holds at most `max.incremental.fetch.session.cache.slots` sessions (Kafka's 1000); when
@@ -39,6 +49,9 @@ FINAL_EPOCH = -1
 NO_SESSION_ID = 0
 DEFAULT_MAX_SESSION_SLOTS = 1000  # Kafka's max.incremental.fetch.session.cache.slots
 MAX_SESSION_ID = 0x7FFFFFFF
+# How often a session reads all its partitions (module docstring): a quarter of Kafka's default
+# replica.lag.time.max.ms (30 s), so a follower's fetch is recorded well within it.
+DEFAULT_SWEEP_INTERVAL_MS = 7_500
 
 
 @dataclass(slots=True)
@@ -72,10 +85,31 @@ class CachedPartition:
 
 
 class FetchSession:
-    def __init__(self, session_id: int) -> None:
+    def __init__(self, session_id: int, sweep_interval_ms: int = DEFAULT_SWEEP_INTERVAL_MS) -> None:
+        assert sweep_interval_ms > 0
         self.session_id = session_id
         self.next_epoch = 1
         self.partitions: OrderedDict[Hashable, CachedPartition] = OrderedDict()
+        self.dirty: set[Hashable] = set()  # partitions that may have news (module docstring)
+        self.sweep_interval_ms = sweep_interval_ms
+        self.next_sweep_ms = 0  # the first round reads everything
+        self.evicted = False  # closed or evicted: whoever still signals it may drop it
+        # The driver's object woken by partition signals (it marks `dirty`); None until used.
+        self.watcher: Any = None
+
+    def mark_dirty(self, key: Hashable) -> None:
+        self.dirty.add(key)
+
+    def candidates(self, now_ms: int) -> list[Hashable]:
+        """The partitions this round reads: the dirty ones, or all of them when a sweep is due.
+        Takes them out of `dirty`; the reader puts back those it could not settle."""
+        if now_ms >= self.next_sweep_ms:
+            self.next_sweep_ms = now_ms + self.sweep_interval_ms
+            self.dirty.clear()
+            return list(self.partitions)
+        keys = [key for key in self.dirty if key in self.partitions]
+        self.dirty.clear()
+        return keys
 
 
 @dataclass(frozen=True)
@@ -95,9 +129,11 @@ class SessionDecision:
 class FetchSessionCache:
     """The broker's sessions, least recently used first."""
 
-    def __init__(self, max_slots: int = DEFAULT_MAX_SESSION_SLOTS, seed_id: int = 1) -> None:
+    def __init__(self, max_slots: int = DEFAULT_MAX_SESSION_SLOTS, seed_id: int = 1,
+                 sweep_interval_ms: int = DEFAULT_SWEEP_INTERVAL_MS) -> None:  # fmt: skip
         assert max_slots >= 0
         self.max_slots = max_slots
+        self.sweep_interval_ms = sweep_interval_ms
         self.sessions: OrderedDict[int, FetchSession] = OrderedDict()
         self._next_id = seed_id
         self.evictions_total = 0
@@ -106,7 +142,7 @@ class FetchSessionCache:
         """Map a request's (session_id, session_epoch) to a decision (table in the docstring)."""
         if session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != NO_SESSION_ID:
-                self.sessions.pop(session_id, None)
+                self._close(self.sessions.pop(session_id, None))
             if session_epoch == INITIAL_EPOCH and may_create and self.max_slots > 0:
                 return SessionDecision(self._create())
             return SessionDecision(None)
@@ -121,15 +157,20 @@ class FetchSessionCache:
 
     def _create(self) -> FetchSession:
         while len(self.sessions) >= self.max_slots:
-            self.sessions.popitem(last=False)
+            self._close(self.sessions.popitem(last=False)[1])
             self.evictions_total += 1
         session_id = self._next_id
         while session_id in self.sessions or session_id == NO_SESSION_ID:
             session_id = session_id + 1 if session_id < MAX_SESSION_ID else 1
         self._next_id = session_id + 1 if session_id < MAX_SESSION_ID else 1
-        session = FetchSession(session_id)
+        session = FetchSession(session_id, self.sweep_interval_ms)
         self.sessions[session_id] = session
         return session
+
+    @staticmethod
+    def _close(session: FetchSession | None) -> None:
+        if session is not None:
+            session.evicted = True
 
 
 def update_session(
@@ -145,6 +186,7 @@ def update_session(
     for key in forgotten:
         session.partitions.pop(key, None)
     for key, fetch in requested:
+        session.dirty.add(key)
         cached = session.partitions.get(key)
         if cached is None:
             session.partitions[key] = fetch

@@ -38,6 +38,10 @@ DEFAULT_REPLICA_FETCH_BACKOFF_MS = 1000
 # partitions of ~30 bytes each is a 3 MB request, well inside the leader's
 # socket.request.max.bytes (100 MiB); a broker following more from one leader refuses the rest.
 MAX_PARTITIONS_PER_FETCHER = 100_000
+# How often a fetcher re-derives every partition's fetch, not only those marked dirty (see
+# `FetcherState.poll`): heals what changed without passing through the fetcher (the follower's
+# own retention moving its log start offset).
+FETCHER_SWEEP_INTERVAL_MS = 5_000
 
 
 class FetchState(enum.Enum):
@@ -131,6 +135,7 @@ class FollowerState:
         # lag is how far its log end offset is behind it (Kafka's FetcherLagMetrics).
         self.leader_high_watermark = -1
         self._last_fetch: PartitionFetch | None = None  # what build_fetch returned last
+        self.on_change: Callable[[], None] | None = None  # set by the owning FetcherState
 
     def lag(self, log_end_offset: int) -> int | None:
         """max(leader HW last seen - our LEO, 0); None before the first fetch answer."""
@@ -146,6 +151,13 @@ class FollowerState:
         self.state = FetchState.TRUNCATING
         self.delayed_until_ms = 0
         self.last_error = ErrorCode.NONE
+        self._changed()
+
+    def _changed(self) -> None:
+        """Tell the owning FetcherState that this partition's next fetch must be derived again
+        (every input that changes it passes through here, or through the driver right after)."""
+        if self.on_change is not None:
+            self.on_change()
 
     def is_ready(self, now_ms: int) -> bool:
         self._maybe_resume(now_ms)
@@ -172,6 +184,7 @@ class FollowerState:
         self, leader_epoch: int, end_offset: int, log: ReplicaLog
     ) -> TruncationDecision | None:
         """The leader's OffsetsForLeaderEpoch answer -> where to truncate (None: stale answer)."""
+        self._changed()
         if self.state is not FetchState.TRUNCATING:
             return None
         log_end_offset = log.log_end_offset
@@ -211,6 +224,7 @@ class FollowerState:
 
         None: the partition left FETCHING meanwhile (new leader epoch, back-off), answer is stale.
         """
+        self._changed()
         if self.state is not FetchState.FETCHING:
             return None
         log_end_offset = log.log_end_offset
@@ -260,6 +274,7 @@ class FollowerState:
         diverging_epoch: tuple[int, int] | None = None,
     ) -> FetchOutcome:
         """Decide what one partition's fetch response means for our log."""
+        self._changed()
         if (
             self.state is not FetchState.FETCHING
             or request.current_leader_epoch != self.leader_epoch
@@ -317,6 +332,7 @@ class FollowerState:
 
     def on_error(self, error: ErrorCode, now_ms: int) -> None:
         """Back off `replica.fetch.backoff.ms`, then resume in the state we were in."""
+        self._changed()
         if self.state is not FetchState.DELAYED:
             self.state_after_delay = self.state
         self.state = FetchState.DELAYED
@@ -342,6 +358,12 @@ class FetcherFullError(KafkaError):
 
 class FetcherState:
     """All partitions this broker fetches from one source broker (one fetch session).
+
+    A poll costs O(partitions that changed), not O(partitions): a FollowerState tells its
+    FetcherState when an answer, an error or a truncation changed it (`on_change`), and only
+    those partitions' fetches are derived again; the driver applies each decision (append,
+    truncate) before it polls again. Every FETCHER_SWEEP_INTERVAL_MS, and when a back-off ends,
+    a poll derives every partition's fetch.
 
     Every ready FETCHING partition is in every Fetch (within the fetch `session`: a partition
     whose fetch state did not change is in it without being named again), as in Kafka: the
@@ -369,6 +391,12 @@ class FetcherState:
         self.max_partitions = max_partitions
         self.use_last_fetched_epoch = use_last_fetched_epoch
         self.partitions: OrderedDict[object, FollowerState] = OrderedDict()
+        # Between sweeps `poll` re-derives only the partitions marked dirty (added, or their
+        # FollowerState changed: answered, truncated, errored) and reuses the others' last fetch.
+        self._fetch: dict[object, PartitionFetch] = {}
+        self._dirty: set[object] = set()
+        self._next_sweep_ms = 0
+        self._delayed_until_ms: int | None = None
         # What of `poll`'s fetch goes on the wire: incremental within a fetch session.
         self.session = FetchSessionHandler()
 
@@ -376,9 +404,16 @@ class FetcherState:
         if topic_partition not in self.partitions and len(self.partitions) >= self.max_partitions:
             raise FetcherFullError(f"fetcher for broker {self.source_broker_id} is full")
         self.partitions[topic_partition] = state
+        self._dirty.add(topic_partition)
+        state.on_change = lambda: self._dirty.add(topic_partition)
 
     def remove_partition(self, topic_partition: object) -> FollowerState | None:
-        return self.partitions.pop(topic_partition, None)
+        self._fetch.pop(topic_partition, None)
+        self._dirty.discard(topic_partition)
+        state = self.partitions.pop(topic_partition, None)
+        if state is not None:
+            state.on_change = None
+        return state
 
     def partitions_to_truncate(self, now_ms: int) -> list[object]:
         return [
@@ -406,25 +441,48 @@ class FetcherState:
         """
         truncate_now: dict[object, TruncationDecision] = {}
         epoch_queries: dict[object, EpochQuery] = {}
-        fetch: dict[object, PartitionFetch] = {}
-        delayed_until_ms = None
-        max_bytes, last_epoch = self.replica_fetch_max_bytes, self.use_last_fetched_epoch
-        # One pass, in fetch order; the hot loop of a fetcher following thousands of partitions.
-        for tp, state in self.partitions.items():
-            if not state.is_ready(now_ms):
-                if delayed_until_ms is None or state.delayed_until_ms < delayed_until_ms:
-                    delayed_until_ms = state.delayed_until_ms
-            elif state.state is FetchState.FETCHING:
-                fetch[tp] = state.build_fetch(
-                    log_for(tp), max_bytes, use_last_fetched_epoch=last_epoch
-                )
+        if now_ms >= self._next_sweep_ms or (
+            self._delayed_until_ms is not None and now_ms >= self._delayed_until_ms
+        ):
+            # A sweep: every partition, in fetch order.
+            self._next_sweep_ms = now_ms + FETCHER_SWEEP_INTERVAL_MS
+            self._delayed_until_ms = None
+            self._fetch = {}
+            self._dirty.clear()
+            for tp, state in self.partitions.items():
+                self._derive(tp, state, now_ms, log_for, truncate_now, epoch_queries)
+        elif self._dirty:
+            # Between sweeps: only what the driver touched since the last poll; the rest keep
+            # their fetch (an idle partition's is the same object every round).
+            dirty, self._dirty = self._dirty, set()
+            for tp in dirty:
+                self._fetch.pop(tp, None)
+                state = self.partitions.get(tp)
+                if state is not None:
+                    self._derive(tp, state, now_ms, log_for, truncate_now, epoch_queries)
+        return FetcherPoll(truncate_now, epoch_queries, dict(self._fetch), self._delayed_until_ms)
+
+    def _derive(self, tp: object, state: FollowerState, now_ms: int,
+                log_for: Callable[[object], ReplicaLog],
+                truncate_now: dict[object, TruncationDecision],
+                epoch_queries: dict[object, EpochQuery]) -> None:  # fmt: skip
+        """One partition's part of a poll: fetch it, truncate it, ask for its epoch, or wait."""
+        if not state.is_ready(now_ms):
+            if self._delayed_until_ms is None or state.delayed_until_ms < self._delayed_until_ms:
+                self._delayed_until_ms = state.delayed_until_ms
+        elif state.state is FetchState.FETCHING:
+            self._fetch[tp] = state.build_fetch(
+                log_for(tp), self.replica_fetch_max_bytes,
+                use_last_fetched_epoch=self.use_last_fetched_epoch,
+            )  # fmt: skip
+        else:
+            step = state.truncation_request(log_for(tp))
+            if isinstance(step, TruncationDecision):
+                truncate_now[tp] = step
+                self._dirty.add(tp)  # truncated now: fetches from the next poll on
             else:
-                step = state.truncation_request(log_for(tp))
-                if isinstance(step, TruncationDecision):
-                    truncate_now[tp] = step
-                else:
-                    epoch_queries[tp] = step
-        return FetcherPoll(truncate_now, epoch_queries, fetch, delayed_until_ms)
+                epoch_queries[tp] = step
+                self._dirty.add(tp)  # asked again each poll until the answer moves it on
 
     def mark_fetched(self, topic_partition: object) -> None:
         """Data arrived for this partition: move it to the back of the fetch order."""

@@ -143,7 +143,8 @@ class KafkaServer:
             advertised_api_keys=ADVERTISED_API_KEYS,
             clock_ms=clock_ms,
             fetch_sessions=FetchSessionCache(
-                config.props["max.incremental.fetch.session.cache.slots"]
+                config.props["max.incremental.fetch.session.cache.slots"],
+                sweep_interval_ms=max(config.props["replica.lag.time.max.ms"] // 4, 1),
             ),
         )
         props = config.props

@@ -122,6 +122,27 @@ class FetchWaiter:
         self.event.set()
 
 
+class SessionWatcher:
+    """A fetch session's standing subscription to its partitions' signals: each signal marks
+    the partition dirty in the session (so the next round reads it) and wakes the session's
+    long poll, if one is waiting. Unlike a FetchWaiter it stays subscribed across rounds."""
+
+    __slots__ = ("session", "event")
+
+    def __init__(self, session: Any) -> None:
+        self.session = session  # a log.replication.fetch_session.FetchSession
+        self.event: trio.Event | None = None  # set while a long poll waits
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.session.evicted)
+
+    def wake(self, hosted: HostedPartition) -> None:
+        self.session.mark_dirty((hosted.topic, hosted.partition))
+        if self.event is not None:
+            self.event.set()
+
+
 @dataclasses.dataclass
 class HostedPartition:
     topic: str
@@ -136,6 +157,8 @@ class HostedPartition:
     # Long-polling fetches waiting on this partition among others: one waiter per fetch,
     # however many partitions it names (no task per partition).
     fetch_waiters: set[FetchWaiter] = dataclasses.field(default_factory=set)
+    # Fetch sessions reading this partition (standing; closed ones are dropped when signalled).
+    session_watchers: set[SessionWatcher] = dataclasses.field(default_factory=set)
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """Kafka's epoch check for a client that knows the leader epoch (-1: it does not)."""
@@ -157,6 +180,12 @@ class HostedPartition:
             for waiter in self.fetch_waiters:
                 waiter.wake(self)
             self.fetch_waiters.clear()
+        if self.session_watchers:
+            closed = [w for w in self.session_watchers if w.closed]
+            for watcher in closed:
+                self.session_watchers.discard(watcher)
+            for watcher in self.session_watchers:
+                watcher.wake(self)
 
 
 class HostedPartitions:

@@ -105,3 +105,26 @@ def test_incremental_answers_carry_only_news() -> None:
     assert partition.must_respond(ErrorCode.NONE, 0, 5, 2)  # log start moved
     assert partition.must_respond(ErrorCode.NOT_LEADER_OR_FOLLOWER, 0, -1, -1)
     assert not partition.must_respond(ErrorCode.NONE, 0, 5, 2)
+
+
+def test_a_round_reads_only_named_signalled_or_unsettled_partitions_until_a_sweep() -> None:
+    """The leader's side of O(changed) rounds: `candidates` are the partitions named by the
+    request, marked dirty since (a partition signalled, or was not settled when read), or all
+    of them once per sweep interval."""
+    cache = FetchSessionCache(sweep_interval_ms=1000)
+    session = cache.decide(0, 0, may_create=True).session
+    assert session is not None
+    keys = [("t", p) for p in range(5)]
+    update_session(session, [(k, cached(fetch(0))) for k in keys], [], full=True)
+    assert set(session.candidates(now_ms=0)) == set(keys)  # the first round reads all
+    assert session.candidates(now_ms=10) == []  # nothing named, nothing signalled
+    update_session(session, [(keys[1], cached(fetch(4)))], [], full=False)
+    session.mark_dirty(keys[3])  # e.g. an append to t-3 woke the session
+    session.mark_dirty(("other", 0))  # not in the session: ignored
+    assert set(session.candidates(now_ms=20)) == {keys[1], keys[3]}
+    assert session.candidates(now_ms=30) == []
+    assert set(session.candidates(now_ms=1000)) == set(keys)  # the sweep
+    assert session.candidates(now_ms=1001) == []
+    # Closing the session (a new full fetch on its id) tells its watchers to let go.
+    assert cache.decide(session.session_id, 0, may_create=True).session is not session
+    assert session.evicted

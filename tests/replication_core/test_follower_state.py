@@ -1,5 +1,6 @@
 from log.protocol.errors import ErrorCode
 from log.replication.follower_state import (
+    FETCHER_SWEEP_INTERVAL_MS,
     EpochQuery,
     FetcherState,
     FetchState,
@@ -225,4 +226,36 @@ def test_fetcher_poll_truncates_queries_and_fetches():
     assert list(first.fetch) == ["ready"] and first.fetch["ready"].fetch_offset == 1
     assert first.wakeup_ms is None
     second = fetcher.poll(0, logs.__getitem__)
-    assert second.truncate_now == {} and list(second.fetch) == ["empty", "ready"]
+    assert second.truncate_now == {} and set(second.fetch) == {"empty", "ready"}
+
+
+def test_fetcher_poll_derives_only_changed_partitions_between_sweeps():
+    """Between sweeps a poll reuses an untouched partition's fetch (O(changed) per round); what
+    changed behind the fetcher's back (the log itself) shows at the next sweep."""
+    logs = {tp: log_with((1, 2)) for tp in ("a", "b")}
+    fetcher = FetcherState(1)
+    for tp, log in logs.items():
+        f = FollowerState()
+        f.on_become_follower(1, 1, log)
+        fetcher.add_partition(tp, f)
+        f.on_epoch_end_offset(1, 2, log)
+    first = fetcher.poll(0, logs.__getitem__)
+    assert {tp: f.fetch_offset for tp, f in first.fetch.items()} == {"a": 2, "b": 2}
+    # "a" is answered with a record (the core hears of it); "b" changes without it.
+    outcome = fetcher.partitions["a"].on_fetch_response(
+        first.fetch["a"], ErrorCode.NONE, 3, 0, RecordsMeta(2, 3, 70), logs["a"], 10
+    )
+    assert outcome.append
+    logs["a"].append_as_follower([Batch(2, 2, 1, "x")])
+    logs["b"].append_as_follower([Batch(2, 2, 1, "x")])
+    second = fetcher.poll(20, logs.__getitem__)
+    assert second.fetch["a"].fetch_offset == 3
+    assert second.fetch["b"] is first.fetch["b"]  # untouched: not derived again
+    swept = fetcher.poll(FETCHER_SWEEP_INTERVAL_MS, logs.__getitem__)
+    assert {tp: f.fetch_offset for tp, f in swept.fetch.items()} == {"a": 3, "b": 3}
+    # An error backs "a" off: left out until its back-off ends, then fetched again.
+    fetcher.partitions["a"].on_error(ErrorCode.NOT_LEADER_OR_FOLLOWER, FETCHER_SWEEP_INTERVAL_MS)
+    delayed = fetcher.poll(FETCHER_SWEEP_INTERVAL_MS + 1, logs.__getitem__)
+    assert set(delayed.fetch) == {"b"} and delayed.wakeup_ms is not None
+    resumed = fetcher.poll(delayed.wakeup_ms, logs.__getitem__)
+    assert set(resumed.fetch) == {"a", "b"}

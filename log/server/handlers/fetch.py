@@ -22,8 +22,11 @@ once) and read again the partitions that signalled.
 
 Fetch sessions (KIP-227, `log.replication.fetch_session`): replica fetches get one, so a
 follower's incremental fetch names only the partitions whose fetch state changed and the answer
-only the partitions with news; every partition of the session is still read and its follower
-fetch recorded each time. Consumers asking for a session get session id 0 ("declined") and keep
+only the partitions with news. A round reads only the session's candidates (the partitions
+named, signalled or unsettled since the last round, all of them at each sweep): the session's
+`SessionWatcher`, subscribed to every partition it read, marks a partition dirty when it
+signals and wakes the session's long poll, so a round with one busy partition among thousands
+idle costs one read. Consumers asking for a session get session id 0 ("declined") and keep
 sending full fetches.
 
 Reads run inline: a read is one pread of at most the requested bytes from the page cache.
@@ -39,12 +42,20 @@ from log.protocol.connection import Request
 from log.protocol.errors import ErrorCode, KafkaError
 from log.protocol.fetch import FETCH_RESPONSE
 from log.replication.fetch_fill_order import FetchFillOrder
-from log.replication.fetch_session import CachedPartition, SessionDecision, update_session
+from log.replication.fetch_session import (
+    CachedPartition,
+    FetchSession,
+    SessionDecision,
+    update_session,
+)
 from log.server.handlers.context import BrokerContext
-from log.server.partitions import FetchWaiter, HostedPartition
+from log.server.partitions import FetchWaiter, HostedPartition, SessionWatcher
 
 R = FETCH_RESPONSE.cls
 MAX_WAIT_MS = 30_000  # a bound on one long poll, whatever the client asks
+# Closed sessions' watchers are dropped from a partition when it signals; one that never
+# signals prunes them when a new watcher subscribes past this many.
+PRUNE_WATCHERS_PAST = 4
 
 
 # One partition to read: ((topic, partition), its fetch state, the session's cache entry or
@@ -57,18 +68,54 @@ class _FetchPass:
     """Reads a Fetch's partitions, fairly within max_bytes, and re-reads those that signal."""
 
     def __init__(self, ctx: BrokerContext, body: Any, items: list[_Item],
-                 fill_order: FetchFillOrder, incremental: bool) -> None:  # fmt: skip
+                 fill_order: FetchFillOrder, incremental: bool,
+                 watcher: SessionWatcher | None = None) -> None:  # fmt: skip
         self.ctx = ctx
         self.incremental = incremental
+        self.watcher = watcher
         self.replica_id = body.replica_id
         self.max_bytes = body.max_bytes
-        self.items = items
-        self.keys = [item[0] for item in items]
+        self.items: list[_Item] = []
+        self.keys: list[tuple[str, int]] = []
         self.fill_order = fill_order
-        self.results: list[Any] = [None] * len(items)
-        self.sizes = [0] * len(items)
-        self.hosted: list[HostedPartition | None] = [None] * len(items)
+        self.position_of: dict[tuple[str, int], int] = {}
+        self.results: list[Any] = []
+        self.sizes: list[int] = []
+        self.hosted: list[HostedPartition | None] = []
         self.any_error = False
+        self.add(items, reuse=False)  # a sessionless request may name a partition twice
+
+    def add(self, items: list[_Item], reuse: bool = True) -> list[int]:
+        """Take `items` into this pass (a session's partitions that signalled during the long
+        poll); their positions, reusing those of partitions already in it."""
+        positions = []
+        for item in items:
+            position = self.position_of.get(item[0]) if reuse else None
+            if position is None:
+                position = len(self.items)
+                self.position_of.setdefault(item[0], position)
+                self.items.append(item)
+                self.keys.append(item[0])
+                self.results.append(None)
+                self.sizes.append(0)
+                self.hosted.append(None)
+            positions.append(position)
+        return positions
+
+    def _watch(self, hosted: HostedPartition) -> None:
+        """Subscribe this pass's session to the partition's signals (idempotent)."""
+        watchers = hosted.session_watchers
+        if self.watcher is None or self.watcher in watchers:
+            return
+        if len(watchers) >= PRUNE_WATCHERS_PAST:
+            for closed in [w for w in watchers if w.closed]:
+                watchers.discard(closed)
+        watchers.add(self.watcher)
+
+    def unsettled_keys(self) -> list[tuple[str, int]]:
+        """Partitions read in full this pass (not passed over as caught up with no news): the
+        session reads them again next round."""
+        return [k for k, result in zip(self.keys, self.results, strict=True) if result is not None]
 
     @property
     def total_bytes(self) -> int:
@@ -130,6 +177,7 @@ class _FetchPass:
         self.hosted[position] = hosted
         self.results[position] = None
         self.sizes[position] = 0
+        self._watch(hosted)
         return True
 
     def _read_partition(self, image: Any, item: _Item, position: int,
@@ -175,6 +223,13 @@ class _FetchPass:
             records=info.records,
         ), len(info.records)
 
+    def watch_read(self) -> None:
+        """Subscribe the session to every partition this pass found (after the reads)."""
+        if self.watcher is not None:
+            for hosted in self.hosted:
+                if hosted is not None:
+                    self._watch(hosted)
+
     def response_topics(self, incremental: bool) -> list[Any]:
         """The answer grouped by topic; an incremental one keeps only partitions with news."""
         topics: list[Any] = []
@@ -200,7 +255,7 @@ class _FetchPass:
         return topics
 
 
-def _session_items(body: Any, decision: SessionDecision) -> list[_Item]:
+def _session_items(body: Any, decision: SessionDecision, now_ms: int) -> list[_Item]:
     """Apply the request to its session (if any); the partitions this fetch reads."""
     session = decision.session
     if session is None:
@@ -214,7 +269,12 @@ def _session_items(body: Any, decision: SessionDecision) -> list[_Item]:
     ]  # fmt: skip
     forgotten = [(t.topic, p) for t in body.forgotten_topics_data or () for p in t.partitions]
     update_session(session, requested, forgotten, full=not decision.incremental)
-    return [(key, cached, cached) for key, cached in session.partitions.items()]
+    return _cached_items(session, session.candidates(now_ms))
+
+
+def _cached_items(session: FetchSession, keys: list[Any]) -> list[_Item]:
+    partitions = session.partitions
+    return [(key, partitions[key], partitions[key]) for key in keys if key in partitions]
 
 
 def _record_follower_fetch(
@@ -258,6 +318,23 @@ async def _wait_for_any(fetch_pass: _FetchPass, timeout_ms: int) -> list[int]:
     return [i for i, hosted in watched if id(hosted) in waiter.signalled]
 
 
+async def _wait_for_session(fetch_pass: _FetchPass, session: FetchSession,
+                            timeout_ms: float) -> list[int]:  # fmt: skip
+    """A session's long poll: wait until any of its partitions signals (or `timeout_ms`); the
+    positions in the pass of those that did (partitions new to the pass are added to it)."""
+    watcher = session.watcher
+    if not session.dirty:
+        watcher.event = trio.Event()
+        try:
+            with trio.move_on_after(min(max(timeout_ms, 0), MAX_WAIT_MS) / 1000):
+                await watcher.event.wait()
+        finally:
+            watcher.event = None
+    keys = [key for key in session.dirty if key in session.partitions]
+    session.dirty.clear()
+    return fetch_pass.add(_cached_items(session, keys))
+
+
 async def handle_fetch(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     decision = SessionDecision(None)
@@ -270,18 +347,31 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> object:
     fill_order = request.connection_state.get("fetch_fill_order")
     if fill_order is None:
         fill_order = request.connection_state["fetch_fill_order"] = FetchFillOrder()
-    items = _session_items(body, decision)
-    fetch_pass = _FetchPass(ctx, body, items, fill_order, decision.incremental)
+    session = decision.session
+    if session is not None and session.watcher is None:
+        session.watcher = SessionWatcher(session)
+    items = _session_items(body, decision, ctx.clock_ms())
+    fetch_pass = _FetchPass(ctx, body, items, fill_order, decision.incremental,
+                            session.watcher if session is not None else None)  # fmt: skip
     fetch_pass.read()
+    fetch_pass.watch_read()
     deadline = trio.current_time() + min(max(body.max_wait_ms, 0), MAX_WAIT_MS) / 1000
     while (
         fetch_pass.total_bytes < body.min_bytes
         and not fetch_pass.any_error
         and trio.current_time() < deadline
     ):
-        signalled = await _wait_for_any(fetch_pass, (deadline - trio.current_time()) * 1000)
+        remaining_ms = (deadline - trio.current_time()) * 1000
+        if session is None:
+            signalled = await _wait_for_any(fetch_pass, remaining_ms)
+        else:
+            signalled = await _wait_for_session(fetch_pass, session, remaining_ms)
         if signalled:
             fetch_pass.read(signalled)
+            fetch_pass.watch_read()
+    if session is not None:
+        for key in fetch_pass.unsettled_keys():
+            session.mark_dirty(key)
     return R(
         error_code=0,
         session_id=decision.response_session_id,
