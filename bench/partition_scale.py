@@ -13,10 +13,10 @@ For each size (`--partitions 1000 5000 10000`): create one topic of that many pa
 * `idle_cpu_pct`: the three node processes' CPU (% of one core, summed) over 5 idle seconds
   afterwards: what following that many idle partitions costs (every fetch session round).
 Every size runs on a fresh cluster. The nodes run Kafka's defaults for everything (the settings
-`quorumlog up` writes), nothing from the test harness. A node keeps three file descriptors
-open per segment (the .log file and both indexes; Kafka keeps one, its indexes stay mmapped
-after their files close), so a size whose replicas need more descriptors than a node may open
-(RLIMIT_NOFILE) is reported as skipped with that reason rather than run into EMFILE.
+`quorumlog up` writes), nothing from the test harness. A node keeps one file descriptor open
+per segment (its .log; index entries are written by open-append-close, as Kafka keeps one per
+segment with its indexes mmapped), so a size whose replicas need more descriptors than a node
+may open (RLIMIT_NOFILE) is reported as skipped with that reason rather than run into EMFILE.
 
     python -m bench.partition_scale [--partitions 1000 5000 10000]
 """
@@ -42,7 +42,7 @@ from cluster_harness import Cluster  # noqa: E402
 
 TOPIC = "scale"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-FDS_PER_PARTITION = 3  # one segment: .log, .index, .timeindex
+FDS_PER_PARTITION = 1  # one segment: its .log
 FDS_BASE = 500  # sockets, Raft journal, metadata, Python itself
 
 
