@@ -132,6 +132,14 @@ def _e2e_latency(rows: Rows) -> str:
 
 def _failover(sections: dict[str, Rows]) -> str:
     body = []
+    for row in sections.get("failover", []):
+        kills = f"{row['case']}, n={row['kills']}"
+        body.append([f"partition leader kill -9 ({kills}) -> new leader committed",
+                     f"median {row['elected_median_s'] * 1000:,.0f} ms, "
+                     f"max {row['elected_max_s'] * 1000:,.0f} ms"])  # fmt: skip
+        body.append([f"partition leader kill -9 ({kills}) -> first acks=all ack",
+                     f"median {row['first_ack_median_s'] * 1000:,.0f} ms, "
+                     f"max {row['first_ack_max_s'] * 1000:,.0f} ms"])  # fmt: skip
     for row in sections.get("replication_failover", []):
         body.append(["partition leader kill -9 -> first acks=all ack (3 nodes)",
                      _ms_list(row["kill_to_first_ack_s"])])  # fmt: skip
@@ -175,7 +183,9 @@ SECTIONS: list[tuple[str, tuple[str, ...], Callable[[dict[str, Rows]], str]]] = 
      ("partition_scale",), lambda s: _partition_scale(s["partition_scale"])),
     ("End-to-end latency: produce (acks=all, RF 3) to consume, confluent-kafka both sides",
      ("e2e_latency",), lambda s: _e2e_latency(s["e2e_latency"])),
-    ("Fail-over times", ("replication_failover", "metadata_failover"), _failover),
+    ("Fail-over times (`failover` rows: 3 nodes on `quorumlog up` defaults, confluent-kafka "
+     "defaults but acks=all)", ("failover", "replication_failover", "metadata_failover"),
+     _failover),
     ("Metadata commit latency (quorum.raft vs raw pysyncobj)", ("metadata_commit",),
      lambda s: _metadata(s["metadata_commit"])),
     ("Spark write throughput (quorumlog data source vs Parquet)", ("spark_write",),

@@ -12,7 +12,11 @@ Theory of operation
   published to subscribers (the MetadataSource contract of log/server/broker_context.py).
 * Heartbeat every broker.heartbeat.interval.ms with the newest replayed offset: the
   controller unfences the broker once it has replayed up to its own registration
-  (`unfenced` is then set). STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED (the controller lost
+  (`unfenced` is then set). Between heartbeats the connection is watched: when the
+  controller closes it (it died or lost leadership) the next heartbeat goes out at once, to
+  whichever controller is active now, since the active controller fences a broker whose
+  heartbeat connection closed if it does not hear from it again within
+  broker.disconnect.fence.ms. STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED (the controller lost
   or replaced our registration) registers again.
 * `controlled_shutdown()`: a heartbeat with want_shut_down, so the controller moves our
   leaderships away and fences us before the node stops serving.
@@ -78,6 +82,7 @@ class BrokerLifecycle:
         self._subscribers: list[trio.MemorySendChannel[MetadataImage]] = []
         self._stopping = False
         self._scope: trio.CancelScope | None = None
+        self._idle_scope = trio.CancelScope()
 
     # -- MetadataSource -----------------------------------------------------------------------
 
@@ -177,6 +182,8 @@ class BrokerLifecycle:
                     response = await self.client.heartbeat(request)
             except (KafkaError, trio.TooSlowError) as exc:
                 logger.info("node %d: heartbeat failed: %s", self.broker_id, exc)
+                await trio.sleep(RETRY_BACKOFF_MS / 1000)
+                continue  # the session is at stake: keep looking for the controller
             else:
                 self._on_heartbeat(response)
                 if response.error_code in (
@@ -190,7 +197,12 @@ class BrokerLifecycle:
             interval_ms = self.heartbeat_interval_ms
             if self.is_fenced:
                 interval_ms = min(interval_ms, FENCED_HEARTBEAT_INTERVAL_MS)
-            await trio.sleep(interval_ms / 1000)
+            if self._stopping:
+                break  # controlled_shutdown() sends the last heartbeat
+            with trio.CancelScope() as self._idle_scope:
+                if await self.client.idle(interval_ms / 1000):
+                    logger.debug("node %d: controller closed the heartbeat connection",
+                                 self.broker_id)  # fmt: skip
 
     def _on_heartbeat(self, response: c.BrokerHeartbeatResponse) -> None:
         if response.error_code != ErrorCode.NONE:
@@ -284,6 +296,7 @@ class BrokerLifecycle:
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move our leaderships away and fence us; best effort."""
         self._stopping = True
+        self._idle_scope.cancel()  # frees the client for the shutdown heartbeat
         if self.broker_epoch < 0:
             return
         request = c.BrokerHeartbeatRequest(

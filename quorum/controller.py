@@ -345,45 +345,6 @@ def fence_expired_brokers(
     return _fence_records(image, expired), expired
 
 
-class BrokerHeartbeatTracker:
-    """Last contact per broker, kept by the active controller only (never replicated: a new
-    controller starts everyone at its activation time, which is the grace period)."""
-
-    def __init__(self, session_timeout_ms: int) -> None:
-        assert session_timeout_ms > 0
-        self.session_timeout_ms = session_timeout_ms
-        self.last_heartbeat_ms_by_broker: dict[int, int] = {}
-
-    def on_activate(self, image: MetadataImage, now_ms: int) -> None:
-        self.last_heartbeat_ms_by_broker = {b: now_ms for b in image.brokers}
-
-    def touch(self, broker_id: int, now_ms: int) -> None:
-        """Call on every heartbeat and registration that passed the broker-epoch check."""
-        self.last_heartbeat_ms_by_broker[broker_id] = now_ms
-
-    def has_valid_session(self, image: MetadataImage, broker_id: int, now_ms: int) -> bool:
-        """Kafka's hasValidSession, the `previous_session_alive` of register_broker: the broker
-        is registered and unfenced, and was heard from within session_timeout_ms. A completed
-        controlled shutdown fenced it, so its session is over at once; an unclean stop keeps
-        the session until it times out (the same bound fence_expired uses)."""
-        last_ms = self.last_heartbeat_ms_by_broker.get(broker_id)
-        return (
-            image.is_live(broker_id)
-            and last_ms is not None
-            and now_ms - last_ms <= self.session_timeout_ms
-        )
-
-    def fence_expired(
-        self, image: MetadataImage, now_ms: int
-    ) -> tuple[list[MetadataRecord], list[int]]:
-        for broker_id in list(self.last_heartbeat_ms_by_broker):
-            if broker_id not in image.brokers:
-                del self.last_heartbeat_ms_by_broker[broker_id]
-        return fence_expired_brokers(
-            image, self.last_heartbeat_ms_by_broker, now_ms, self.session_timeout_ms
-        )
-
-
 @dataclass(frozen=True)
 class ControlledShutdownRequest:
     broker_id: int

@@ -99,6 +99,24 @@ class ControllerClient:
                 return
         self._current = (self._current + 1) % len(self.voters)
 
+    async def idle(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` between calls, watching the open connection: True as soon
+        as the controller closes it (it died, or lost leadership and dropped its broker
+        connections) or it breaks, so the caller can call again at once instead of finding
+        out at its next call. No answer is due while idle, so any bytes mean the same."""
+        with trio.move_on_after(timeout_s):
+            async with self._lock:
+                stream = self._stream
+                if stream is not None:
+                    try:
+                        await stream.receive_some(1)
+                    except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+                        pass
+                    await self._disconnect()
+                    return True
+            await trio.sleep_forever()  # not connected: nothing to watch
+        return False
+
     async def _exchange(self, api_key: int, body: Any, timeout_s: float) -> Any:
         if self._stream is None:
             voter = self.voters[self._current]

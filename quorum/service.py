@@ -20,9 +20,13 @@ leader's node id in ControllerForward/MetadataFetch); MetadataFetch is served by
 controller from its own committed state (long-poll with RaftNode.wait_for_offset), or as the
 newest checkpoint when the broker is behind the retained tail.
 
-The active controller also runs the fencing task: every `fence_check_interval_ms` it fences
-brokers whose last heartbeat is older than broker.session.timeout.ms (fence_expired_brokers:
-leadership moves to the first live ISR member with leader_epoch + 1).
+The active controller also runs the fencing task (quorum/broker_heartbeats.py): it fences
+brokers whose last heartbeat is older than broker.session.timeout.ms, and -- much sooner -- a
+broker whose heartbeat connection closed and that did not heartbeat again within
+broker.disconnect.fence.ms (a killed broker's kernel closes its sockets at once): leadership
+moves to the first live ISR member with leader_epoch + 1. It runs every
+`fence_check_interval_ms` and whenever such a grace runs out. A controller that loses
+leadership closes the connections brokers heartbeat on, so they look for the new one at once.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from log.protocol.framing import FrameDecoder
 from log.server.config import NodeConfig
 from quorum import controller as c
 from quorum import controller_codec
+from quorum.broker_heartbeats import BrokerHeartbeatTracker
 from quorum.raft import RaftConfig, RaftNode
 from quorum.records import Endpoint, MetadataRecord, encode_batch
 from quorum.state_machine import ApplyResult, MetadataStateMachine
@@ -60,6 +65,7 @@ PROPOSE_TIMEOUT_MS = 5000  # a decision that has not committed by then is answer
 MAX_CONNECTIONS = 256
 MAX_READ_BYTES = 1 << 16
 ACTIVATION_RETRY_MS = 100
+_SESSION_APIS = (62, 63)  # BrokerRegistration, BrokerHeartbeat: a broker's session
 
 
 def raft_config_for(config: NodeConfig) -> RaftConfig:
@@ -91,7 +97,13 @@ class ControllerService:
         self.fence_check_interval_ms = max(50, min(1000, self.session_timeout_ms // 4))
         self.raft: RaftNode | None = None
         self.active_epoch = -1  # the controller epoch we serve in; -1: not active
-        self.tracker = c.BrokerHeartbeatTracker(self.session_timeout_ms)
+        self.tracker = BrokerHeartbeatTracker(
+            self.session_timeout_ms, config.props["broker.disconnect.fence.ms"]
+        )
+        self._fence_wakeup = trio.Event()
+        self._connection_ids = itertools.count(1)
+        # Connections a broker heartbeats (or registered) on: closed when leadership is lost.
+        self._session_scopes: dict[int, trio.CancelScope] = {}
         self._decision_lock = trio.Lock()
         self._proposal_ids = itertools.count(1)
         self._random = random.Random(seed)
@@ -148,6 +160,8 @@ class ControllerService:
                     self.node_id, is_leader, raft_term)  # fmt: skip
         if not is_leader:
             self.active_epoch = -1
+            for scope in self._session_scopes.values():
+                scope.cancel()  # brokers see the close and look for the new controller
         event, self._leadership_changed = self._leadership_changed, trio.Event()
         event.set()
 
@@ -157,13 +171,14 @@ class ControllerService:
         while True:
             if raft.is_leader and not self.is_active:
                 term = raft.raft_term
+                previous_controller_id = self.image.controller_id
                 try:
                     async with self._decision_lock:
                         result = await self._propose(
                             c.activate_controller(self.node_id, term), term
                         )
                     if raft.is_leader and raft.raft_term == term and result.accepted:
-                        self.tracker.on_activate(self.image, _now_ms())
+                        self.tracker.on_activate(self.image, _now_ms(), previous_controller_id)
                         self.active_epoch = term
                         logger.info(
                             "active controller node=%d controller_epoch=%d metadata_offset=%d",
@@ -183,21 +198,31 @@ class ControllerService:
 
     async def _fence_loop(self) -> None:
         while True:
-            await trio.sleep(self.fence_check_interval_ms / 1000)
+            delay_ms = self.fence_check_interval_ms
+            deadline_ms = self.tracker.next_deadline_ms()
+            if deadline_ms is not None:
+                delay_ms = min(delay_ms, max(0, deadline_ms - _now_ms() + 1))
+            with trio.move_on_after(delay_ms / 1000):
+                await self._fence_wakeup.wait()
+            self._fence_wakeup = trio.Event()
             if not self.is_active:
                 continue
             try:
-                fenced = await self._decide(
-                    lambda image: self.tracker.fence_expired(image, _now_ms())
-                )
+                fenced = await self._decide(self._fence_decision)
             except NotControllerError:
                 continue  # lost leadership since the check above
             except KafkaError as exc:
                 logger.info("node %d: fencing round failed: %s", self.node_id, exc)
+                await trio.sleep(ACTIVATION_RETRY_MS / 1000)
                 continue
-            if fenced:
-                logger.info("brokers fenced node=%d fenced_brokers=%s reason=session_expired",
-                            self.node_id, ",".join(map(str, fenced)))  # fmt: skip
+            for broker_id, reason in fenced:
+                logger.info("broker fenced node=%d broker=%d reason=%s",
+                            self.node_id, broker_id, reason)  # fmt: skip
+
+    def _fence_decision(self, image: Any) -> tuple[list[MetadataRecord], list[tuple[int, str]]]:
+        now_ms = _now_ms()
+        records, fenced = self.tracker.fence_expired(image, now_ms)
+        return records, [(b, self.tracker.reason(b, now_ms)) for b in fenced]
 
     # -- decisions ----------------------------------------------------------------------------
 
@@ -234,12 +259,14 @@ class ControllerService:
                     )
             return response
 
-    async def register_broker(self, request: c.BrokerRegistrationRequest) -> Any:
+    async def register_broker(
+        self, request: c.BrokerRegistrationRequest, connection_id: int | None = None
+    ) -> Any:
         def decide(image):  # noqa: ANN001, ANN202
             alive = self.tracker.has_valid_session(image, request.broker_id, _now_ms())
             records, response = c.register_broker(image, request, previous_session_alive=alive)
             if response.error_code == ErrorCode.NONE:
-                self.tracker.touch(request.broker_id, _now_ms())
+                self.tracker.touch(request.broker_id, _now_ms(), connection_id)
             return records, response
 
         response = await self._decide(decide)
@@ -254,11 +281,13 @@ class ControllerService:
         )
         return response
 
-    async def heartbeat(self, request: c.BrokerHeartbeatRequest) -> Any:
+    async def heartbeat(
+        self, request: c.BrokerHeartbeatRequest, connection_id: int | None = None
+    ) -> Any:
         def decide(image):  # noqa: ANN001, ANN202
             records, response = c.heartbeat(image, request)
             if response.error_code == ErrorCode.NONE:
-                self.tracker.touch(request.broker_id, _now_ms())
+                self.tracker.touch(request.broker_id, _now_ms(), connection_id)
             return records, response
 
         return await self._decide(decide)
@@ -325,7 +354,7 @@ class ControllerService:
 
     # -- the wire -----------------------------------------------------------------------------
 
-    async def _dispatch(self, api_key: int, body: Any) -> Any:
+    async def _dispatch(self, api_key: int, body: Any, connection_id: int | None = None) -> Any:
         """The response body for one request; typed failures become their error code."""
         api = extra.CONTROLLER_LISTENER_APIS[api_key]
         try:
@@ -339,7 +368,8 @@ class ControllerService:
                         tuple(Endpoint(x.name, x.host, x.port) for x in body.listeners),
                         body.rack,
                         body.previous_broker_epoch,
-                    )
+                    ),
+                    connection_id,
                 )
                 return api.response.cls(error_code=r.error_code, broker_epoch=r.broker_epoch)
             if api_key == 63:
@@ -350,7 +380,8 @@ class ControllerService:
                         body.current_metadata_offset,
                         body.want_fence,
                         body.want_shut_down,
-                    )
+                    ),
+                    connection_id,
                 )
                 return api.response.cls(
                     error_code=r.error_code,
@@ -393,25 +424,47 @@ class ControllerService:
         if self._connection_slots.value == 0:
             await stream.aclose()
             return
+        connection_id = next(self._connection_ids)
         async with self._connection_slots, stream:
-            frames = FrameDecoder(self.config.props["socket.request.max.bytes"])
             try:
-                while True:
-                    frame = frames.next_frame()
-                    if frame is None:
-                        data = await stream.receive_some(MAX_READ_BYTES)
-                        if not data:
-                            return
-                        frames.feed(data)
-                        continue
-                    # One request at a time: nothing more is read until it is answered.
-                    header, api, body = extra.decode_request_frame(frame)
-                    response = await self._dispatch(header.api_key, body)
-                    await stream.send_all(
-                        extra.encode_response_frame(api, header.correlation_id, response)
+                with trio.CancelScope() as scope:
+                    await self._serve_requests(stream, connection_id, scope)
+            finally:
+                self._session_scopes.pop(connection_id, None)
+                lost = self.tracker.connection_closed(connection_id, _now_ms())
+                if lost and self.is_active:
+                    logger.info(
+                        "node %d: heartbeat connection of broker %s closed; fencing in %d ms "
+                        "unless it heartbeats again",
+                        self.node_id,
+                        ",".join(map(str, lost)),
+                        self.tracker.disconnect_grace_ms,
                     )
-            except (trio.BrokenResourceError, trio.ClosedResourceError, KafkaError):
-                return  # a bad frame or request closes the connection, as in Kafka
+                    self._fence_wakeup.set()
+
+    async def _serve_requests(
+        self, stream: trio.SocketStream, connection_id: int, scope: trio.CancelScope
+    ) -> None:
+        frames = FrameDecoder(self.config.props["socket.request.max.bytes"])
+        try:
+            while True:
+                frame = frames.next_frame()
+                if frame is None:
+                    data = await stream.receive_some(MAX_READ_BYTES)
+                    if not data:
+                        return
+                    frames.feed(data)
+                    continue
+                # One request at a time: nothing more is read until it is answered.
+                header, api, body = extra.decode_request_frame(frame)
+                response = await self._dispatch(header.api_key, body, connection_id)
+                if header.api_key in _SESSION_APIS and response.error_code == ErrorCode.NONE:
+                    self._session_scopes[connection_id] = scope
+                await stream.send_all(
+                    extra.encode_response_frame(api, header.correlation_id, response)
+                )
+        except (trio.BrokenResourceError, trio.ClosedResourceError, KafkaError):
+            return  # a bad frame or request closes the connection, as in Kafka
 
 
 def _now_ms() -> int:

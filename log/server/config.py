@@ -86,6 +86,13 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", int, 5000, "HW checkpoint period"),
     ConfigKey("broker.heartbeat.interval.ms", int, 2000, "broker heartbeat period"),
     ConfigKey("broker.session.timeout.ms", int, 9000, "missed heartbeats before fencing"),
+    ConfigKey(
+        "broker.disconnect.fence.ms",
+        int,
+        100,
+        "fence a broker this long after its controller connection closed unless it heartbeats "
+        "again (a dead process is known at once; 0: the session timeout alone, as in Kafka)",
+    ),
     ConfigKey("controlled.shutdown.enable", bool, True, "move leaderships away before stopping"),
     ConfigKey("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
     ConfigKey("offsets.topic.replication.factor", int, 3, "replication of __consumer_offsets"),
@@ -282,6 +289,9 @@ class NodeConfig:
                 "broker.heartbeat.interval.ms must be below broker.session.timeout.ms "
                 "(a broker must heartbeat at least once per session)"
             )
+        if not 0 <= p["broker.disconnect.fence.ms"] <= p["broker.session.timeout.ms"]:
+            raise ConfigError("broker.disconnect.fence.ms must be >= 0 and <= "
+                              "broker.session.timeout.ms")  # fmt: skip
         if p["log.cleanup.policy"] not in ("delete", "compact", "compact,delete", "delete,compact"):
             raise ConfigError(f"log.cleanup.policy: {p['log.cleanup.policy']!r}")
         if not 0 <= p["log.cleaner.min.cleanable.ratio"] <= 1:

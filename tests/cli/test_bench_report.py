@@ -18,6 +18,9 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
         {"server": "broker", "records_per_s": 100000.0, "mb_per_s": 10.0, "vs_limit": 0.5},
     ])  # fmt: skip
     emit("replication_failover", [{"kill_to_first_ack_s": [1.5, 2.5, 2.0]}])
+    emit("failover", [{"case": "leader only", "kills": 9, "elected_median_s": 0.115,
+                       "elected_max_s": 0.127, "first_ack_median_s": 1.621,
+                       "first_ack_max_s": 1.704}])  # fmt: skip
     log_row = (1070, "append", 50, 100.0, 400.0, 200.0)
     emit("log_throughput", [dict(zip(ROW_KEYS, log_row, strict=True))])
     emit("producer_clients", [
@@ -42,6 +45,9 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
     assert "| broker | 100,000 | 10.0 | 0.50 |" in text
     assert "median 2,000 ms, max 2,500 ms (n=3)" in text
     assert "controller kill -9 -> first metadata commit | median 750 ms" in text
+    assert ("| partition leader kill -9 (leader only, n=9) -> new leader committed "
+            "| median 115 ms, max 127 ms |") in text  # fmt: skip
+    assert "(leader only, n=9) -> first acks=all ack | median 1,621 ms, max 1,704 ms |" in text
     assert "| nproc |" in text and "| Python |" in text
     assert "| 1070 | append | 50 | 100 | 400 | 0.25 | 200 | 0.50 |" in text
     assert "| 1 | quorumlog | 300,000 | 5.0 | 9.0 | 3.00 | 3.00x | 10.00x | 1.00x |" in text

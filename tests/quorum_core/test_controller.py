@@ -4,6 +4,7 @@ import pytest
 from quorum_core_harness import Cluster
 
 from log.protocol.errors import ErrorCode
+from quorum.broker_heartbeats import ACTIVATION_GRACE_MS, BrokerHeartbeatTracker
 from quorum.controller import (
     MAX_ALTER_PARTITION_ITEMS,
     PRODUCER_ID_BLOCK_SIZE,
@@ -12,7 +13,6 @@ from quorum.controller import (
     AlterPartitionRequest,
     AlterPartitionsRequest,
     BrokerHeartbeatRequest,
-    BrokerHeartbeatTracker,
     BrokerRegistrationRequest,
     ControlledShutdownRequest,
     CreatableTopic,
@@ -535,3 +535,74 @@ def test_heartbeat_tracker_gives_a_grace_period_after_activation():
     assert tracker.fence_expired(cluster.image, 1140) == ([], [])  # 1 is fenced already
     records, fenced = tracker.fence_expired(cluster.image, 1151)
     assert fenced == [0]
+
+
+def test_a_broker_whose_heartbeat_connection_closed_is_fenced_after_the_grace_not_the_session():
+    """Fast fencing: the connection a broker last heartbeated on closes (its process died); no
+    heartbeat on another connection within disconnect_grace_ms fences it, long before the
+    session timeout. A broker that reconnects and heartbeats within the grace is kept; a
+    connection that is not a broker's current one changes nothing."""
+    cluster = Cluster()
+    for b in range(3):
+        cluster.add_broker(b)
+    cluster.create_topic("t", 3, 3)
+    tracker = BrokerHeartbeatTracker(session_timeout_ms=9000, disconnect_grace_ms=500)
+    tracker.on_activate(cluster.image, now_ms=0)
+    for b in range(3):
+        tracker.touch(b, 100, connection_id=10 + b)
+    assert tracker.next_deadline_ms() is None
+    assert tracker.connection_closed(99, 200) == []  # e.g. a MetadataFetch connection
+    assert tracker.connection_closed(10, 200) == [0]
+    assert tracker.connection_closed(11, 300) == [1]
+    assert tracker.next_deadline_ms() == 700
+    assert not tracker.has_valid_session(cluster.image, 0, 300)  # a restart registers at once
+    tracker.touch(1, 650, connection_id=21)  # broker 1 reconnected in time
+    assert tracker.fence_expired(cluster.image, 700) == ([], [])
+    records, fenced = tracker.fence_expired(cluster.image, 701)
+    assert fenced == [0]
+    assert tracker.reason(0, 701) == "controller_connection_lost"
+    cluster.commit(records)
+    assert all(0 not in state.isr for _, _, state in cluster.image.iter_partitions())
+    assert tracker.fence_expired(cluster.image, 800) == ([], [])
+    assert tracker.next_deadline_ms() is None  # a fenced broker is not waited on
+    # An old connection of broker 1 closing after it moved to a new one is not a loss.
+    assert tracker.connection_closed(11, 900) == []
+    assert tracker.has_valid_session(cluster.image, 1, 900)
+
+
+def test_after_activation_every_live_broker_must_heartbeat_within_the_grace():
+    """A new active controller has no connections: a broker that does not reach it within the
+    grace (the old controller's own broker, killed with it) is fenced; with no grace set the
+    session timeout alone applies, as in Kafka."""
+    cluster = Cluster()
+    for b in range(3):
+        cluster.add_broker(b)
+    tracker = BrokerHeartbeatTracker(session_timeout_ms=9000, disconnect_grace_ms=500)
+    tracker.on_activate(cluster.image, now_ms=1000)
+    tracker.touch(1, 1200, connection_id=1)
+    tracker.touch(2, 1400, connection_id=2)
+    assert tracker.next_deadline_ms() == 1500
+    records, fenced = tracker.fence_expired(cluster.image, 1501)
+    assert fenced == [0] and tracker.reason(0, 1501) == "controller_connection_lost"
+    slow = BrokerHeartbeatTracker(session_timeout_ms=9000)
+    slow.on_activate(cluster.image, now_ms=1000)
+    assert slow.next_deadline_ms() is None
+    assert slow.fence_expired(cluster.image, 9999) == ([], [])
+    assert slow.fence_expired(cluster.image, 10_001)[1] == [0, 1, 2]
+
+
+def test_after_activation_the_previous_controllers_broker_gets_only_the_disconnect_grace():
+    """With a short disconnect grace, live brokers still get ACTIVATION_GRACE_MS to find the
+    new controller; the previous active controller's broker (most often dead with it) gets
+    only the disconnect grace."""
+    cluster = Cluster()
+    for b in range(3):
+        cluster.add_broker(b)
+    tracker = BrokerHeartbeatTracker(session_timeout_ms=9000, disconnect_grace_ms=100)
+    tracker.on_activate(cluster.image, now_ms=1000, previous_controller_id=2)
+    assert tracker.next_deadline_ms() == 1100
+    records, fenced = tracker.fence_expired(cluster.image, 1101)
+    assert fenced == [2]
+    cluster.commit(records)
+    assert tracker.fence_expired(cluster.image, 1000 + ACTIVATION_GRACE_MS) == ([], [])
+    assert tracker.fence_expired(cluster.image, 1001 + ACTIVATION_GRACE_MS)[1] == [0, 1]

@@ -1,0 +1,227 @@
+"""Fail-over on `quorumlog up` defaults: kill -9 of a partition leader to the next `acks=all` ack.
+
+A 3-node cluster with the settings `quorumlog up` writes (broker.session.timeout.ms 9000 and
+broker.disconnect.fence.ms 100, nothing from the test harness), one topic of one partition,
+RF 3, min.insync.replicas 2, and a confluent-kafka producer with its defaults except
+`acks=all` (idempotent), sending ~1,000 records/s. Each round kills the partition leader
+with SIGKILL and times, from the kill:
+
+* `elected`: a surviving controller's committed metadata names a new leader (the controller
+  saw the dead broker's heartbeat connection close, waited broker.disconnect.fence.ms for a
+  reconnect, fenced it and elected the first live ISR member, all in one metadata batch);
+  followed with a MetadataFetch long-poll, so this is when the commit was visible;
+* `first ack`: the first acknowledgement of a record produced after the kill (the producer
+  learned the new leader from a metadata refresh, the new leader appended, the follower
+  fetched, the high watermark passed the record).
+The dead node is restarted and the round waits until the ISR is whole again. A leader that is
+also the active controller adds a Raft election (pysyncobj, 300-600 ms timeouts) and the new
+controller's wait for every broker to heartbeat to it; those rounds are shown apart.
+
+    python -m bench.failover [--kills 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import trio
+
+from bench.rows import emit
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests" / "node"))
+
+import cluster_harness  # noqa: E402
+from cluster_harness import Cluster  # noqa: E402
+
+from quorum.state_machine import MetadataStateMachine  # noqa: E402
+
+TOPIC = "failover"
+RATE_PER_S = 1000
+
+
+class PacedProducer:
+    """confluent-kafka, defaults but acks=all; remembers when each record was produced and
+    acknowledged."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.stop = threading.Event()
+        self.acks: list[tuple[float, float]] = []  # (produced_at, acked_at)
+        self.errors: list = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from confluent_kafka import Producer
+
+        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
+                      "enable.idempotence": True})  # fmt: skip
+
+        def on_delivery(err, _message, produced_at):
+            if err is None:
+                self.acks.append((produced_at, time.monotonic()))
+            else:
+                self.errors.append(err)
+
+        while not self.stop.is_set():
+            produced_at = time.monotonic()
+            p.produce(TOPIC, b"y" * 100,
+                      on_delivery=lambda e, m, t=produced_at: on_delivery(e, m, t))  # fmt: skip
+            p.poll(0)
+            time.sleep(1 / RATE_PER_S)
+        p.flush(60)
+
+    def first_ack_after(self, t: float) -> float | None:
+        later = [acked for produced, acked in list(self.acks) if produced > t]
+        return min(later) if later else None
+
+
+async def wait_for_new_leader(cluster: Cluster, survivors: list[int], victim: int) -> float:
+    """Follow a surviving controller's committed metadata; the time a leader other than
+    `victim` is committed for the partition."""
+    client = cluster.client(survivors)
+    machine = MetadataStateMachine()
+    try:
+        while True:
+            r = await client.metadata_fetch(-1, machine.last_applied_offset, 500)
+            if r.checkpoint is not None and r.checkpoint_offset > machine.last_applied_offset:
+                machine = MetadataStateMachine.from_checkpoint(bytes(r.checkpoint))
+            for batch in r.batches:
+                machine.apply(batch.offset, bytes(batch.payload))
+            topic = machine.image.topic(TOPIC)
+            if topic is not None and topic.partitions[0].leader not in (victim, -1):
+                return time.monotonic()
+    finally:
+        await client.aclose()
+
+
+async def partition_and_controller(cluster: Cluster, node_ids: list[int]):
+    for node_id in node_ids:
+        try:
+            with trio.fail_after(10):
+                image = await cluster.image_from(node_id)
+        except (trio.TooSlowError, OSError, Exception):  # noqa: BLE001 - try the next node
+            continue
+        return image.topic(TOPIC).partitions[0], image.controller_id
+    raise RuntimeError("no controller answered")
+
+
+def create_topic(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})
+    admin.create_topics([topic])[TOPIC].result(30)
+
+
+async def run(workdir: Path, kills: int) -> list[dict]:
+    saved = dict(cluster_harness.TEST_PROPS)
+    cluster_harness.TEST_PROPS.clear()  # `quorumlog up`'s defaults, nothing shortened
+    try:
+        cluster = Cluster(workdir, 3)
+    finally:
+        cluster_harness.TEST_PROPS.update(saved)
+    await trio.to_thread.run_sync(cluster.start_all)
+    rounds = []
+    load = None
+    try:
+        await trio.to_thread.run_sync(create_topic, cluster.layout.bootstrap_servers)
+        load = PacedProducer(cluster.layout.bootstrap_servers)
+        load.thread.start()
+        nodes = list(cluster.layout.node_ids)
+        for _ in range(kills):
+            await trio.sleep(2)
+            state, controller = await partition_and_controller(cluster, nodes)
+            victim = state.leader
+            survivors = [n for n in nodes if n != victim]
+            async with trio.open_nursery() as nursery:
+                elected: list[float] = []
+
+                async def watch(survivors=survivors, victim=victim, elected=elected):
+                    elected.append(await wait_for_new_leader(cluster, survivors, victim))
+
+                nursery.start_soon(watch)
+                await trio.sleep(0.3)  # the watcher is long-polling
+                killed_at = time.monotonic()
+                cluster.kill9(victim)
+                with trio.fail_after(60):
+                    while (acked_at := load.first_ack_after(killed_at)) is None:
+                        await trio.sleep(0.005)
+            row = {
+                "victim_was_controller": victim == controller,
+                "elected_s": elected[0] - killed_at,
+                "first_ack_s": acked_at - killed_at,
+            }
+            rounds.append(row)
+            print(f"  kill {len(rounds)}: leader {victim}"
+                  f"{' (also the active controller)' if row['victim_was_controller'] else ''}: "
+                  f"new leader committed {row['elected_s'] * 1000:.0f} ms, first ack "
+                  f"{row['first_ack_s'] * 1000:.0f} ms", flush=True)  # fmt: skip
+            cluster.start(victim)
+            await trio.to_thread.run_sync(cluster.wait_ready, victim)
+            with trio.fail_after(60):
+                while len((await partition_and_controller(cluster, nodes))[0].isr) < 3:
+                    await trio.sleep(0.2)
+    finally:
+        if load is not None:
+            load.stop.set()
+            await trio.to_thread.run_sync(load.thread.join, 60)
+        cluster.stop_all()
+    if load is not None and load.errors:
+        raise RuntimeError(f"{len(load.errors)} deliveries failed, e.g. {load.errors[0]}")
+    return rounds
+
+
+def summary(rounds: list[dict]) -> list[dict]:
+    rows = []
+    for name, subset in (
+        ("leader only", [r for r in rounds if not r["victim_was_controller"]]),
+        ("leader and active controller", [r for r in rounds if r["victim_was_controller"]]),
+        ("all kills", rounds),
+    ):
+        if not subset:
+            continue
+        elected = [r["elected_s"] for r in subset]
+        acked = [r["first_ack_s"] for r in subset]
+        rows.append({
+            "case": name, "kills": len(subset),
+            "elected_median_s": statistics.median(elected), "elected_max_s": max(elected),
+            "first_ack_median_s": statistics.median(acked), "first_ack_max_s": max(acked),
+        })  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--keep", metavar="DIR", help="run in DIR and keep the node logs")
+    args = parser.parse_args()
+    print("kill -9 of the partition leader, 3 nodes on `quorumlog up` defaults "
+          "(broker.session.timeout.ms 9000, broker.disconnect.fence.ms 100), confluent-kafka "
+          "defaults but acks=all, ~1,000 records/s", flush=True)  # fmt: skip
+    if args.keep:
+        rounds = trio.run(run, Path(args.keep), args.kills)
+    else:
+        with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp:
+            rounds = trio.run(run, Path(tmp), args.kills)
+    rows = summary(rounds)
+    print("| case | kills | new leader committed median / max (ms) "
+          "| first acks=all ack median / max (ms) |\n|---|---|---|---|")  # fmt: skip
+    for row in rows:
+        print(f"| {row['case']} | {row['kills']} | {row['elected_median_s'] * 1000:.0f} / "
+              f"{row['elected_max_s'] * 1000:.0f} | {row['first_ack_median_s'] * 1000:.0f} / "
+              f"{row['first_ack_max_s'] * 1000:.0f} |")  # fmt: skip
+    emit("failover", rows)
+    emit(
+        "replication_failover", [{"kill_to_first_ack_s": sorted(r["first_ack_s"] for r in rounds)}]
+    )
+
+
+if __name__ == "__main__":
+    main()

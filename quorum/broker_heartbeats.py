@@ -1,0 +1,121 @@
+"""BrokerHeartbeatTracker: which brokers the active controller still hears from (sans-IO).
+
+Kafka's BrokerHeartbeatManager keeps each broker's last contact and fences a broker once
+`broker.session.timeout.ms` (9 s) passes without a heartbeat. That bound is right for a broker
+that is slow or cut off, but when a broker's process dies its kernel closes its sockets at
+once, and waiting 9 s for the timer is most of a fail-over. So the tracker also knows the
+connection each broker last heartbeated on: when the controller sees that connection close
+and no heartbeat arrives on another one within `broker.disconnect.fence.ms` (our setting; 0
+turns it off), the broker is fenced then. A live broker whose connection broke heartbeats
+again at once (its heartbeat loop watches the connection), so only a broker that is really
+gone misses that grace.
+
+A controller that becomes active has no connections yet: every registered broker starts its
+session (last contact = activation time, Kafka's grace) and must heartbeat to it within
+ACTIVATION_GRACE_MS (or the disconnect grace, if longer) -- except the previous active
+controller's own broker, which gets only the disconnect grace: leadership moved because that
+node stopped answering, most often because it died with its broker. Brokers learn of the change at once: a controller that loses leadership
+closes the connections brokers heartbeat on, and their retries find the new one within a few
+hundred milliseconds. A broker that lost its connection (or has not reconnected since the
+activation) has no valid session either, so a restarted incarnation registers at once.
+
+Nothing here reads a clock; the controller service passes `now_ms` and connection ids.
+"""
+
+from __future__ import annotations
+
+from quorum.controller import fence_expired_brokers
+from quorum.image import MetadataImage
+from quorum.records import MetadataRecord
+
+SESSION_EXPIRED = "session_expired"
+# After an activation, live brokers are retrying every <= 200 ms (controller_client's
+# back-off) to find the new controller: this leaves them room for two misses and a slow turn.
+ACTIVATION_GRACE_MS = 500
+CONNECTION_LOST = "controller_connection_lost"
+
+
+class BrokerHeartbeatTracker:
+    """Last contact and heartbeat connection per broker, kept by the active controller only
+    (never replicated: a new controller starts every session at its activation)."""
+
+    def __init__(self, session_timeout_ms: int, disconnect_grace_ms: int = 0) -> None:
+        assert session_timeout_ms > 0 and disconnect_grace_ms >= 0
+        self.session_timeout_ms = session_timeout_ms
+        self.disconnect_grace_ms = disconnect_grace_ms
+        self.last_heartbeat_ms_by_broker: dict[int, int] = {}
+        self._connection_by_broker: dict[int, int] = {}
+        # Brokers with no open heartbeat connection, since when (only with a grace set).
+        self._disconnected_since_ms: dict[int, int] = {}
+
+    def on_activate(
+        self, image: MetadataImage, now_ms: int, previous_controller_id: int = -1
+    ) -> None:
+        self.last_heartbeat_ms_by_broker = {b: now_ms for b in image.brokers}
+        self._connection_by_broker = {}
+        self._disconnected_since_ms = {}
+        if self.disconnect_grace_ms:
+            # Seeded so that the grace runs out ACTIVATION_GRACE_MS after activation.
+            since_ms = now_ms + max(0, ACTIVATION_GRACE_MS - self.disconnect_grace_ms)
+            for broker_id in image.live_broker_ids():
+                suspect = broker_id == previous_controller_id
+                self._disconnected_since_ms[broker_id] = now_ms if suspect else since_ms
+
+    def touch(self, broker_id: int, now_ms: int, connection_id: int | None = None) -> None:
+        """Call on every heartbeat and registration that passed the broker-epoch check, with
+        the id of the connection it came on."""
+        self.last_heartbeat_ms_by_broker[broker_id] = now_ms
+        self._disconnected_since_ms.pop(broker_id, None)
+        if connection_id is not None:
+            self._connection_by_broker[broker_id] = connection_id
+
+    def connection_closed(self, connection_id: int, now_ms: int) -> list[int]:
+        """The brokers whose heartbeat connection this was; their grace starts now."""
+        lost = [b for b, c in self._connection_by_broker.items() if c == connection_id]
+        for broker_id in lost:
+            del self._connection_by_broker[broker_id]
+            if self.disconnect_grace_ms:
+                self._disconnected_since_ms[broker_id] = now_ms
+        return lost
+
+    def next_deadline_ms(self) -> int | None:
+        """When the earliest disconnected broker's grace runs out (None: nobody is waited on)."""
+        if not self._disconnected_since_ms:
+            return None
+        return min(self._disconnected_since_ms.values()) + self.disconnect_grace_ms
+
+    def has_valid_session(self, image: MetadataImage, broker_id: int, now_ms: int) -> bool:
+        """Kafka's hasValidSession, the `previous_session_alive` of register_broker: the broker
+        is registered and unfenced, was heard from within session_timeout_ms, and has not
+        lost its heartbeat connection. A completed controlled shutdown fenced it, so its
+        session is over at once; so is one whose process died and closed its connection."""
+        last_ms = self.last_heartbeat_ms_by_broker.get(broker_id)
+        return (
+            image.is_live(broker_id)
+            and last_ms is not None
+            and now_ms - last_ms <= self.session_timeout_ms
+            and broker_id not in self._disconnected_since_ms
+        )
+
+    def fence_expired(
+        self, image: MetadataImage, now_ms: int
+    ) -> tuple[list[MetadataRecord], list[int]]:
+        """Records fencing every live broker whose session expired or whose grace after a lost
+        connection ran out, and those brokers."""
+        for table in (self.last_heartbeat_ms_by_broker, self._connection_by_broker):
+            for broker_id in [b for b in table if b not in image.brokers]:
+                del table[broker_id]
+        for broker_id in [b for b in self._disconnected_since_ms if not image.is_live(b)]:
+            del self._disconnected_since_ms[broker_id]  # fenced (or gone): nothing to wait for
+        contact = dict(self.last_heartbeat_ms_by_broker)
+        for broker_id, since_ms in self._disconnected_since_ms.items():
+            if now_ms - since_ms > self.disconnect_grace_ms:
+                contact[broker_id] = now_ms - self.session_timeout_ms - 1  # as good as expired
+        return fence_expired_brokers(image, contact, now_ms, self.session_timeout_ms)
+
+    def reason(self, broker_id: int, now_ms: int) -> str:
+        """Why fence_expired fenced this broker (for the log line)."""
+        since_ms = self._disconnected_since_ms.get(broker_id)
+        if since_ms is not None and now_ms - since_ms > self.disconnect_grace_ms:
+            return CONNECTION_LOST
+        return SESSION_EXPIRED

@@ -1,0 +1,76 @@
+"""A broker whose process dies is fenced as soon as its heartbeat connection closes (plus
+broker.disconnect.fence.ms), not after broker.session.timeout.ms: real processes, kill -9.
+
+The session timeout here is 60 s, so anything fenced within the test's bounds was fenced by
+the closed connection; a fresh controller (the old one killed with its broker) does the same
+for a broker that never reaches it. Live brokers are never fenced on the way.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from cluster_harness import TEST_PROPS, Cluster, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+SESSION_TIMEOUT_MS = 60_000
+FENCED_WITHIN_S = 20  # far below the session timeout: only the closed connection explains it
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    monkeypatch.setitem(TEST_PROPS, "broker.session.timeout.ms", SESSION_TIMEOUT_MS)
+    cluster = Cluster(tmp_path, 3)
+    cluster.start_all()
+    yield cluster
+    cluster.stop_all()
+
+
+async def _wait_fenced(cluster: Cluster, reader: int, broker_id: int, fenced: bool = True):
+    async def check():
+        image = await cluster.image_from(reader)
+        broker = image.brokers.get(broker_id)
+        return image if broker is not None and broker.fenced == fenced else None
+
+    return await wait_until(check, FENCED_WITHIN_S)
+
+
+def _fenced_lines(cluster: Cluster, node_ids) -> list[str]:
+    return [
+        m.group(0)
+        for n in node_ids
+        for m in cluster.log_matches(n, r"broker fenced node=\d+ broker=\d+ reason=\w+")
+    ]
+
+
+async def test_a_killed_broker_is_fenced_when_its_connection_closes_and_rejoins_at_once(cluster):
+    await _wait_fenced(cluster, 1, 3, fenced=False)
+    image = await cluster.image_from(1)
+    controller = image.controller_id
+    victim = next(n for n in (1, 2, 3) if n != controller)
+    survivor = next(n for n in (1, 2, 3) if n not in (controller, victim))
+
+    cluster.kill9(victim)
+    await _wait_fenced(cluster, controller, victim)
+    assert _fenced_lines(cluster, [controller]) == [
+        f"broker fenced node={controller} broker={victim} reason=controller_connection_lost"
+    ]
+    # Its old session ended with the connection: a restart registers at once (no
+    # DUPLICATE_BROKER_REGISTRATION until a 60 s session expires) and is unfenced.
+    cluster.start(victim)
+    cluster.wait_ready(victim)
+    await _wait_fenced(cluster, controller, victim, fenced=False)
+
+    # Now the active controller's node dies: the new controller has no connection from it
+    # and fences it within the grace; the two live brokers reach the new controller in time.
+    cluster.kill9(controller)
+    live = [victim, survivor]
+    image = await _wait_fenced(cluster, survivor, controller)
+    assert image.controller_id in live
+    assert all(not image.brokers[b].fenced for b in live)
+    with trio.move_on_after(2):  # and stay unfenced
+        await _wait_fenced(cluster, survivor, victim)
+        raise AssertionError(f"live broker {victim} was fenced")
+    lines = _fenced_lines(cluster, live)
+    assert all(f"broker={controller} " in line for line in lines), lines
