@@ -354,7 +354,7 @@ class RecordAccumulator:
                     continue
                 if leader in ready_nodes or tp in self._muted:
                     continue
-                delay_ms = self._batch_ready_delay_ms(queue, exhausted, now_ms)
+                delay_ms = self._batch_ready_delay_ms(queue, exhausted, now_ms, leader)
                 if delay_ms == 0:
                     ready_nodes.add(leader)
                 else:
@@ -367,12 +367,16 @@ class RecordAccumulator:
         )
 
     def _batch_ready_delay_ms(
-        self, queue: collections.deque[ProducerBatch], exhausted: bool, now_ms: int
+        self,
+        queue: collections.deque[ProducerBatch],
+        exhausted: bool,
+        now_ms: int,
+        leader: int | None = None,
     ) -> int:
         """0 when the head batch is sendable now, else how long until it may be."""
         batch = queue[0]
         waited_ms = batch.waited_time_ms(now_ms)
-        backing_off = batch.in_retry and waited_ms < batch.retry_backoff_ms
+        backing_off = batch.is_backing_off(now_ms, leader)
         time_to_wait_ms = batch.retry_backoff_ms if backing_off else self.config.linger_ms
         full = len(queue) > 1 or batch.is_full
         sendable = (
@@ -432,7 +436,7 @@ class RecordAccumulator:
             # Remember where we are: a partition that does not fit goes first next time.
             self._drain_index[node_id] = index
             index = (index + 1) % len(partitions)
-            batch = self._drainable_head(tp, now_ms)
+            batch = self._drainable_head(tp, now_ms, node_id)
             if batch is not None:
                 if size_bytes + batch.estimated_size_bytes > max_request_size and ready:
                     break
@@ -440,12 +444,14 @@ class RecordAccumulator:
                     self._take_head(batch)
                     size_bytes += batch.estimated_size_bytes
                     ready.append(batch)
-                    batch.drained(now_ms)
+                    batch.drained(now_ms, node_id)
             if index == start:
                 break
         return ready
 
-    def _drainable_head(self, tp: TopicPartition, now_ms: int) -> ProducerBatch | None:
+    def _drainable_head(
+        self, tp: TopicPartition, now_ms: int, leader: int | None = None
+    ) -> ProducerBatch | None:
         if tp in self._muted:
             return None
         info = self._topics.get(tp.topic)
@@ -453,7 +459,7 @@ class RecordAccumulator:
         if not queue:
             return None
         first = queue[0]
-        if first.in_retry and first.waited_time_ms(now_ms) < first.retry_backoff_ms:
+        if first.is_backing_off(now_ms, leader):
             return None
         return first
 

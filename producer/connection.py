@@ -317,6 +317,7 @@ class BrokerConnections:
         request_timeout_ms: int,
         reconnect_backoff_ms: int = DEFAULT_RECONNECT_BACKOFF_MS,
         on_change: Callable[[], None] = lambda: None,
+        on_disconnect: Callable[[int], None] = lambda node_id: None,
     ) -> None:
         self._nursery = nursery
         self._client_id = client_id
@@ -324,7 +325,11 @@ class BrokerConnections:
         self._request_timeout_ms = request_timeout_ms
         self._reconnect_backoff_ms = reconnect_backoff_ms
         self._on_change = on_change
+        # Called with the node id when a connection attempt fails or a connection is lost
+        # (Kafka's NetworkClient asks for a metadata update then: the node may be gone).
+        self._on_disconnect = on_disconnect
         self._connections: dict[int, BrokerConnection] = {}
+        self._last_error: dict[int, KafkaError] = {}
         self._connecting: set[int] = set()
         self._last_attempt_ms: dict[int, int] = {}
         self._closed = False
@@ -382,24 +387,39 @@ class BrokerConnections:
 
         try:
             await connection.run(task_status=_Status())
-        except KafkaError:
-            pass  # the callbacks of its requests saw the error; the next attempt backs off
+        except KafkaError as exc:
+            # The callbacks of its requests saw the error; the next attempt backs off.
+            self._last_error[node_id] = exc
         finally:
             self._connecting.discard(node_id)
             if self._connections.get(node_id) is connection:
                 del self._connections[node_id]
+            if not self._closed:
+                self._on_disconnect(node_id)
             self._notify()
 
     async def connected(self, node_id: int, host: str, port: int) -> BrokerConnection:
-        """Connect if needed and wait until ready (callers bound this with a timeout)."""
+        """Connect if needed and wait until ready (callers bound this with a timeout). An
+        attempt that fails raises ConnectionFailedError at once, so a caller going through
+        candidate nodes moves on instead of retrying a dead node until its timeout."""
+        attempted = False
         while True:
+            if self._closed:
+                raise ConnectionFailedError("connections closed")
             connection = self.get(node_id)
             if connection is not None:
                 return connection
+            if attempted and node_id not in self._connecting:
+                error = self._last_error.get(node_id)
+                raise ConnectionFailedError(f"cannot connect to node {node_id}: {error}")
+            if node_id not in self._connecting and self.connection_delay_ms(node_id, now_ms()):
+                delay_ms = self.connection_delay_ms(node_id, now_ms())
+                with trio.move_on_after(delay_ms / 1000):
+                    await self._changed.wait()  # backing off: or another task connected it
+                continue
             self.connect(node_id, host, port)
-            delay_ms = self.connection_delay_ms(node_id, now_ms())
-            with trio.move_on_after(delay_ms / 1000 if delay_ms else math.inf):
-                await self._changed.wait()
+            attempted = True
+            await self._changed.wait()
 
     def close(self) -> None:
         self._closed = True

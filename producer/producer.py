@@ -146,6 +146,7 @@ class Producer:
             max_in_flight=config.max_in_flight_requests_per_connection,
             request_timeout_ms=config.request_timeout_ms,
             on_change=self._on_connection_change,
+            on_disconnect=lambda _node_id: self.updater.request_update(),
         )
         self.updater = MetadataUpdater(
             self.metadata, self.connections, request_timeout_ms=config.request_timeout_ms

@@ -212,6 +212,7 @@ class ProducerBatch:
         self.in_flight_request = False  # drained and no response handled yet
         self.attempts = 0
         self.retry_backoff_ms = 0  # chosen at reenqueue; ready/drain wait this long
+        self.sent_to_node: int | None = None  # the leader of the last attempt
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self.base_sequence = NO_SEQUENCE
@@ -325,9 +326,17 @@ class ProducerBatch:
     def has_reached_delivery_timeout(self, delivery_timeout_ms: int, now_ms: int) -> bool:
         return now_ms - self.created_ms >= delivery_timeout_ms
 
-    def drained(self, now_ms: int) -> None:
+    def drained(self, now_ms: int, node_id: int | None = None) -> None:
         self.drained_ms = now_ms if self.drained_ms is None else max(self.drained_ms, now_ms)
         self.in_flight_request = True
+        self.sent_to_node = node_id
+
+    def is_backing_off(self, now_ms: int, leader: int | None) -> bool:
+        """In retry and within its backoff -- unless the partition has a new leader since the
+        last attempt (KIP-951: a retry that goes to another broker need not wait)."""
+        if not self.in_retry or self.waited_time_ms(now_ms) >= self.retry_backoff_ms:
+            return False
+        return leader is None or leader == self.sent_to_node
 
     def reenqueued(self, now_ms: int, retry_backoff_ms: int) -> None:
         self.attempts += 1

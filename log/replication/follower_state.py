@@ -6,6 +6,8 @@ A follower first makes its log a prefix of the leader's, then fetches from its l
     TRUNCATING --(answer names an epoch we lack: intermediate truncation)--> TRUNCATING
     FETCHING   --(diverging epoch in a fetch response)--> TRUNCATING (or FETCHING once truncated)
     TRUNCATING | FETCHING --(error)--> DELAYED --(replica.fetch.backoff.ms passed)--> same state
+                          (LEADER_CHANGE_RETRY_MS instead when the leader is only behind on
+                          metadata: see `on_error`)
     any        --(on_become_follower: new leader or leader epoch)--> TRUNCATING
 
 Truncation (KIP-101/KIP-279): ask the leader where our latest leader epoch ends
@@ -34,6 +36,18 @@ from log.replication.replica_log import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
 # Kafka's defaults for the follower's fetch configuration.
 DEFAULT_REPLICA_FETCH_MAX_BYTES = 1_048_576
 DEFAULT_REPLICA_FETCH_BACKOFF_MS = 1000
+# Answers that mean the two sides have not applied the same leader change yet (the follower
+# learned of the new epoch before the leader did, or the other way round): a metadata image
+# away from working, so the follower asks again soon instead of after replica.fetch.backoff.ms,
+# which would hold every acks=all produce to the new leader for up to a second after a fail-over.
+LEADER_CHANGE_ERRORS = frozenset(
+    {
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    }
+)
+LEADER_CHANGE_RETRY_MS = 50
 # Bound on partitions one fetcher serves (one fetch request names at most this many): 100,000
 # partitions of ~30 bytes each is a 3 MB request, well inside the leader's
 # socket.request.max.bytes (100 MiB); a broker following more from one leader refuses the rest.
@@ -331,12 +345,16 @@ class FollowerState:
         )
 
     def on_error(self, error: ErrorCode, now_ms: int) -> None:
-        """Back off `replica.fetch.backoff.ms`, then resume in the state we were in."""
+        """Back off `replica.fetch.backoff.ms` (LEADER_CHANGE_RETRY_MS for a leader change
+        one side has not applied yet), then resume in the state we were in."""
         self._changed()
         if self.state is not FetchState.DELAYED:
             self.state_after_delay = self.state
         self.state = FetchState.DELAYED
-        self.delayed_until_ms = now_ms + self.replica_fetch_backoff_ms
+        backoff_ms = self.replica_fetch_backoff_ms
+        if error in LEADER_CHANGE_ERRORS:
+            backoff_ms = min(backoff_ms, LEADER_CHANGE_RETRY_MS)
+        self.delayed_until_ms = now_ms + backoff_ms
         self.last_error = error
 
 

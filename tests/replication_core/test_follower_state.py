@@ -1,6 +1,7 @@
 from log.protocol.errors import ErrorCode
 from log.replication.follower_state import (
     FETCHER_SWEEP_INTERVAL_MS,
+    LEADER_CHANGE_RETRY_MS,
     EpochQuery,
     FetcherState,
     FetchState,
@@ -155,14 +156,22 @@ def test_fetch_response_for_old_request_is_ignored():
     assert outcome.ignored and not outcome.append
 
 
-def test_epoch_errors_back_off_and_resume():
+def test_epoch_errors_back_off_briefly_and_resume_other_errors_wait_the_backoff():
+    """An answer saying the two sides have not applied the same leader change yet retries
+    after LEADER_CHANGE_RETRY_MS (a fail-over's acks=all must not wait a whole
+    replica.fetch.backoff.ms for it); any other error backs off replica.fetch.backoff.ms."""
     log = log_with((1, 2))
     f = fetching(log)
+    assert f.replica_fetch_backoff_ms > LEADER_CHANGE_RETRY_MS
     request = f.build_fetch(log, 1024)
     outcome = f.on_fetch_response(request, ErrorCode.FENCED_LEADER_EPOCH, 0, 0, None, log, 1_000)
     assert outcome.error is ErrorCode.FENCED_LEADER_EPOCH and f.state is FetchState.DELAYED
-    assert not f.is_ready(1_099)
-    assert f.is_ready(1_100) and f.state is FetchState.FETCHING
+    assert not f.is_ready(1_000 + LEADER_CHANGE_RETRY_MS - 1)
+    assert f.is_ready(1_000 + LEADER_CHANGE_RETRY_MS) and f.state is FetchState.FETCHING
+    request = f.build_fetch(log, 1024)
+    f.on_fetch_response(request, ErrorCode.KAFKA_STORAGE_ERROR, 0, 0, None, log, 2_000)
+    assert not f.is_ready(2_000 + f.replica_fetch_backoff_ms - 1)
+    assert f.is_ready(2_000 + f.replica_fetch_backoff_ms) and f.state is FetchState.FETCHING
     f.on_become_follower(3, 10, log)
     assert f.state is FetchState.TRUNCATING
 
