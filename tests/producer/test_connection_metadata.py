@@ -160,3 +160,39 @@ def test_metadata_topic_being_created_is_retried():
     assert metadata.partition_count("t") is None
     assert metadata.topic_errors["t"] == ErrorCode.LEADER_NOT_AVAILABLE
     assert metadata.time_to_next_update_ms(100) == 0
+
+
+async def test_a_refused_node_fails_connected_at_once_and_is_reported(nursery):
+    """BrokerConnections.connected() to a node that refuses raises ConnectionFailedError after
+    one attempt (a metadata refresh going through candidate nodes moves on instead of
+    retrying a dead node until request.timeout.ms), and on_disconnect names the node, which
+    the producer turns into a metadata update request (Kafka's NetworkClient does the same)."""
+    from producer.connection import BrokerConnections
+
+    with trio.socket.socket() as probe:  # a port nobody listens on
+        await probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    lost: list[int] = []
+    pool = BrokerConnections(nursery, client_id="t", max_in_flight=5,
+                             request_timeout_ms=30_000, on_disconnect=lost.append)  # fmt: skip
+    with trio.fail_after(5):  # far below request_timeout_ms
+        with pytest.raises(ConnectionFailedError):
+            await pool.connected(7, "127.0.0.1", port)
+    assert lost == [7]
+    pool.close()
+
+
+def test_a_retry_to_a_new_leader_skips_its_backoff():
+    """KIP-951: a batch in retry waits its backoff only while the partition's leader is the
+    one it was last sent to; once metadata names another leader it may go at once."""
+    from producer.producer_batch import ProducerBatch
+
+    batch = ProducerBatch.__new__(ProducerBatch)
+    batch.attempts, batch.last_attempt_ms, batch.retry_backoff_ms = 1, 1000, 400
+    batch.sent_to_node = 2
+    assert batch.is_backing_off(1100, leader=2)
+    assert batch.is_backing_off(1100, leader=None)  # no leader known yet: keep waiting
+    assert not batch.is_backing_off(1100, leader=3)
+    assert not batch.is_backing_off(1400, leader=2)  # backoff over
+    batch.attempts = 0
+    assert not batch.is_backing_off(1100, leader=2)  # never tried: no backoff
