@@ -1,8 +1,10 @@
 """Partition scale: how a 3-node cluster on `quorumlog up` defaults copes with many partitions.
 
-For each size (`--partitions 1000 5000 10000`): create one topic of that many partitions, RF 3
-(CreateTopics through confluent-kafka's AdminClient), then measure
-* `create_s`: CreateTopics until its future resolves;
+For each size (`--partitions 1000 5000 10000`): create that many partitions, RF 3, as topics of
+at most TOPIC_PARTITIONS (1,000) partitions, one CreateTopics each through confluent-kafka's
+AdminClient (Kafka's controller refuses an operation of more than 10,000 metadata records, so
+10,000 partitions cannot be one topic there either; neither can they here), then measure
+* `create_s`: from the first CreateTopics until the last one's future resolved;
 * `isr_full_s`: from then until every partition has a leader and its whole replica set in its
   ISR (metadata polled every 0.2 s, so +-0.2 s);
 * the first acks=all record of every partition: one record per partition from one
@@ -41,6 +43,7 @@ import cluster_harness  # noqa: E402
 from cluster_harness import Cluster  # noqa: E402
 
 TOPIC = "scale"
+TOPIC_PARTITIONS = 1000
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 FDS_PER_PARTITION = 1  # one segment: its .log
 FDS_BASE = 500  # sockets, Raft journal, metadata, Python itself
@@ -68,12 +71,18 @@ def measure(partitions: int, workdir: Path) -> dict:
     try:
         bootstrap = cluster.layout.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bootstrap})
+        sizes = {f"{TOPIC}-{i}": min(TOPIC_PARTITIONS, partitions - i * TOPIC_PARTITIONS)
+                 for i in range(-(-partitions // TOPIC_PARTITIONS))}  # fmt: skip
         start = time.monotonic()
-        admin.create_topics([NewTopic(TOPIC, partitions, 3)], request_timeout=600)[TOPIC].result()
+        for name, count in sizes.items():
+            admin.create_topics([NewTopic(name, count, 3)], request_timeout=600)[name].result()
         created = time.monotonic()
         while True:
-            described = admin.list_topics(TOPIC, timeout=60).topics[TOPIC].partitions
-            full = sum(1 for p in described.values() if p.leader >= 0 and len(p.isrs) == 3)
+            described = [
+                p for t in admin.list_topics(timeout=60).topics.values()
+                if t.topic in sizes for p in t.partitions.values()
+            ]  # fmt: skip
+            full = sum(1 for p in described if p.leader >= 0 and len(p.isrs) == 3)
             if len(described) == partitions and full == partitions:
                 break
             if time.monotonic() - created > 600:
@@ -83,17 +92,18 @@ def measure(partitions: int, workdir: Path) -> dict:
         latencies: list[float] = []
         errors: list = []
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
-        producer.produce(TOPIC, b"warm-up", partition=0)
+        producer.produce(next(iter(sizes)), b"warm-up", partition=0)
         producer.flush(60)
         first = time.monotonic()
-        for partition in range(partitions):
-            sent = time.monotonic()
+        for name, count in sizes.items():
+            for partition in range(count):
+                sent = time.monotonic()
 
-            def on_delivery(err, _msg, sent=sent) -> None:
-                (errors.append(err) if err else latencies.append(time.monotonic() - sent))
+                def on_delivery(err, _msg, sent=sent) -> None:
+                    (errors.append(err) if err else latencies.append(time.monotonic() - sent))
 
-            producer.produce(TOPIC, b"x" * 100, partition=partition, on_delivery=on_delivery)
-            producer.poll(0)
+                producer.produce(name, b"x" * 100, partition=partition, on_delivery=on_delivery)
+                producer.poll(0)
         producer.flush(600)
         all_acked = time.monotonic()
         if errors:

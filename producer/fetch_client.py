@@ -42,6 +42,7 @@ DEFAULT_MAX_BYTES = (
     1 << 20
 )  # per fetch request and per partition (Kafka's max.partition.fetch.bytes)
 DEFAULT_MAX_ATTEMPTS = 5
+RETRY_BACKOFF_MAX_MS = 1000
 MAX_FETCH_BYTES = 64 << 20  # the largest fetch iter_records grows to for one huge batch
 _RETRY_ERRORS = frozenset(
     {
@@ -96,7 +97,15 @@ class FetchClient:
         self.updater.close()
         self.connections.close()
         self._nursery.cancel_scope.cancel()
-        return await self._nursery_manager.__aexit__(*exc_info)
+        error = exc_info[1]
+        try:
+            return await self._nursery_manager.__aexit__(*exc_info)
+        except BaseExceptionGroup as group:
+            # The body's own error (a KafkaError from a call) comes out as itself, not
+            # wrapped by our background nursery: callers catch what the calls raise.
+            if error is not None and list(group.exceptions) == [error]:
+                raise error from None
+            raise
 
     # -- leaders --------------------------------------------------------------------------------
 
@@ -130,7 +139,10 @@ class FetchClient:
             except trio.TooSlowError:
                 last = error_for(ErrorCode.REQUEST_TIMED_OUT, f"connecting to the leader of {tp}")
             self.updater.request_update()
-            await trio.sleep(self.retry_backoff_ms / 1000)  # bounded: max_attempts
+            # Exponential, capped at 1 s: a refused connection fails at once, and a leader
+            # change takes from ~0.1 s (a dead broker fenced) to ~1 s (with a Raft election).
+            backoff_ms = min(self.retry_backoff_ms * 2**_attempt, RETRY_BACKOFF_MAX_MS)
+            await trio.sleep(backoff_ms / 1000)  # bounded: max_attempts
         assert last is not None
         raise last
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 CREATE_TOPICS_KEY = 19
 ADMIN_TIMEOUT_S = 60
+RETRY_BACKOFF_S = 0.2
 
 
 def create_topic(
@@ -22,7 +23,12 @@ def create_topic(
 
     from log.protocol.admin import CREATE_TOPICS_REQUEST
     from log.protocol.errors import ErrorCode, error_for
-    from producer.connection import BrokerConnections, parse_bootstrap_servers
+    from producer.connection import (
+        BrokerConnection,
+        BrokerConnections,
+        ConnectionFailedError,
+        parse_bootstrap_servers,
+    )
 
     request = CREATE_TOPICS_REQUEST.cls
     body = request(
@@ -41,8 +47,19 @@ def create_topic(
         timeout_ms=ADMIN_TIMEOUT_S * 1000,
     )
 
+    async def first_reachable(connections: BrokerConnections) -> BrokerConnection:
+        """The first bootstrap server that accepts a connection, trying them in turn (a
+        refused one fails at once) until create()'s deadline."""
+        servers = parse_bootstrap_servers(bootstrap_servers)
+        while True:
+            for index, (host, port) in enumerate(servers):
+                try:
+                    return await connections.connected(-1 - index, host, port)
+                except ConnectionFailedError:
+                    continue
+            await trio.sleep(RETRY_BACKOFF_S)
+
     async def create() -> bool:
-        host, port = parse_bootstrap_servers(bootstrap_servers)[0]
         with trio.fail_after(ADMIN_TIMEOUT_S):
             async with trio.open_nursery() as nursery:
                 connections = BrokerConnections(
@@ -50,7 +67,7 @@ def create_topic(
                     request_timeout_ms=ADMIN_TIMEOUT_S * 1000,
                 )  # fmt: skip
                 try:
-                    connection = await connections.connected(-1, host, port)
+                    connection = await first_reachable(connections)
                     response = await connection.request(CREATE_TOPICS_KEY, body)
                 finally:
                     connections.close()

@@ -159,9 +159,12 @@ class AdminClient:
                 connection = client.connections.get(address.node_id)
                 if connection is not None:
                     return connection
-                return await client.connections.connected(
-                    address.node_id, address.host, address.port
-                )
+                try:
+                    return await client.connections.connected(
+                        address.node_id, address.host, address.port
+                    )
+                except ConnectionFailedError:
+                    pass  # refused (a stopped broker): try the next one
             last = f"{address.host}:{address.port}"
         raise ConnectionFailedError(f"cannot connect to any broker (last tried {last})")
 
