@@ -46,6 +46,12 @@ from quorum.records import (
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 MAX_PARTITIONS_PER_TOPIC = 10_000  # a limit on everything: one CreateTopics fits one batch
 MAX_TOPICS_PER_REQUEST = 1_000
+# Kafka's MAX_RECORDS_PER_USER_OP: an operation that would write more metadata records fails
+# whole with POLICY_VIOLATION before any is built, so one small request (a topic count times
+# a partition count) cannot make the controller build, replicate and every broker apply
+# millions of records.
+MAX_RECORDS_PER_OPERATION = 10_000
+TOO_LARGE_MESSAGE = "Unable to perform excessively large batch operation."
 
 
 # -- topic configs --------------------------------------------------------------------------------
@@ -502,6 +508,17 @@ def create_topics(
             for t in request.topics
         )
         return [], CreateTopicsResponse(results)
+    planned = sum(
+        1 + max(0, default_num_partitions if t.num_partitions == -1 else t.num_partitions)
+        + len(t.configs)
+        for t in request.topics
+    )  # fmt: skip
+    if planned > MAX_RECORDS_PER_OPERATION:
+        results = tuple(
+            CreatableTopicResult(t.name, ErrorCode.POLICY_VIOLATION, TOO_LARGE_MESSAGE)
+            for t in request.topics
+        )
+        return [], CreateTopicsResponse(results)
     names = [t.name for t in request.topics]
     records: list[MetadataRecord] = []
     results = []
@@ -618,6 +635,20 @@ def create_partitions(
 ) -> tuple[list[MetadataRecord], CreatePartitionsResponse]:
     """Increase a topic's partition count (never decrease); new partitions keep the topic's
     replication factor and are placed round-robin from `start_index`."""
+    planned = sum(
+        max(0, item.count - len(topic.partitions))
+        for item in request.topics
+        if (topic := image.topic(item.name)) is not None
+    )
+    if planned > MAX_RECORDS_PER_OPERATION:
+        return [], CreatePartitionsResponse(
+            tuple(
+                CreatePartitionsTopicResult(
+                    item.name, ErrorCode.POLICY_VIOLATION, TOO_LARGE_MESSAGE
+                )
+                for item in request.topics
+            )
+        )
     records: list[MetadataRecord] = []
     results = []
     live = image.live_broker_ids()

@@ -4,7 +4,9 @@ Reads DIR/node-i/node.toml (log/server/config.py), runs log/server/node.py's `ru
 prints `READY` on stdout once the node serves (what `quorumlog up` waits for) and logs one
 line per state change to stderr (one per partition log recovered, with its duration); when
 stderr is a terminal, a progress bar shows the log recovery too. SIGTERM/SIGINT stop it cleanly (exit 0). A missing or bad
-configuration is a one-line error and exit code 2.
+configuration is a one-line error and exit code 2; so is a log or metadata directory another
+process holds (log/storage/dir_lock.py: a second node on the same directory is refused before
+it touches a file).
 
 Dying with the supervisor: `quorumlog up` (and `demo`) start nodes in their own session, so
 a terminal's Ctrl-C reaches only the supervisor, which stops them in order. If the supervisor
@@ -29,6 +31,7 @@ import trio
 
 from log.server.config import ConfigError, NodeConfig
 from log.server.logging_setup import configure_logging
+from log.storage.dir_lock import DirectoryLock, DirectoryLockedError
 
 
 def _ready() -> None:
@@ -111,6 +114,13 @@ def node(data_dir: Path, log_level: str, parent_pipe_fd: int | None) -> None:
     try:
         config = NodeConfig.load(data_dir)
     except ConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    locks = []
+    try:
+        for directory in dict.fromkeys(d.resolve() for d in (config.log_dir, config.metadata_dir)):
+            locks.append(DirectoryLock(directory).acquire())  # held until the process ends
+    except (DirectoryLockedError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     configure_logging(config.node_id, log_level)

@@ -310,3 +310,25 @@ async def test_non_leader_answers_not_controller_with_the_leader_id(tmp_path):
                 data += await stream.receive_some(65536)
     _, response = extra.decode_response_frame(data[4:], extra.CONTROLLER_FORWARD_KEY)
     assert (response.error_code, response.leader_id) == (ErrorCode.NOT_CONTROLLER, leader)
+
+
+async def test_a_second_node_on_the_same_directory_is_refused_before_touching_it(tmp_path):
+    """Two processes on one data directory would corrupt it: the second `quorumlog node`
+    exits at once with a one-line error (exit 2), and the running node serves on."""
+    import subprocess
+    import sys
+
+    from cluster_harness import REPO
+
+    cluster = Cluster(tmp_path, 1)
+    cluster.start_all()
+    node_dir = cluster.layout.node_dir(1)
+    second = subprocess.run(
+        [sys.executable, "-m", "tools", "node", "--data-dir", str(node_dir)],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert second.returncode == 2, second.stderr
+    assert "in use by another process" in second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1, second.stderr  # logged nothing else
+    assert cluster.processes[1].poll() is None
+    assert await _all_unfenced(cluster, 1, (1,))

@@ -606,3 +606,34 @@ def test_after_activation_the_previous_controllers_broker_gets_only_the_disconne
     cluster.commit(records)
     assert tracker.fence_expired(cluster.image, 1000 + ACTIVATION_GRACE_MS) == ([], [])
     assert tracker.fence_expired(cluster.image, 1001 + ACTIVATION_GRACE_MS)[1] == [0, 1]
+
+
+def test_an_operation_of_more_than_10000_records_fails_whole_before_any_is_built():
+    """Kafka's MAX_RECORDS_PER_USER_OP: CreateTopics / CreatePartitions that would write more
+    than 10,000 metadata records fail whole with POLICY_VIOLATION, so a small request (a
+    thousand topics of ten thousand partitions) cannot make the controller build millions."""
+    cluster = Cluster()
+    for b in range(3):
+        cluster.add_broker(b)
+    huge = CreateTopicsRequest(tuple(CreatableTopic(f"t{i}", 10_000, 3) for i in range(1000)))
+    ids = [uuid.uuid4() for _ in range(1000)]
+    records, response = create_topics(cluster.image, huge, start_index=0, topic_ids=ids)
+    assert records == []
+    assert {r.error_code for r in response.results} == {ErrorCode.POLICY_VIOLATION}
+    # At the limit: 1 TopicRecord + 9,998 PartitionRecords + 1 ConfigRecord = 10,000.
+    fits = CreateTopicsRequest((CreatableTopic("a", 9_998, 1, configs={"retention.ms": "1"}),))
+    records, response = create_topics(cluster.image, fits, start_index=0, topic_ids=ids[:1])
+    assert response.results[0].error_code == ErrorCode.NONE and len(records) == 10_000
+    over = CreateTopicsRequest((CreatableTopic("b", 5_000, 1), CreatableTopic("c", 5_000, 1)))
+    records, response = create_topics(cluster.image, over, start_index=0, topic_ids=ids[1:3])
+    assert records == [] and [r.error_code for r in response.results] == [44, 44]
+    cluster.create_topic("small", 1, 1)
+    cluster.create_topic("other", 1, 1)
+    grow = CreatePartitionsRequest(
+        (CreatePartitionsTopic("small", 6_000), CreatePartitionsTopic("other", 6_000))
+    )
+    records, response = create_partitions(cluster.image, grow, start_index=0)
+    assert records == [] and [r.error_code for r in response.results] == [44, 44]
+    grow = CreatePartitionsRequest((CreatePartitionsTopic("small", 6_000),))
+    records, response = create_partitions(cluster.image, grow, start_index=0)
+    assert response.results[0].error_code == ErrorCode.NONE and len(records) == 5_999
