@@ -38,7 +38,7 @@ from log.protocol.errors import (
 from log.protocol.framing import FrameDecoder
 from log.server.config import Voter
 from quorum import controller as c
-from quorum import controller_codec
+from quorum import controller_auth, controller_codec
 
 logger = logging.getLogger(__name__)
 
@@ -64,11 +64,13 @@ class ControllerClient:
         self,
         voters: Sequence[Voter],
         *,
+        secret: str,
         client_id: str = "quorumlog-broker",
         max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
         assert voters and max_attempts >= 1
         self.voters = tuple(voters)
+        self.secret = secret  # the cluster's controller.quorum.password (controller_auth.py)
         self.client_id = client_id
         self.max_attempts = max_attempts
         self._current = 0  # index into voters
@@ -121,7 +123,17 @@ class ControllerClient:
         if self._stream is None:
             voter = self.voters[self._current]
             with trio.fail_after(CONNECT_TIMEOUT_MS / 1000):
-                self._stream = await trio.open_tcp_stream(voter.host, voter.port)
+                stream = await trio.open_tcp_stream(voter.host, voter.port)
+            try:
+                with trio.fail_after(controller_auth.HANDSHAKE_TIMEOUT_S):
+                    await controller_auth.connect(stream, self.secret)
+            except BaseException as exc:
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
+                if isinstance(exc, controller_auth.HandshakeError):
+                    raise trio.BrokenResourceError(f"handshake with {voter}: {exc}") from None
+                raise
+            self._stream = stream
             self._frames = FrameDecoder(MAX_RESPONSE_BYTES)
         stream, frames = self._stream, self._frames
         assert stream is not None and frames is not None

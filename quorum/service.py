@@ -53,7 +53,7 @@ from log.protocol.errors import (
 from log.protocol.framing import FrameDecoder
 from log.server.config import NodeConfig
 from quorum import controller as c
-from quorum import controller_codec
+from quorum import controller_auth, controller_codec
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
 from quorum.raft import RaftConfig, RaftNode
 from quorum.records import Endpoint, MetadataRecord, encode_batch
@@ -62,7 +62,8 @@ from quorum.state_machine import ApplyResult, MetadataStateMachine
 logger = logging.getLogger(__name__)
 
 PROPOSE_TIMEOUT_MS = 5000  # a decision that has not committed by then is answered with a timeout
-MAX_CONNECTIONS = 256
+MAX_CONNECTIONS = 256  # authenticated connections
+MAX_HANDSHAKES = 32  # connections still proving they hold the cluster secret
 MAX_READ_BYTES = 1 << 16
 ACTIVATION_RETRY_MS = 100
 _SESSION_APIS = (62, 63)  # BrokerRegistration, BrokerHeartbeat: a broker's session
@@ -109,6 +110,9 @@ class ControllerService:
         self._random = random.Random(seed)
         self._leadership_changed = trio.Event()
         self._connection_slots = trio.Semaphore(MAX_CONNECTIONS)
+        self._handshake_slots = trio.Semaphore(MAX_HANDSHAKES)
+        self._secret = config.props["controller.quorum.password"]
+        self._idle_timeout_s = config.props["connections.max.idle.ms"] / 1000
         self._leader_ids = {f"{v.host}:{v.port}": v.node_id for v in config.raft_voters}
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -422,11 +426,32 @@ class ControllerService:
             return api.response.cls(**fields)
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
-        if self._connection_slots.value == 0:
-            await stream.aclose()
-            return
+        async with stream:
+            if not await self._authenticate(stream):
+                return
+            if self._connection_slots.value == 0:
+                return  # every slot is taken by authenticated peers: close
+            await self._serve_authenticated(stream)
+
+    async def _authenticate(self, stream: trio.SocketStream) -> bool:
+        """The handshake (controller_auth.py) on one of MAX_HANDSHAKES slots, within
+        HANDSHAKE_TIMEOUT_S: a stranger holds a slot for seconds, never a session's."""
+        if self._handshake_slots.value == 0:
+            return False
+        try:
+            async with self._handshake_slots:
+                with trio.fail_after(controller_auth.HANDSHAKE_TIMEOUT_S):
+                    await controller_auth.accept(stream, self._secret)
+            return True
+        except (controller_auth.HandshakeError, trio.TooSlowError, trio.BrokenResourceError,
+                trio.ClosedResourceError, OSError) as exc:  # fmt: skip
+            logger.info("node %d: controller connection from %s refused: %s",
+                        self.node_id, _peer(stream), exc or type(exc).__name__)  # fmt: skip
+            return False
+
+    async def _serve_authenticated(self, stream: trio.SocketStream) -> None:
         connection_id = next(self._connection_ids)
-        async with self._connection_slots, stream:
+        async with self._connection_slots:
             try:
                 with trio.CancelScope() as scope:
                     await self._serve_requests(stream, connection_id, scope)
@@ -451,9 +476,11 @@ class ControllerService:
             while True:
                 frame = frames.next_frame()
                 if frame is None:
-                    data = await stream.receive_some(MAX_READ_BYTES)
+                    data = b""
+                    with trio.move_on_after(self._idle_timeout_s):
+                        data = await stream.receive_some(MAX_READ_BYTES)
                     if not data:
-                        return
+                        return  # closed by the peer, or idle for connections.max.idle.ms
                     frames.feed(data)
                     continue
                 # One request at a time: nothing more is read until it is answered.
@@ -466,6 +493,14 @@ class ControllerService:
                 )
         except (trio.BrokenResourceError, trio.ClosedResourceError, KafkaError):
             return  # a bad frame or request closes the connection, as in Kafka
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+    except OSError:
+        return "?"
+    return f"{host}:{port}"
 
 
 def _now_ms() -> int:

@@ -7,7 +7,9 @@ MetadataStateMachine exactly as the controller does. The stored commit index lag
 written lazily), so entries past it are included and marked in --records: on a node that was
 cut off, they may not have committed. `--records` dumps the records with their
 metadata offsets instead, like Kafka's metadata shell. Online (`--bootstrap host:port`, a
-CONTROLLER listener): MetadataFetch from offset 0 until caught up.
+CONTROLLER listener): MetadataFetch from offset 0 until caught up, after the listener's
+handshake (quorum/controller_auth.py) with the cluster secret from `--secret-file` (a file
+holding `controller.quorum.password`, or any node's node.toml).
 
 Journal commands are pysyncobj's pickled `(method id, args, kwargs)`: they are read with an
 unpickler that allows nothing but the one helper pysyncobj's bytes encoding needs.
@@ -22,6 +24,7 @@ import io
 import json
 import os
 import pickle
+import tomllib
 import uuid
 from pathlib import Path
 from typing import Any
@@ -109,12 +112,28 @@ def read_offline(node_dir: Path) -> tuple[MetadataStateMachine, list[tuple[int, 
     return machine, lines
 
 
-async def read_online(host: str, port: int) -> MetadataStateMachine:
+def read_secret(path: Path) -> str:
+    """The cluster secret from a file: a node.toml's controller.quorum.password, else the
+    file's first non-empty line."""
+    text = path.read_text()
+    try:
+        value = tomllib.loads(text).get("controller.quorum.password")
+    except tomllib.TOMLDecodeError:
+        value = None
+    if isinstance(value, str) and value:
+        return value
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    raise click.ClickException(f"{path}: no secret in it")
+
+
+async def read_online(host: str, port: int, secret: str) -> MetadataStateMachine:
     from quorum.broker_lifecycle import BrokerLifecycle  # noqa: F401 - registers nothing
     from quorum.controller_client import ControllerClient
 
     client = ControllerClient(
-        [Voter(-1, host, port)], client_id="quorumlog-metadata", max_attempts=3
+        [Voter(-1, host, port)], secret=secret, client_id="quorumlog-metadata", max_attempts=3
     )
     machine = MetadataStateMachine()
     try:
@@ -207,10 +226,19 @@ def _print_image(image: MetadataImage) -> None:
 @click.command("metadata")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), help="DIR/node-i")
 @click.option("--bootstrap", help="host:port of a running node's CONTROLLER listener")
+@click.option(
+    "--secret-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="with --bootstrap: the cluster secret (a file holding it, or a node's node.toml)",
+)
 @click.option("--records", "show_records", is_flag=True, help="dump records with their offsets")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def metadata(
-    data_dir: Path | None, bootstrap: str | None, show_records: bool, as_json: bool
+    data_dir: Path | None,
+    bootstrap: str | None,
+    secret_file: Path | None,
+    show_records: bool,
+    as_json: bool,
 ) -> None:
     """Print the metadata image of a node (offline from its files, or online).
 
@@ -218,7 +246,7 @@ def metadata(
     Examples:
       quorumlog metadata --data-dir ./data/node-1              # offline, from its files
       quorumlog metadata --data-dir ./data/node-1 --records --json
-      quorumlog metadata --bootstrap 127.0.0.1:9192            # a CONTROLLER listener
+      quorumlog metadata --bootstrap 127.0.0.1:9192 --secret-file ./data/node-1/node.toml
     """
     if (data_dir is None) == (bootstrap is None):
         raise click.UsageError("give exactly one of --data-dir and --bootstrap")
@@ -234,7 +262,9 @@ def metadata(
                 raise click.UsageError("--bootstrap must be host:port")
             if show_records:
                 raise click.UsageError("--records works with --data-dir only")
-            machine = trio.run(read_online, host, int(port))
+            if secret_file is None:
+                raise click.UsageError("--bootstrap needs --secret-file (the cluster secret)")
+            machine = trio.run(read_online, host, int(port), read_secret(secret_file))
     except (KafkaError, OSError, pickle.UnpicklingError) as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     if show_records:

@@ -93,6 +93,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "fence a broker this long after its controller connection closed unless it heartbeats "
         "again (a dead process is known at once; 0: the session timeout alone, as in Kafka)",
     ),
+    ConfigKey("connections.max.idle.ms", int, 600000, "close a connection idle this long"),
     ConfigKey("controlled.shutdown.enable", bool, True, "move leaderships away before stopping"),
     ConfigKey("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
     ConfigKey("offsets.topic.replication.factor", int, 3, "replication of __consumer_offsets"),
@@ -272,6 +273,10 @@ class NodeConfig:
                 raise ConfigError("controller.quorum.raft.voters must list this node")
             if not p["controller.quorum.password"]:
                 raise ConfigError("controller.quorum.password is required (Raft traffic is pickle)")
+        if "broker" in roles and not p["controller.quorum.password"]:
+            raise ConfigError(
+                "controller.quorum.password is required: it authenticates the controller listener"
+            )
         if {v.node_id for v in self.controller_voters} != {v.node_id for v in self.raft_voters}:
             raise ConfigError(
                 "controller.quorum.voters and controller.quorum.raft.voters name different ids"

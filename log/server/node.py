@@ -131,17 +131,18 @@ class Node:
         logger.info("log recovery done node=%d logs=%d clean_shutdown=%s duration_ms=%.0f",
                     config.node_id, len(manager.logs), manager.had_clean_shutdown,
                     (time.perf_counter() - start_s) * 1000)  # fmt: skip
-        client = ControllerClient(config.controller_voters)
+        secret = config.props["controller.quorum.password"]
+        client = ControllerClient(config.controller_voters, secret=secret)
         # Metadata may come from any controller: a combined node asks its own first.
         local_first = sorted(config.controller_voters, key=lambda v: v.node_id != config.node_id)
-        fetch_client = ControllerClient(local_first)
+        fetch_client = ControllerClient(local_first, secret=secret)
         self.lifecycle = lifecycle = BrokerLifecycle(
             config, client, fetch_client, previous_broker_epoch=manager.previous_broker_epoch
         )
         await nursery.start(lifecycle.run)
         # One client per purpose (each carries one request at a time): heartbeats never wait
         # behind a forwarded admin call or the metadata long-poll.
-        channel = ControllerClient(config.controller_voters)
+        channel = ControllerClient(config.controller_voters, secret=secret)
         server = KafkaServer(
             config,
             self.log_manager,

@@ -38,7 +38,12 @@ async def _wait_for_brokers(bootstrap: str, count: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def bootstrap(tmp_path_factory) -> str:
+def cli_cluster(tmp_path_factory):
     with started_cluster(tmp_path_factory.mktemp("cli-cluster")) as cluster:
         trio.run(_wait_for_brokers, cluster.layout.bootstrap_servers, 3)
-        yield cluster.layout.bootstrap_servers
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def bootstrap(cli_cluster) -> str:
+    return cli_cluster.layout.bootstrap_servers

@@ -191,3 +191,21 @@ def test_consume_follow_waits_for_new_records(bootstrap):
     assert follower.returncode == 0, err
     assert sorted(out.splitlines()) == ["after1", "after2", "before"]
     assert "Processed a total of 3 records" in err
+
+
+def test_metadata_online_proves_the_cluster_secret(cli_cluster, tmp_path):
+    """`quorumlog metadata --bootstrap` speaks to a CONTROLLER listener, which serves only
+    peers holding the cluster secret: given a node's node.toml it prints the image; a wrong
+    secret is a one-line error; no --secret-file is a usage error."""
+    controller = f"127.0.0.1:{cli_cluster.layout.controller_port(1)}"
+    node_toml = cli_cluster.layout.node_dir(1) / "node.toml"
+    image = _json(run_cli(["metadata", "--bootstrap", controller, "--secret-file",
+                           str(node_toml), "--json"]))  # fmt: skip
+    assert sorted(b["broker_id"] for b in image["brokers"]) == [1, 2, 3], image["brokers"]
+    wrong = tmp_path / "secret"
+    wrong.write_text("not-the-secret\n")
+    result = run_cli(["metadata", "--bootstrap", controller, "--secret-file", str(wrong)],
+                     exit_code=1)  # fmt: skip
+    _one_line_error(result, "handshake")
+    result = run_cli(["metadata", "--bootstrap", controller], exit_code=2)
+    assert "--secret-file" in result.output

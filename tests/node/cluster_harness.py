@@ -28,6 +28,7 @@ from tools.cluster_layout import ClusterLayout
 REPO = Path(__file__).resolve().parents[2]
 STARTED: list[subprocess.Popen] = []
 HEARTBEAT_INTERVAL_MS = 200
+PASSWORD = "test-password"  # controller.quorum.password of every test cluster
 SESSION_TIMEOUT_MS = 1500
 TEST_PROPS = {
     "broker.heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
@@ -70,7 +71,7 @@ class Cluster:
     def __init__(self, data_dir: Path, node_count: int, base_port: int | None = None) -> None:
         self.layout = ClusterLayout(data_dir, node_count, base_port or free_base_port(node_count))
         self.processes: dict[int, subprocess.Popen] = {}
-        cluster_id, password = "test-cluster", "test-password"
+        cluster_id, password = "test-cluster", PASSWORD
         for node_id in self.layout.node_ids:
             node_dir = self.layout.node_dir(node_id)
             path = node_dir / NODE_CONFIG_FILE
@@ -143,7 +144,7 @@ class Cluster:
         return [Voter(i, "127.0.0.1", self.layout.controller_port(i)) for i in ids]
 
     def client(self, node_ids=None) -> ControllerClient:
-        return ControllerClient(self.controller_voters(node_ids), max_attempts=40)
+        return ControllerClient(self.controller_voters(node_ids), secret=PASSWORD, max_attempts=40)
 
     async def image_from(self, node_id: int):
         """The committed image of controller `node_id` (MetadataFetch from its own state)."""

@@ -289,8 +289,10 @@ async def test_sigterm_during_startup_without_quorum_exits_cleanly(tmp_path):
 
 
 async def test_non_leader_answers_not_controller_with_the_leader_id(tmp_path):
+    from cluster_harness import PASSWORD
+
     from log.protocol import controller_extra as extra
-    from quorum import controller_codec
+    from quorum import controller_auth, controller_codec
 
     cluster = Cluster(tmp_path, 3)
     cluster.start_all()
@@ -304,6 +306,7 @@ async def test_non_leader_answers_not_controller_with_the_leader_id(tmp_path):
     with trio.fail_after(10):
         port = cluster.layout.controller_port(follower)
         async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+            await controller_auth.connect(stream, PASSWORD)
             await stream.send_all(frame)
             data = b""
             while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):

@@ -13,7 +13,7 @@ from log.protocol import controller_extra as extra
 from log.protocol.errors import ErrorCode, InvalidRequestError
 from log.server.config import NodeConfig
 from quorum import controller as c
-from quorum import controller_codec
+from quorum import controller_auth, controller_codec
 from quorum.broker_lifecycle import BrokerLifecycle
 from quorum.controller_client import ControllerClient
 from quorum.service import ControllerService
@@ -95,20 +95,33 @@ async def test_one_node_registers_unfences_creates_topics_and_survives_garbage(t
     async with trio.open_nursery() as nursery:
         controller_port = await nursery.start(service.run)
         voters = config.controller_voters
-        lifecycle = BrokerLifecycle(config, ControllerClient(voters), ControllerClient(voters))
+        secret = config.props["controller.quorum.password"]
+        lifecycle = BrokerLifecycle(
+            config, ControllerClient(voters, secret=secret), ControllerClient(voters, secret=secret)
+        )
         images = lifecycle.subscribe()
         with trio.fail_after(20):
             await nursery.start(lifecycle.run)
             await lifecycle.unfenced.wait()
         assert service.is_active and service.image.brokers[1].fenced is False
 
-        # Garbage on the CONTROLLER listener closes that connection only.
+        # A stranger without the cluster secret is refused after its 48 handshake bytes;
+        # garbage after a good handshake closes that connection only.
         with trio.fail_after(5):
             async with await trio.open_tcp_stream("127.0.0.1", controller_port) as raw:
+                hello = await raw.receive_some(100)
+                assert hello[:4] == controller_auth.MAGIC and len(hello) == 20
+                await raw.send_all(b"\x00" * controller_auth.PROOF_BYTES)
+                assert await raw.receive_some(100) == b""
+            async with await trio.open_tcp_stream("127.0.0.1", controller_port) as raw:
+                with pytest.raises(controller_auth.HandshakeError):
+                    await controller_auth.connect(raw, "not-the-secret")
+            async with await trio.open_tcp_stream("127.0.0.1", controller_port) as raw:
+                await controller_auth.connect(raw, secret)
                 await raw.send_all(b"\x00\x00\x00\x08garbage!")
                 assert await raw.receive_some(100) == b""
 
-        client = ControllerClient(voters)
+        client = ControllerClient(voters, secret=secret)
         with trio.fail_after(20):
             response = await client.create_topics(
                 c.CreateTopicsRequest((c.CreatableTopic("t", 2, 1),))

@@ -63,7 +63,8 @@ async def test_up_start_stop_restart_and_kill(tmp_path):
     assert f"127.0.0.1:{base_port}" in out
     cluster_id = NodeConfig.load(layout.node_dir(1)).props["cluster.id"]
     voters = [Voter(i, "127.0.0.1", layout.controller_port(i)) for i in layout.controller_ids]
-    client = ControllerClient(voters, max_attempts=40)
+    secret = NodeConfig.load(layout.node_dir(1)).props["controller.quorum.password"]
+    client = ControllerClient(voters, secret=secret, max_attempts=40)
     try:
         with trio.fail_after(20):
             r = await client.create_topics(c.CreateTopicsRequest((c.CreatableTopic("kept", 2, 3),)))
@@ -89,7 +90,7 @@ async def test_up_start_stop_restart_and_kill(tmp_path):
     up = _start_up(tmp_path, base_port)
     _read_until(up, "bootstrap servers:")
     assert NodeConfig.load(layout.node_dir(1)).props["cluster.id"] == cluster_id
-    machine = await read_online("127.0.0.1", layout.controller_port(2))
+    machine = await read_online("127.0.0.1", layout.controller_port(2), secret)
     assert machine.image.topic("kept").topic_id == offline.image.topic("kept").topic_id
 
     # SIGKILL one node: reported, the others keep running.
@@ -97,7 +98,7 @@ async def test_up_start_stop_restart_and_kill(tmp_path):
     os.kill(pid, signal.SIGKILL)
     _read_until(up, "node-2 exited", timeout_s=20)
     assert up.poll() is None
-    machine = await read_online("127.0.0.1", layout.controller_port(1))
+    machine = await read_online("127.0.0.1", layout.controller_port(1), secret)
     assert machine.image.topic("kept") is not None
     up.send_signal(signal.SIGTERM)
     assert up.wait(timeout=60) == 0
