@@ -43,12 +43,14 @@ from log.replication.isr_manager import IsrManager
 from log.replication.replica_fetcher import FetcherConfig
 from log.server.broker_context import ControllerChannel, MetadataSource
 from log.server.config import NodeConfig
+from log.server.connection_quotas import ConnectionQuotas, parse_overrides
 from log.server.handlers import ADVERTISED_API_KEYS, HANDLED_API_KEYS, HANDLERS
 from log.server.handlers.context import BrokerContext, wall_clock_ms
 from log.server.handlers.produce import has_error
 from log.server.metrics import NodeMetrics
 from log.server.partitions import HostedPartitions
 from log.server.producer_ids import ProducerIdDriver
+from log.server.repeat_limiter import RepeatLimiter
 from log.storage.manager import LogManager
 
 logger = logging.getLogger(__name__)
@@ -130,6 +132,14 @@ class KafkaServer:
         self.partitions = HostedPartitions(config.node_id, log_manager, config)
         self.metrics = metrics if metrics is not None else NodeMetrics(config.node_id)
         self.acks_all_waiting_count = 0
+        props = config.props
+        self.quotas = ConnectionQuotas(
+            props["max.connections"],
+            props["max.connections.per.ip"],
+            parse_overrides(props["max.connections.per.ip.overrides"]),
+        )
+        self.idle_timeout_s = props["connections.max.idle.ms"] / 1000
+        self._refusals = RepeatLimiter(interval_s=60)
         self.producer_ids = ProducerIdDriver(
             config.node_id, controller, broker_epoch_getter, clock_ms
         )
@@ -264,8 +274,16 @@ class KafkaServer:
         """One client connection. What clients do at the socket level (reset, vanish mid-frame,
         send garbage) is expected: DEBUG/INFO once per connection with the peer address. Only
         a bug of ours is an ERROR with its traceback."""
-        self.connection_count += 1
         peer = _peer_address(stream)
+        ip = peer.rpartition(":")[0] or peer
+        refused = self.quotas.try_open(ip)
+        if refused is not None:
+            self._refusals.log(logger, logging.INFO, refused,
+                               "connection from %s refused: %s", peer, refused)  # fmt: skip
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+            return
+        self.connection_count += 1
         try:
             async with stream:
                 await self._connection_loop(stream, peer)
@@ -277,6 +295,7 @@ class KafkaServer:
             logger.exception("connection from %s failed", peer)
         finally:
             self.connection_count -= 1
+            self.quotas.close(ip)
 
     async def _connection_loop(self, stream: trio.SocketStream, peer: str = "?") -> None:
         conn = ServerConnection(
@@ -294,9 +313,11 @@ class KafkaServer:
                 return
             if event is NEED_DATA or event is PAUSED:
                 # PAUSED cannot persist: requests are answered before the next is taken.
-                data = await stream.receive_some(MAX_READ_BYTES)
+                data = b""
+                with trio.move_on_after(self.idle_timeout_s):
+                    data = await stream.receive_some(MAX_READ_BYTES)
                 if not data:
-                    return
+                    return  # closed by the client, or idle for connections.max.idle.ms
                 self.metrics.bytes_in.inc(len(data))
                 try:
                     conn.receive_data(data)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from log.server.connection_quotas import parse_overrides
+
 NODE_CONFIG_FILE = "node.toml"
 
 
@@ -94,6 +96,14 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "again (a dead process is known at once; 0: the session timeout alone, as in Kafka)",
     ),
     ConfigKey("connections.max.idle.ms", int, 600000, "close a connection idle this long"),
+    ConfigKey(
+        "max.connections",
+        int,
+        2**31 - 1,
+        "client connections in all (also capped at half the descriptor limit)",
+    ),
+    ConfigKey("max.connections.per.ip", int, 2**31 - 1, "client connections per IP address"),
+    ConfigKey("max.connections.per.ip.overrides", str, "", "host:count,... per-IP limits"),
     ConfigKey("controlled.shutdown.enable", bool, True, "move leaderships away before stopping"),
     ConfigKey("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
     ConfigKey("offsets.topic.replication.factor", int, 3, "replication of __consumer_offsets"),
@@ -284,9 +294,14 @@ class NodeConfig:
         if not self.controller_voters:
             raise ConfigError("controller.quorum.voters is required")
         positive = ("num.partitions", "default.replication.factor", "min.insync.replicas")
-        for name in positive + ("message.max.bytes", "socket.request.max.bytes"):
+        limits = ("max.connections", "max.connections.per.ip", "connections.max.idle.ms")
+        for name in positive + limits + ("message.max.bytes", "socket.request.max.bytes"):
             if p[name] < 1:
                 raise ConfigError(f"{name} must be >= 1")
+        try:
+            parse_overrides(p["max.connections.per.ip.overrides"])
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if p["log.segment.bytes"] < 14:  # Kafka's floor: LegacyRecord.RECORD_OVERHEAD_V0
             raise ConfigError("log.segment.bytes must be >= 14")
         if p["broker.heartbeat.interval.ms"] >= p["broker.session.timeout.ms"]:
