@@ -95,6 +95,7 @@ from quorum.raft_checkpoint import (
 )
 from quorum.raft_files import fsync_directory, fsync_file, write_and_fsync
 from quorum.raft_journal import RaftJournal
+from quorum.raft_port_guard import admit_incoming
 
 __all__ = [
     "ApplyFailure",
@@ -251,6 +252,10 @@ class _SyncingTransport(TCPTransport):
     def send(self, node, message):
         self._held.append((node, message))
         return True
+
+    def _onNewIncomingConnection(self, conn):  # noqa: N802 (pysyncobj's name)
+        super()._onNewIncomingConnection(conn)
+        admit_incoming(self, conn, time.monotonic())  # raft_port_guard.py: bounded strangers
 
     def flush_held(self) -> None:
         if not self._held:
