@@ -27,6 +27,8 @@ checkpoint.
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import shutil
 import time
@@ -52,7 +54,14 @@ from log.storage.log import UnifiedLog
 from log.storage.log_cleaner import CleanerConfig, LogCleaner
 from log.storage.log_loader import load_log
 
+logger = logging.getLogger(__name__)
+
 DELETE_DIR_SUFFIX = "-delete"
+# A periodic job (a checkpoint, a flush) that failed for want of descriptors or memory is
+# retried at its next interval: nothing was half-written (checkpoints are written to a temporary
+# file and renamed; unwritten index entries stay pending). Any other error still propagates:
+# an I/O error must never be retried into apparent success.
+TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN})
 RETENTION_CHECK_INTERVAL_MS = 300_000  # log.retention.check.interval.ms
 FLUSH_CHECK_INTERVAL_MS = 1_000  # how often flush.ms is evaluated (bounded by INT64 flush.ms)
 RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60_000  # log.flush.offset.checkpoint.interval.ms
@@ -301,8 +310,14 @@ class LogManager:
         }
         for name, (job, interval_ms) in jobs.items():
             if now_ms >= self._next_run_ms[name]:
-                job(now_ms)
                 self._next_run_ms[name] = now_ms + interval_ms
+                try:
+                    job(now_ms)
+                except (OSError, KafkaStorageError) as exc:
+                    if _cause_errno(exc) not in TRANSIENT_ERRNOS:
+                        raise  # an I/O error is never retried into success (issue 14 §3)
+                    logger.warning("log manager job %s failed, retrying in %d ms: %s",
+                                   name, interval_ms, exc)  # fmt: skip
         return max(0, min(self._next_run_ms.values()) - now_ms)
 
     # -- shutdown -----------------------------------------------------------------------------
@@ -320,3 +335,12 @@ class LogManager:
         self.checkpoint_log_start_offsets()
         write_clean_shutdown_marker(self.log_dir, broker_epoch)
         self.is_shut_down = True
+
+
+def _cause_errno(exc: BaseException) -> int | None:
+    """The errno of `exc` or of the OSError it wraps."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno is not None:
+            return exc.errno
+        exc = exc.__cause__
+    return None
