@@ -26,6 +26,10 @@ BENCHMARKS = [
     ("log append/read vs plain file", ["-m", "bench.log_throughput", "--total-mb", "50"]),
     ("metadata commits vs raw pysyncobj", ["bench/metadata_commit.py"]),
     ("broker ingest vs protocol-only limit", ["-m", "bench.broker_produce", "--count", "200000"]),
+    ("broker ingest, 2 producer processes",
+     ["-m", "bench.broker_produce", "--count", "200000", "--repeat", "1", "--producers", "2"]),
+    ("broker ingest, 4 producer processes",
+     ["-m", "bench.broker_produce", "--count", "200000", "--repeat", "1", "--producers", "4"]),
     ("producer clients", ["-m", "bench.producer_clients", "--records", "100000"]),
     ("replication: acks=all vs acks=1",
      ["-m", "bench.replication", "--count", "50000", "--kills", "0"]),
@@ -68,6 +72,8 @@ def main(argv: list[str]) -> int:
             target = command[1] if command[0] == "-m" else command[0]
             args = command[: 2 if command[0] == "-m" else 1]
             args += QUICK_ARGS[target] if quick else command[len(args) :]
+            if quick and "--producers" in command:  # the quick run keeps what the row is about
+                args += command[command.index("--producers") : command.index("--producers") + 2]
             print(f"\n## {title}\n", flush=True)
             start = time.monotonic()
             code = subprocess.call([sys.executable, *args], env=env)

@@ -233,7 +233,7 @@ def main() -> None:
         ratio = best["limit"] / best[kind]
         print(f"{kind:<8} {rate:>12,.0f} {mb / best[kind]:>8.1f} {ratio:>9.2f}")
     emit("broker_produce", [
-        {"server": kind, "records_per_s": args.count / best[kind],
+        {"server": kind, "producers": args.producers, "records_per_s": args.count / best[kind],
          "mb_per_s": mb / best[kind], "vs_limit": best["limit"] / best[kind]}
         for kind in ("limit", "broker")
     ])  # fmt: skip

@@ -75,9 +75,9 @@ def _ms_list(seconds: list[float]) -> str:
 
 
 def _broker(rows: Rows) -> str:
-    return table(["server", "records/s", "MB/s", "vs protocol-only limit"],
-                 [[r["server"], _n(r["records_per_s"]), _n(r["mb_per_s"], 1),
-                   _n(r["vs_limit"], 2)] for r in rows])  # fmt: skip
+    return table(["server", "producer processes", "records/s", "MB/s", "vs protocol-only limit"],
+                 [[r["server"], str(r.get("producers", 1)), _n(r["records_per_s"]),
+                   _n(r["mb_per_s"], 1), _n(r["vs_limit"], 2)] for r in rows])  # fmt: skip
 
 
 CLIENT_PEERS = ("aiokafka", "kafka-python", "confluent")

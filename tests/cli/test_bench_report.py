@@ -42,7 +42,7 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
                           "p999_ms": 59.9}])  # fmt: skip
     report = write_report(read_sections(rows_path), tmp_path / "results", quick=True)
     text = report.read_text()
-    assert "| broker | 100,000 | 10.0 | 0.50 |" in text
+    assert "| broker | 1 | 100,000 | 10.0 | 0.50 |" in text
     assert "median 2,000 ms, max 2,500 ms (n=3)" in text
     assert "controller kill -9 -> first metadata commit | median 750 ms" in text
     assert ("| partition leader kill -9 (leader only, n=9) -> new leader committed "
