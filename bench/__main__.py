@@ -38,6 +38,7 @@ BENCHMARKS = [
     ("partition scale",
      ["-m", "bench.partition_scale", "--partitions", "1000", "5000", "10000"]),
     ("end-to-end latency, acks=all RF 3", ["-m", "bench.e2e_latency", "--seconds", "10"]),
+    ("consume throughput vs produce", ["-m", "bench.consume_throughput", "--count", "500000"]),
 ]  # fmt: skip
 QUICK_ARGS = {
     "bench.log_throughput": ["--total-mb", "10", "--repeat", "1"],
@@ -49,6 +50,7 @@ QUICK_ARGS = {
     "bench.spark_write": ["--rows", "20000", "--repeat", "1"],
     "bench.partition_scale": ["--partitions", "1000"],
     "bench.e2e_latency": ["--seconds", "3", "--peak-count", "20000"],
+    "bench.consume_throughput": ["--count", "100000"],
 }
 
 

@@ -130,6 +130,12 @@ def _e2e_latency(rows: Rows) -> str:
                   for r in rows])  # fmt: skip
 
 
+def _consume(rows: Rows) -> str:
+    return table(["side", "records/s", "vs produce"],
+                 [[r["side"], _n(r["records_per_s"]), f"{r['vs_produce']:.2f}x"]
+                  for r in rows])  # fmt: skip
+
+
 def _failover(sections: dict[str, Rows]) -> str:
     body = []
     for row in sections.get("failover", []):
@@ -183,6 +189,8 @@ SECTIONS: list[tuple[str, tuple[str, ...], Callable[[dict[str, Rows]], str]]] = 
      ("partition_scale",), lambda s: _partition_scale(s["partition_scale"])),
     ("End-to-end latency: produce (acks=all, RF 3) to consume, confluent-kafka both sides",
      ("e2e_latency",), lambda s: _e2e_latency(s["e2e_latency"])),
+    ("Consume throughput beside the produce rate of the same run (3 nodes, RF 3, defaults)",
+     ("consume_throughput",), lambda s: _consume(s["consume_throughput"])),
     ("Fail-over times (`failover` rows: 3 nodes on `quorumlog up` defaults, confluent-kafka "
      "defaults but acks=all)", ("failover", "replication_failover", "metadata_failover"),
      _failover),

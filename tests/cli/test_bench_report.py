@@ -40,6 +40,11 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
     emit("e2e_latency", [{"share": 0.1, "rate_per_s": 18000.0, "peak_per_s": 180000.0,
                           "received": 10, "sent": 10, "p50_ms": 16.1, "p99_ms": 44.1,
                           "p999_ms": 59.9}])  # fmt: skip
+    emit("consume_throughput", [
+        {"side": "produce (confluent-kafka, acks=all)", "records_per_s": 700000.0,
+         "vs_produce": 1.0},
+        {"side": "consume (our FetchClient)", "records_per_s": 350000.0, "vs_produce": 0.5},
+    ])  # fmt: skip
     report = write_report(read_sections(rows_path), tmp_path / "results", quick=True)
     text = report.read_text()
     assert "| broker | 1 | 100,000 | 10.0 | 0.50 |" in text
@@ -56,4 +61,5 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
     assert "| 10,000 | skipped: needs ~30,500 file descriptors per node |" in text
     assert "| 1,000 | 2.5 | 0.1 | 1,500 | 2,900 | 3,000 | 3.1 | 9 |" in text
     assert (tmp_path / "results" / "broker_produce.png").stat().st_size > 1000
+    assert "| consume (our FetchClient) | 350,000 | 0.50x |" in text
     assert "Spark" not in text  # a benchmark that did not run leaves its section out
