@@ -52,6 +52,7 @@ class IsrManager:
         on_change: Callable[[Any], None],
         clock_ms: Callable[[], int],
         replica_lag_time_max_ms: int,
+        on_batch_applied: Callable[[], None] = lambda: None,
     ) -> None:
         assert replica_lag_time_max_ms > 0
         self.broker_id = broker_id
@@ -60,6 +61,7 @@ class IsrManager:
         self.image_getter = image_getter
         self.leaders = leaders
         self.on_change = on_change
+        self.on_batch_applied = on_batch_applied  # after a batch's answers (one log summary)
         self.clock_ms = clock_ms
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._nursery: trio.Nursery | None = None
@@ -162,6 +164,7 @@ class IsrManager:
         for (hosted, request, _), response in zip(sent, responses, strict=True):
             if self._apply_answer(hosted, request, response):
                 retry.append((hosted, request))
+        self.on_batch_applied()
         return retry
 
     def _apply_answer(self, hosted: Any, request: AlterPartitionRequest, response: Any) -> bool:

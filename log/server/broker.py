@@ -183,6 +183,7 @@ class KafkaServer:
             self._on_isr_change,
             clock_ms,
             props["replica.lag.time.max.ms"],
+            on_batch_applied=self.partitions.report_replication,
         )
         self.ctx.isr_manager = self.isr_manager
         self.group_coordinator = GroupCoordinatorDriver(self.ctx)

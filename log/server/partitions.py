@@ -55,6 +55,7 @@ from log.storage.manager import LogManager
 from quorum.image import MetadataImage, PartitionState, partition_changes
 
 logger = logging.getLogger(__name__)
+LISTED_REPLICATION_CHANGES = 5  # more under-replicated/whole partitions at once: one line
 
 # Node properties (Kafka's broker-level names) -> topic-level LogConfig properties.
 _NODE_TO_TOPIC_CONFIG: Mapping[str, str] = {
@@ -194,6 +195,7 @@ class HostedPartitions:
         self.log_manager = log_manager
         self.default_config = default_log_config(node_config)
         self._image = MetadataImage()
+        self._replication_notes: dict[str, list[str]] = {"under": [], "whole": []}
         self._partitions: dict[tuple[str, int], HostedPartition] = {}
         # Set by the broker when it runs: follower partitions are fetched by it.
         self.fetcher_manager: ReplicaFetcherManager | None = None
@@ -248,6 +250,7 @@ class HostedPartitions:
         if image.configs is not old.configs:
             self._apply_configs(old, image)
         self._image = image
+        self.report_replication()
 
     def _config_for(self, image: MetadataImage, topic: str) -> LogConfig:
         return topic_log_config(self.default_config, image.topic_configs(topic))
@@ -327,7 +330,9 @@ class HostedPartitions:
 
         The leader says when its partition runs below its replication factor (a WARNING, once
         per change, not per fetch) and when it is whole again: an acks=all write to it is then
-        on fewer disks than the topic asks for."""
+        on fewer disks than the topic asks for. The changes are collected and logged by
+        `report_replication` once per image or AlterPartitions batch: a broker's death turns a
+        thousand partitions under-replicated at once, and that is one line, not a thousand."""
         was_under_replicated = hosted.is_leader and len(hosted.isr) < len(hosted.replicas)
         replication = hosted.state
         hosted.leader_epoch = replication.leader_epoch
@@ -336,19 +341,33 @@ class HostedPartitions:
         hosted.is_leader = replication.is_leader
         under_replicated = hosted.is_leader and len(hosted.isr) < len(hosted.replicas)
         if under_replicated and not was_under_replicated:
-            logger.warning(
-                "partition %s-%d is under-replicated: isr=%s replicas=%s (writes are on %d of "
-                "%d replicas)", hosted.topic, hosted.partition, ",".join(map(str, hosted.isr)),
-                ",".join(map(str, hosted.replicas)), len(hosted.isr), len(hosted.replicas),
-            )  # fmt: skip
+            self._replication_notes["under"].append(
+                f"{hosted.topic}-{hosted.partition} is under-replicated: isr="
+                f"{','.join(map(str, hosted.isr))} replicas={','.join(map(str, hosted.replicas))}"
+                f" (writes are on {len(hosted.isr)} of {len(hosted.replicas)} replicas)"
+            )
         elif was_under_replicated and not under_replicated and hosted.is_leader:
-            logger.info(
-                "partition %s-%d is fully replicated again: isr=%s",
-                hosted.topic, hosted.partition, ",".join(map(str, hosted.isr)),
-            )  # fmt: skip
+            self._replication_notes["whole"].append(
+                f"{hosted.topic}-{hosted.partition} is fully replicated again: isr="
+                f"{','.join(map(str, hosted.isr))}"
+            )
+
+    def report_replication(self) -> None:
+        """Log the replication changes `refresh` collected: a line per partition up to
+        LISTED_REPLICATION_CHANGES, else one line with the count and the first few."""
+        for kind, level in (("under", logging.WARNING), ("whole", logging.INFO)):
+            notes, self._replication_notes[kind] = self._replication_notes[kind], []
+            if len(notes) <= LISTED_REPLICATION_CHANGES:
+                for note in notes:
+                    logger.log(level, "partition %s", note)
+                continue
+            shown = "; ".join(notes[:LISTED_REPLICATION_CHANGES])
+            logger.log(level, "%d partitions changed: %s; and %d more like it", len(notes),
+                       shown, len(notes) - LISTED_REPLICATION_CHANGES)  # fmt: skip
 
     def on_isr_change(self, hosted: HostedPartition) -> None:
-        """An AlterPartition committed: refresh, maybe move the HW, wake waiters."""
+        """An AlterPartition committed: refresh, maybe move the HW, wake waiters (the ISR
+        manager calls `report_replication` once its batch is applied)."""
         self.refresh(hosted)
         self.maybe_advance_high_watermark(hosted)
         hosted.signal_high_watermark()

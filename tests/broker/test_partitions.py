@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from log.server.partitions import HostedPartitions, default_log_config, topic_log_config
+from log.server.partitions import (
+    LISTED_REPLICATION_CHANGES,
+    HostedPartitions,
+    default_log_config,
+    topic_log_config,
+)
 from log.storage.manager import LogManager
 from quorum.records import PartitionChangeRecord
 from tests.broker.conftest import LocalQuorum, node_config
@@ -96,3 +101,41 @@ async def test_the_leader_warns_once_when_its_partition_runs_below_its_replicas(
     change_isr((1, 2, 3))
     assert lines("INFO")[-1] == f"partition t-{mine} is fully replicated again: isr=1,2,3"
     assert len(lines("WARNING")) == 1
+
+
+async def test_many_partitions_going_under_replicated_at_once_make_one_line(tmp_path, caplog):
+    """A broker's death leaves every partition it replicated under-replicated in one image:
+    the leader logs one WARNING with the count and the first few, not a line per partition
+    (and one INFO when they are whole again)."""
+    config = node_config(tmp_path)
+    quorum = LocalQuorum()
+    for broker_id in (1, 2, 3):
+        quorum.register(broker_id, "127.0.0.1", 9092 + broker_id)
+    hosted = HostedPartitions(1, LogManager(config.log_dir, default_log_config(config)), config)
+    from quorum.controller import CreatableTopic, CreateTopicsRequest
+
+    await quorum.create_topics(CreateTopicsRequest((CreatableTopic("t", 30, 3, {}),)))
+    hosted.apply_image(quorum.image)
+    topic_id = quorum.image.topic_ids_by_name["t"]
+    mine = [p for p, s in quorum.image.topic("t").partitions.items() if s.leader == 1]
+    assert len(mine) > LISTED_REPLICATION_CHANGES
+
+    def set_isr(drop: int | None) -> None:
+        records = []
+        for p in mine:
+            state = quorum.image.topic("t").partitions[p]
+            isr = tuple(b for b in state.replicas if b != drop)
+            records.append(PartitionChangeRecord(topic_id, p, leader_epoch=state.leader_epoch,
+                           partition_epoch=state.partition_epoch + 1, isr=isr))  # fmt: skip
+        quorum.commit(records)
+        hosted.apply_image(quorum.image)
+
+    caplog.set_level("INFO", logger="log.server.partitions")
+    set_isr(drop=3)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith(f"{len(mine)} partitions changed: t-")
+    assert f"and {len(mine) - LISTED_REPLICATION_CHANGES} more like it" in warnings[0]
+    set_isr(drop=None)
+    whole = [r.getMessage() for r in caplog.records if "fully replicated again" in r.getMessage()]
+    assert len(whole) == 1 and whole[0].startswith(f"{len(mine)} partitions changed: ")
