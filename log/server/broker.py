@@ -57,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 MAX_READ_BYTES = 1 << 18  # one socket read
 MIN_TICK_SLEEP_MS = 10  # LogManager.tick never spins, whatever it returns
+RETRY_TICK_MS = 1000  # the tick also retries partitions whose change failed (partitions.py)
 PRODUCE_API_KEY = 0
 MAX_IOV = 512  # parts per sendmsg (IOV_MAX is 1024 on Linux)
 # Parts this large go out as they are (zero-copy record bytes); smaller ones are copied into
@@ -266,7 +267,8 @@ class KafkaServer:
 
     async def _tick_log_manager(self) -> None:
         while True:
-            delay_ms = self.log_manager.tick(self.ctx.clock_ms())
+            self.partitions.retry_failed(self.ctx.clock_ms())
+            delay_ms = min(self.log_manager.tick(self.ctx.clock_ms()), RETRY_TICK_MS)
             await trio.sleep(max(delay_ms, MIN_TICK_SLEEP_MS) / 1000)
 
     # -- connections -------------------------------------------------------------------------

@@ -56,6 +56,7 @@ from quorum.image import MetadataImage, PartitionState, partition_changes
 
 logger = logging.getLogger(__name__)
 LISTED_REPLICATION_CHANGES = 5  # more under-replicated/whole partitions at once: one line
+RETRY_FAILED_INTERVAL_MS = 1000  # how often a partition whose change failed is tried again
 
 # Node properties (Kafka's broker-level names) -> topic-level LogConfig properties.
 _NODE_TO_TOPIC_CONFIG: Mapping[str, str] = {
@@ -196,6 +197,10 @@ class HostedPartitions:
         self.default_config = default_log_config(node_config)
         self._image = MetadataImage()
         self._replication_notes: dict[str, list[str]] = {"under": [], "whole": []}
+        # Partitions whose last change failed (a storage error: a full or failing disk), tried
+        # again every RETRY_FAILED_INTERVAL_MS against the newest image until one works.
+        self._failed: set[tuple[str, int]] = set()
+        self._next_retry_ms = 0
         self._partitions: dict[tuple[str, int], HostedPartition] = {}
         # Set by the broker when it runs: follower partitions are fetched by it.
         self.fetcher_manager: ReplicaFetcherManager | None = None
@@ -243,13 +248,50 @@ class HostedPartitions:
         if image is old:
             return
         for change in partition_changes(old, image):
+            key = (change.topic_name, change.partition)
+            self._failed.discard(key)
             try:
                 self._apply_change(image, change.topic_name, change.partition, change.new, now_ms)
             except Exception:  # a storage failure on one partition must not stop the others
-                logger.exception("applying %s-%s failed", change.topic_name, change.partition)
+                logger.exception("applying %s-%s failed (retried every %d ms)",
+                                 change.topic_name, change.partition,
+                                 RETRY_FAILED_INTERVAL_MS)  # fmt: skip
+                self._fail(key)
         if image.configs is not old.configs:
             self._apply_configs(old, image)
         self._image = image
+        self.report_replication()
+
+    def _fail(self, key: tuple[str, int]) -> None:
+        """A change that raised half-way leaves this partition serving nothing (NOT_LEADER /
+        no fetching) rather than in a state it never finished entering; retry_failed redoes
+        it from scratch (Kafka takes the whole log directory offline instead: not built)."""
+        self._failed.add(key)
+        hosted = self._partitions.get(key)
+        if hosted is not None:
+            hosted.state.make_offline()
+            hosted.is_leader = False
+            self._stop_fetching(key)
+            hosted.signal_high_watermark()
+
+    def retry_failed(self, now_ms: int) -> None:
+        """Apply the newest image again to each partition whose change failed (at most every
+        RETRY_FAILED_INTERVAL_MS; cheap when none failed)."""
+        if not self._failed or now_ms < self._next_retry_ms:
+            return
+        self._next_retry_ms = now_ms + RETRY_FAILED_INTERVAL_MS
+        image = self._image
+        for key in sorted(self._failed):
+            topic = image.topic(key[0])
+            state = topic.partitions.get(key[1]) if topic is not None else None
+            try:
+                self._apply_change(image, key[0], key[1], state, now_ms)
+            except Exception as exc:  # noqa: BLE001 - still failing: next interval
+                logger.debug("retrying %s-%s failed again: %s", key[0], key[1], exc)
+                self._fail(key)  # undo the half-made change again
+                continue
+            self._failed.discard(key)
+            logger.info("partition %s-%d applied after an earlier failure", *key)
         self.report_replication()
 
     def _config_for(self, image: MetadataImage, topic: str) -> LogConfig:

@@ -84,6 +84,7 @@ class LeaderEpochFileCache:
 
     def __init__(self, path: Path | None) -> None:
         self._checkpoint = LeaderEpochCheckpointFile(path) if path is not None else None
+        self._unflushed = False  # the last checkpoint write failed: the next assign retries it
         self._entries: list[EpochEntry] = []
         if self._checkpoint is not None:
             # Replaying through the assign rules repairs a non-monotonic file the way Kafka does.
@@ -146,7 +147,7 @@ class LeaderEpochFileCache:
     # -- updates -------------------------------------------------------------------------------
 
     def assign(self, leader_epoch: int, start_offset: int) -> None:
-        if self._assign(EpochEntry(leader_epoch, start_offset)):
+        if self._assign(EpochEntry(leader_epoch, start_offset)) or self._unflushed:
             self._flush()
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -195,7 +196,9 @@ class LeaderEpochFileCache:
     def _flush(self) -> None:
         self._check_invariants()
         if self._checkpoint is not None:
+            self._unflushed = True
             self._checkpoint.write(self._entries)
+            self._unflushed = False
 
     def _check_invariants(self) -> None:
         for before, after in zip(self._entries, self._entries[1:], strict=False):

@@ -1,0 +1,84 @@
+"""A full disk when a broker becomes leader: the partition is not left refusing as NOT_LEADER
+forever. Real fault: the log directory is a 1 MiB tmpfs filled up (root only)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+
+import pytest
+
+from log.server.partitions import RETRY_FAILED_INTERVAL_MS, HostedPartitions, default_log_config
+from log.storage.manager import LogManager
+from quorum.controller import CreatableTopic, CreateTopicsRequest
+from quorum.records import PartitionChangeRecord
+from tests.broker.conftest import LocalQuorum, node_config
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                            capture_output=True, text=True)  # fmt: skip
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(directory) -> str:
+    path = os.path.join(directory, "filler")
+    with open(path, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    return path
+
+
+async def test_leadership_taken_on_a_full_disk_is_retried_once_there_is_room(
+    tmp_path, small_disk, caplog
+):
+    config = node_config(tmp_path, **{"log.dirs": str(small_disk / "logs")})
+    quorum = LocalQuorum()
+    for broker_id in (1, 2):
+        quorum.register(broker_id, "127.0.0.1", 9092 + broker_id)
+    hosted = HostedPartitions(1, LogManager(config.log_dir, default_log_config(config)), config)
+    await quorum.create_topics(CreateTopicsRequest((CreatableTopic("t", 1, 2, {}),)))
+    topic_id = quorum.image.topic_ids_by_name["t"]
+
+    def move_leader(to: int) -> None:
+        state = quorum.image.topic("t").partitions[0]
+        quorum.commit([PartitionChangeRecord(topic_id, 0, leader=to,
+                       leader_epoch=state.leader_epoch + 1,
+                       partition_epoch=state.partition_epoch + 1)])  # fmt: skip
+        hosted.apply_image(quorum.image, now_ms=0)
+
+    if quorum.image.topic("t").partitions[0].leader == 1:
+        hosted.apply_image(quorum.image, now_ms=0)
+        move_leader(2)
+    else:
+        hosted.apply_image(quorum.image, now_ms=0)
+    assert not hosted.get("t", 0).is_leader
+    filler = _fill(small_disk)
+    move_leader(1)  # the leader-epoch checkpoint cannot be written: ENOSPC
+    assert "applying t-0 failed" in caplog.text and "No space left" in caplog.text
+    assert not hosted.get("t", 0).is_leader
+    hosted.retry_failed(now_ms=RETRY_FAILED_INTERVAL_MS)  # still full: still not leader
+    assert not hosted.get("t", 0).is_leader
+    os.remove(filler)
+    hosted.retry_failed(now_ms=2 * RETRY_FAILED_INTERVAL_MS)
+    partition = hosted.get("t", 0)
+    assert partition.is_leader
+    leader_epoch = quorum.image.topic("t").partitions[0].leader_epoch
+    checkpoint = (config.log_dir / "t-0" / "leader-epoch-checkpoint").read_text()
+    assert checkpoint.splitlines()[-1].split()[0] == str(leader_epoch), checkpoint
+    hosted.log_manager.shutdown()
