@@ -15,18 +15,12 @@ the fetch path keeps up with the produce path on the same machine.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.defaults_cluster import defaults_cluster  # noqa: E402
 from bench.rows import emit
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "node"))
-
-import cluster_harness  # noqa: E402
-from cluster_harness import Cluster  # noqa: E402
 
 TOPIC = "consume-bench"
 VALUE_BYTES = 100
@@ -64,13 +58,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--count", type=int, default=500_000)
     args = parser.parse_args()
-    saved = dict(cluster_harness.TEST_PROPS)
-    cluster_harness.TEST_PROPS.clear()  # `quorumlog up`'s defaults, nothing shortened
     with tempfile.TemporaryDirectory(prefix="bench-consume-") as tmp:
-        try:
-            cluster = Cluster(Path(tmp), 3)
-        finally:
-            cluster_harness.TEST_PROPS.update(saved)
+        cluster = defaults_cluster(Path(tmp), 3)
         cluster.start_all()
         try:
             bootstrap = cluster.layout.bootstrap_servers

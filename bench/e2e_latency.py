@@ -16,19 +16,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import struct
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+from bench.defaults_cluster import defaults_cluster  # noqa: E402
 from bench.rows import emit
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "node"))
-
-import cluster_harness  # noqa: E402
-from cluster_harness import Cluster  # noqa: E402
 
 TOPIC = "e2e"
 STAMP = struct.Struct(">d")
@@ -90,12 +84,7 @@ def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    saved = dict(cluster_harness.TEST_PROPS)
-    cluster_harness.TEST_PROPS.clear()  # `quorumlog up`'s defaults
-    try:
-        cluster = Cluster(workdir, 3)
-    finally:
-        cluster_harness.TEST_PROPS.update(saved)
+    cluster = defaults_cluster(workdir, 3)
     cluster.start_all()
     try:
         bootstrap = cluster.layout.bootstrap_servers

@@ -41,9 +41,9 @@ from bench.rows import emit
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "node"))
 
-import cluster_harness  # noqa: E402
 from cluster_harness import Cluster  # noqa: E402
 
+from bench.defaults_cluster import defaults_cluster  # noqa: E402
 from quorum.state_machine import MetadataStateMachine  # noqa: E402
 
 TOPIC = "failover"
@@ -151,12 +151,7 @@ def create_topic(bootstrap: str) -> None:
 
 
 async def run(workdir: Path, kills: int) -> list[dict]:
-    saved = dict(cluster_harness.TEST_PROPS)
-    cluster_harness.TEST_PROPS.clear()  # `quorumlog up`'s defaults, nothing shortened
-    try:
-        cluster = Cluster(workdir, 3)
-    finally:
-        cluster_harness.TEST_PROPS.update(saved)
+    cluster = defaults_cluster(workdir, 3)
     await trio.to_thread.run_sync(cluster.start_all)
     rounds = []
     loads: list[PacedProducer] = []

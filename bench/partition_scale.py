@@ -29,18 +29,12 @@ import argparse
 import os
 import resource
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.defaults_cluster import defaults_cluster  # noqa: E402
 from bench.rows import emit
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "node"))
-
-import cluster_harness  # noqa: E402
-from cluster_harness import Cluster  # noqa: E402
 
 TOPIC = "scale"
 TOPIC_PARTITIONS = 1000
@@ -61,12 +55,7 @@ def measure(partitions: int, workdir: Path) -> dict:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    saved = dict(cluster_harness.TEST_PROPS)
-    cluster_harness.TEST_PROPS.clear()  # `quorumlog up`'s defaults, nothing shortened
-    try:
-        cluster = Cluster(workdir, 3)
-    finally:
-        cluster_harness.TEST_PROPS.update(saved)
+    cluster = defaults_cluster(workdir, 3)
     cluster.start_all()
     try:
         bootstrap = cluster.layout.bootstrap_servers

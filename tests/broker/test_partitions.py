@@ -68,17 +68,22 @@ def test_topic_config_merge_ignores_unmodelled_and_bad_keys(tmp_path):
     assert topic_log_config(base, {"segment.bytes": "1"}) is base  # below the floor: kept base
 
 
-async def test_the_leader_warns_once_when_its_partition_runs_below_its_replicas(tmp_path, caplog):
+async def _broker_1_of_3(tmp_path, partitions: int):
+    """Broker 1's HostedPartitions in a 3-broker LocalQuorum, topic "t" RF 3 applied."""
+    from quorum.controller import CreatableTopic, CreateTopicsRequest
+
     config = node_config(tmp_path)
     quorum = LocalQuorum()
     for broker_id in (1, 2, 3):
         quorum.register(broker_id, "127.0.0.1", 9092 + broker_id)
     hosted = HostedPartitions(1, LogManager(config.log_dir, default_log_config(config)), config)
-    from quorum.controller import CreatableTopic, CreateTopicsRequest
-
-    await quorum.create_topics(CreateTopicsRequest((CreatableTopic("t", 3, 3, {}),)))
+    await quorum.create_topics(CreateTopicsRequest((CreatableTopic("t", partitions, 3, {}),)))
     hosted.apply_image(quorum.image)
-    topic_id = quorum.image.topic_ids_by_name["t"]
+    return quorum, hosted, quorum.image.topic_ids_by_name["t"]
+
+
+async def test_the_leader_warns_once_when_its_partition_runs_below_its_replicas(tmp_path, caplog):
+    quorum, hosted, topic_id = await _broker_1_of_3(tmp_path, partitions=3)
     (mine,) = [p for p, s in quorum.image.topic("t").partitions.items() if s.leader == 1]
 
     def change_isr(isr: tuple[int, ...]) -> None:
@@ -107,16 +112,7 @@ async def test_many_partitions_going_under_replicated_at_once_make_one_line(tmp_
     """A broker's death leaves every partition it replicated under-replicated in one image:
     the leader logs one WARNING with the count and the first few, not a line per partition
     (and one INFO when they are whole again)."""
-    config = node_config(tmp_path)
-    quorum = LocalQuorum()
-    for broker_id in (1, 2, 3):
-        quorum.register(broker_id, "127.0.0.1", 9092 + broker_id)
-    hosted = HostedPartitions(1, LogManager(config.log_dir, default_log_config(config)), config)
-    from quorum.controller import CreatableTopic, CreateTopicsRequest
-
-    await quorum.create_topics(CreateTopicsRequest((CreatableTopic("t", 30, 3, {}),)))
-    hosted.apply_image(quorum.image)
-    topic_id = quorum.image.topic_ids_by_name["t"]
+    quorum, hosted, topic_id = await _broker_1_of_3(tmp_path, partitions=30)
     mine = [p for p, s in quorum.image.topic("t").partitions.items() if s.leader == 1]
     assert len(mine) > LISTED_REPLICATION_CHANGES
 
