@@ -11,13 +11,15 @@ again at once (its heartbeat loop watches the connection), so only a broker that
 gone misses that grace.
 
 A controller that becomes active has no connections yet: every registered broker starts its
-session (last contact = activation time, Kafka's grace) and must heartbeat to it within
-ACTIVATION_GRACE_MS (or the disconnect grace, if longer) -- except the previous active
-controller's own broker, which gets only the disconnect grace: leadership moved because that
-node stopped answering, most often because it died with its broker. Brokers learn of the change at once: a controller that loses leadership
-closes the connections brokers heartbeat on, and their retries find the new one within a few
-hundred milliseconds. A broker that lost its connection (or has not reconnected since the
-activation) has no valid session either, so a restarted incarnation registers at once.
+session (last contact = activation time, Kafka's grace), so a live broker that is slow to find
+the new controller (just resumed from a pause, starved of CPU) is fenced only by the session
+timeout, as in Kafka. The one exception is the previous active controller's own broker when
+its Raft connection is closed (the service checks): that node's process is gone, most likely
+with its broker, so it gets only the disconnect grace. A previous controller that was merely
+paused keeps its connections open and its broker keeps the session timeout. Brokers learn of the change at once: a
+controller that loses leadership closes the connections brokers heartbeat on, and their retries
+find the new one within a few hundred milliseconds. A broker that lost its connection has no
+valid session either, so a restarted incarnation registers at once.
 
 Nothing here reads a clock; the controller service passes `now_ms` and connection ids.
 """
@@ -29,9 +31,6 @@ from quorum.image import MetadataImage
 from quorum.records import MetadataRecord
 
 SESSION_EXPIRED = "session_expired"
-# After an activation, live brokers are retrying every <= 200 ms (controller_client's
-# back-off) to find the new controller: this leaves them room for two misses and a slow turn.
-ACTIVATION_GRACE_MS = 500
 CONNECTION_LOST = "controller_connection_lost"
 
 
@@ -54,12 +53,8 @@ class BrokerHeartbeatTracker:
         self.last_heartbeat_ms_by_broker = {b: now_ms for b in image.brokers}
         self._connection_by_broker = {}
         self._disconnected_since_ms = {}
-        if self.disconnect_grace_ms:
-            # Seeded so that the grace runs out ACTIVATION_GRACE_MS after activation.
-            since_ms = now_ms + max(0, ACTIVATION_GRACE_MS - self.disconnect_grace_ms)
-            for broker_id in image.live_broker_ids():
-                suspect = broker_id == previous_controller_id
-                self._disconnected_since_ms[broker_id] = now_ms if suspect else since_ms
+        if self.disconnect_grace_ms and image.is_live(previous_controller_id):
+            self._disconnected_since_ms[previous_controller_id] = now_ms
 
     def touch(self, broker_id: int, now_ms: int, connection_id: int | None = None) -> None:
         """Call on every heartbeat and registration that passed the broker-epoch check, with

@@ -742,6 +742,11 @@ class RaftNode:
                 continue
         return {}
 
+    def partner_connected(self, address: str) -> bool:
+        """Whether pysyncobj holds a connection to the voter at `host:port` now (a process
+        that died has its sockets closed by the kernel; a paused one keeps them)."""
+        return self.status().get(f"partner_node_status_server_{address}") == 2
+
     def _check_running(self) -> None:
         if self._fatal_error is not None:
             raise RaftFatalError(f"raft node stopped: {self._fatal_error}")

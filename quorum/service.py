@@ -175,7 +175,7 @@ class ControllerService:
         while True:
             if raft.is_leader and not self.is_active:
                 term = raft.raft_term
-                previous_controller_id = self.image.controller_id
+                previous_controller_id = self._dead_previous_controller()
                 try:
                     async with self._decision_lock:
                         result = await self._propose(
@@ -200,6 +200,19 @@ class ControllerService:
             else:
                 with trio.move_on_after(ACTIVATION_RETRY_MS / 1000):
                     await self._leadership_changed.wait()
+
+    def _dead_previous_controller(self) -> int:
+        """The previous active controller's node id when its Raft connection is closed (its
+        process is gone, most likely with its broker), else -1: a controller that was only
+        paused keeps its broker on the session timeout (broker_heartbeats.py)."""
+        previous = self.image.controller_id
+        raft = self.raft
+        if previous < 0 or previous == self.node_id or raft is None:
+            return -1
+        address = next((a for a, n in self._leader_ids.items() if n == previous), None)
+        if address is None or raft.partner_connected(address):
+            return -1
+        return previous
 
     async def _fence_loop(self) -> None:
         while True:
