@@ -1,4 +1,4 @@
-"""Replication cost and fail-over time, with real `quorumlog node` processes and confluent-kafka.
+"""Replication cost, with real `quorumlog node` processes and confluent-kafka.
 
 1. Throughput, in the same run: `--count` 100-byte values (no key, one partition, linger.ms 5)
    produced by one confluent-kafka Producer in this process (idempotent with acks=all; librdkafka
@@ -21,29 +21,17 @@
    step event-driven (no timer: tests/replication's test_acks_all_latency_waits_for_no_timer),
    each hop a Python process's turn; with 1 MB batches the client's own produce() loop
    (~2 us/record of CPU) bounds both setups.
-2. Fail-over: on the 3-node cluster, a producer sends ~2000 records/s with acks=all; we kill -9
-   the partition leader and measure the time from the kill to the first acknowledgement of a
-   record produced after the kill; then restart the node and wait until the ISR is whole again.
-   Repeated `--kills` times; median and max. Test timeouts (tests/replication harness):
-   heartbeat 200 ms, broker session 1000 ms -- the controller fences the dead leader and elects the first
-   live ISR member after the session timeout (checked every session / 4), so that bounds the
-   fail-over from below. librdkafka then adds its metadata delay: while its metadata still
-   names the dead broker as leader it re-queries only on its 1 s topic scan (seen with
-   debug=metadata) or its periodic refresh, set to 250 ms here (tests/replication harness).
-   A kill of the node that is also the active controller adds a Raft election.
+Fail-over is measured by bench/failover.py, on `quorumlog up` defaults.
 
-    python -m bench.replication [--count 100000] [--kills 10] [--latency-count 200]
-    # --kills 0: throughput and latency only
+    python -m bench.replication [--count 100000] [--latency-count 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -58,7 +46,6 @@ sys.path.insert(0, str(HERE.parent / "tests" / "replication"))
 from replication_harness import (  # noqa: E402
     TOPIC,
     create_topic,
-    partition_state,
     producer,
     start_cluster,
 )
@@ -122,68 +109,6 @@ def percentile(sorted_samples: list[float], fraction: float) -> float:
     return sorted_samples[min(int(len(sorted_samples) * fraction), len(sorted_samples) - 1)]
 
 
-class PacedProducer:
-    """Produces ~rate_per_s records until stopped; remembers produce and ack times."""
-
-    def __init__(self, bootstrap: str, rate_per_s: int = 2000) -> None:
-        self.bootstrap = bootstrap
-        self.rate_per_s = rate_per_s
-        self.stop = threading.Event()
-        self.acks: list[tuple[float, float]] = []  # (produced_at, acked_at)
-        self.errors: list = []
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        p = producer(self.bootstrap, **{"message.timeout.ms": 60000, "linger.ms": 1})
-
-        def on_delivery(err, message, produced_at):
-            if err is None:
-                self.acks.append((produced_at, time.monotonic()))
-            else:
-                self.errors.append(err)
-
-        interval_s = 1 / self.rate_per_s
-        while not self.stop.is_set():
-            produced_at = time.monotonic()
-            p.produce(TOPIC, b"y" * VALUE_BYTES,
-                      on_delivery=lambda e, m, t=produced_at: on_delivery(e, m, t))  # fmt: skip
-            p.poll(0)
-            time.sleep(interval_s)
-        p.flush(60)
-
-    def first_ack_after(self, t: float) -> float | None:
-        later = [acked for produced, acked in list(self.acks) if produced > t]
-        return min(later) if later else None
-
-
-async def failover(cluster, kills: int) -> list[float]:
-    load = PacedProducer(cluster.layout.bootstrap_servers)
-    load.thread.start()
-    results = []
-    try:
-        for _ in range(kills):
-            await trio.sleep(1)
-            state = await partition_state(cluster)
-            leader = state.leader
-            killed_at = time.monotonic()
-            cluster.kill9(leader)
-            with trio.fail_after(60):
-                while (acked_at := load.first_ack_after(killed_at)) is None:
-                    await trio.sleep(0.01)
-            results.append(acked_at - killed_at)
-            print(f"  kill {len(results)}: leader {leader}, {results[-1] * 1000:.0f} ms",
-                  flush=True)  # fmt: skip
-            cluster.start(leader)
-            await trio.to_thread.run_sync(cluster.wait_ready, leader)
-            with trio.fail_after(60):
-                while len((await partition_state(cluster)).isr) < 3:
-                    await trio.sleep(0.2)
-    finally:
-        load.stop.set()
-        await trio.to_thread.run_sync(load.thread.join, 60)
-    return results
-
-
 async def main_async(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-replication-") as tmp:
         cluster3 = await trio.to_thread.run_sync(start_cluster, Path(tmp) / "rf3", 3)
@@ -217,13 +142,6 @@ async def main_async(args: argparse.Namespace) -> None:
                       f"| {row['producer_start_s'] * 1000:.0f} "
                       f"| {row['latency_p50_ms']:.2f} / {row['latency_p99_ms']:.2f} |")  # fmt: skip
             emit("replication_throughput", rows)
-            if args.kills <= 0:
-                return  # throughput only
-            print(f"\nfail-over over {args.kills} kill -9 of the leader:", flush=True)
-            results = await failover(cluster3, args.kills)
-            emit("replication_failover", [{"kill_to_first_ack_s": sorted(results)}])
-            print(f"\nfail-over median {statistics.median(results) * 1000:.0f} ms, "
-                  f"max {max(results) * 1000:.0f} ms")  # fmt: skip
         finally:
             cluster3.stop_all()
             cluster1.stop_all()
@@ -239,7 +157,6 @@ def create_topic_rf(bootstrap: str, replication_factor: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--count", type=int, default=100_000)
-    parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--latency-count", type=int, default=200)
     args = parser.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
