@@ -412,8 +412,8 @@ class BrokerConnections:
             if attempted and node_id not in self._connecting:
                 error = self._last_error.get(node_id)
                 raise ConnectionFailedError(f"cannot connect to node {node_id}: {error}")
-            if node_id not in self._connecting and self.connection_delay_ms(node_id, now_ms()):
-                delay_ms = self.connection_delay_ms(node_id, now_ms())
+            delay_ms = self.connection_delay_ms(node_id, now_ms())
+            if node_id not in self._connecting and delay_ms:
                 with trio.move_on_after(delay_ms / 1000):
                     await self._changed.wait()  # backing off: or another task connected it
                 continue

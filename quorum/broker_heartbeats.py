@@ -16,9 +16,9 @@ the new controller (just resumed from a pause, starved of CPU) is fenced only by
 timeout, as in Kafka. The one exception is the previous active controller's own broker when
 its Raft connection is closed (the service checks): that node's process is gone, most likely
 with its broker, so it gets only the disconnect grace. A previous controller that was merely
-paused keeps its connections open and its broker keeps the session timeout. Brokers learn of the change at once: a
-controller that loses leadership closes the connections brokers heartbeat on, and their retries
-find the new one within a few hundred milliseconds. A broker that lost its connection has no
+paused keeps its connections open and its broker keeps the session timeout. Brokers learn of
+the change at once: a controller that loses leadership closes the connections brokers
+heartbeat on, and their retries find the new one within a few hundred milliseconds. A broker that lost its connection has no
 valid session either, so a restarted incarnation registers at once.
 
 Nothing here reads a clock; the controller service passes `now_ms` and connection ids.

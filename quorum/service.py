@@ -183,7 +183,7 @@ class ControllerService:
                         )
                     if raft.is_leader and raft.raft_term == term and result.accepted:
                         self.tracker.on_activate(self.image, _now_ms(), previous_controller_id)
-                        self._fence_wakeup.set()  # the activation grace starts now: time it
+                        self._fence_wakeup.set()  # time a dead previous controller's grace
                         self.active_epoch = term
                         logger.info(
                             "active controller node=%d controller_epoch=%d metadata_offset=%d",
