@@ -124,9 +124,12 @@ def _partition_scale(rows: Rows) -> str:
 
 
 def _e2e_latency(rows: Rows) -> str:
-    return table(["load", "records/s", "p50 ms", "p99 ms", "p99.9 ms"],
-                 [[f"{r['share']:.0%} of peak ({_n(r['peak_per_s'])}/s)", _n(r["rate_per_s"]),
-                   _n(r["p50_ms"], 1), _n(r["p99_ms"], 1), _n(r["p999_ms"], 1)]
+    peak = f" (peak {_n(rows[0]['peak_per_s'])}/s)" if rows else ""
+    return table(["load", "records/s", "p50 ms", "p99 ms", "p99.9 ms",
+                  "nodes CPU (% of a core)", "client CPU"],
+                 [[r["load"] + (peak if "peak" in r["load"] else ""), _n(r["rate_per_s"]),
+                   _n(r["p50_ms"], 1), _n(r["p99_ms"], 1), _n(r["p999_ms"], 1),
+                   _n(r.get("nodes_cpu_pct")), _n(r.get("client_cpu_pct"))]
                   for r in rows])  # fmt: skip
 
 
