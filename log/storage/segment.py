@@ -23,7 +23,7 @@ Nothing here is fsynced unless `flush` is called (Kafka's default).
 from __future__ import annotations
 
 import os
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn, Union
@@ -47,6 +47,7 @@ NO_TIMESTAMP = -1
 # Kafka keeps relative offsets within a signed int; the u32 index field could hold more, but a
 # segment never spans more than Int.MaxValue offsets so every relative offset fits either way.
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
+TAIL_BATCHES = 128  # recent batch starts a segment remembers (translate_offset)
 assert MAX_RELATIVE_OFFSET <= U32_MAX
 
 
@@ -105,6 +106,12 @@ class LogSegment:
         self.first_batch_timestamp: int | None = None
         self.bytes_since_last_index_entry = 0
         self.is_open = True
+        # Where the most recently appended batches start (last offset, position), oldest first,
+        # contiguous: a fetch near the log end (every follower's and tailing consumer's) finds
+        # its batch here instead of reading every header after the last index entry (up to
+        # index.interval.bytes of small batches, one pread each).
+        self._tail_last_offsets: list[int] = []
+        self._tail_positions: list[int] = []
 
     # -- creation and loading -----------------------------------------------------------------
 
@@ -186,6 +193,7 @@ class LogSegment:
             self.first_batch_timestamp = batches[0][3]
         for position, _, last_offset, max_timestamp, size_bytes in batches:
             self._index_batch(start + position, last_offset, max_timestamp, size_bytes)
+            self._remember_tail(last_offset, start + position)
         self.next_offset = batches[-1][2] + 1
 
     def append_batch(
@@ -209,6 +217,7 @@ class LogSegment:
         except OSError as exc:
             self._undo_failed_write(position, exc)
         self.size_bytes = position + written
+        self._remember_tail(last_offset, position)
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = max_timestamp
         if max_timestamp > self.max_timestamp_so_far:
@@ -220,6 +229,17 @@ class LogSegment:
         else:
             self.bytes_since_last_index_entry += size_bytes
         self.next_offset = last_offset + 1
+
+    def _remember_tail(self, last_offset: int, position: int) -> None:
+        last_offsets = self._tail_last_offsets
+        last_offsets.append(last_offset)
+        self._tail_positions.append(position)
+        if len(last_offsets) > 2 * TAIL_BATCHES:
+            del last_offsets[:TAIL_BATCHES], self._tail_positions[:TAIL_BATCHES]
+
+    def _forget_tail(self) -> None:
+        self._tail_last_offsets.clear()
+        self._tail_positions.clear()
 
     def _write(self, parts: Sequence[Buffer], size_bytes: int) -> int:
         """Write `parts` (`size_bytes` in all) at the end of the file; return where they start.
@@ -316,6 +336,17 @@ class LogSegment:
         self, offset: int, starting_position: int = 0
     ) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset >= `offset`, or None."""
+        last_offsets = self._tail_last_offsets
+        if last_offsets and offset > last_offsets[0]:
+            # The batch before the one we want is remembered, so that one is too (or none is).
+            slot = bisect_left(last_offsets, offset)
+            if slot == len(last_offsets):
+                return None
+            position = self._tail_positions[slot]
+            if position >= starting_position:
+                header = self._header_at(position)
+                if header is not None:
+                    return position, header
         _, position = self.offset_index.lookup(offset)
         position = max(position, starting_position)
         found: list[tuple[int, BatchHeader]] = []
@@ -433,6 +464,7 @@ class LogSegment:
         """Build both indexes and the bookkeeping for a cleaned segment file from the batch
         spans the cleaner computed while writing it: no read of the file (the log cleaner's
         swap, done on the caller's thread, stays short). The segment is inactive afterwards."""
+        self._forget_tail()
         self.offset_index.reset()
         self.time_index.reset()
         self.next_offset = self.base_offset
@@ -457,6 +489,7 @@ class LogSegment:
         Returns the number of bytes truncated. `on_batch` sees each valid header in order
         (producer state and leader-epoch cache rebuild from it).
         """
+        self._forget_tail()
         self.offset_index.reset()
         self.time_index.reset()
         self.next_offset = self.base_offset
@@ -496,6 +529,7 @@ class LogSegment:
             return 0
         position, _ = found
         removed = self.size_bytes - position
+        self._forget_tail()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         os.ftruncate(self._fd, position)

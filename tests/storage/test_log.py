@@ -110,6 +110,31 @@ def test_append_read_truncate_roll_invariants(tmp_path_factory, ops, read_size):
     log.close()
 
 
+def test_translate_offset_near_the_tail_matches_a_scan_across_trims_and_truncations(log_factory):
+    """The segment's memory of recent batch starts (more batches than it keeps, leader and
+    follower appends, truncations in and before it) answers as a scan of the file does."""
+    log = log_factory(LogConfig(index_interval_bytes=1 << 20))  # no index entries: scans only
+    offset = 0
+    for round_, appends in enumerate([300, 20, 3]):  # 300 > 2 * TAIL_BATCHES
+        for i in range(appends):
+            log.append_as_leader(make_batch(1, tag=i), round_, i)
+        chunk = b"".join(
+            make_batch(
+                2, tag=i, base_offset=log.log_end_offset + 2 * i, partition_leader_epoch=round_
+            )
+            for i in range(50)
+        )
+        log.append_as_follower(chunk)  # one multi-batch append
+        segment = log.segments[-1]
+        for offset in range(segment.base_offset, segment.next_offset + 2):
+            assert segment.translate_offset(offset) == linear_translate(segment, offset), offset
+        log.truncate_to(log.log_end_offset - 40 - 50 * round_)
+    segment = log.segments[-1]
+    for offset in range(segment.base_offset, segment.next_offset + 2):
+        assert segment.translate_offset(offset) == linear_translate(segment, offset), offset
+    log.close()
+
+
 def test_read_bounds_and_min_one_batch(log_factory):
     log = log_factory()
     for i in range(5):
