@@ -68,6 +68,7 @@ class ProducerMetadata:
         self.topics: set[str] = set()
         self.topic_errors: dict[str, int] = {}
         self._leaders: dict[TopicPartition, int | None] = {}
+        self._leader_epochs: dict[TopicPartition, int] = {}
         self._counts: dict[str, int] = {}
         self._available: dict[str, list[int]] = {}
         self._by_node: dict[int, list[TopicPartition]] = {}
@@ -128,6 +129,7 @@ class ProducerMetadata:
             name = topic.name
             for tp in [tp for tp in self._leaders if tp.topic == name]:
                 del self._leaders[tp]
+                self._leader_epochs.pop(tp, None)
             self._counts.pop(name, None)
             if topic.error_code != ErrorCode.NONE:
                 self.topic_errors[name] = topic.error_code
@@ -144,11 +146,34 @@ class ProducerMetadata:
                 if leader is None or leader < 0 or leader not in self.brokers:
                     leader = None  # LEADER_NOT_AVAILABLE, or a broker we were not told about
                     self._need_update = True
-                self._leaders[TopicPartition(name, partition.partition_index)] = leader
+                tp = TopicPartition(name, partition.partition_index)
+                self._leaders[tp] = leader
+                self._leader_epochs[tp] = partition.leader_epoch
                 count = max(count, partition.partition_index + 1)
             if count:
                 self._counts[name] = count
         self._rebuild_indexes()
+
+    def apply_leader_hint(
+        self, topic_partition: TopicPartition, leader_id: int, leader_epoch: int, endpoints: Any
+    ) -> bool:
+        """KIP-951: a NOT_LEADER_OR_FOLLOWER answer named the partition's current leader (and
+        `endpoints`, the produce response's node_endpoints, say where it listens). Adopt it when
+        it is newer than what we know, as Kafka's producer does; True when adopted, so the
+        retry goes there without waiting for a metadata refresh."""
+        if leader_id < 0 or topic_partition not in self._leaders:
+            return False
+        if leader_epoch <= self._leader_epochs.get(topic_partition, -1):
+            return False
+        for endpoint in endpoints:
+            if endpoint.node_id == leader_id:
+                self.brokers[leader_id] = BrokerAddress(leader_id, endpoint.host, endpoint.port)
+        if leader_id not in self.brokers:
+            return False  # nowhere to send it: a metadata refresh will tell
+        self._leaders[topic_partition] = leader_id
+        self._leader_epochs[topic_partition] = leader_epoch
+        self._rebuild_indexes()
+        return True
 
     def _rebuild_indexes(self) -> None:
         self._available = {}

@@ -248,10 +248,11 @@ class Sender:
         if isinstance(result, ClientResponse):
             for topic in result.body.responses:
                 for partition in topic.partition_responses:
-                    batch = pending.pop(TopicPartition(topic.name, partition.index), None)
+                    tp = TopicPartition(topic.name, partition.index)
+                    batch = pending.pop(tp, None)
                     if batch is None:
                         continue
-                    refresh |= self._complete_batch(
+                    needs_refresh = self._complete_batch(
                         batch,
                         partition.error_code,
                         now,
@@ -259,6 +260,12 @@ class Sender:
                         log_append_time_ms=partition.log_append_time_ms,
                         log_start_offset=partition.log_start_offset,
                     )
+                    hint = partition.current_leader
+                    if needs_refresh and hint.leader_id >= 0:  # Produce v10+ (KIP-951)
+                        needs_refresh = not self.metadata.apply_leader_hint(
+                            tp, hint.leader_id, hint.leader_epoch, result.body.node_endpoints
+                        )
+                    refresh |= needs_refresh
             missing_code = ErrorCode.UNKNOWN_SERVER_ERROR  # the broker skipped a partition
         elif result is None:  # acks=0: done when written
             missing_code = ErrorCode.NONE

@@ -26,8 +26,10 @@ Encodings (non-flexible | flexible versions, KIP-482):
 
 Decoding is bounded: every length and count is checked against the bytes that remain before
 anything is allocated, so a forged count costs nothing; any malformation raises
-`InvalidRequestError` (errors.py), never an untyped exception. Unknown tagged fields are
-skipped; we write none.
+`InvalidRequestError` (errors.py), never an untyped exception. A field declared with a `tag`
+(Kafka's taggedVersions, which are always its versions here) lives in the tagged section of
+the flexible versions: decoded when present (default otherwise), written only when its value
+differs from its default, in tag order, as Kafka does. Unknown tags are skipped.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ class Field:
     versions: Versions = ALL_VERSIONS
     nullable: Versions = NO_VERSIONS
     default: Any = _UNSET
+    tag: int | None = None  # a tagged field (flexible versions only)
 
     def default_value(self) -> Any:
         if self.default is not _UNSET:
@@ -131,9 +134,12 @@ def F(
     *,
     nullable: str | None = None,
     default: Any = _UNSET,
+    tag: int | None = None,
 ) -> Field:
-    """Declare a field: Kafka JSON's name (snake_case), type, versions, nullableVersions."""
-    return Field(name, type_, parse_versions(versions), parse_versions(nullable), default)
+    """Declare a field: Kafka JSON's name (snake_case), type, versions, nullableVersions, and
+    its tag when Kafka declares it tagged (taggedVersions equal to its versions)."""
+    assert tag is None or tag >= 0
+    return Field(name, type_, parse_versions(versions), parse_versions(nullable), default, tag)
 
 
 def ARRAY(element: Any) -> ArrayType:
@@ -338,7 +344,7 @@ def _min_size(type_: Any, version: int, flexible: bool) -> int:
         return 1 if flexible else 4
     size = 1 if flexible else 0
     for field in type_.fields:
-        if in_range(version, field.versions):
+        if in_range(version, field.versions) and field.tag is None:
             size += _min_size(field.type, version, flexible)
     return max(size, 1)
 
@@ -464,11 +470,14 @@ def _array_decoder(
 def _plan(struct_type: StructType, version: int) -> list[tuple[str, Any]]:
     """Group the struct's fields for `version`: runs of fixed-width fields become one struct.
 
-    Items: ("fixed", [fields]), ("var", field), ("absent", field).
+    Items: ("fixed", [fields]), ("var", field), ("absent", field), ("tagged", field). A tagged
+    field is absent from non-flexible versions (Kafka declares none outside them).
     """
     plan: list[tuple[str, Any]] = []
     for field in struct_type.fields:
-        if not in_range(version, field.versions):
+        if field.tag is not None and in_range(version, field.versions):
+            plan.append(("tagged", field))
+        elif not in_range(version, field.versions):
             plan.append(("absent", field))
         elif isinstance(field.type, Primitive) and field.type.fmt is not None:
             if plan and plan[-1][0] == "fixed":
@@ -505,6 +514,7 @@ def _struct_decoder(
     }
     lines = ["def read(buf, pos):"]
     names = []
+    tagged: dict[int, tuple[str, Any]] = {}  # tag -> (target, decoder)
     for kind, item in _plan(struct_type, version):
         if kind == "fixed":
             fixed = struct.Struct(">" + "".join(f.type.fmt for f in item))
@@ -517,6 +527,11 @@ def _struct_decoder(
             continue
         target = f"v{len(names)}"
         names.append(target)
+        if kind == "tagged" and not flexible:
+            kind = "absent"
+        if kind == "tagged":
+            tagged[item.tag] = (target, _value_decoder(item, item.type, version, flexible))
+            kind = "absent"  # its default until the tagged section says otherwise
         if kind == "absent" and isinstance(item.default_value(), list):
             lines.append(f"    {target} = []")  # never share a mutable default between bodies
         elif kind == "absent":
@@ -529,10 +544,44 @@ def _struct_decoder(
             key = f"D{len(namespace)}"
             namespace[key] = _value_decoder(item, item.type, version, flexible)
             lines.append(f"    {target}, pos = {key}(buf, pos)")
-    if flexible:
+    if flexible and tagged:
+        namespace["read_tags"] = _tagged_reader({tag: d for tag, (_, d) in tagged.items()})
+        lines.append("    tags, pos = read_tags(buf, pos)")
+        lines.append("    if tags:")
+        for tag, (target, _) in tagged.items():
+            lines.append(f"        {target} = tags.get({tag}, {target})")
+    elif flexible:
         lines.append("    pos = skip_tagged_fields(buf, pos)")
     lines.append(f"    return cls({', '.join(names)}), pos")
     return _compile("\n".join(lines) + "\n", namespace, "read")
+
+
+def _tagged_reader(
+    decoders: dict[int, Callable[[Any, int], tuple[Any, int]]],
+) -> Callable[[Any, int], tuple[dict[int, Any], int]]:
+    """Reads a tagged section: {tag: value} of the known tags; unknown ones skipped."""
+
+    def read_tags(buf: Any, pos: int) -> tuple[dict[int, Any], int]:
+        count, pos = read_uvarint(buf, pos)
+        if count > MAX_TAGGED_FIELDS:
+            raise InvalidRequestError(f"{count} tagged fields exceed the limit {MAX_TAGGED_FIELDS}")
+        values: dict[int, Any] = {}
+        for _ in range(count):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise InvalidRequestError("tagged field runs past the end of the frame")
+            decoder = decoders.get(tag)
+            if decoder is not None:
+                value, used = decoder(buf[pos:end], 0)
+                if used != size:
+                    raise InvalidRequestError(f"tagged field {tag}: {size} bytes, {used} used")
+                values[tag] = value
+            pos = end
+        return values, pos
+
+    return read_tags
 
 
 def _inline_blob_read(field: Field, target: str, version: int) -> list[str]:
@@ -648,14 +697,17 @@ def _struct_encoder(
     """Generate an encoder for one struct at one version (mirror of `_struct_decoder`)."""
     namespace: dict[str, Any] = {"I16": _I16, "I32": _I32}
     lines = ["def write(value, parts):", "    append = parts.append"]
+    tagged: list[Field] = []
     for kind, item in _plan(struct_type, version):
         if kind == "fixed":
             key = f"P{len(namespace)}"
             namespace[key] = struct.Struct(">" + "".join(f.type.fmt for f in item)).pack
             args = ", ".join(f"value.{f.name}" for f in item)
             lines.append(f"    append({key}({args}))")
-        elif kind == "absent":
+        elif kind == "absent" or (kind == "tagged" and not flexible):
             continue
+        elif kind == "tagged":
+            tagged.append(item)
         elif not flexible and item.type in (STRING, BYTES, RECORDS):
             prefix = "I16" if item.type is STRING else "I32"
             null = (
@@ -677,6 +729,30 @@ def _struct_encoder(
             key = f"E{len(namespace)}"
             namespace[key] = _value_encoder(item, item.type, version, flexible)
             lines.append(f"    {key}(value.{item.name}, parts)")
-    if flexible:
+    if flexible and tagged:
+        namespace["write_tags"] = _tagged_writer(tagged, version)
+        lines.append("    write_tags(value, parts)")
+    elif flexible:
         lines.append("    append(b'\\x00')")
     return _compile("\n".join(lines) + "\n", namespace, "write")
+
+
+def _tagged_writer(fields: list[Field], version: int) -> Callable[[Any, list], None]:
+    """Writes a tagged section: the fields whose value is not their default, in tag order."""
+    plans = sorted(
+        (f.tag, f.name, f.default_value(), _value_encoder(f, f.type, version, True))
+        for f in fields
+    )
+
+    def write_tags(value: Any, parts: list) -> None:
+        present = [p for p in plans if getattr(value, p[1]) != p[2]]
+        parts.append(_uvarint(len(present)))
+        for tag, name, _, encode in present:
+            encoded: list = []
+            encode(getattr(value, name), encoded)
+            data = b"".join(encoded)
+            parts.append(_uvarint(tag))
+            parts.append(_uvarint(len(data)))
+            parts.append(data)
+
+    return write_tags

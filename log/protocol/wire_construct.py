@@ -4,7 +4,8 @@ This is the reference layer: `construct_for(message, version)` builds a construc
 (wrapped to produce/accept our dataclasses) from the same declaration the fast codecs in
 schema.py are derived from, with Kafka's primitive encodings written as small construct
 classes (nullable int16/int32-length strings and bytes, compact uvarint+1 variants, nullable
-arrays, tagged-field sections that skip unknown tags and write none). Tests check the fast
+arrays, tagged-field sections that parse the declared tags, skip unknown ones and write the
+declared ones whose value is not the default, in tag order). Tests check the fast
 codec against it byte for byte. It is slower and not hardened against hostile input (construct
 allocates before checking counts), so the server never runs it on client bytes.
 """
@@ -123,16 +124,35 @@ class _Array(c.Construct):
 
 
 class _TaggedFields(c.Construct):
-    """A tagged-field section: parsed and skipped; built empty."""
+    """A tagged-field section: {name: value} of the declared tags (others skipped); built from
+    such a dict, writing only values that differ from their field's default."""
+
+    def __init__(self, fields: dict[int, tuple[str, c.Construct, Any]] | None = None) -> None:
+        super().__init__()
+        self.fields = fields or {}  # tag -> (name, construct, default)
 
     def _parse(self, stream, context, path):
+        values = {}
         for _ in range(c.VarInt._parsereport(stream, context, path)):
-            c.VarInt._parsereport(stream, context, path)  # tag
-            c.stream_read(stream, c.VarInt._parsereport(stream, context, path), path)
-        return None
+            tag = c.VarInt._parsereport(stream, context, path)
+            data = c.stream_read(stream, c.VarInt._parsereport(stream, context, path), path)
+            if tag in self.fields:
+                name, sub, _ = self.fields[tag]
+                values[name] = sub.parse(data)
+        return values
 
     def _build(self, obj, stream, context, path):
-        c.VarInt._build(0, stream, context, path)
+        obj = obj or {}
+        present = [
+            (tag, sub.build(obj[name]))
+            for tag, (name, sub, default) in sorted(self.fields.items())
+            if name in obj and obj[name] != default
+        ]
+        c.VarInt._build(len(present), stream, context, path)
+        for tag, data in present:
+            c.VarInt._build(tag, stream, context, path)
+            c.VarInt._build(len(data), stream, context, path)
+            c.stream_write(stream, data, len(data), path)
         return obj
 
 
@@ -150,7 +170,14 @@ class _Dataclass(c.Adapter):
     def __init__(self, subcon: c.Construct, struct_type: StructType, version: int) -> None:
         super().__init__(subcon)
         self.struct_type = struct_type
-        self.present = [f.name for f in struct_type.fields if in_range(version, f.versions)]
+        self.present = [
+            f.name for f in struct_type.fields if in_range(version, f.versions) and f.tag is None
+        ]
+        self.tagged = {
+            f.name: f.default_value()
+            for f in struct_type.fields
+            if in_range(version, f.versions) and f.tag is not None
+        }
         self.absent = {
             f.name: f.default_value()
             for f in struct_type.fields
@@ -158,11 +185,15 @@ class _Dataclass(c.Adapter):
         }
 
     def _decode(self, obj, context, path):
-        return self.struct_type.cls(**{name: obj[name] for name in self.present}, **self.absent)
+        tags = obj.get("_tagged_fields") or {}
+        tagged = {name: tags.get(name, default) for name, default in self.tagged.items()}
+        return self.struct_type.cls(
+            **{name: obj[name] for name in self.present}, **tagged, **self.absent
+        )
 
     def _encode(self, obj, context, path):
         built = {name: getattr(obj, name) for name in self.present}
-        built["_tagged_fields"] = None
+        built["_tagged_fields"] = {name: getattr(obj, name) for name in self.tagged}
         return built
 
 
@@ -183,10 +214,19 @@ def _struct(struct_type: StructType, version: int, flexible: bool) -> c.Construc
     members = [
         field.name / _value(field, field.type, version, flexible, in_range(version, field.nullable))
         for field in struct_type.fields
-        if in_range(version, field.versions)
+        if in_range(version, field.versions) and field.tag is None
     ]
+    tagged = {
+        field.tag: (
+            field.name,
+            _value(field, field.type, version, flexible, in_range(version, field.nullable)),
+            field.default_value(),
+        )
+        for field in struct_type.fields
+        if in_range(version, field.versions) and field.tag is not None
+    }
     if flexible:
-        members.append("_tagged_fields" / _TaggedFields())
+        members.append("_tagged_fields" / _TaggedFields(tagged))
     return _Dataclass(c.Struct(*members), struct_type, version)
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from kafka.protocol.api_message import ApiMessage
 
 from log.protocol.apis import APIS
+from log.protocol.errors import InvalidRequestError
 from log.protocol.schema import (
     BOOL,
     FLOAT64,
@@ -213,3 +214,39 @@ def test_array_defaults_are_fresh_lists():
     first, second = METADATA_RESPONSE.cls(), METADATA_RESPONSE.cls()
     first.topics.append("x")
     assert second.topics == []
+
+
+def test_tagged_fields_are_written_only_when_set_and_read_strictly():
+    """Produce v10's tagged current_leader (partition) and node_endpoints (response): absent
+    from the bytes at their defaults; a known tag whose size disagrees with its content is an
+    error; an unknown tag is skipped."""
+    from log.protocol.produce import PRODUCE_RESPONSE
+
+    cls = PRODUCE_RESPONSE.cls
+    part = cls.PartitionProduceResponse
+    plain = cls(responses=[cls.TopicProduceResponse(name="t", partition_responses=[part()])])
+    hinted = cls(
+        responses=[
+            cls.TopicProduceResponse(
+                name="t",
+                partition_responses=[
+                    part(
+                        error_code=6,
+                        current_leader=part.LeaderIdAndEpoch(leader_id=2, leader_epoch=7),
+                    )
+                ],
+            )
+        ],
+        node_endpoints=[cls.NodeEndpoint(node_id=2, host="h", port=9092)],
+    )
+    assert PRODUCE_RESPONSE.encode(plain, 10) == PRODUCE_RESPONSE.encode(plain, 9)
+    encoded = PRODUCE_RESPONSE.encode(hinted, 10)
+    assert PRODUCE_RESPONSE.decode(encoded, 10)[0] == hinted
+    assert PRODUCE_RESPONSE.decode(encoded, 9)[0].node_endpoints == []  # v9: skipped as unknown
+    # The partition's tagged section: 1 field, tag 0, 9 bytes (two int32s and the struct's own
+    # empty tagged section). Claim 10 bytes.
+    section = bytes([1, 0, 9]) + (2).to_bytes(4, "big") + (7).to_bytes(4, "big") + b"\x00"
+    assert section in encoded
+    bad = encoded.replace(section, bytes([1, 0, 10]) + section[3:] + b"\x00")
+    with pytest.raises(InvalidRequestError):
+        PRODUCE_RESPONSE.decode(bad, 10)

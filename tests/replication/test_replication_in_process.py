@@ -13,6 +13,7 @@ from log.replication.replica_fetcher import LeaderConnection
 from log.server.broker import KafkaServer
 from log.server.partitions import default_log_config
 from log.storage.manager import LogManager
+from producer.cluster_view import TopicPartition
 from quorum import controller
 from tests.broker.conftest import LocalQuorum, node_config
 
@@ -197,5 +198,77 @@ async def test_acks_all_latency_waits_for_no_timer(nursery, tmp_path):
     assert log.high_watermark == log.log_end_offset == SEQUENTIAL_PRODUCE_COUNT
     for b in followers:  # min.insync.replicas 3: every follower holds every record
         assert brokers[b][0].log_manager.get_log(TOPIC, 0).log_end_offset >= log.high_watermark
+    for _, _, scope in brokers.values():
+        scope.cancel()
+
+
+async def test_not_leader_answer_names_the_leader_kip_951(nursery, tmp_path):
+    """Produce v10 sent to a follower is answered NOT_LEADER_OR_FOLLOWER with the partition's
+    current leader and leader epoch, and where that leader listens (KIP-951), so a client goes
+    there without a metadata request; v8 has no such fields and says nothing more."""
+    quorum = LocalQuorum()
+    brokers = {i: await _start(nursery, quorum, tmp_path, i) for i in (1, 2, 3)}
+    leader, _, leader_port, followers = await _replicated_topic(
+        quorum, brokers, min_insync_replicas=2
+    )
+    P = PRODUCE_REQUEST.cls  # noqa: N806
+    body = P(acks=-1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+        name=TOPIC, partition_data=[P.PartitionProduceData(index=0, records=build_batch([Record(b"v")]))],
+    )])  # fmt: skip
+    connection = LeaderConnection("127.0.0.1", brokers[followers[0]][1], "test")
+    try:
+        with trio.fail_after(TIMEOUT_S):
+            v10 = await connection.request(0, 10, body)
+            v8 = await connection.request(0, 8, body)
+    finally:
+        await connection.aclose()
+    answer = v10.responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (
+        leader,
+        _partition(quorum).leader_epoch,
+    )
+    assert [(e.node_id, e.host, e.port) for e in v10.node_endpoints] == [
+        (leader, "127.0.0.1", leader_port)
+    ]
+    answer = v8.responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert answer.current_leader.leader_id == -1 and v8.node_endpoints == []
+    for _, _, scope in brokers.values():
+        scope.cancel()
+
+
+async def test_our_producer_follows_the_leader_hint_without_a_metadata_refresh(nursery, tmp_path):
+    """Leadership moves off a broker that stays up (its controlled shutdown): our producer's
+    next batch there is answered NOT_LEADER_OR_FOLLOWER with the new leader (Produce v10,
+    KIP-951), and is acknowledged by that leader with no metadata request in between."""
+    from producer.producer import Producer
+
+    quorum = LocalQuorum()
+    brokers = {i: await _start(nursery, quorum, tmp_path, i) for i in (1, 2, 3)}
+    leader, _, _, _ = await _replicated_topic(quorum, brokers, min_insync_replicas=2)
+    bootstrap = ",".join(f"127.0.0.1:{port}" for _, port, _ in brokers.values())
+    async with Producer(bootstrap, acks="all", metadata_max_age_ms=600_000) as producer:
+        await producer.send(TOPIC, b"before", partition=0)
+        with trio.fail_after(TIMEOUT_S):
+            await producer.flush()
+        metadata = producer.sender.metadata
+        assert metadata.leader_for(TopicPartition(TOPIC, 0)) == leader
+        refreshes = metadata.update_version
+        records, _ = controller.controlled_shutdown(
+            quorum.image,
+            controller.ControlledShutdownRequest(leader, quorum.image.brokers[leader].broker_epoch),
+        )
+        quorum.commit(records)
+        new_leader = _partition(quorum).leader
+        assert new_leader not in (leader, -1)
+        handle = await producer.send(TOPIC, b"after", partition=0)
+        with trio.fail_after(TIMEOUT_S):
+            await producer.flush()
+        assert handle.error is None, handle.error
+        assert metadata.leader_for(TopicPartition(TOPIC, 0)) == new_leader
+        assert metadata.update_version == refreshes  # the hint, not a refresh, moved it
+    log = brokers[new_leader][0].log_manager.get_log(TOPIC, 0)
+    assert log.log_end_offset == 2
     for _, _, scope in brokers.values():
         scope.cancel()

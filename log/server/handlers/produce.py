@@ -12,7 +12,9 @@ acks: 0 and 1 answer after the local append; -1 waits until the high watermark p
 appended batch (HostedPartitions.maybe_advance_high_watermark decides when, and signals) and
 then answers `PartitionState.check_enough_replicas_reach_offset`'s verdict: NONE, or
 NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below min.insync.replicas meanwhile;
-NOT_LEADER_OR_FOLLOWER when leadership moved; REQUEST_TIMED_OUT after the request's
+NOT_LEADER_OR_FOLLOWER when leadership moved (v10+, KIP-951: with the partition's current
+leader and epoch from this broker's image, and that leader's endpoint in node_endpoints, so the
+client retries there without a metadata request); REQUEST_TIMED_OUT after the request's
 timeout_ms. The wait is on the partition's `high_watermark_changed` event (the one mechanism;
 it is set on HW moves, appends, ISR and leadership changes). acks outside {-1, 0, 1}: INVALID_REQUIRED_ACKS
 for every partition. acks=0 gets no response; broker.py closes the connection when such a
@@ -36,9 +38,25 @@ from log.protocol.errors import (
 )
 from log.protocol.produce import PRODUCE_RESPONSE
 from log.server.handlers.context import BrokerContext
+from log.server.handlers.metadata import live_brokers
 from log.server.partitions import HostedPartition
 
 R = PRODUCE_RESPONSE.cls
+NO_HINT = R.PartitionProduceResponse.LeaderIdAndEpoch()  # leader -1, epoch -1: not written
+
+
+def _current_leader(image: object, topic: str, partition: int) -> object:
+    """KIP-951: the partition's leader and leader epoch as this broker's image knows them, for a
+    client told NOT_LEADER_OR_FOLLOWER (v10+); -1 when unknown or leaderless."""
+    known = image.topic(topic)  # type: ignore[attr-defined]
+    state = known.partitions.get(partition) if known is not None else None
+    if state is None or state.leader < 0:
+        return NO_HINT
+    return R.PartitionProduceResponse.LeaderIdAndEpoch(
+        leader_id=state.leader, leader_epoch=state.leader_epoch
+    )
+
+
 MAX_ACKS_WAIT_MS = 300_000
 
 
@@ -74,7 +92,7 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
         for partition_data in topic_data.partition_data:
             index = partition_data.index
             if acks not in (-1, 0, 1):
-                rows.append([index, ErrorCode.INVALID_REQUIRED_ACKS, -1, -1, -1, None])
+                rows.append([index, ErrorCode.INVALID_REQUIRED_ACKS, -1, -1, -1, None, NO_HINT])
                 continue
             try:
                 hosted = ctx.partitions.leader(topic_data.name, index, image)
@@ -87,17 +105,25 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
                     raise InvalidRecordError("a produce request needs one record batch")
                 info = hosted.log.append_as_leader(records, hosted.leader_epoch, now_ms)
             except KafkaError as exc:
-                rows.append([index, exc.error_code, -1, -1, -1, str(exc)])
+                hint = NO_HINT
+                if exc.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and request.api_version >= 10:
+                    hint = _current_leader(image, topic_data.name, index)
+                rows.append([index, exc.error_code, -1, -1, -1, str(exc), hint])
                 continue
             if not ctx.partitions.maybe_advance_high_watermark(hosted):
                 hosted.signal_high_watermark()  # new data: wake follower long-polls
             row = [index, ErrorCode.NONE, info.first_offset, info.log_append_time_ms,
-                   info.log_start_offset, None]  # fmt: skip
+                   info.log_start_offset, None, NO_HINT]  # fmt: skip
             rows.append(row)
             if acks == -1:
                 waits.append((row, hosted, info.last_offset + 1))
     for row, hosted, required_offset in waits:
         row[1] = await _wait_for_high_watermark(ctx, hosted, required_offset, body.timeout_ms)
+        if row[1] == ErrorCode.NOT_LEADER_OR_FOLLOWER and request.api_version >= 10:
+            row[6] = _current_leader(ctx.sync_partitions(), hosted.topic, hosted.partition)
+    hinted = {
+        row[6].leader_id for rows in results.values() for row in rows if row[6] is not NO_HINT
+    }
     return R(
         responses=[
             R.TopicProduceResponse(
@@ -110,13 +136,24 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
                         log_append_time_ms=append_time,
                         log_start_offset=log_start_offset,
                         error_message=message,
+                        current_leader=hint,
                     )  # fmt: skip
-                    for index, code, base_offset, append_time, log_start_offset, message in rows
+                    for index, code, base_offset, append_time, log_start_offset, message, hint in rows
                 ],
             )
             for name, rows in results.items()
-        ]
+        ],
+        node_endpoints=_endpoints(ctx, hinted) if hinted else [],
     )
+
+
+def _endpoints(ctx: BrokerContext, broker_ids: set[int]) -> list:
+    """KIP-951's node_endpoints: where the hinted leaders listen (live ones only)."""
+    return [
+        R.NodeEndpoint(node_id=b, host=host, port=port, rack=rack)
+        for b, host, port, rack in live_brokers(ctx.sync_partitions())
+        if b in broker_ids
+    ]
 
 
 def has_error(body: object) -> bool:
