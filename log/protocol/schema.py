@@ -740,8 +740,7 @@ def _struct_encoder(
 def _tagged_writer(fields: list[Field], version: int) -> Callable[[Any, list], None]:
     """Writes a tagged section: the fields whose value is not their default, in tag order."""
     plans = sorted(
-        (f.tag, f.name, f.default_value(), _value_encoder(f, f.type, version, True))
-        for f in fields
+        (f.tag, f.name, f.default_value(), _value_encoder(f, f.type, version, True)) for f in fields
     )
 
     def write_tags(value: Any, parts: list) -> None:
