@@ -103,3 +103,20 @@ async def test_our_producer_on_its_defaults_sends_on_after_a_leader_kill(cluster
         assert handle.error is None, handle.error
     image = await cluster.image_from(next(n for n in (1, 2, 3) if n != leader))
     assert image.topic("orders").partitions[0].leader not in (leader, -1)
+
+
+async def test_a_lone_node_killed_with_9_registers_again_at_once(tmp_path, monkeypatch):
+    """One combined node, kill -9, restart: the new controller counts every broker's session
+    alive for a session timeout after taking over, except its own node's broker, whose old
+    incarnation lived in the process that died: it registers on its first try."""
+    monkeypatch.setitem(TEST_PROPS, "broker.session.timeout.ms", SESSION_TIMEOUT_MS)
+    cluster = Cluster(tmp_path, 1)
+    try:
+        cluster.start_all()
+        cluster.kill9(1)
+        cluster.start(1)
+        with trio.fail_after(FENCED_WITHIN_S):
+            await trio.to_thread.run_sync(cluster.wait_ready, 1)
+        assert cluster.log_matches(1, "DUPLICATE_BROKER_REGISTRATION") == []
+    finally:
+        cluster.stop_all()
