@@ -210,7 +210,13 @@ class _Builder:
         self.controller_id = image.controller_id
         self.controller_epoch = image.controller_epoch
         self.touched: set[tuple[uuid.UUID, int]] = set()
-        self.liveness_changed = False
+        # Partition maps this builder made (by id; the value keeps each alive, so no id is
+        # reused): only these may change in place, every other one is shared with `base`.
+        self._owned: dict[int, dict[int, PartitionState]] = {}
+        # Brokers this batch fenced or unregistered: an ISR naming one breaks the invariant
+        # even where no record of the batch touched the partition.
+        self.gone_dark: set[int] = set()
+        self.check_all = False  # a checkpoint: every partition
         self.offset = image.last_offset
 
     def fail(self, message: str) -> None:
@@ -238,9 +244,15 @@ class _Builder:
         return broker
 
     def _set_partition(self, topic: TopicImage, partition: int, state: PartitionState) -> None:
-        partitions = dict(topic.partitions)
-        partitions[partition] = state
-        self.topics[topic.topic_id] = dataclasses.replace(topic, partitions=partitions)
+        partitions = topic.partitions
+        if id(partitions) not in self._owned:
+            # First change to this topic in this batch: copy its partitions once, then change
+            # the copy in place (a copy per record made a 1,000-partition topic cost O(n^2)).
+            partitions = dict(partitions)
+            self._owned[id(partitions)] = partitions
+            topic = dataclasses.replace(topic, partitions=partitions)
+            self.topics[topic.topic_id] = topic
+        partitions[partition] = state  # type: ignore[index]
         self.touched.add((topic.topic_id, partition))
 
     # One method per record type.
@@ -262,19 +274,20 @@ class _Builder:
             r.fenced,
             self.offset,
         )
-        self.liveness_changed = True
+        if r.fenced and old is not None and not old.fenced:
+            self.gone_dark.add(r.broker_id)
 
     def unregister_broker(self, r: UnregisterBrokerRecord) -> None:
         self._broker(r.broker_id, r.broker_epoch)
         del self.brokers[r.broker_id]
-        self.liveness_changed = True
+        self.gone_dark.add(r.broker_id)
 
     def fence_broker(self, r: FenceBrokerRecord) -> None:
         broker = self._broker(r.broker_id, r.broker_epoch)
         if broker.fenced:
             self.fail(f"broker {r.broker_id} is already fenced")
         self.brokers[r.broker_id] = dataclasses.replace(broker, fenced=True)
-        self.liveness_changed = True
+        self.gone_dark.add(r.broker_id)
 
     def unfence_broker(self, r: UnfenceBrokerRecord) -> None:
         broker = self._broker(r.broker_id, r.broker_epoch)
@@ -383,28 +396,39 @@ class _Builder:
         )
 
     def check_partition(self, topic_id: uuid.UUID, partition: int, s: PartitionState) -> None:
-        where = f"{topic_id}-{partition}"
-        if not set(s.isr) <= set(s.replicas) or len(set(s.isr)) != len(s.isr):
-            self.fail(f"{where}: isr {s.isr} is not a subset of replicas {s.replicas}")
+        isr = set(s.isr)
+        if not isr <= set(s.replicas) or len(isr) != len(s.isr):
+            self.fail(
+                f"{topic_id}-{partition}: isr {s.isr} is not a subset of replicas {s.replicas}"
+            )
         if s.leader == NO_LEADER:
             if len(s.isr) > 1:
-                self.fail(f"{where}: leaderless partition with isr {s.isr}")
+                self.fail(f"{topic_id}-{partition}: leaderless partition with isr {s.isr}")
             return
-        if s.leader not in s.isr:
-            self.fail(f"{where}: leader {s.leader} not in isr {s.isr}")
+        if s.leader not in isr:
+            self.fail(f"{topic_id}-{partition}: leader {s.leader} not in isr {s.isr}")
+        brokers = self.brokers
         for broker_id in s.isr:
-            broker = self.brokers.get(broker_id)
+            broker = brokers.get(broker_id)
             if broker is None or broker.fenced:
-                self.fail(f"{where}: isr member {broker_id} is fenced or unregistered")
+                self.fail(
+                    f"{topic_id}-{partition}: isr member {broker_id} is fenced or unregistered"
+                )
 
     def check_invariants(self) -> None:
-        if self.liveness_changed:
+        if self.check_all:
             for topic in self.topics.values():
                 for p, s in topic.partitions.items():
                     self.check_partition(topic.topic_id, p, s)
-        else:
-            for topic_id, p in self.touched:
-                self.check_partition(topic_id, p, self.topics[topic_id].partitions[p])
+            return
+        for topic_id, p in self.touched:
+            self.check_partition(topic_id, p, self.topics[topic_id].partitions[p])
+        gone_dark = self.gone_dark
+        if gone_dark:  # one pass over every ISR, checking only those naming such a broker
+            for topic in self.topics.values():
+                for p, s in topic.partitions.items():
+                    if not gone_dark.isdisjoint(s.isr):
+                        self.check_partition(topic.topic_id, p, s)
 
 
 _DISPATCH = {
@@ -489,7 +513,7 @@ def replay_checkpoint_records(records: Iterable[MetadataRecord], last_offset: in
             builder.controller_epoch = record.controller_epoch
             continue
         handler(builder, record)
-    builder.liveness_changed = True  # check every partition
+    builder.check_all = True
     builder.check_invariants()
     return builder.build(last_offset)
 
@@ -518,8 +542,7 @@ def partition_changes(old: MetadataImage, new: MetadataImage) -> list[PartitionC
         old_parts = before.partitions if before else {}
         new_parts = after.partitions if after else {}
         for p in old_parts.keys() | new_parts.keys():
-            if old_parts.get(p) != new_parts.get(p):
-                changes.append(
-                    PartitionChange(topic_id, name, p, old_parts.get(p), new_parts.get(p))
-                )
+            a, b = old_parts.get(p), new_parts.get(p)
+            if a is not b and a != b:
+                changes.append(PartitionChange(topic_id, name, p, a, b))
     return sorted(changes, key=lambda c: (c.topic_name, c.partition, c.new is None))

@@ -126,3 +126,18 @@ def test_unencodable_values_are_typed_errors():
         encode_batch([TopicRecord("x" * 70000, uuid.uuid4())], 1, 1)
     with pytest.raises(MetadataRecordError):
         encode_batch(["not a record"], 1, 1)  # type: ignore[list-item]
+
+
+@settings(max_examples=200)
+@given(st.lists(records, max_size=8))
+def test_codec_matches_the_construct_reference_byte_for_byte(batch_records):
+    from tests.quorum_core.records_reference import (
+        reference_decode_records,
+        reference_encode_record,
+    )
+
+    encoded = encode_records(batch_records)
+    assert encoded == len(batch_records).to_bytes(4, "big") + b"".join(
+        reference_encode_record(r) for r in batch_records
+    )
+    assert reference_decode_records(encoded) == decode_records(encoded) == tuple(batch_records)

@@ -1,0 +1,170 @@
+"""The metadata record layout as first written with the `construct` library: the reference the
+hand-written codec in quorum/records.py is checked against byte for byte (that codec replaced
+this one for speed; see its comment)."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+
+import construct as c
+
+from quorum.records import (
+    MAX_LIST_ITEMS,
+    RECORD_TYPES,
+    ActiveControllerRecord,
+    BrokerRegistrationOffsetRecord,
+    ConfigRecord,
+    Endpoint,
+    FenceBrokerRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+
+class _DataclassAdapter(c.Adapter):
+    """Container <-> frozen dataclass; lists become tuples, so no construct type leaks out."""
+
+    def __init__(self, cls: type, subcon: c.Construct) -> None:
+        super().__init__(subcon)
+        self._cls = cls
+
+    def _decode(self, obj: Any, context: Any, path: Any) -> Any:
+        return self._cls(**{f.name: obj[f.name] for f in dataclasses.fields(self._cls)})
+
+    def _encode(self, obj: Any, context: Any, path: Any) -> Any:
+        if not isinstance(obj, self._cls):
+            raise c.ConstructError(f"expected {self._cls.__name__}, got {type(obj).__name__}")
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(self._cls)}
+
+
+class _TupleAdapter(c.Adapter):
+    def _decode(self, obj: Any, context: Any, path: Any) -> Any:
+        return tuple(obj)
+
+    def _encode(self, obj: Any, context: Any, path: Any) -> Any:
+        if len(obj) > MAX_LIST_ITEMS:
+            raise c.ConstructError("list too long")
+        return list(obj)
+
+
+class _OptionalAdapter(c.Adapter):
+    def __init__(self, subcon: c.Construct) -> None:
+        super().__init__(c.Struct("present" / c.Flag, "value" / c.If(c.this.present, subcon)))
+
+    def _decode(self, obj: Any, context: Any, path: Any) -> Any:
+        return obj.value if obj.present else None
+
+    def _encode(self, obj: Any, context: Any, path: Any) -> Any:
+        return {"present": obj is not None, "value": obj}
+
+
+class _UuidAdapter(c.Adapter):
+    def _decode(self, obj: Any, context: Any, path: Any) -> Any:
+        return uuid.UUID(bytes=bytes(obj))
+
+    def _encode(self, obj: Any, context: Any, path: Any) -> Any:
+        return obj.bytes
+
+
+def _list(subcon: c.Construct) -> c.Construct:
+    count = c.ExprValidator(c.Int32ub, lambda n, ctx: n <= MAX_LIST_ITEMS)
+    return _TupleAdapter(c.PrefixedArray(count, subcon))
+
+
+_String = c.PascalString(c.Int16ub, "utf8")
+_Uuid = _UuidAdapter(c.Bytes(16))
+_Int32s = c.Int32sb
+_Int64s = c.Int64sb
+
+_Endpoint = _DataclassAdapter(
+    Endpoint, c.Struct("name" / _String, "host" / _String, "port" / c.Int32ub)
+)
+
+_PAYLOADS: dict[type, c.Construct] = {
+    RegisterBrokerRecord: c.Struct(
+        "broker_id" / _Int32s,
+        "broker_epoch" / _Int64s,
+        "incarnation_id" / _Uuid,
+        "endpoints" / _list(_Endpoint),
+        "rack" / _OptionalAdapter(_String),
+        "fenced" / c.Flag,
+    ),
+    UnregisterBrokerRecord: c.Struct("broker_id" / _Int32s, "broker_epoch" / _Int64s),
+    FenceBrokerRecord: c.Struct("broker_id" / _Int32s, "broker_epoch" / _Int64s),
+    UnfenceBrokerRecord: c.Struct("broker_id" / _Int32s, "broker_epoch" / _Int64s),
+    TopicRecord: c.Struct("name" / _String, "topic_id" / _Uuid),
+    PartitionRecord: c.Struct(
+        "topic_id" / _Uuid,
+        "partition" / _Int32s,
+        "replicas" / _list(_Int32s),
+        "isr" / _list(_Int32s),
+        "leader" / _Int32s,
+        "leader_epoch" / _Int32s,
+        "partition_epoch" / _Int32s,
+    ),
+    PartitionChangeRecord: c.Struct(
+        "topic_id" / _Uuid,
+        "partition" / _Int32s,
+        "leader_epoch" / _Int32s,
+        "partition_epoch" / _Int32s,
+        "leader" / _OptionalAdapter(_Int32s),
+        "isr" / _OptionalAdapter(_list(_Int32s)),
+        "replicas" / _OptionalAdapter(_list(_Int32s)),
+    ),
+    RemoveTopicRecord: c.Struct("topic_id" / _Uuid),
+    ConfigRecord: c.Struct(
+        "resource_type" / c.Int8sb,
+        "resource_name" / _String,
+        "key" / _String,
+        "value" / _OptionalAdapter(_String),
+    ),
+    ProducerIdsRecord: c.Struct(
+        "broker_id" / _Int32s, "broker_epoch" / _Int64s, "next_producer_id" / _Int64s
+    ),
+    ActiveControllerRecord: c.Struct("controller_id" / _Int32s, "controller_epoch" / _Int32s),
+    NoOpRecord: c.Struct(),
+    BrokerRegistrationOffsetRecord: c.Struct("broker_id" / _Int32s, "registered_offset" / _Int64s),
+}
+
+_CODECS: dict[type, c.Construct] = {
+    cls: c.FocusedSeq("record", "record" / _DataclassAdapter(cls, struct), c.Terminated)
+    for cls, struct in _PAYLOADS.items()
+}
+
+_RecordFrame = c.Struct(
+    "record_type" / c.Int8ub,
+    "record_version" / c.Int8ub,
+    "payload" / c.Prefixed(c.Int32ub, c.GreedyBytes),
+)
+_BatchBody = c.Struct(
+    "controller_epoch" / c.Int32sb,
+    "proposal_id" / c.Int64sb,
+    "records" / c.PrefixedArray(c.Int32ub, _RecordFrame),
+    c.Terminated,
+)
+_RecordList = c.Struct("records" / c.PrefixedArray(c.Int32ub, _RecordFrame), c.Terminated)
+
+
+_TYPE_OF = {cls: type_id for type_id, (cls, _) in RECORD_TYPES.items()}
+
+
+def reference_encode_record(record: Any) -> bytes:
+    type_id = _TYPE_OF[type(record)]
+    payload = _CODECS[type(record)].build(record)
+    return _RecordFrame.build(
+        {"record_type": type_id, "record_version": RECORD_TYPES[type_id][1], "payload": payload}
+    )
+
+
+def reference_decode_records(data: bytes) -> tuple:
+    parsed = _RecordList.parse(data)
+    return tuple(_CODECS[RECORD_TYPES[f.record_type][0]].parse(f.payload) for f in parsed.records)
