@@ -39,6 +39,7 @@ BENCHMARKS = [
      ["-m", "bench.partition_scale", "--partitions", "1000", "5000", "10000"]),
     ("end-to-end latency, acks=all RF 3", ["-m", "bench.e2e_latency", "--seconds", "10"]),
     ("consume throughput vs produce", ["-m", "bench.consume_throughput", "--count", "500000"]),
+    ("restart: 1 M metadata records, a 10 GB partition log", ["-m", "bench.restart"]),
 ]  # fmt: skip
 QUICK_ARGS = {
     "bench.log_throughput": ["--total-mb", "10", "--repeat", "1"],
@@ -51,6 +52,17 @@ QUICK_ARGS = {
     "bench.partition_scale": ["--partitions", "1000"],
     "bench.e2e_latency": ["--seconds", "3", "--peak-count", "20000"],
     "bench.consume_throughput": ["--count", "100000"],
+    "bench.restart": [
+        "--metadata-records",
+        "100000",
+        "--tail-records",
+        "0",
+        "50000",
+        "--log-gb",
+        "1",
+        "--unflushed-mb",
+        "100",
+    ],
 }
 
 

@@ -149,13 +149,25 @@ def _failover(sections: dict[str, Rows]) -> str:
         body.append([f"partition leader kill -9 ({kills}) -> first acks=all ack",
                      f"median {row['first_ack_median_s'] * 1000:,.0f} ms, "
                      f"max {row['first_ack_max_s'] * 1000:,.0f} ms"])  # fmt: skip
-    for row in sections.get("replication_failover", []):
-        body.append(["partition leader kill -9 -> first acks=all ack (3 nodes)",
-                     _ms_list(row["kill_to_first_ack_s"])])  # fmt: skip
     for row in sections.get("metadata_failover", []):
         body.append(["controller kill -9 -> new Raft leader", _ms_list(row["elected_s"])])
         body.append(["controller kill -9 -> first metadata commit", _ms_list(row["committed_s"])])
     return table(["fail-over", "time"], body)
+
+
+def _restart(rows: Rows) -> str:
+    body = []
+    for r in rows:
+        if r["part"] == "metadata":
+            body.append([f"{_n(r['records'])} metadata records, {_n(r['tail_records'])} after "
+                         "the checkpoint", "clean stop / kill -9 / first start",
+                         f"{r['after_clean_stop_s']:.1f} / {r['after_kill9_s']:.1f} / "
+                         f"{r['first_start_s']:.1f} s"])  # fmt: skip
+        else:
+            body.append([f"{r['log_gb']:g} GB partition log, {_n(r['unflushed_mb'])} MB written "
+                         "since the last clean start", r["case"],
+                         f"{r['ready_s']:.1f} s (log recovery {r['recovery_s']:.1f} s)"])  # fmt: skip
+    return table(["node", "restart", "to READY"], body)
 
 
 def _metadata(rows: Rows) -> str:
@@ -195,8 +207,10 @@ SECTIONS: list[tuple[str, tuple[str, ...], Callable[[dict[str, Rows]], str]]] = 
     ("Consume throughput beside the produce rate of the same run (3 nodes, RF 3, defaults)",
      ("consume_throughput",), lambda s: _consume(s["consume_throughput"])),
     ("Fail-over times (`failover` rows: 3 nodes on `quorumlog up` defaults, confluent-kafka "
-     "defaults but acks=all)", ("failover", "replication_failover", "metadata_failover"),
+     "defaults but acks=all)", ("failover", "metadata_failover"),
      _failover),
+    ("Restart: a one-node cluster on `quorumlog up` defaults, seconds until READY",
+     ("restart",), lambda s: _restart(s["restart"])),
     ("Metadata commit latency (quorum.raft vs raw pysyncobj)", ("metadata_commit",),
      lambda s: _metadata(s["metadata_commit"])),
     ("Spark write throughput (quorumlog data source vs Parquet)", ("spark_write",),
@@ -238,6 +252,13 @@ def plots(sections: dict[str, Rows], out_dir: Path) -> list[str]:
         ("log_throughput", "log vs plain file", lambda r: f"{r['op']} {r['batch_bytes']} B",
          "log_mb_per_s"),
     ]  # fmt: skip
+    restart = sections.get("restart", [])
+    if restart:
+        made.append(_bar(out_dir, "restart", "restart to READY", [
+            f"meta {r['records']:,} tail {r['tail_records']:,} kill -9" if r["part"] == "metadata"
+            else f"log {r['log_gb']:g} GB +{r['unflushed_mb']} MB {r['case']}" for r in restart
+        ], [r["after_kill9_s"] if r["part"] == "metadata" else r["ready_s"] for r in restart],
+            "seconds"))  # fmt: skip
     for section, title, label, key in specs:
         rows = [r for r in sections.get(section, []) if r.get(key) is not None]
         if rows:

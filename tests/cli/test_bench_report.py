@@ -17,7 +17,12 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
         {"server": "limit", "records_per_s": 200000.0, "mb_per_s": 20.0, "vs_limit": 1.0},
         {"server": "broker", "records_per_s": 100000.0, "mb_per_s": 10.0, "vs_limit": 0.5},
     ])  # fmt: skip
-    emit("replication_failover", [{"kill_to_first_ack_s": [1.5, 2.5, 2.0]}])
+    emit("restart", [
+        {"part": "metadata", "records": 1000101, "tail_records": 100000, "build_s": 90.0,
+         "first_start_s": 12.5, "after_kill9_s": 12.25, "after_clean_stop_s": 12.0},
+        {"part": "log", "log_gb": 10.0, "case": "after kill -9", "unflushed_mb": 1000,
+         "ready_s": 6.5, "recovery_s": 4.25},
+    ])  # fmt: skip
     emit("failover", [{"case": "leader only", "kills": 9, "elected_median_s": 0.115,
                        "elected_max_s": 0.127, "first_ack_median_s": 1.621,
                        "first_ack_max_s": 1.704}])  # fmt: skip
@@ -51,7 +56,11 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
     report = write_report(read_sections(rows_path), tmp_path / "results", quick=True)
     text = report.read_text()
     assert "| broker | 1 | 100,000 | 10.0 | 0.50 |" in text
-    assert "median 2,000 ms, max 2,500 ms (n=3)" in text
+    assert ("| 1,000,101 metadata records, 100,000 after the checkpoint | clean stop / kill -9 / "
+            "first start | 12.0 / 12.2 / 12.5 s |") in text  # fmt: skip
+    assert ("| 10 GB partition log, 1,000 MB written since the last clean start | after kill -9 "
+            "| 6.5 s (log recovery 4.2 s) |") in text  # fmt: skip
+    assert (tmp_path / "results" / "restart.png").stat().st_size > 1000
     assert "controller kill -9 -> first metadata commit | median 750 ms" in text
     assert ("| partition leader kill -9 (leader only, n=9) -> new leader committed "
             "| median 115 ms, max 127 ms |") in text  # fmt: skip
