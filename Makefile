@@ -19,16 +19,19 @@ $(CK23_STAMP):
 	$(CK23_VENV)/bin/pip install --quiet confluent-kafka==2.3.0
 	touch $(CK23_STAMP)
 
-# kcat (Debian's package) for the interop tests; installed where we are root with apt-get,
-# otherwise its tests skip with a note.
+# Debian packages: kcat for the interop tests, iptables for the nemesis's network partitions;
+# installed where we are root with apt-get, otherwise what needs them skips with a note.
+SYSTEM_PACKAGES := kcat iptables
 system-deps:
-	@command -v kcat >/dev/null 2>&1 || { \
+	@for tool in $(SYSTEM_PACKAGES); do \
+	  command -v $$tool >/dev/null 2>&1 || PATH="$$PATH:/usr/sbin:/sbin" command -v $$tool >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null 2>&1 || \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$tool >/dev/null 2>&1 || \
 	    { apt-get update -qq >/dev/null 2>&1 && \
-	      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null 2>&1; } || \
-	    echo "note: could not install kcat; its interop tests will skip"; \
-	  else echo "note: kcat not installed (needs root + apt-get); its interop tests will skip"; fi; }
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$tool >/dev/null 2>&1; } || \
+	    echo "note: could not install $$tool; what needs it will skip"; \
+	  else echo "note: $$tool not installed (needs root + apt-get); what needs it will skip"; fi; }; \
+	done
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

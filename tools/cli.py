@@ -47,3 +47,6 @@ main.add_command(demo)
 from tools.groups_cmd import groups  # noqa: E402
 
 main.add_command(groups)
+from tools.nemesis_cmd import nemesis  # noqa: E402
+
+main.add_command(nemesis)

@@ -1,0 +1,283 @@
+"""The nemesis run: a cluster, writers, rounds of faults, then the verdict.
+
+    verdict = await run(NemesisConfig(rounds=100, seed=7, data_dir=Path("nemesis")), echo)
+
+A 5-node cluster (3 controllers) as `quorumlog up` lays it out, with a shorter broker session
+(`SESSION_PROPS`, printed beside the result) so that a paused or partitioned broker is fenced
+within a round; a topic with RF 3 and `min.insync.replicas` 2; idempotent acks=all producers
+(workload.py). Each round injects one fault picked by the seeded RNG, holds it for half to
+twice `fault_seconds` (so both shorter and longer than a broker session), heals it, and waits
+until every node is up and every ISR is full again (availability is reported, never judged).
+Faults:
+
+    kill9             SIGKILL one node, restart it
+    pause             SIGSTOP one node, SIGCONT it
+    kill-controller   SIGKILL the active controller's node, restart it
+    kill-two          SIGKILL two nodes at once, restart both
+    partition         cut one node off the network (iptables; root only, network.py)
+
+After the last round the producers stop and drain, every record is read back, the cluster
+stops cleanly, and checker.py compares (lost, duplicated, inconsistent offsets, order per
+producer, replicas byte-identical below the high watermark). The data directory and the
+history (history.jsonl: every fault, heal and delivery report) are kept.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from tools.admin_client import AdminClient
+from tools.cluster_layout import ClusterLayout
+from tools.nemesis import network
+from tools.nemesis.checker import Verdict, check
+from tools.nemesis.workload import History, Producers, read_back, replica_batches
+from tools.up import LocalCluster, NodeProcess, stop_all
+
+TOPIC = "nemesis"
+FAULTS = ("kill9", "pause", "kill-controller", "kill-two", "partition")
+# Kafka's 9 s session would outlast most rounds: a stopped or cut-off broker is fenced after
+# 3 s here (heartbeats every 500 ms), as Jepsen's Kafka tests shorten their timeouts too.
+SESSION_PROPS = (("broker.session.timeout.ms", 3000), ("broker.heartbeat.interval.ms", 500))
+HEAL_TIMEOUT_S = 120.0
+READY_TIMEOUT_S = 120.0
+
+
+@dataclass
+class NemesisConfig:
+    data_dir: Path
+    rounds: int = 10
+    seed: int = 0
+    faults: tuple[str, ...] = FAULTS
+    nodes: int = 5
+    partitions: int = 3
+    producers: int = 2
+    rate_per_s: float = 400.0
+    fault_seconds: float = 4.0
+    base_port: int = 19092
+
+
+@dataclass
+class RoundResult:
+    number: int
+    fault: str
+    description: str
+    healed_s: float | None  # heal (restarts included) -> every node up and every ISR full;
+    # None: not within HEAL_TIMEOUT_S
+
+
+@dataclass
+class NemesisResult:
+    verdict: Verdict
+    rounds: list[RoundResult] = field(default_factory=list)
+    skipped_faults: dict[str, str] = field(default_factory=dict)
+    producer_errors: list[str] = field(default_factory=list)
+    unanswered: int = 0
+    settings: tuple[tuple[str, object], ...] = SESSION_PROPS
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok and not self.producer_errors and self.unanswered == 0
+
+
+class Nemesis:
+    def __init__(self, config: NemesisConfig, cluster: LocalCluster, nursery: trio.Nursery,
+                 history: History, echo: Callable[[str], None]) -> None:  # fmt: skip
+        self.config = config
+        self.cluster = cluster
+        self.layout = cluster.layout
+        self.nursery = nursery
+        self.history = history
+        self.echo = echo
+        self.rng = random.Random(config.seed)
+        self.nodes = {node.node_id: node for node in cluster.nodes}
+        self.isolations: list[network.Isolation] = []  # removed however the run ends
+
+    # -- node control --------------------------------------------------------------------------
+
+    async def _kill(self, node: NodeProcess) -> None:
+        node.signal(signal.SIGKILL)
+        if node.process is not None:
+            await node.process.wait()
+
+    async def _restart(self, node: NodeProcess) -> None:
+        node.ready = trio.Event()
+        await node.start()
+        self.nursery.start_soon(node.watch_ready)
+        with trio.move_on_after(READY_TIMEOUT_S):
+            await node.ready.wait()
+
+    def _ports(self, node_id: int) -> list[int]:
+        ports = [self.layout.kafka_port(node_id)]
+        if node_id in self.layout.controller_ids:
+            ports += [self.layout.controller_port(node_id), self.layout.raft_port(node_id)]
+        return ports
+
+    async def _active_controller(self) -> int | None:
+        try:
+            with trio.fail_after(5):
+                async with AdminClient(self.layout.bootstrap_servers,
+                                       request_timeout_ms=2000) as admin:  # fmt: skip
+                    return (await admin.describe_cluster()).controller_id
+        except Exception:  # noqa: BLE001 - no answer now: the caller picks at random
+            return None
+
+    # -- faults --------------------------------------------------------------------------------
+
+    async def inject(self, fault: str) -> tuple[str, Callable[[], object]]:
+        """Inject `fault`; (a description, an async heal)."""
+        ids = sorted(self.nodes)
+        if fault in ("kill9", "kill-controller", "kill-two"):
+            if fault == "kill9":
+                victims = [self.rng.choice(ids)]
+            elif fault == "kill-two":
+                victims = self.rng.sample(ids, 2)
+            else:
+                controller = await self._active_controller()
+                victims = [controller if controller in self.nodes else self.rng.choice(ids)]
+            for victim in victims:
+                await self._kill(self.nodes[victim])
+
+            async def restart() -> None:
+                for victim in victims:
+                    await self._restart(self.nodes[victim])
+
+            return f"SIGKILL node {', '.join(map(str, victims))}", restart
+        victim = self.rng.choice(ids)
+        node = self.nodes[victim]
+        if fault == "pause":
+            node.signal(signal.SIGSTOP)
+
+            async def resume() -> None:
+                node.signal(signal.SIGCONT)
+
+            return f"SIGSTOP node {victim}", resume
+        assert fault == "partition"
+        assert node.process is not None
+        isolation = network.Isolation(victim, self._ports(victim), node.process.pid)
+        self.isolations.append(isolation)
+        isolation.apply()
+
+        async def reconnect() -> None:
+            isolation.remove()
+            self.isolations.remove(isolation)
+
+        return f"node {victim} cut off ({isolation.mode})", reconnect
+
+    # -- health --------------------------------------------------------------------------------
+
+    async def wait_healthy(self) -> float | None:
+        """Seconds until every node is ready and every ISR of the topic is full, or None."""
+        start = time.monotonic()
+        with trio.move_on_after(HEAL_TIMEOUT_S):
+            while True:
+                if all(node.ready.is_set() for node in self.nodes.values()):
+                    try:
+                        with trio.fail_after(5):
+                            async with AdminClient(self.layout.bootstrap_servers,
+                                                   request_timeout_ms=2000) as admin:  # fmt: skip
+                                topic = await admin.describe_topic(TOPIC)
+                        if all(
+                            p.leader >= 0 and len(p.isr) == len(p.replicas)
+                            for p in topic.partitions
+                        ):
+                            return time.monotonic() - start
+                    except Exception:  # noqa: BLE001 - not answering yet
+                        pass
+                await trio.sleep(0.25)
+        return None
+
+    async def round(self, number: int, fault: str | None = None) -> RoundResult:
+        fault = fault or self.rng.choice(self.config.faults)
+        description, heal = await self.inject(fault)
+        self.history.write("fault", round=number, fault=fault, description=description)
+        # Held from half to twice --fault-seconds: shorter than a broker session and longer.
+        hold_s = self.config.fault_seconds * self.rng.uniform(0.5, 2.0)
+        self.echo(f"round {number}: {description} for {hold_s:.1f} s")
+        await trio.sleep(hold_s)
+        healing_s = time.monotonic()
+        await heal()  # type: ignore[misc]
+        self.history.write("heal", round=number, fault=fault)
+        healed_s = await self.wait_healthy()
+        if healed_s is not None:
+            healed_s = time.monotonic() - healing_s
+        self.history.write("healthy", round=number, seconds=healed_s)
+        return RoundResult(number, fault, description, healed_s)
+
+
+async def run(
+    config: NemesisConfig,
+    echo: Callable[[str], None] = print,
+    order: list[str] | None = None,
+) -> NemesisResult:
+    """Run it; `order` fixes the faults of the rounds instead of the RNG (tests)."""
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    skipped: dict[str, str] = {}
+    faults = tuple(config.faults)
+    if "partition" in faults and (why := network.available()) is not None:
+        skipped["partition"] = why
+        faults = tuple(f for f in faults if f != "partition")
+    if not faults:
+        raise ValueError("no fault left to inject: " + "; ".join(skipped.values()))
+    config.faults = faults
+    layout = ClusterLayout(config.data_dir, config.nodes, base_port=config.base_port,
+                           extra_properties=SESSION_PROPS)  # fmt: skip
+    history = History(config.data_dir / "history.jsonl")
+    history.write("start", seed=config.seed, rounds=config.rounds, faults=list(faults),
+                  settings=dict(SESSION_PROPS))  # fmt: skip
+    result_rounds: list[RoundResult] = []
+    nemesis: Nemesis | None = None
+    try:
+        async with LocalCluster(
+            layout, echo=lambda line, **_: history.write("node", line=line)
+        ) as cluster:
+            async with AdminClient(layout.bootstrap_servers) as admin:
+                await admin.create_topic(TOPIC, config.partitions, 3,
+                                         {"min.insync.replicas": "2"})  # fmt: skip
+            async with trio.open_nursery() as nursery:
+                nemesis = Nemesis(config, cluster, nursery, history, echo)
+                await nemesis.wait_healthy()
+                producers = Producers(layout.bootstrap_servers, TOPIC, config.partitions,
+                                      config.producers, config.rate_per_s, history)  # fmt: skip
+                producers.start()
+                await trio.sleep(1)
+                for number in range(1, config.rounds + 1):
+                    fault = order[number - 1] if order else None
+                    result_rounds.append(await nemesis.round(number, fault))
+                    await trio.sleep(0.5)
+                echo("healed; draining the producers")
+                await trio.to_thread.run_sync(producers.stop, 240.0)
+                await nemesis.wait_healthy()
+                read, marks = await trio.to_thread.run_sync(
+                    read_back, layout.bootstrap_servers, TOPIC, config.partitions
+                )
+                nursery.cancel_scope.cancel()
+            with trio.CancelScope(shield=True):
+                await stop_all(cluster.nodes)  # clean: the on-disk logs are final
+        replica_logs = {
+            p: {
+                node_id: replica_batches(
+                    layout.node_dir(node_id) / "kafka-logs", TOPIC, p, marks[p]
+                )  # fmt: skip
+                for node_id in layout.node_ids
+                if (layout.node_dir(node_id) / "kafka-logs" / f"{TOPIC}-{p}").is_dir()
+            }
+            for p in range(config.partitions)
+        }
+        verdict = check(producers.acked, producers.failed, read, replica_logs)
+        result = NemesisResult(verdict, result_rounds, skipped, producers.errors,
+                               producers.unanswered)  # fmt: skip
+        history.write("verdict", ok=result.ok, acked=verdict.acked, failed=verdict.failed,
+                      read=verdict.read, violations=verdict.violations)  # fmt: skip
+        return result
+    finally:
+        if nemesis is not None:
+            for isolation in nemesis.isolations:  # an error mid-round: never leave rules behind
+                isolation.remove()
+        history.close()
