@@ -346,6 +346,7 @@ class RaftNode:
         self._wakeup_pending = False
         self._advanced = trio.Event()
         self._in_flight = trio.Semaphore(config.max_in_flight_proposals)
+        self._proposals: set[trio.Event] = set()  # in-flight proposals' done events
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -531,11 +532,19 @@ class RaftNode:
                 try:
                     syncobj.doTick(period_s)
                     syncobj._quorum_transport.flush_held()  # replies made during the poll
+                except KafkaStorageError as e:
+                    # The journal or the Raft state file could not be written (ENOSPC, EIO,
+                    # read-only): a controller that cannot persist must not go on voting or
+                    # leading while every proposal times out. Stop; the node exits.
+                    self._fail(e)
                 except Exception:  # pysyncobj's own loop does the same: log and go on
                     logger.exception("raft tick failed")
                     time.sleep(period_s)
         finally:
-            syncobj.destroy()  # autoTick=False: closes sockets and the journal, in this thread
+            try:
+                syncobj.destroy()  # autoTick=False: closes sockets and the journal, here
+            except Exception as e:  # noqa: BLE001 - stopping anyway (a full disk, say)
+                logger.error("raft node: closing its files failed: %s", e)
             write_fd, self._wake_write_fd = self._wake_write_fd, -1
             os.close(write_fd)
             os.close(wake_read_fd)
@@ -580,11 +589,15 @@ class RaftNode:
                 raise ValueError(f"unknown batch envelope {bytes(batch[:1])!r}")
             payload = batch[1:]
             result = self._state_machine.apply(offset, payload)
-        except Exception as e:  # recorded, never thrown: a raise would wedge pysyncobj
-            payload = b""
-            result = ApplyFailure(offset, f"{type(e).__name__}: {e}")
-            self.apply_failures.append(result)
-            logger.error("metadata apply failed at offset %d: %s", offset, result.error)
+        except Exception as e:
+            # The state machine answers every batch it refuses with a result; raising means
+            # it could not apply a committed entry at all. Going on would leave this node's
+            # state silently different from the others': stop instead (Kafka's fatal fault).
+            failure = ApplyFailure(offset, f"{type(e).__name__}: {e}")
+            self.apply_failures.append(failure)
+            self._fail(RaftFatalError(f"applying the committed entry at offset {offset} "
+                                      f"failed: {failure.error}"))  # fmt: skip
+            raise self._fatal_error from e  # type: ignore[misc]
         with self._tail_lock:
             self._committed_offset = offset
             self._tail.append((offset, payload))
@@ -690,6 +703,13 @@ class RaftNode:
         except trio.RunFinishedError:
             pass
 
+    def _fail(self, error: BaseException) -> None:
+        """Any thread: this Raft node cannot go on; the tick loop ends, waiters are woken."""
+        if self._fatal_error is None:
+            self._fatal_error = error
+            logger.critical("raft node stops: %s", error)
+        self._notify_trio()
+
     def _notify_trio(self) -> None:
         if not self._wakeup_pending:
             self._wakeup_pending = True
@@ -699,6 +719,16 @@ class RaftNode:
         self._wakeup_pending = False
         event, self._advanced = self._advanced, trio.Event()
         event.set()
+        if self._fatal_error is not None:
+            for done in self._proposals:  # their entries will never be applied here
+                done.set()
+
+    async def wait_failed(self) -> BaseException:
+        """Return once this node cannot go on (a committed entry it could not apply, a journal
+        it could not write); the caller stops the process."""
+        while self._fatal_error is None:
+            await self._advanced.wait()
+        return self._fatal_error
 
     # -- public API (trio thread) ------------------------------------------------------------
 
@@ -774,8 +804,14 @@ class RaftNode:
                 outcome.append((result, fail_reason))
                 self._run_in_trio(done.set)
 
-            syncobj._append_batch(bytes([BATCH_FORMAT_VERSION]) + payload, callback=on_done)
-            await done.wait()
+            self._proposals.add(done)
+            try:
+                syncobj._append_batch(bytes([BATCH_FORMAT_VERSION]) + payload, callback=on_done)
+                await done.wait()
+            finally:
+                self._proposals.discard(done)
+        if not outcome:
+            raise RaftFatalError(f"raft node stopped: {self._fatal_error}")
         result, fail_reason = outcome[0]
         if fail_reason == FAIL_REASON.SUCCESS:
             offset, applied = result

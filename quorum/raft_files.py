@@ -18,13 +18,38 @@ makes `crash_point(point)` call `os._exit(CRASH_EXIT_CODE)` there (test-only fau
 
 from __future__ import annotations
 
+import functools
 import os
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from log.protocol.errors import KafkaStorageError
 
 LOSE_UNSYNCED_ENV = "QUORUM_RAFT_LOSE_UNSYNCED"
 CRASH_AT_ENV = "QUORUM_RAFT_CRASH_AT"
 CRASH_DELAY_ENV = "QUORUM_RAFT_CRASH_DELAY_MS"
 CRASH_EXIT_CODE = 77  # distinctive, so a test can tell an injected crash from a real failure
+
+
+class RaftIOError(KafkaStorageError):
+    """A Raft file could not be written or synced (ENOSPC, EIO, EROFS...). Fatal for the Raft
+    node: it must not vote or lead on state it cannot persist, and an fsync that failed is
+    never retried into apparent success (the kernel may have dropped the dirty pages)."""
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _io(operation: F) -> F:
+    @functools.wraps(operation)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return operation(*args, **kwargs)
+        except OSError as exc:
+            raise RaftIOError(f"{operation.__name__}: {exc}") from exc
+
+    return wrapper  # type: ignore[return-value]
 
 
 def lose_unsynced_writes() -> bool:
@@ -56,6 +81,7 @@ def fsync_file(path: str) -> None:
         os.close(fd)
 
 
+@_io
 def write_file_durably(path: str, data: bytes) -> None:
     """Atomically and durably replace `path` with `data` (tmp + fsync + rename + dir fsync)."""
     tmp_path = path + ".tmp"
@@ -91,6 +117,7 @@ class AppendOnlyFile:
         self._synced_size_bytes = self._size_bytes
         self._pending: list[bytes] = []  # test mode only: bytes not yet handed to the OS
         self._dirty = False
+        self._sync_failed: OSError | None = None
         self._lose_unsynced = lose_unsynced_writes()
         fsync_directory(os.path.dirname(os.path.abspath(path)))  # the file's own creation
 
@@ -111,6 +138,7 @@ class AppendOnlyFile:
         assert not self._pending and 0 <= position <= self._size_bytes
         return os.pread(self._fd, self._size_bytes - position, position)
 
+    @_io
     def append(self, data: bytes) -> None:
         if self._lose_unsynced:
             self._pending.append(data)
@@ -120,6 +148,7 @@ class AppendOnlyFile:
         self._size_bytes += len(data)
         self._dirty = True
 
+    @_io
     def truncate(self, size_bytes: int) -> None:
         assert 0 <= size_bytes <= self._size_bytes
         if self._lose_unsynced:
@@ -128,12 +157,19 @@ class AppendOnlyFile:
         self._size_bytes = size_bytes
         self._dirty = True
 
+    @_io
     def sync(self) -> None:
+        if self._sync_failed is not None:
+            raise OSError(f"an earlier fdatasync of {self.path} failed: {self._sync_failed}")
         if not self._dirty:
             return
         if self._lose_unsynced:
             self._flush_pending()
-        os.fdatasync(self._fd)
+        try:
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            self._sync_failed = exc  # never retried into apparent success
+            raise
         self._synced_size_bytes = self._size_bytes
         self._dirty = False
 

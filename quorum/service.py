@@ -55,7 +55,7 @@ from log.server.config import NodeConfig
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
-from quorum.raft import RaftConfig, RaftNode
+from quorum.raft import RaftConfig, RaftFatalError, RaftNode
 from quorum.records import Endpoint, MetadataRecord, encode_batch
 from quorum.state_machine import ApplyResult, MetadataStateMachine
 
@@ -133,9 +133,16 @@ class ControllerService:
                     nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
                     nursery.start_soon(self._activation_loop)
                     nursery.start_soon(self._fence_loop)
+                    nursery.start_soon(self._stop_on_raft_failure, raft)
                     task_status.started(port)
             finally:
                 self.active_epoch = -1
+
+    async def _stop_on_raft_failure(self, raft: RaftNode) -> None:
+        """A controller whose Raft node stopped (it could not apply a committed entry or write
+        its journal) takes the node down with it, as Kafka's fatal faults do."""
+        error = await raft.wait_failed()
+        raise RaftFatalError(f"node {self.node_id}: metadata quorum member stopped: {error}")
 
     @property
     def image(self):  # noqa: ANN201 - MetadataImage

@@ -74,10 +74,10 @@ class MetadataStateMachine:
             proposal_id, controller_epoch = batch.proposal_id, batch.controller_epoch
             self.image = replay_batch(self.image, batch, metadata_offset)
             return ApplyResult(metadata_offset, True, proposal_id, controller_epoch)
-        except KafkaError as e:
+        except KafkaError as e:  # the batch breaks a rule: refused, the same way everywhere
             error_code, reason = e.error_code, str(e)
-        except Exception as e:  # never raise: a raising apply wedges the Raft node
-            error_code, reason = ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}"
+        # Anything else (a bug, memory) propagates: applying a committed batch halfway or not at
+        # all on one node only would make its image diverge; the caller stops the node.
         self._advance(metadata_offset)
         return self._reject(metadata_offset, proposal_id, controller_epoch, error_code, reason)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 
 import pytest
 import trio
@@ -10,9 +12,9 @@ from quorum_raft_toy import PASSWORD, ToyStateMachine, free_ports
 
 from log.protocol.errors import NotControllerError, OffsetOutOfRangeError
 from quorum.raft import (
-    ApplyFailure,
     CorruptCheckpointFileError,
     RaftConfig,
+    RaftFatalError,
     RaftNode,
     _MetadataSyncObj,
 )
@@ -69,16 +71,23 @@ async def test_wait_for_offset_long_polls(tmp_path):
         assert seen and seen[0] >= result.offset
 
 
-async def test_apply_that_raises_is_recorded_and_does_not_wedge(tmp_path):
+async def test_an_apply_that_raises_stops_the_node_instead_of_diverging(tmp_path):
+    """A committed entry the state machine cannot apply (it raises instead of answering a
+    refusal) is fatal: the proposal fails, the node stops, nothing later is applied."""
     async with RaftNode(single_config(tmp_path), state_machine_factory=ToyStateMachine) as node:
         await wait_leader(node)
         with trio.fail_after(5):
-            bad = await node.propose(b"boom!")
-            good = await node.propose(b"after")
-        assert isinstance(bad.result, ApplyFailure) and "boom" in bad.result.error
-        assert list(node.apply_failures) == [bad.result]
-        assert good.offset > bad.offset and good.result == 1
-        assert node.state_machine.records == [(good.offset, b"after")]
+            good = await node.propose(b"before")
+            with pytest.raises(RaftFatalError, match="boom"):
+                await node.propose(b"boom!")
+            error = await node.wait_failed()
+        assert isinstance(error, RaftFatalError) and "offset" in str(error)
+        assert [f.error for f in node.apply_failures] == [
+            "ValueError: toy state machine refuses boom"
+        ]
+        with pytest.raises(RaftFatalError):
+            await node.propose(b"after")
+        assert node.state_machine.records == [(good.offset, b"before")]
 
 
 def test_exactly_one_replicated_method():
@@ -314,3 +323,34 @@ async def test_journal_state_and_checkpoint_reach_the_disk(tmp_path, monkeypatch
                 await node.propose(b"r%d" % i)
     assert "raft.checkpoint.tmp" in synced  # the checkpoint's bytes, before pysyncobj's rename
     assert "metadata" in synced  # the directory: the rename, before the journal is cut
+
+
+async def test_a_journal_that_cannot_be_written_stops_the_node(tmp_path):
+    """ENOSPC on the Raft journal (a 2 MiB tmpfs filled up): the node stops, fails the
+    proposal and every later one, instead of leading while nothing commits."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a size-limited tmpfs")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)]).returncode:
+        pytest.skip("mount -t tmpfs failed here")
+    try:
+        config = single_config(mount)
+        async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
+            await wait_leader(node)
+            with trio.fail_after(5):
+                await node.propose(b"fits")
+            ballast = mount / "ballast"
+            with open(ballast, "wb") as f:
+                with contextlib.suppress(OSError):
+                    while True:
+                        f.write(b"\0" * 65536)
+            with trio.fail_after(10):
+                with pytest.raises(RaftFatalError):
+                    await node.propose(b"x" * 200_000)
+                error = await node.wait_failed()
+            assert "No space left" in str(error), error
+            with pytest.raises(RaftFatalError):
+                await node.propose(b"later")
+    finally:
+        subprocess.run(["umount", "-l", str(mount)])
