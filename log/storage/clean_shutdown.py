@@ -9,6 +9,10 @@ The marker holds the broker epoch the process had when it stopped (`{"version":0
 "broker_epoch":N}`, as Kafka's does since KIP-966): the next process registers with it as its
 previous broker epoch, which tells the controller that registration ended cleanly. An empty or
 unreadable marker (older versions wrote it empty) still means a clean shutdown, epoch unknown.
+
+A directory where a write or an fsync failed this process (`note_io_error`: an append cut off
+after ENOSPC or EIO, a failed fsync) is never marked clean: whatever that failure left is then
+re-read and checked by the next start's recovery instead of being trusted.
 """
 
 from __future__ import annotations
@@ -22,6 +26,25 @@ from log.storage.checkpoint_file import atomic_write_bytes, fsync_directory
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 UNKNOWN_BROKER_EPOCH = -1
 MAX_MARKER_BYTES = 4096
+
+
+_IO_ERRORS: dict[str, str] = {}  # log directory (resolved) -> the first I/O error seen there
+
+
+def note_io_error(partition_dir: str | Path, error: BaseException) -> None:
+    """A write or fsync under this partition directory failed (any thread)."""
+    log_dir = str(Path(partition_dir).resolve().parent)
+    _IO_ERRORS.setdefault(log_dir, f"{type(error).__name__}: {error}")
+
+
+def io_error_in(log_dir: Path) -> str | None:
+    """The first I/O error noted under `log_dir` by this process, if any."""
+    return _IO_ERRORS.get(str(Path(log_dir).resolve()))
+
+
+def forget_io_errors(log_dir: Path) -> None:
+    """The directory was just loaded (and recovered where needed): start afresh."""
+    _IO_ERRORS.pop(str(Path(log_dir).resolve()), None)
 
 
 def write_clean_shutdown_marker(log_dir: Path, broker_epoch: int = UNKNOWN_BROKER_EPOCH) -> None:

@@ -44,7 +44,9 @@ from log.storage.checkpoint_file import (
     OffsetCheckpointFile,
 )
 from log.storage.clean_shutdown import (
+    forget_io_errors,
     has_clean_shutdown_marker,
+    io_error_in,
     read_clean_shutdown_broker_epoch,
     remove_clean_shutdown_marker,
     write_clean_shutdown_marker,
@@ -180,6 +182,7 @@ class LogManager:
                 elapsed_ms = (time.perf_counter() - started_s) * 1000
                 self._on_log_loaded(*topic_partition, elapsed_ms, len(self._logs), total)
         remove_clean_shutdown_marker(self.log_dir)
+        forget_io_errors(self.log_dir)  # loaded and recovered: what was noted is dealt with
         self.checkpoint_recovery_points()
         self.checkpoint_high_watermarks()
         self.checkpoint_log_start_offsets()
@@ -327,14 +330,25 @@ class LogManager:
         (with `broker_epoch`, the registration this process ends)."""
         if self.is_shut_down:
             return
+        failures = []
         for log in self._logs.values():
-            log.flush(now_ms=now_ms)
+            try:
+                log.flush(now_ms=now_ms)
+            except KafkaStorageError as exc:  # noted (segment.py); the others still close
+                failures.append(exc)
             log.close()
         self.checkpoint_recovery_points()
         self.checkpoint_high_watermarks()
         self.checkpoint_log_start_offsets()
-        write_clean_shutdown_marker(self.log_dir, broker_epoch)
+        error = io_error_in(self.log_dir)
+        if error is None:
+            write_clean_shutdown_marker(self.log_dir, broker_epoch)
+        else:
+            logger.warning("not marking %s clean: an I/O error happened there (%s); the next "
+                           "start recovers its logs", self.log_dir, error)  # fmt: skip
         self.is_shut_down = True
+        if failures:
+            raise failures[0]
 
 
 def _cause_errno(exc: BaseException) -> int | None:

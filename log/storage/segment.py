@@ -35,6 +35,7 @@ from log.records.batch_header import (
     read_header,
     validate_batch,
 )
+from log.storage.clean_shutdown import note_io_error
 from log.storage.config import LogConfig
 from log.storage.offset_index import U32_MAX, CorruptIndexError, OffsetIndex
 from log.storage.time_index import TimeIndex
@@ -266,6 +267,7 @@ class LogSegment:
 
     def _undo_failed_write(self, start: int, exc: OSError) -> NoReturn:
         """ENOSPC, EIO...: drop the partial write, report a typed error."""
+        note_io_error(self.dir_path, exc)  # whatever is left, the next start checks it
         try:
             os.ftruncate(self._fd, start)
         except OSError:
@@ -555,6 +557,7 @@ class LogSegment:
             self.offset_index.flush()
             self.time_index.flush()
         except OSError as exc:
+            note_io_error(self.dir_path, exc)
             raise KafkaStorageError(f"fsync of {self.log_path} failed: {exc}") from exc
 
     def on_become_inactive(self) -> None:

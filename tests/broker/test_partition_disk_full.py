@@ -82,3 +82,29 @@ async def test_leadership_taken_on_a_full_disk_is_retried_once_there_is_room(
     checkpoint = (config.log_dir / "t-0" / "leader-epoch-checkpoint").read_text()
     assert checkpoint.splitlines()[-1].split()[0] == str(leader_epoch), checkpoint
     hosted.log_manager.shutdown()
+
+
+def test_a_directory_with_a_failed_append_is_not_marked_clean(small_disk):
+    """ENOSPC cuts an append off: the shutdown that follows writes no clean-shutdown marker,
+    so the next start recovers the log (and keeps every batch that was appended)."""
+    from log.protocol.errors import KafkaStorageError
+    from log.records.builder import Record, build_batch
+    from log.storage.clean_shutdown import has_clean_shutdown_marker
+
+    log_dir = small_disk / "logs"
+    manager = LogManager(log_dir)
+    log = manager.get_or_create_log("t", 0)
+    log.append_as_leader(build_batch([Record(b"kept")]), 0, 0)
+    filler = _fill(small_disk)
+    with pytest.raises(KafkaStorageError):
+        for _ in range(1000):
+            log.append_as_leader(build_batch([Record(b"x" * 4096)]), 0, 0)
+    os.remove(filler)  # room for the checkpoints: only the failed append is held against it
+    manager.shutdown()
+    assert not has_clean_shutdown_marker(log_dir)
+
+    again = LogManager(log_dir)
+    assert not again.had_clean_shutdown
+    assert again.get_log("t", 0).log_end_offset == 1
+    again.shutdown()
+    assert has_clean_shutdown_marker(log_dir)  # that start dealt with it: clean again
