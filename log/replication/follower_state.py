@@ -6,6 +6,7 @@ A follower first makes its log a prefix of the leader's, then fetches from its l
     TRUNCATING --(answer names an epoch we lack: intermediate truncation)--> TRUNCATING
     FETCHING   --(diverging epoch in a fetch response)--> TRUNCATING (or FETCHING once truncated)
     TRUNCATING | FETCHING --(error)--> DELAYED --(replica.fetch.backoff.ms passed)--> same state
+    any        --(the decided truncation failed: a storage error)--> DELAYED --> TRUNCATING
                           (LEADER_CHANGE_RETRY_MS instead when the leader is only behind on
                           metadata: see `on_error`)
     any        --(on_become_follower: new leader or leader epoch)--> TRUNCATING
@@ -343,6 +344,13 @@ class FollowerState:
                 leader_log_start_offset if leader_log_start_offset > log_start_offset else None
             ),
         )
+
+    def on_truncation_failed(self, error: ErrorCode, now_ms: int) -> None:
+        """The log could not be cut where a TruncationDecision said (a storage error): it still
+        holds records past the diverging point, so never fetch on top of them. Back off, then
+        ask the leader again (TRUNCATING), whichever state the decision had moved us to."""
+        self.state = FetchState.TRUNCATING
+        self.on_error(error, now_ms)
 
     def on_error(self, error: ErrorCode, now_ms: int) -> None:
         """Back off `replica.fetch.backoff.ms` (LEADER_CHANGE_RETRY_MS for a leader change

@@ -236,6 +236,17 @@ class ReplicaFetcher:
         log = self.logs.get(tp)  # type: ignore[arg-type]
         if log is None:
             return
+        try:
+            self._cut(tp, log, decision)
+        except (KafkaError, OSError) as exc:  # e.g. the epoch checkpoint cannot be rewritten
+            logger.warning("%s: truncation to %s failed, asking the leader again after the "
+                           "back-off: %s", tp, decision.offset, exc)  # fmt: skip
+            code = exc.error_code if isinstance(exc, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR
+            follower = self.state.partitions.get(tp)  # type: ignore[call-overload]
+            if follower is not None:
+                follower.on_truncation_failed(code, self.clock_ms())
+
+    def _cut(self, tp: object, log: UnifiedLog, decision: TruncationDecision) -> None:
         if decision.fully:
             log.truncate_fully_and_start_at(decision.offset)
         elif decision.offset < log.log_end_offset:

@@ -268,3 +268,17 @@ def test_fetcher_poll_derives_only_changed_partitions_between_sweeps():
     assert set(delayed.fetch) == {"b"} and delayed.wakeup_ms is not None
     resumed = fetcher.poll(delayed.wakeup_ms, logs.__getitem__)
     assert set(resumed.fetch) == {"a", "b"}
+
+
+def test_a_failed_truncation_never_fetches_above_the_diverging_point():
+    """The decision moved the partition to FETCHING; the driver could not cut the log (a
+    storage error): it backs off and asks the leader again instead of fetching from its
+    untruncated log end."""
+    log = log_with((1, 2), (3, 4))
+    f = truncating(log)
+    assert f.on_epoch_end_offset(3, 4, log) == TruncationDecision(4)
+    assert f.state is FetchState.FETCHING
+    f.on_truncation_failed(ErrorCode.KAFKA_STORAGE_ERROR, now_ms=1000)
+    assert not f.is_ready(1050) and f.last_error == ErrorCode.KAFKA_STORAGE_ERROR
+    assert f.is_ready(1100) and f.state is FetchState.TRUNCATING
+    assert f.truncation_request(log) == EpochQuery(current_leader_epoch=9, leader_epoch=3)
