@@ -148,6 +148,11 @@ class ServerConnection:
         return self._frames.buffered_bytes
 
     @property
+    def pending_request_bytes(self) -> int:
+        """The announced size of the request being received (0 when none is half-way)."""
+        return self._frames.pending_frame_bytes
+
+    @property
     def reading_paused(self) -> bool:
         """True while max_in_flight requests are unanswered: do not read the socket."""
         return self._in_flight >= self.max_in_flight

@@ -140,6 +140,18 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._buffer += data
 
+    @property
+    def pending_frame_bytes(self) -> int:
+        """Bytes (size prefix included) of the frame being received, once its size is known
+        and while it is incomplete; 0 otherwise."""
+        available = len(self._buffer) - self._start
+        if available < 4:
+            return 0
+        (size,) = SIZE.unpack_from(self._buffer, self._start)
+        if size < 0 or available >= 4 + size:
+            return 0
+        return 4 + size
+
     def next_frame(self) -> bytearray | None:
         """The next whole frame (without its size), or None until more bytes arrive.
 

@@ -27,6 +27,7 @@ cancellation.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -51,6 +52,7 @@ from log.server.metrics import NodeMetrics
 from log.server.partitions import HostedPartitions
 from log.server.producer_ids import ProducerIdDriver
 from log.server.repeat_limiter import RepeatLimiter
+from log.server.request_memory import RequestMemory
 from log.storage.manager import LogManager
 
 logger = logging.getLogger(__name__)
@@ -140,6 +142,12 @@ class KafkaServer:
             parse_overrides(props["max.connections.per.ip.overrides"]),
         )
         self.idle_timeout_s = props["connections.max.idle.ms"] / 1000
+        request_bytes = props["queued.max.request.bytes"]  # -1: unbounded, as in Kafka
+        self.request_memory = RequestMemory(
+            sys.maxsize
+            if request_bytes < 0
+            else max(request_bytes, self.max_frame_bytes_for(props))
+        )
         self._refusals = RepeatLimiter(interval_s=60)
         self.producer_ids = ProducerIdDriver(
             config.node_id, controller, broker_epoch_getter, clock_ms
@@ -195,6 +203,10 @@ class KafkaServer:
         self.connection_count = 0
         self._register_state_metrics(metadata)
 
+    @staticmethod
+    def max_frame_bytes_for(props: dict) -> int:
+        return props["socket.request.max.bytes"] + 4  # one whole frame always fits
+
     def _register_state_metrics(self, metadata: MetadataSource) -> None:
         metrics, partitions = self.metrics, self.partitions
         metrics.gauge(
@@ -208,6 +220,11 @@ class KafkaServer:
             lambda: self.acks_all_waiting_count,
         )
         metrics.gauge("connections", "Open Kafka connections", lambda: self.connection_count)
+        metrics.gauge(
+            "request_memory_bytes",
+            "Bytes reserved for requests being received (queued.max.request.bytes bounds it)",
+            lambda: self.request_memory.used_bytes,
+        )
         metrics.counter(
             "leader_changes",
             "Leadership changes of hosted partitions seen by this broker (became leader or "
@@ -308,6 +325,15 @@ class KafkaServer:
             accepted_api_keys=HANDLED_API_KEYS,
             max_read_bytes=MAX_READ_BYTES,
         )
+        held = [0]  # bytes of request_memory held for the request being received / handled
+        try:
+            await self._request_loop(conn, stream, peer, held)
+        finally:
+            self.request_memory.release(held[0])
+
+    async def _request_loop(self, conn: ServerConnection, stream: trio.SocketStream, peer: str,
+                            held: list[int]) -> None:  # fmt: skip
+        memory = self.request_memory
         while True:
             try:
                 event = conn.next_request()
@@ -316,6 +342,10 @@ class KafkaServer:
                 return
             if event is NEED_DATA or event is PAUSED:
                 # PAUSED cannot persist: requests are answered before the next is taken.
+                announced = conn.pending_request_bytes
+                if announced > held[0]:  # read the rest only with the memory for it
+                    await memory.reserve(announced - held[0])
+                    held[0] = announced
                 data = b""
                 with trio.move_on_after(self.idle_timeout_s):
                     data = await stream.receive_some(MAX_READ_BYTES)
@@ -341,12 +371,16 @@ class KafkaServer:
                 pending = conn.no_response(event)
                 if pending:
                     await stream.send_all(pending)
+                memory.release(held[0])
+                held[0] = 0
                 if has_error(body):
                     return
                 continue
             parts = conn.send_response_parts(event, body)
             self.metrics.bytes_out.inc(sum(len(part) for part in parts))
             await send_parts(stream, parts)
+            memory.release(held[0])  # the request's frame is no longer ours to keep
+            held[0] = 0
 
     async def _dispatch(self, request: Request) -> Any:
         start_s = time.perf_counter()

@@ -58,6 +58,14 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("message.max.bytes", int, 1048588, "largest record batch accepted"),
     ConfigKey("socket.request.max.bytes", int, 104857600, "largest request frame accepted"),
     ConfigKey("queued.max.requests", int, 500, "requests queued across connections"),
+    ConfigKey(
+        "queued.max.request.bytes",
+        int,
+        256 * 1024 * 1024,
+        "bytes of requests being received across connections; a connection whose "
+        "announced request does not fit is not read until others finish (Kafka's "
+        "default, -1, is unbounded; here at least one socket.request.max.bytes)",
+    ),
     ConfigKey("max.inflight.requests.per.connection", int, 5, "requests read ahead per connection"),
     ConfigKey("log.segment.bytes", int, 1073741824, "segment size before rolling"),
     ConfigKey("log.roll.ms", int, 604800000, "segment age before rolling"),
