@@ -1,5 +1,6 @@
 """`quorumlog nemesis`: faults against a local 5-node cluster while idempotent producers write;
-then every acknowledged record is checked (tools/nemesis/). Exit code 1 on any violation.
+then every acknowledged record is checked (tools/nemesis/). Exit code 1 on any safety
+violation, 3 when safe but some write was never answered (a stalled client), 0 otherwise.
 
     quorumlog nemesis [--rounds 10] [--seed 0] [--faults kill9,pause,...] [--data-dir DIR]
 """
@@ -48,7 +49,13 @@ def _report(result: NemesisResult, config: NemesisConfig, console: Console) -> N
     settings = ", ".join(f"{k}={v}" for k, v in result.settings)
     console.print(f"settings that differ from `quorumlog up`: {settings}")
     console.print(f"data and history.jsonl kept in {config.data_dir}")
-    console.print("[green]OK[/green]" if result.ok else "[red]VIOLATIONS[/red]")
+    if not result.ok:
+        console.print("[red]VIOLATIONS[/red]")
+    elif not result.available:
+        console.print("[yellow]SAFE, BUT NOT EVERY WRITE WAS ANSWERED[/yellow] (see the "
+                      "producer lines above; the history has every delivery report)")  # fmt: skip
+    else:
+        console.print("[green]OK[/green]")
 
 
 @click.command()
@@ -81,4 +88,4 @@ def nemesis(rounds, seed, faults, fault_seconds, rate, data_dir, base_port) -> N
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     _report(result, config, console)
-    raise SystemExit(0 if result.ok else 1)
+    raise SystemExit(1 if not result.ok else 3 if not result.available else 0)

@@ -83,7 +83,14 @@ class NemesisResult:
 
     @property
     def ok(self) -> bool:
-        return self.verdict.ok and not self.producer_errors and self.unanswered == 0
+        """No safety violation (what was acknowledged is there, once, where it was said)."""
+        return self.verdict.ok
+
+    @property
+    def available(self) -> bool:
+        """Every write was answered (acknowledged or failed) by the end: liveness, reported
+        apart from safety, as Jepsen reports indeterminate operations."""
+        return not self.producer_errors and self.unanswered == 0
 
 
 class Nemesis:

@@ -11,6 +11,7 @@ offset)) or `failed` (value -> error), and in the history file.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import Any
 from log.records.batch_header import iter_batches
 
 DELIVERY_TIMEOUT_MS = 300_000  # librdkafka's default: a write fails only after 5 minutes
+# librdkafka's debug contexts for the producers (e.g. "eos,msg,broker"), to stderr
+DEBUG = os.environ.get("QUORUMLOG_NEMESIS_DEBUG", "")
 
 
 class History:
@@ -96,6 +99,7 @@ class Producers:
                 "linger.ms": 5, "delivery.timeout.ms": DELIVERY_TIMEOUT_MS,
                 "retry.backoff.ms": 50, "retry.backoff.max.ms": 500,
                 "client.id": f"nemesis-{producer_index}", "log_level": 3,
+                **({"debug": DEBUG} if DEBUG else {}),
             })  # fmt: skip
             interval = self.count / self.rate_per_s
             sequence = 0
