@@ -69,7 +69,13 @@ def _report(result: NemesisResult, config: NemesisConfig, console: Console) -> N
               help="kept afterwards (default: a new temporary directory)")  # fmt: skip
 @click.option("--base-port", default=19092, show_default=True, type=int)
 def nemesis(rounds, seed, faults, fault_seconds, rate, data_dir, base_port) -> None:  # noqa: ANN001
-    """Inject faults into a local 5-node cluster and check no acknowledged write is lost."""
+    """Inject faults into a local 5-node cluster and check no acknowledged write is lost.
+
+    \b
+    Examples:
+      quorumlog nemesis --rounds 100 --seed 7            # the long run (root: partitions too)
+      quorumlog nemesis --faults kill9,pause --rounds 5   # a quick look
+    """
     chosen = tuple(f.strip() for f in faults.split(",") if f.strip())
     unknown = [f for f in chosen if f not in FAULTS]
     if unknown or not chosen:
