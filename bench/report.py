@@ -251,6 +251,9 @@ def plots(sections: dict[str, Rows], out_dir: Path) -> list[str]:
         ("spark_write", "Spark write", lambda r: r["job"], "rows_per_s"),
         ("log_throughput", "log vs plain file", lambda r: f"{r['op']} {r['batch_bytes']} B",
          "log_mb_per_s"),
+        ("e2e_latency", "end-to-end latency p99, acks=all RF 3", lambda r: r["load"],
+         "p99_ms"),
+        ("consume_throughput", "consume vs produce", lambda r: r["side"], "records_per_s"),
     ]  # fmt: skip
     restart = sections.get("restart", [])
     if restart:
@@ -262,7 +265,8 @@ def plots(sections: dict[str, Rows], out_dir: Path) -> list[str]:
     for section, title, label, key in specs:
         rows = [r for r in sections.get(section, []) if r.get(key) is not None]
         if rows:
-            unit = "MB/s" if key.endswith("mb_per_s") else key.replace("_per_s", "/s")
+            unit = ("MB/s" if key.endswith("mb_per_s") else "ms" if key.endswith("_ms")
+                    else key.replace("_per_s", "/s"))  # fmt: skip
             made.append(_bar(out_dir, section, title, [label(r) for r in rows],
                              [float(r[key]) for r in rows], unit))  # fmt: skip
     return [m for m in made if m]

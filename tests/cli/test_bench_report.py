@@ -61,6 +61,8 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
     assert ("| 10 GB partition log, 1,000 MB written since the last clean start | after kill -9 "
             "| 6.5 s (log recovery 4.2 s) |") in text  # fmt: skip
     assert (tmp_path / "results" / "restart.png").stat().st_size > 1000
+    assert (tmp_path / "results" / "e2e_latency.png").stat().st_size > 1000
+    assert (tmp_path / "results" / "consume_throughput.png").stat().st_size > 1000
     assert "controller kill -9 -> first metadata commit | median 750 ms" in text
     assert ("| partition leader kill -9 (leader only, n=9) -> new leader committed "
             "| median 115 ms, max 127 ms |") in text  # fmt: skip
