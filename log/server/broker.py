@@ -143,10 +143,9 @@ class KafkaServer:
         )
         self.idle_timeout_s = props["connections.max.idle.ms"] / 1000
         request_bytes = props["queued.max.request.bytes"]  # -1: unbounded, as in Kafka
+        one_frame = props["socket.request.max.bytes"] + 4  # one whole frame always fits
         self.request_memory = RequestMemory(
-            sys.maxsize
-            if request_bytes < 0
-            else max(request_bytes, self.max_frame_bytes_for(props))
+            sys.maxsize if request_bytes < 0 else max(request_bytes, one_frame)
         )
         self._refusals = RepeatLimiter(interval_s=60)
         self.producer_ids = ProducerIdDriver(
@@ -202,10 +201,6 @@ class KafkaServer:
         self.port: int | None = None
         self.connection_count = 0
         self._register_state_metrics(metadata)
-
-    @staticmethod
-    def max_frame_bytes_for(props: dict) -> int:
-        return props["socket.request.max.bytes"] + 4  # one whole frame always fits
 
     def _register_state_metrics(self, metadata: MetadataSource) -> None:
         metrics, partitions = self.metrics, self.partitions
@@ -325,62 +320,56 @@ class KafkaServer:
             accepted_api_keys=HANDLED_API_KEYS,
             max_read_bytes=MAX_READ_BYTES,
         )
-        held = [0]  # bytes of request_memory held for the request being received / handled
-        try:
-            await self._request_loop(conn, stream, peer, held)
-        finally:
-            self.request_memory.release(held[0])
-
-    async def _request_loop(self, conn: ServerConnection, stream: trio.SocketStream, peer: str,
-                            held: list[int]) -> None:  # fmt: skip
         memory = self.request_memory
-        while True:
-            try:
-                event = conn.next_request()
-            except KafkaError as exc:  # InvalidFrameError
-                logger.info("closing connection from %s: %s", peer, exc)
-                return
-            if event is NEED_DATA or event is PAUSED:
-                # PAUSED cannot persist: requests are answered before the next is taken.
-                announced = conn.pending_request_bytes
-                if announced > held[0]:  # read the rest only with the memory for it
-                    await memory.reserve(announced - held[0])
-                    held[0] = announced
-                data = b""
-                with trio.move_on_after(self.idle_timeout_s):
-                    data = await stream.receive_some(MAX_READ_BYTES)
-                if not data:
-                    return  # closed by the client, or idle for connections.max.idle.ms
-                self.metrics.bytes_in.inc(len(data))
+        held = 0  # bytes of request_memory held for the request being received / handled
+        try:
+            while True:
                 try:
-                    conn.receive_data(data)
-                except KafkaError as exc:
+                    event = conn.next_request()
+                except KafkaError as exc:  # InvalidFrameError
                     logger.info("closing connection from %s: %s", peer, exc)
                     return
-                continue
-            if isinstance(event, BadRequest):
-                if event.data_to_send:
-                    await stream.send_all(event.data_to_send)
-                if event.close_connection:
-                    logger.info("closing connection from %s: %s", peer, event.reason)
-                    return
-                continue
-            assert isinstance(event, Request)
-            body = await self._dispatch(event)
-            if not event.expects_response:
-                pending = conn.no_response(event)
-                if pending:
-                    await stream.send_all(pending)
-                memory.release(held[0])
-                held[0] = 0
-                if has_error(body):
-                    return
-                continue
-            parts = conn.send_response_parts(event, body)
-            self.metrics.bytes_out.inc(sum(len(part) for part in parts))
-            await send_parts(stream, parts)
-            memory.release(held[0])  # the request's frame is no longer ours to keep
-            held[0] = 0
+                if event is NEED_DATA or event is PAUSED:
+                    # PAUSED cannot persist: requests are answered before the next is taken.
+                    announced = conn.pending_request_bytes
+                    if announced > held:  # read the rest only with the memory for it
+                        await memory.reserve(announced - held)
+                        held = announced
+                    data = b""
+                    with trio.move_on_after(self.idle_timeout_s):
+                        data = await stream.receive_some(MAX_READ_BYTES)
+                    if not data:
+                        return  # closed by the client, or idle for connections.max.idle.ms
+                    self.metrics.bytes_in.inc(len(data))
+                    try:
+                        conn.receive_data(data)
+                    except KafkaError as exc:
+                        logger.info("closing connection from %s: %s", peer, exc)
+                        return
+                    continue
+                if isinstance(event, BadRequest):
+                    if event.data_to_send:
+                        await stream.send_all(event.data_to_send)
+                    if event.close_connection:
+                        logger.info("closing connection from %s: %s", peer, event.reason)
+                        return
+                    continue
+                assert isinstance(event, Request)
+                body = await self._dispatch(event)
+                if event.expects_response:
+                    parts = conn.send_response_parts(event, body)
+                    self.metrics.bytes_out.inc(sum(len(part) for part in parts))
+                    await send_parts(stream, parts)
+                else:
+                    pending = conn.no_response(event)
+                    if pending:
+                        await stream.send_all(pending)
+                    if has_error(body):
+                        return
+                memory.release(held)  # the request's frame is no longer ours to keep
+                held = 0
+        finally:
+            memory.release(held)
 
     async def _dispatch(self, request: Request) -> Any:
         start_s = time.perf_counter()
