@@ -45,13 +45,15 @@ R = PRODUCE_RESPONSE.cls
 NO_HINT = R.PartitionProduceResponse.LeaderIdAndEpoch()  # leader -1, epoch -1: not written
 
 
-def _current_leader(image: object, topic: str, partition: int) -> object:
+def _current_leader(image: object, topic: str, partition: int, hinted: set[int]) -> object:
     """KIP-951: the partition's leader and leader epoch as this broker's image knows them, for a
-    client told NOT_LEADER_OR_FOLLOWER (v10+); -1 when unknown or leaderless."""
+    client told NOT_LEADER_OR_FOLLOWER (v10+), its id added to `hinted` (for node_endpoints);
+    -1 when unknown or leaderless."""
     known = image.topic(topic)  # type: ignore[attr-defined]
     state = known.partitions.get(partition) if known is not None else None
     if state is None or state.leader < 0:
         return NO_HINT
+    hinted.add(state.leader)
     return R.PartitionProduceResponse.LeaderIdAndEpoch(
         leader_id=state.leader, leader_epoch=state.leader_epoch
     )
@@ -84,9 +86,11 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
     acks = body.acks
     image = ctx.sync_partitions()
     now_ms = ctx.clock_ms()
-    # name -> [[index, error_code, base_offset, log_append_time_ms, log_start_offset, message]]
+    # name -> [[index, error_code, base_offset, log_append_time_ms, log_start_offset, message,
+    #           current_leader hint]]
     results: dict[str, list[list]] = {}
     waits: list[tuple[list, HostedPartition, int]] = []
+    hinted: set[int] = set()  # leaders named in NOT_LEADER answers (v10+)
     for topic_data in body.topic_data:
         rows = results.setdefault(topic_data.name, [])
         for partition_data in topic_data.partition_data:
@@ -107,7 +111,7 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
             except KafkaError as exc:
                 hint = NO_HINT
                 if exc.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and request.api_version >= 10:
-                    hint = _current_leader(image, topic_data.name, index)
+                    hint = _current_leader(image, topic_data.name, index, hinted)
                 rows.append([index, exc.error_code, -1, -1, -1, str(exc), hint])
                 continue
             if not ctx.partitions.maybe_advance_high_watermark(hosted):
@@ -120,10 +124,7 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
     for row, hosted, required_offset in waits:
         row[1] = await _wait_for_high_watermark(ctx, hosted, required_offset, body.timeout_ms)
         if row[1] == ErrorCode.NOT_LEADER_OR_FOLLOWER and request.api_version >= 10:
-            row[6] = _current_leader(ctx.sync_partitions(), hosted.topic, hosted.partition)
-    hinted = {
-        row[6].leader_id for rows in results.values() for row in rows if row[6] is not NO_HINT
-    }
+            row[6] = _current_leader(ctx.sync_partitions(), hosted.topic, hosted.partition, hinted)
     return R(
         responses=[
             R.TopicProduceResponse(
