@@ -210,9 +210,9 @@ class _Builder:
         self.controller_id = image.controller_id
         self.controller_epoch = image.controller_epoch
         self.touched: set[tuple[uuid.UUID, int]] = set()
-        # Partition maps this builder made (by id; the value keeps each alive, so no id is
-        # reused): only these may change in place, every other one is shared with `base`.
-        self._owned: dict[int, dict[int, PartitionState]] = {}
+        # Topics whose partition map this builder made: only these change in place, every
+        # other map is shared with `base`.
+        self._owned_topics: set[uuid.UUID] = set()
         # Brokers this batch fenced or unregistered: an ISR naming one breaks the invariant
         # even where no record of the batch touched the partition.
         self.gone_dark: set[int] = set()
@@ -244,15 +244,13 @@ class _Builder:
         return broker
 
     def _set_partition(self, topic: TopicImage, partition: int, state: PartitionState) -> None:
-        partitions = topic.partitions
-        if id(partitions) not in self._owned:
+        if topic.topic_id not in self._owned_topics:
             # First change to this topic in this batch: copy its partitions once, then change
             # the copy in place (a copy per record made a 1,000-partition topic cost O(n^2)).
-            partitions = dict(partitions)
-            self._owned[id(partitions)] = partitions
-            topic = dataclasses.replace(topic, partitions=partitions)
+            self._owned_topics.add(topic.topic_id)
+            topic = dataclasses.replace(topic, partitions=dict(topic.partitions))
             self.topics[topic.topic_id] = topic
-        partitions[partition] = state  # type: ignore[index]
+        topic.partitions[partition] = state  # type: ignore[index]
         self.touched.add((topic.topic_id, partition))
 
     # One method per record type.
@@ -302,6 +300,7 @@ class _Builder:
         if r.name in self.topic_ids_by_name or r.topic_id in self.topics:
             self.fail(f"topic {r.name} / {r.topic_id} already exists")
         self.topics[r.topic_id] = TopicImage(r.name, r.topic_id, {})
+        self._owned_topics.add(r.topic_id)
         self.topic_ids_by_name[r.name] = r.topic_id
 
     def _check_replicas(self, replicas: tuple[int, ...]) -> None:
