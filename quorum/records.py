@@ -475,10 +475,10 @@ def encode_batch(
     if len(records) > MAX_RECORDS_PER_BATCH:
         raise MetadataRecordError(f"{len(records)} records exceed {MAX_RECORDS_PER_BATCH}")
     try:
-        head = _BATCH_HEAD.pack(controller_epoch, proposal_id, 0)
+        head = _BATCH_HEAD.pack(controller_epoch, proposal_id, len(records))
     except struct.error as e:
         raise MetadataRecordError(f"cannot encode batch header: {e}") from e
-    body = head[:12] + encode_records(records)
+    body = head + b"".join(encode_record(r) for r in records)
     if len(body) + 5 > MAX_BATCH_BYTES:
         raise MetadataRecordError(f"batch of {len(body) + 5} bytes exceeds {MAX_BATCH_BYTES}")
     return bytes([BATCH_VERSION]) + crc32c.crc32c(body).to_bytes(4, "big") + body
