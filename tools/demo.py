@@ -239,10 +239,8 @@ async def failover_drill(
     await victim.process.wait()
     await trio.sleep(max(0.0, RESTART_DELAY_S - (time.perf_counter() - killed_s)))
     restarted_s = time.perf_counter()
-    victim.ready = trio.Event()
-    await victim.start()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(victim.watch_ready)
+        await victim.restart(nursery)
         with trio.fail_after(FAILOVER_TIMEOUT_S):
             await victim.ready.wait()
     report.restart_ready_ms = (time.perf_counter() - restarted_s) * 1000

@@ -65,6 +65,13 @@ class NodeProcess:
             os.close(read_fd)
             log.close()
 
+    async def restart(self, nursery: trio.Nursery) -> None:
+        """Start the node again after it exited; `ready` is set (by a watcher in `nursery`)
+        once the new process says READY."""
+        self.ready = trio.Event()
+        await self.start()
+        nursery.start_soon(self.watch_ready)
+
     def close_lifeline(self) -> None:
         """Close our end of the node's parent pipe (the node then stops, if still running)."""
         if self._lifeline_fd is not None:

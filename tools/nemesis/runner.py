@@ -114,9 +114,7 @@ class Nemesis:
             await node.process.wait()
 
     async def _restart(self, node: NodeProcess) -> None:
-        node.ready = trio.Event()
-        await node.start()
-        self.nursery.start_soon(node.watch_ready)
+        await node.restart(self.nursery)
         with trio.move_on_after(READY_TIMEOUT_S):
             await node.ready.wait()
 
