@@ -3,9 +3,7 @@ forever. Real fault: the log directory is a 1 MiB tmpfs filled up (root only).""
 
 from __future__ import annotations
 
-import errno
 import os
-import subprocess
 
 import pytest
 
@@ -14,34 +12,15 @@ from log.storage.manager import LogManager
 from quorum.controller import CreatableTopic, CreateTopicsRequest
 from quorum.records import PartitionChangeRecord
 from tests.broker.conftest import LocalQuorum, node_config
+from tests.disk_faults import fill_up, small_tmpfs
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 
 
 @pytest.fixture
 def small_disk(tmp_path):
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                            capture_output=True, text=True)  # fmt: skip
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", "1m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def _fill(directory) -> str:
-    path = os.path.join(directory, "filler")
-    with open(path, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-    return path
 
 
 async def test_leadership_taken_on_a_full_disk_is_retried_once_there_is_room(
@@ -68,7 +47,7 @@ async def test_leadership_taken_on_a_full_disk_is_retried_once_there_is_room(
     else:
         hosted.apply_image(quorum.image, now_ms=0)
     assert not hosted.get("t", 0).is_leader
-    filler = _fill(small_disk)
+    filler = fill_up(small_disk)
     move_leader(1)  # the leader-epoch checkpoint cannot be written: ENOSPC
     assert "applying t-0 failed" in caplog.text and "No space left" in caplog.text
     assert not hosted.get("t", 0).is_leader
@@ -95,7 +74,7 @@ def test_a_directory_with_a_failed_append_is_not_marked_clean(small_disk):
     manager = LogManager(log_dir)
     log = manager.get_or_create_log("t", 0)
     log.append_as_leader(build_batch([Record(b"kept")]), 0, 0)
-    filler = _fill(small_disk)
+    filler = fill_up(small_disk)
     with pytest.raises(KafkaStorageError):
         for _ in range(1000):
             log.append_as_leader(build_batch([Record(b"x" * 4096)]), 0, 0)

@@ -126,32 +126,24 @@ async def test_a_controller_whose_journal_disk_fills_stops_its_node(tmp_path):
     """The metadata directory on a 4 MiB tmpfs that fills up: the next metadata commit cannot
     be journaled, so the node exits (non-zero, the reason logged) instead of serving on."""
     import contextlib
-    import os
-    import subprocess
 
-    if os.geteuid() != 0:
-        pytest.skip("needs root to mount a size-limited tmpfs")
+    from tests.disk_faults import fill_up, small_tmpfs
+    from tools.admin_client import AdminClient
+
     cluster = Cluster(tmp_path, 1)
     metadata = cluster.config(1).metadata_dir
-    metadata.mkdir(parents=True, exist_ok=True)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(metadata)]).returncode:
-        pytest.skip("mount -t tmpfs failed here")
-    try:
-        cluster.start_all()
-        with open(metadata / "ballast", "wb") as f, contextlib.suppress(OSError):
-            while True:
-                f.write(b"\0" * 65536)
-        from tools.admin_client import AdminClient
-
-        with contextlib.suppress(Exception), trio.move_on_after(10):
-            async with AdminClient(cluster.layout.bootstrap_servers) as admin:
-                await admin.create_topic("t", 1, 1)
-        process = cluster.processes[1]
-        with trio.fail_after(30):
-            while process.poll() is None:
-                await trio.sleep(0.1)
-        assert process.returncode != 0
-        assert "raft node stops" in cluster.log(1), cluster.log(1)[-2000:]
-    finally:
-        cluster.stop_all()
-        subprocess.run(["umount", "-l", str(metadata)])
+    with small_tmpfs(metadata, "4m"):
+        try:
+            cluster.start_all()
+            fill_up(metadata)
+            with contextlib.suppress(Exception), trio.move_on_after(10):
+                async with AdminClient(cluster.layout.bootstrap_servers) as admin:
+                    await admin.create_topic("t", 1, 1)
+            process = cluster.processes[1]
+            with trio.fail_after(30):
+                while process.poll() is None:
+                    await trio.sleep(0.1)
+            assert process.returncode != 0
+            assert "raft node stops" in cluster.log(1), cluster.log(1)[-2000:]
+        finally:
+            cluster.stop_all()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import subprocess
 
 import pytest
 import trio
@@ -20,6 +18,7 @@ from quorum.raft import (
 )
 from quorum.raft_checkpoint import CheckpointFiles
 from quorum.raft_journal import JOURNAL_MAGIC, decode_records
+from tests.disk_faults import fill_up, small_tmpfs
 
 
 def single_config(tmp_path, **overrides) -> RaftConfig:
@@ -328,23 +327,13 @@ async def test_journal_state_and_checkpoint_reach_the_disk(tmp_path, monkeypatch
 async def test_a_journal_that_cannot_be_written_stops_the_node(tmp_path):
     """ENOSPC on the Raft journal (a 2 MiB tmpfs filled up): the node stops, fails the
     proposal and every later one, instead of leading while nothing commits."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to mount a size-limited tmpfs")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)]).returncode:
-        pytest.skip("mount -t tmpfs failed here")
-    try:
+    with small_tmpfs(tmp_path / "small", "2m") as mount:
         config = single_config(mount)
         async with RaftNode(config, state_machine_factory=ToyStateMachine) as node:
             await wait_leader(node)
             with trio.fail_after(5):
                 await node.propose(b"fits")
-            ballast = mount / "ballast"
-            with open(ballast, "wb") as f:
-                with contextlib.suppress(OSError):
-                    while True:
-                        f.write(b"\0" * 65536)
+            fill_up(mount)
             with trio.fail_after(10):
                 with pytest.raises(RaftFatalError):
                     await node.propose(b"x" * 200_000)
@@ -352,5 +341,3 @@ async def test_a_journal_that_cannot_be_written_stops_the_node(tmp_path):
             assert "No space left" in str(error), error
             with pytest.raises(RaftFatalError):
                 await node.propose(b"later")
-    finally:
-        subprocess.run(["umount", "-l", str(mount)])
