@@ -49,7 +49,7 @@ async def _populate_metadata(config, total_records: int, tail_records: int) -> i
     running); a checkpoint after all but the last `tail_records`. The records committed."""
     from quorum import controller
     from quorum.raft import RaftNode
-    from quorum.records import Endpoint, encode_batch
+    from quorum.records import BrokerEndpoint, encode_batch
     from quorum.service import raft_config_for
     from quorum.state_machine import MetadataStateMachine
 
@@ -91,7 +91,7 @@ async def _populate_metadata(config, total_records: int, tail_records: int) -> i
             brokers = [FIRST_FAKE_BROKER + 3 * n + i for i in range(3)]
             for broker_id in brokers:
                 request = controller.BrokerRegistrationRequest(
-                    broker_id, uuid.uuid4(), (Endpoint("PLAINTEXT", "127.0.0.1", 1),)
+                    broker_id, uuid.uuid4(), (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 1),)
                 )
                 records, response = controller.register_broker(image(), request)
                 await commit(records)

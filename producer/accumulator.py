@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from log.protocol.errors import (
+from log.common.errors import (
     ErrorCode,
     KafkaError,
     MessageTooLargeError,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from log.protocol.errors import MessageTooLargeError
+from log.common.errors import MessageTooLargeError
 from producer.errors import BufferExhaustedError, ProducerClosedError
 
 

@@ -24,7 +24,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from log.protocol.errors import InvalidConfigError
+from log.common.errors import InvalidConfigError
 from log.records.compression import CompressionType
 
 ACKS_ALL = -1

@@ -30,15 +30,15 @@ from typing import Any
 
 import trio
 
-from log.protocol.api_versions import API_VERSIONS_REQUEST
-from log.protocol.apis import API_VERSIONS_KEY, APIS
-from log.protocol.client_codec import PRODUCE_KEY, ClientCodec, ClientResponse, choose_versions
-from log.protocol.errors import (
+from log.common.errors import (
     ErrorCode,
     KafkaError,
     RequestTimedOutError,
     UnsupportedVersionError,
 )
+from log.protocol.api_versions import API_VERSIONS_REQUEST
+from log.protocol.apis import API_VERSIONS_KEY, APIS
+from log.protocol.client_codec import PRODUCE_KEY, ClientCodec, ClientResponse, choose_versions
 from log.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 
 MAX_READ_BYTES = 1 << 20  # the most one receive_some returns

@@ -6,7 +6,7 @@ exhausted for `max.block.ms` and when a batch outlives `delivery.timeout.ms`.
 
 from __future__ import annotations
 
-from log.protocol.errors import ErrorCode, KafkaError
+from log.common.errors import ErrorCode, KafkaError
 
 
 class BufferExhaustedError(KafkaError):

@@ -23,7 +23,7 @@ from typing import Any
 
 import trio
 
-from log.protocol.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError, error_for
+from log.common.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError, error_for
 from log.protocol.fetch import FETCH_REQUEST
 from log.protocol.offsets import LIST_OFFSETS_REQUEST
 from log.records.batch import DecodedRecord

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from log.protocol.errors import RETRIABLE, ErrorCode, KafkaError, error_for
+from log.common.errors import RETRIABLE, ErrorCode, KafkaError, error_for
 from log.records.batch_header import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from producer.cluster_view import TopicPartition
 from producer.producer_batch import ProducerBatch

@@ -23,8 +23,8 @@ from typing import Any
 
 import trio
 
+from log.common.errors import ErrorCode, KafkaError, error_for
 from log.protocol.apis import APIS
-from log.protocol.errors import ErrorCode, KafkaError, error_for
 from log.protocol.metadata import METADATA_REQUEST
 from producer.cluster_view import TopicPartition
 from producer.connection import BrokerConnections, ConnectionFailedError, now_ms

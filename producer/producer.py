@@ -47,7 +47,7 @@ from typing import Any
 
 import trio
 
-from log.protocol.errors import MessageTooLargeError, UnknownTopicOrPartitionError
+from log.common.errors import MessageTooLargeError, UnknownTopicOrPartitionError
 from log.records.batch_header import HEADER_BYTES
 from log.records.builder import Header
 from producer.accumulator import AppendStatus

@@ -36,8 +36,8 @@ from typing import Any
 
 import trio
 
+from log.common.errors import ErrorCode, KafkaError, error_for
 from log.protocol.client_codec import PRODUCE_KEY, ClientResponse
-from log.protocol.errors import ErrorCode, KafkaError, error_for
 from log.protocol.produce import PRODUCE_REQUEST
 from log.protocol.producer_id import INIT_PRODUCER_ID_REQUEST
 from producer.accumulator import NO_READY_CHECK_DELAY_MS, RecordAccumulator, ResponseAction

@@ -26,7 +26,7 @@ from __future__ import annotations
 import construct as c
 import crc32c
 
-from log.protocol.errors import ErrorCode, KafkaError
+from log.common.errors import ErrorCode, KafkaError
 from quorum.image import MetadataImage, MetadataReplayError, replay_checkpoint_records
 from quorum.records import MetadataRecordError, decode_records, encode_records
 

@@ -23,14 +23,14 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from log.protocol.errors import ErrorCode
-from quorum.image import MAX_PRODUCER_ID, MetadataImage, PartitionState, topic_name_error
+from log.common.errors import ErrorCode
+from quorum.image import MAX_PRODUCER_ID, MetadataImage, PartitionRegistration, topic_name_error
 from quorum.records import (
     CONFIG_RESOURCE_TOPIC,
     NO_LEADER,
     ActiveControllerRecord,
+    BrokerEndpoint,
     ConfigRecord,
-    Endpoint,
     FenceBrokerRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -133,7 +133,7 @@ def _elect(
     image: MetadataImage,
     topic_id: uuid.UUID,
     partition: int,
-    state: PartitionState,
+    state: PartitionRegistration,
     removed: frozenset[int],
 ) -> PartitionChangeRecord | None:
     """Take `removed` brokers out of the ISR and the leadership of one partition; None if the
@@ -228,7 +228,7 @@ def activate_controller(controller_id: int, controller_epoch: int) -> list[Metad
 class BrokerRegistrationRequest:
     broker_id: int
     incarnation_id: uuid.UUID
-    endpoints: tuple[Endpoint, ...]
+    endpoints: tuple[BrokerEndpoint, ...]
     rack: str | None = None
     # KIP-966: the broker epoch this broker had when it last shut down cleanly (-1: it did
     # not, or does not know).

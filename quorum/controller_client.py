@@ -7,7 +7,7 @@ when it has one, otherwise moves to the next voter; connection failures and retr
 are retried with exponential backoff up to `max_attempts`. Everything is bounded (attempts,
 connect timeout, request timeout); callers still put `trio.fail_after` around calls.
 
-`ControllerClient` implements log.server.broker_context.ControllerChannel (create_topics,
+`ControllerClient` implements log.server.collaborators.ControllerChannel (create_topics,
 delete_topics, create_partitions, alter_topic_configs, alter_partition,
 allocate_producer_ids) plus register / heartbeat / controlled_shutdown / metadata_fetch for
 broker_lifecycle. MetadataFetch may be served by any controller, so `any_controller=True`
@@ -22,21 +22,21 @@ from typing import Any
 
 import trio
 
-from log.protocol import controller_extra as extra
-from log.protocol.controller import (
-    ALLOCATE_PRODUCER_IDS_REQUEST,
-    BROKER_HEARTBEAT_REQUEST,
-    BROKER_REGISTRATION_REQUEST,
-)
-from log.protocol.errors import (
+from log.common.errors import (
     ErrorCode,
     InvalidRequestError,
     KafkaError,
     RequestTimedOutError,
     error_for,
 )
+from log.common.node_config import Voter
+from log.protocol import controller_extra as extra
+from log.protocol.controller import (
+    ALLOCATE_PRODUCER_IDS_REQUEST,
+    BROKER_HEARTBEAT_REQUEST,
+    BROKER_REGISTRATION_REQUEST,
+)
 from log.protocol.framing import FrameDecoder
-from log.server.config import Voter
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
 

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from log.protocol.errors import ErrorCode, InvalidRequestError
+from log.common.errors import ErrorCode, InvalidRequestError
 from quorum import controller as c
 
 # operation -> (request type, response type)

@@ -39,15 +39,15 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from log.protocol.errors import ErrorCode, KafkaError
+from log.common.errors import ErrorCode, KafkaError
 from quorum.records import (
     CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
     NO_LEADER,
     ActiveControllerRecord,
+    BrokerEndpoint,
     BrokerRegistrationOffsetRecord,
     ConfigRecord,
-    Endpoint,
     FenceBrokerRecord,
     MetadataBatch,
     MetadataRecord,
@@ -91,14 +91,17 @@ class BrokerRegistration:
     broker_id: int
     broker_epoch: int
     incarnation_id: uuid.UUID
-    endpoints: tuple[Endpoint, ...]
+    endpoints: tuple[BrokerEndpoint, ...]
     rack: str | None
     fenced: bool
     registered_offset: int  # metadata offset of the batch that registered this incarnation
 
 
 @dataclass(frozen=True)
-class PartitionState:
+class PartitionRegistration:
+    """A partition as the metadata log records it (Kafka's PartitionRegistration); what a
+    replica does with it is log.replication.partition_state.PartitionState."""
+
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     leader: int
@@ -110,7 +113,7 @@ class PartitionState:
 class TopicImage:
     name: str
     topic_id: uuid.UUID
-    partitions: Mapping[int, PartitionState] = field(default_factory=dict)
+    partitions: Mapping[int, PartitionRegistration] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ class MetadataImage:
         topic_id = self.topic_ids_by_name.get(name)
         return None if topic_id is None else self.topics[topic_id]
 
-    def partition(self, topic_id: uuid.UUID, partition: int) -> PartitionState | None:
+    def partition(self, topic_id: uuid.UUID, partition: int) -> PartitionRegistration | None:
         topic = self.topics.get(topic_id)
         return None if topic is None else topic.partitions.get(partition)
 
@@ -147,7 +150,7 @@ class MetadataImage:
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((CONFIG_RESOURCE_TOPIC, name), {})
 
-    def iter_partitions(self) -> Iterable[tuple[uuid.UUID, int, PartitionState]]:
+    def iter_partitions(self) -> Iterable[tuple[uuid.UUID, int, PartitionRegistration]]:
         """Every partition in a deterministic order (topic name, partition)."""
         for name in sorted(self.topic_ids_by_name):
             topic = self.topics[self.topic_ids_by_name[name]]
@@ -243,7 +246,9 @@ class _Builder:
             self.fail(f"broker {broker_id} epoch {broker_epoch} != {broker.broker_epoch}")
         return broker
 
-    def _set_partition(self, topic: TopicImage, partition: int, state: PartitionState) -> None:
+    def _set_partition(
+        self, topic: TopicImage, partition: int, state: PartitionRegistration
+    ) -> None:
         if topic.topic_id not in self._owned_topics:
             # First change to this topic in this batch: copy its partitions once, then change
             # the copy in place (a copy per record made a 1,000-partition topic cost O(n^2)).
@@ -320,7 +325,9 @@ class _Builder:
         self._check_replicas(r.replicas)
         if r.leader_epoch < 0 or r.partition_epoch < 0:
             self.fail("negative partition epochs")
-        state = PartitionState(r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch)
+        state = PartitionRegistration(
+            r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch
+        )
         self._set_partition(topic, r.partition, state)
 
     def partition_change(self, r: PartitionChangeRecord) -> None:
@@ -339,7 +346,7 @@ class _Builder:
         if r.replicas is not None:
             self._check_replicas(r.replicas)
         isr = old.isr if r.isr is None else r.isr
-        state = PartitionState(replicas, isr, leader, r.leader_epoch, r.partition_epoch)
+        state = PartitionRegistration(replicas, isr, leader, r.leader_epoch, r.partition_epoch)
         self._set_partition(topic, r.partition, state)
 
     def remove_topic(self, r: RemoveTopicRecord) -> None:
@@ -394,7 +401,9 @@ class _Builder:
             broker, registered_offset=r.registered_offset
         )
 
-    def check_partition(self, topic_id: uuid.UUID, partition: int, s: PartitionState) -> None:
+    def check_partition(
+        self, topic_id: uuid.UUID, partition: int, s: PartitionRegistration
+    ) -> None:
         isr = set(s.isr)
         if not isr <= set(s.replicas) or len(isr) != len(s.isr):
             self.fail(
@@ -524,8 +533,8 @@ class PartitionChange:
     topic_id: uuid.UUID
     topic_name: str
     partition: int
-    old: PartitionState | None
-    new: PartitionState | None
+    old: PartitionRegistration | None
+    new: PartitionRegistration | None
 
 
 def partition_changes(old: MetadataImage, new: MetadataImage) -> list[PartitionChange]:

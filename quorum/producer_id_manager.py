@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from log.protocol.errors import CoordinatorLoadInProgressError
+from log.common.errors import CoordinatorLoadInProgressError
 
 BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 PREFETCH_THRESHOLD = 0.9  # Kafka's ProducerIdManager.PidPrefetchThreshold

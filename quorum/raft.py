@@ -79,13 +79,14 @@ from pysyncobj import syncobj as _pysyncobj_module
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.transport import TCPTransport
 
-from log.protocol.errors import (
+from log.common.errors import (
     KafkaStorageError,
     NotControllerError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
     RequestTimedOutError,
 )
+from log.common.files import fsync_directory
 from quorum.raft_checkpoint import (
     CheckpointFiles,
     CorruptCheckpointFileError,
@@ -93,7 +94,7 @@ from quorum.raft_checkpoint import (
     decode_checkpoint,
     encode_checkpoint,
 )
-from quorum.raft_files import fsync_directory, fsync_file, write_and_fsync
+from quorum.raft_files import fsync_file, write_and_fsync
 from quorum.raft_journal import RaftJournal
 from quorum.raft_port_guard import admit_incoming
 
@@ -101,7 +102,7 @@ __all__ = [
     "ApplyFailure",
     "CorruptCheckpointFileError",
     "CommitOutcomeUnknownError",
-    "MetadataStateMachine",
+    "ReplicatedStateMachine",
     "NotControllerError",
     "ProposeResult",
     "QuorumUnavailableError",
@@ -115,7 +116,10 @@ BATCH_FORMAT_VERSION = 1  # first byte of every replicated batch
 _STATE_LEADER = 2  # pysyncobj's _RAFT_STATE.LEADER
 
 
-class MetadataStateMachine(Protocol):
+class ReplicatedStateMachine(Protocol):
+    """What the Raft binding drives (quorum.state_machine.MetadataStateMachine is the one the
+    node runs; tests drive toys)."""
+
     last_applied_offset: int
 
     def apply(self, metadata_offset: int, payload: bytes) -> object: ...
@@ -124,9 +128,9 @@ class MetadataStateMachine(Protocol):
 
 
 class StateMachineFactory(Protocol):
-    def __call__(self) -> MetadataStateMachine: ...
+    def __call__(self) -> ReplicatedStateMachine: ...
 
-    def from_checkpoint(self, data: bytes) -> MetadataStateMachine: ...
+    def from_checkpoint(self, data: bytes) -> ReplicatedStateMachine: ...
 
 
 class QuorumUnavailableError(NotControllerError):
@@ -292,7 +296,7 @@ class _MetadataSyncObj(SyncObj):
         return self._quorum_binding._apply_committed(self.raftLastApplied + 1, batch)
 
 
-def _state_offset(state_machine: MetadataStateMachine, last_index: int) -> int:
+def _state_offset(state_machine: ReplicatedStateMachine, last_index: int) -> int:
     """The metadata offset a checkpoint taken (or loaded) at Raft `last_index` is published
     at: the state machine's own last applied offset, NOT `last_index`. They differ when the
     entries ending at `last_index` are Raft no-ops (a new leader's first entry; pysyncobj
@@ -326,13 +330,13 @@ class RaftNode:
         self.config = config
         self._factory = state_machine_factory
         self._on_leadership_change = on_leadership_change
-        self._state_machine: MetadataStateMachine = state_machine_factory()
+        self._state_machine: ReplicatedStateMachine = state_machine_factory()
         self._committed_offset = 0
         self._tail: collections.deque[tuple[int, bytes]] = collections.deque()
         self._tail_base_offset = 0  # the tail holds every batch with offset > this
         self._tail_lock = threading.Lock()
         self._checkpoint: tuple[int, bytes] | None = None  # (offset, state machine bytes)
-        self._preloaded: tuple[bytes, MetadataStateMachine] | None = None
+        self._preloaded: tuple[bytes, ReplicatedStateMachine] | None = None
         self._checkpoint_files = CheckpointFiles(config.metadata_dir, config.checkpoints_kept)
         self.apply_failures: collections.deque[ApplyFailure] = collections.deque(maxlen=1000)
         self.applied_count = 0  # batches applied by this process (replay included)
@@ -419,7 +423,7 @@ class RaftNode:
 
     def _choose_checkpoint(
         self, journal: RaftJournal
-    ) -> tuple[str, RaftCheckpoint, bytes, MetadataStateMachine] | None:
+    ) -> tuple[str, RaftCheckpoint, bytes, ReplicatedStateMachine] | None:
         """The newest checkpoint that validates and, if newer ones did not, that the journal
         covers: its (prev, last) entries are in it, and it reaches every skipped file's index.
         Then the state is rebuilt without losing a committed record; otherwise refuse."""
@@ -666,7 +670,7 @@ class RaftNode:
     def _last_applied_index(self) -> int:
         return 0 if self._syncobj is None else self._syncobj.raftLastApplied
 
-    def _restore_state_machine(self, checkpoint: RaftCheckpoint) -> MetadataStateMachine:
+    def _restore_state_machine(self, checkpoint: RaftCheckpoint) -> ReplicatedStateMachine:
         try:
             state_machine = self._factory.from_checkpoint(checkpoint.state)
         except Exception as e:
@@ -733,7 +737,7 @@ class RaftNode:
     # -- public API (trio thread) ------------------------------------------------------------
 
     @property
-    def state_machine(self) -> MetadataStateMachine:
+    def state_machine(self) -> ReplicatedStateMachine:
         """The live state machine. It is mutated in the tick thread: read it only through
         values it publishes atomically (e.g. an immutable image swapped per apply)."""
         return self._state_machine

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 import construct as c
 import crc32c
 
-from log.protocol.errors import KafkaStorageError
-from quorum.raft_files import fsync_directory
+from log.common.errors import KafkaStorageError
+from log.common.files import fsync_directory
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from log.protocol.errors import KafkaStorageError
+from log.common.errors import KafkaStorageError
+from log.common.files import fsync_directory
 
 LOSE_UNSYNCED_ENV = "QUORUM_RAFT_LOSE_UNSYNCED"
 CRASH_AT_ENV = "QUORUM_RAFT_CRASH_AT"
@@ -63,14 +64,6 @@ def crash_point(point: str) -> None:
     if os.environ.get(CRASH_AT_ENV) == point:
         time.sleep(int(os.environ.get(CRASH_DELAY_ENV, "0")) / 1000)
         os._exit(CRASH_EXIT_CODE)
-
-
-def fsync_directory(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def fsync_file(path: str) -> None:

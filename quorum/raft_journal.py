@@ -44,7 +44,7 @@ from collections.abc import Callable
 import crc32c
 from pysyncobj.journal import Journal
 
-from log.protocol.errors import KafkaStorageError
+from log.common.errors import KafkaStorageError
 from quorum.raft_files import AppendOnlyFile, crash_point, write_file_durably
 
 logger = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ from typing import Any
 
 import crc32c
 
-from log.protocol.errors import CorruptRecordError, ErrorCode
+from log.common.errors import CorruptRecordError, ErrorCode
 
 BATCH_VERSION = 1
 MAX_BATCH_BYTES = 8 * 1024 * 1024  # a metadata batch is a handful of records; bound it anyway
@@ -64,7 +64,7 @@ class MetadataRecordError(CorruptRecordError):
 
 
 @dataclass(frozen=True)
-class Endpoint:
+class BrokerEndpoint:
     name: str  # listener name, e.g. "PLAINTEXT"
     host: str
     port: int
@@ -75,7 +75,7 @@ class RegisterBrokerRecord:
     broker_id: int
     broker_epoch: int
     incarnation_id: uuid.UUID
-    endpoints: tuple[Endpoint, ...]
+    endpoints: tuple[BrokerEndpoint, ...]
     rack: str | None = None
     fenced: bool = True
 
@@ -289,14 +289,14 @@ def _write_int32s(values: Any, out: list) -> None:
     out.append(struct.pack(f">{len(values)}i", *values))
 
 
-def _read_endpoints(buf: bytes, pos: int) -> tuple[tuple[Endpoint, ...], int]:
+def _read_endpoints(buf: bytes, pos: int) -> tuple[tuple[BrokerEndpoint, ...], int]:
     count, pos = _count(buf, pos, 8)
     endpoints = []
     for _ in range(count):
         name, pos = _read_string(buf, pos)
         host, pos = _read_string(buf, pos)
         (port,) = _U32.unpack_from(buf, pos)
-        endpoints.append(Endpoint(name, host, port))
+        endpoints.append(BrokerEndpoint(name, host, port))
         pos += 4
     return tuple(endpoints), pos
 

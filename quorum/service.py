@@ -41,8 +41,7 @@ from typing import Any
 
 import trio
 
-from log.protocol import controller_extra as extra
-from log.protocol.errors import (
+from log.common.errors import (
     ErrorCode,
     InvalidRequestError,
     KafkaError,
@@ -50,13 +49,14 @@ from log.protocol.errors import (
     OffsetOutOfRangeError,
     RequestTimedOutError,
 )
+from log.common.node_config import NodeConfig
+from log.protocol import controller_extra as extra
 from log.protocol.framing import FrameDecoder
-from log.server.config import NodeConfig
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
 from quorum.raft import RaftConfig, RaftFatalError, RaftNode
-from quorum.records import Endpoint, MetadataRecord, encode_batch
+from quorum.records import BrokerEndpoint, MetadataRecord, encode_batch
 from quorum.state_machine import ApplyResult, MetadataStateMachine
 
 logger = logging.getLogger(__name__)
@@ -399,7 +399,7 @@ class ControllerService:
                     c.BrokerRegistrationRequest(
                         body.broker_id,
                         body.incarnation_id,
-                        tuple(Endpoint(x.name, x.host, x.port) for x in body.listeners),
+                        tuple(BrokerEndpoint(x.name, x.host, x.port) for x in body.listeners),
                         body.rack,
                         body.previous_broker_epoch,
                     ),

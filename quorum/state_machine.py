@@ -25,7 +25,7 @@ import collections
 import dataclasses
 from dataclasses import dataclass
 
-from log.protocol.errors import ErrorCode, KafkaError
+from log.common.errors import ErrorCode, KafkaError
 from quorum.checkpoint import CorruptImageError, decode_checkpoint, encode_checkpoint
 from quorum.image import MetadataImage, replay_batch
 from quorum.records import decode_batch

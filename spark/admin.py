@@ -21,8 +21,8 @@ def create_topic(
     """Create `topic`; True if created, False if it existed. Raises the broker's error."""
     import trio
 
+    from log.common.errors import ErrorCode, error_for
     from log.protocol.admin import CREATE_TOPICS_REQUEST
-    from log.protocol.errors import ErrorCode, error_for
     from producer.connection import (
         BrokerConnection,
         BrokerConnections,

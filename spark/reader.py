@@ -232,7 +232,7 @@ def read_range(
     """Yield Arrow batches of the records in `part` (see the module docstring)."""
     import trio
 
-    from log.protocol.errors import OffsetOutOfRangeError
+    from log.common.errors import OffsetOutOfRangeError
     from producer.fetch_client import FetchClient
 
     schema = arrow_source_schema(include_headers)

@@ -1,6 +1,6 @@
 import pytest
 
-from log.protocol.errors import CorruptRecordError, ErrorCode
+from log.common.errors import CorruptRecordError, ErrorCode
 from log.records.batch_header import (
     HEADER_BYTES,
     iter_batches,

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from log.server.config import ConfigError, NodeConfig, to_toml
+from log.common.node_config import ConfigError, NodeConfig, to_toml
 from tools.cluster_layout import ClusterLayout, format_cluster
 
 

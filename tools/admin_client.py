@@ -27,6 +27,7 @@ from typing import Any
 
 import trio
 
+from log.common.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError, error_for
 from log.protocol.admin import (
     CREATE_PARTITIONS_REQUEST,
     CREATE_TOPICS_REQUEST,
@@ -35,7 +36,6 @@ from log.protocol.admin import (
     DESCRIBE_CONFIGS_REQUEST,
     INCREMENTAL_ALTER_CONFIGS_REQUEST,
 )
-from log.protocol.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError, error_for
 from log.protocol.log_dirs import DESCRIBE_LOG_DIRS_REQUEST
 from log.protocol.metadata import METADATA_REQUEST
 from producer.connection import BrokerConnection, ConnectionFailedError

@@ -17,7 +17,7 @@ from typing import Any
 import click
 import trio
 
-from log.protocol.errors import KafkaError
+from log.common.errors import KafkaError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "QUORUMLOG_BOOTSTRAP"

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from log.server.config import NODE_CONFIG_FILE, NodeConfig, to_toml
+from log.common.node_config import NODE_CONFIG_FILE, NodeConfig, to_toml
 
 MAX_CONTROLLERS = 3
 HOST = "127.0.0.1"

@@ -42,7 +42,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from log.protocol.errors import ErrorCode, KafkaError
+from log.common.errors import ErrorCode, KafkaError
 from producer.fetch_client import FetchClient
 from producer.producer import Producer
 from tools.admin_client import AdminClient

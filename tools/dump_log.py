@@ -41,7 +41,7 @@ from typing import Any
 
 import click
 
-from log.protocol.errors import CorruptRecordError, KafkaError
+from log.common.errors import CorruptRecordError, KafkaError
 from log.records.batch import DecodedRecord
 from log.records.batch_header import BatchHeader, is_valid_crc, read_header
 from log.records.compression import CompressionType

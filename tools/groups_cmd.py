@@ -14,8 +14,8 @@ from typing import Any
 
 import click
 
+from log.common.errors import ErrorCode, error_for
 from log.protocol.coordinator import FIND_COORDINATOR_REQUEST
-from log.protocol.errors import ErrorCode, error_for
 from log.protocol.groups import (
     DESCRIBE_GROUPS_REQUEST,
     LIST_GROUPS_REQUEST,

@@ -32,8 +32,8 @@ from typing import Any
 import click
 import trio
 
-from log.protocol.errors import KafkaError
-from log.server.config import Voter
+from log.common.errors import KafkaError
+from log.common.node_config import Voter
 from quorum.image import MetadataImage
 from quorum.raft import BATCH_FORMAT_VERSION
 from quorum.raft_checkpoint import CheckpointFiles, RaftCheckpoint

@@ -1,6 +1,6 @@
 """`quorumlog node --data-dir DIR/node-i`: run one node in the foreground.
 
-Reads DIR/node-i/node.toml (log/server/config.py), runs log/server/node.py's `run_node`,
+Reads DIR/node-i/node.toml (log/common/node_config.py), runs log/server/node.py's `run_node`,
 prints `READY` on stdout once the node serves (what `quorumlog up` waits for) and logs one
 line per state change to stderr (one per partition log recovered, with its duration); when
 stderr is a terminal, a progress bar shows the log recovery too. SIGTERM/SIGINT stop it cleanly (exit 0). A missing or bad
@@ -29,7 +29,7 @@ from pathlib import Path
 import click
 import trio
 
-from log.server.config import ConfigError, NodeConfig
+from log.common.node_config import ConfigError, NodeConfig
 from log.server.logging_setup import configure_logging
 from log.storage.dir_lock import DirectoryLock, DirectoryLockedError
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import click
 import trio
 
-from log.protocol.errors import KafkaError
+from log.common.errors import KafkaError
 from producer.connection import ConnectionFailedError
 from tools.admin_client import AdminClient, BrokerInfo, ReplicaLogInfo
 from tools.cli_support import (

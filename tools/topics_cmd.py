@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from log.protocol.errors import ErrorCode, KafkaError
+from log.common.errors import ErrorCode, KafkaError
 from tools.admin_client import AdminClient, TopicDescription
 from tools.cli_support import (
     CommandError,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import construct as c
 
-from log.protocol.errors import CorruptRecordError
+from log.common.errors import CorruptRecordError
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 MAX_SUBSCRIBED_TOPICS = 100_000  # a bound on a hostile count; no consumer subscribes to more

@@ -30,6 +30,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable
 
+from log.common.errors import CorruptRecordError, ErrorCode
 from log.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from log.coordinator.group_state import (
     GroupConfig,
@@ -39,7 +40,6 @@ from log.coordinator.group_state import (
     Reply,
 )
 from log.coordinator.records import GroupMetadataValue, MemberMetadataValue
-from log.protocol.errors import CorruptRecordError, ErrorCode
 
 OFFSETS_TOPIC = "__consumer_offsets"
 MAX_GROUP_ID_BYTES = 249 * 4  # Kafka bounds nothing; one frame bounds everything anyway

@@ -28,6 +28,7 @@ from collections.abc import Hashable
 
 import trio
 
+from log.common.errors import CorruptRecordError, ErrorCode, KafkaError
 from log.coordinator.group_coordinator import (
     OFFSETS_TOPIC,
     CoordinatorError,
@@ -48,11 +49,10 @@ from log.coordinator.records import (
     encode_key,
     encode_offset_value,
 )
-from log.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from log.records.batch_header import iter_batches
 from log.records.builder import Record, build_batch
 from log.records.reader import iter_records
-from log.server.handlers.context import BrokerContext
+from log.server.broker_context import BrokerContext
 from log.server.handlers.produce import _wait_for_high_watermark
 from quorum.controller import CreatableTopic, CreateTopicsRequest
 

@@ -53,7 +53,7 @@ import dataclasses
 import enum
 from collections.abc import Callable, Hashable
 
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 
 NO_GENERATION = -1
 UNKNOWN_MEMBER_ID = ""

@@ -44,7 +44,7 @@ import dataclasses
 
 import construct as c
 
-from log.protocol.errors import CorruptRecordError
+from log.common.errors import CorruptRecordError
 
 _STRING = c.PascalString(c.Int16sb, "utf-8")
 _BYTES = c.Prefixed(c.Int32sb, c.GreedyBytes)

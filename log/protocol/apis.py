@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from log.common.errors import ErrorCode
 from log.protocol import (
     admin,
     api_versions,
@@ -29,7 +30,6 @@ from log.protocol import (
     producer_id,
     transactions,
 )
-from log.protocol.errors import ErrorCode
 from log.protocol.schema import ArrayType, Message, StructType, Versions, in_range, parse_versions
 
 

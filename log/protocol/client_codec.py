@@ -19,8 +19,8 @@ import collections
 import dataclasses
 from typing import Any
 
+from log.common.errors import InvalidRequestError, UnsupportedApiError
 from log.protocol.apis import API_VERSIONS_KEY, APIS, Api
-from log.protocol.errors import InvalidRequestError, UnsupportedApiError
 from log.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     SIZE,

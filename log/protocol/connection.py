@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from log.common.errors import ErrorCode, InvalidRequestError
 from log.protocol.apis import (
     API_VERSIONS_KEY,
     APIS,
@@ -32,7 +33,6 @@ from log.protocol.apis import (
     api_versions_error_body,
     error_response_body,
 )
-from log.protocol.errors import ErrorCode, InvalidRequestError
 from log.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     SIZE,

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from log.common.errors import InvalidRequestError
 from log.protocol.apis import APIS, Api
-from log.protocol.errors import InvalidRequestError
 from log.protocol.framing import (
     SIZE,
     RequestHeader,

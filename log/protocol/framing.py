@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from log.protocol.errors import InvalidFrameError, InvalidRequestError
+from log.common.errors import InvalidFrameError, InvalidRequestError
 from log.protocol.schema import skip_tagged_fields
 
 SIZE = struct.Struct(">i")

@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from log.protocol.errors import InvalidRequestError
+from log.common.errors import InvalidRequestError
 
 # Limits: Kafka caps nothing below the frame size itself, so neither do we, except where a
 # value could make us allocate: every count/length is checked against the remaining bytes.

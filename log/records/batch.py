@@ -74,7 +74,7 @@ from construct import (
 )
 from construct.core import stream_read, stream_write
 
-from log.protocol.errors import CorruptRecordError
+from log.common.errors import CorruptRecordError
 from log.records.batch_header import (
     ATTRIBUTES_OFFSET,
     HEADER_BYTES,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import crc32c
 
-from log.protocol.errors import CorruptRecordError
+from log.common.errors import CorruptRecordError
 
 MAGIC_V2 = 2
 LOG_OVERHEAD = 12  # baseOffset (8) + batchLength (4)

@@ -32,7 +32,7 @@ import lz4.frame
 import snappy
 import zstandard
 
-from log.protocol.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from log.common.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from log.records.varint import MAX_VARINT_BYTES
 
 

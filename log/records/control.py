@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from construct import ConstructError, GreedyBytes, Int16sb, Int32sb, Struct
 
-from log.protocol.errors import CorruptRecordError
+from log.common.errors import CorruptRecordError
 from log.records.batch_header import NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE
 from log.records.builder import Record, build_batch
 

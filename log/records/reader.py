@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from log.protocol.errors import CorruptRecordError
+from log.common.errors import CorruptRecordError
 from log.records.batch import DecodedBatch, DecodedRecord
 from log.records.batch_header import (
     HEADER_BYTES,

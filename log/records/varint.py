@@ -7,7 +7,7 @@ CorruptRecordError (Java would silently wrap; we refuse instead).
 
 from __future__ import annotations
 
-from log.protocol.errors import CorruptRecordError
+from log.common.errors import CorruptRecordError
 
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10

@@ -42,7 +42,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 from log.replication.fetch_session import INITIAL_EPOCH, MAX_SESSION_ID, NO_SESSION_ID
 
 SESSION_ERRORS = frozenset(

@@ -30,7 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from log.protocol.errors import ErrorCode, KafkaError
+from log.common.errors import ErrorCode, KafkaError
 from log.replication.fetch_session_handler import FetchSessionHandler
 from log.replication.replica_log import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, ReplicaLog
 

@@ -3,7 +3,7 @@ plus the leader's periodic isr-expiration task), the I/O driver around `Partitio
 
 - Shrink: every `replica.lag.time.max.ms / 2` each led partition runs `check_isr_shrink`.
 - Expand: the Fetch handler calls `maybe_expand(hosted, replica_id)` after a follower fetch.
-- Either proposal (`AlterPartitionRequest` of the core, at most one pending per partition) is
+- Either proposal (`IsrChangeProposal` of the core, at most one pending per partition) is
   queued; one sender task sends everything queued as one `ControllerChannel.alter_partitions`
   batch (up to `MAX_ALTER_PARTITION_BATCH`; the controller commits it as one Raft batch, so a
   restarted broker rejoining a thousand ISRs costs a few rounds, not a thousand); each answer
@@ -23,8 +23,8 @@ from typing import Any
 
 import trio
 
-from log.protocol.errors import ErrorCode, KafkaError
-from log.replication.partition_state import AlterPartitionOutcome, AlterPartitionRequest
+from log.common.errors import ErrorCode, KafkaError
+from log.replication.partition_state import AlterPartitionOutcome, IsrChangeProposal
 from quorum import controller as c
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class IsrManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._nursery: trio.Nursery | None = None
         # Proposals waiting for the sender, one per partition (a newer one replaces it).
-        self._queue: dict[tuple[str, int], tuple[Any, AlterPartitionRequest]] = {}
+        self._queue: dict[tuple[str, int], tuple[Any, IsrChangeProposal]] = {}
         self._queued = trio.Event()
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -111,7 +111,7 @@ class IsrManager:
                         _ids(request.new_isr))  # fmt: skip
             self._send(hosted, request)
 
-    def _send(self, hosted: Any, request: AlterPartitionRequest) -> None:
+    def _send(self, hosted: Any, request: IsrChangeProposal) -> None:
         if self._nursery is None:  # not running (in-process tests without the loop)
             return
         self._queue[(hosted.topic, hosted.partition)] = (hosted, request)
@@ -134,7 +134,7 @@ class IsrManager:
                     if hosted.state.pending_alter_partition is request:
                         self._queue.setdefault((hosted.topic, hosted.partition), (hosted, request))
 
-    async def _send_batch(self, batch: list[tuple[Any, AlterPartitionRequest]]) -> list:
+    async def _send_batch(self, batch: list[tuple[Any, IsrChangeProposal]]) -> list:
         """Send one batch and apply its answers; the proposals to send again (RETRY)."""
         image = self.image_getter()
         broker_epoch = self.broker_epoch_getter()
@@ -167,7 +167,7 @@ class IsrManager:
         self.on_batch_applied()
         return retry
 
-    def _apply_answer(self, hosted: Any, request: AlterPartitionRequest, response: Any) -> bool:
+    def _apply_answer(self, hosted: Any, request: IsrChangeProposal, response: Any) -> bool:
         """Apply one partition's answer (None: no answer); True when it should be resent."""
         state = hosted.state
         if state.pending_alter_partition is not request:

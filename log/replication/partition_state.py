@@ -36,7 +36,7 @@ import enum
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from log.protocol.errors import (
+from log.common.errors import (
     ErrorCode,
     FencedLeaderEpochError,
     NotEnoughReplicasError,
@@ -111,7 +111,7 @@ class ReplicaState:
 
 
 @dataclass(frozen=True)
-class AlterPartitionRequest:
+class IsrChangeProposal:
     """What the leader asks the controller (the AlterPartition request, one partition)."""
 
     leader_id: int
@@ -158,7 +158,7 @@ class PartitionState:
         self.partition_epoch = -1
         self.replicas: tuple[int, ...] = ()
         self.isr: frozenset[int] = frozenset()  # committed by the controller
-        self.pending_alter_partition: AlterPartitionRequest | None = None
+        self.pending_alter_partition: IsrChangeProposal | None = None
         self.leader_epoch_start_offset = UNDEFINED_EPOCH_OFFSET
         self.followers: dict[int, ReplicaState] = {}
 
@@ -347,7 +347,7 @@ class PartitionState:
 
     def check_isr_shrink(
         self, now_ms: int, replica_lag_time_max_ms: int
-    ) -> AlterPartitionRequest | None:
+    ) -> IsrChangeProposal | None:
         """Propose removing followers not caught up within the lag limit (None: nothing to do)."""
         if self.role is not Role.LEADER or self.pending_alter_partition is not None:
             return None
@@ -366,7 +366,7 @@ class PartitionState:
 
     def check_isr_expand(
         self, replica_id: int, ineligible_replica_ids: Collection[int] = ()
-    ) -> AlterPartitionRequest | None:
+    ) -> IsrChangeProposal | None:
         """Propose adding `replica_id` once it reached the HW and the current epoch's start.
 
         `ineligible_replica_ids`: brokers the metadata image shows fenced or shutting down
@@ -383,10 +383,10 @@ class PartitionState:
             return None
         return self._propose(self.isr | {replica_id})
 
-    def _propose(self, new_isr: frozenset[int]) -> AlterPartitionRequest:
+    def _propose(self, new_isr: frozenset[int]) -> IsrChangeProposal:
         assert self.local_broker_id in new_isr
         members = tuple(sorted(new_isr))
-        request = AlterPartitionRequest(
+        request = IsrChangeProposal(
             leader_id=self.local_broker_id,
             leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch,

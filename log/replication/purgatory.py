@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from log.protocol.errors import ErrorCode, KafkaError
+from log.common.errors import ErrorCode, KafkaError
 from log.replication.partition_state import PartitionState
 from log.replication.replica_log import UNDEFINED_EPOCH
 

@@ -32,8 +32,8 @@ from typing import Any
 
 import trio
 
+from log.common.errors import ErrorCode, KafkaError
 from log.protocol.client_codec import ClientCodec
-from log.protocol.errors import ErrorCode, KafkaError
 from log.protocol.fetch import FETCH_REQUEST
 from log.protocol.offsets import LIST_OFFSETS_REQUEST, OFFSET_FOR_LEADER_EPOCH_REQUEST
 from log.records.batch_header import iter_batches

@@ -34,19 +34,19 @@ from typing import Any
 
 import trio
 
+from log.common.errors import ErrorCode, KafkaError
+from log.common.node_config import NodeConfig, parse_overrides
 from log.coordinator.group_driver import GroupCoordinatorDriver
 from log.protocol.apis import error_response_body
 from log.protocol.connection import NEED_DATA, PAUSED, BadRequest, Request, ServerConnection
-from log.protocol.errors import ErrorCode, KafkaError
 from log.replication.fetch_session import FetchSessionCache
 from log.replication.fetcher_manager import ReplicaFetcherManager
 from log.replication.isr_manager import IsrManager
 from log.replication.replica_fetcher import FetcherConfig
-from log.server.broker_context import ControllerChannel, MetadataSource
-from log.server.config import NodeConfig
-from log.server.connection_quotas import ConnectionQuotas, parse_overrides
+from log.server.broker_context import BrokerContext, wall_clock_ms
+from log.server.collaborators import ControllerChannel, MetadataSource
+from log.server.connection_quotas import ConnectionQuotas
 from log.server.handlers import ADVERTISED_API_KEYS, HANDLED_API_KEYS, HANDLERS
-from log.server.handlers.context import BrokerContext, wall_clock_ms
 from log.server.handlers.produce import has_error
 from log.server.metrics import NodeMetrics
 from log.server.partitions import HostedPartitions

@@ -1,94 +1,76 @@
-"""What the broker's request handling needs from the rest of the node: the contract with node.py.
+"""BrokerContext: what every request handler gets -- config, logs, metadata, controller.
 
-`KafkaServer` (broker.py) is constructed by the node runtime with two collaborators:
-
-* `MetadataSource`: the metadata image this broker has replayed (it follows the metadata log
-  of the controller quorum). `image` is the latest applied image (immutable, replaced
-  wholesale); `wait_for_image(min_offset)` returns once `image.last_offset >= min_offset`;
-  `subscribe()` returns a bounded trio receive channel that gets each newly applied image.
-  Contract for `subscribe`: the sender never blocks the metadata follower. Use
-  `trio.open_memory_channel(MAX_PENDING_IMAGES)` and `send_nowait`; on `trio.WouldBlock`
-  skip that image -- the next one supersedes it, because a subscriber only needs the newest
-  image (it diffs against what it last applied, `quorum.image.partition_changes`). Closing the
-  send side ends the subscriber's loop.
-* `ControllerChannel`: the requests a broker forwards to the active controller (KRaft's
-  forwarding of CreateTopics etc. and the broker-to-controller RPCs). Request/response types
-  are the sans-IO ones of `quorum/controller.py`; an implementation routes them to the active
-  controller (retrying NOT_CONTROLLER itself) and returns the controller's response, whose
-  records have been committed. The response carries no metadata offset, so after a success
-  the broker waits (`wait_for_image(image.last_offset + 1)` in a loop, under a deadline)
-  until its own image shows the change before answering the client.
-  Transport failures raise a `KafkaError` (e.g. RequestTimedOutError, NotControllerError).
-
-`broker_epoch_getter()` returns the broker epoch of this broker's current registration (-1
-before it registered); the producer-id allocation carries it. The server itself:
-
-    server = KafkaServer(config, log_manager, metadata, controller,
-                         broker_epoch_getter=lambda: registration.broker_epoch)
-    port = await nursery.start(server.run)   # binds the PLAINTEXT listener; serves until
-                                             # cancelled; shuts the LogManager down on exit
+Handlers are plain `async def handle_x(ctx, request) -> response body` functions; a handler
+raises a `KafkaError` to fail the whole request with that code (broker.py answers it through
+`error_response_body`), and returns per-partition error codes itself for partial failures.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
 
-if TYPE_CHECKING:
-    import trio
+import trio
 
-    from quorum.controller import (
-        AllocateProducerIdsRequest,
-        AllocateProducerIdsResponse,
-        AlterConfigsRequest,
-        AlterConfigsResponse,
-        AlterPartitionsRequest,
-        AlterPartitionsResponse,
-        CreatePartitionsRequest,
-        CreatePartitionsResponse,
-        CreateTopicsRequest,
-        CreateTopicsResponse,
-        DeleteTopicsRequest,
-        DeleteTopicsResponse,
-    )
-    from quorum.image import MetadataImage
+from log.common.node_config import NodeConfig
+from log.replication.fetch_session import FetchSessionCache
+from log.replication.isr_manager import IsrManager
+from log.server.collaborators import ControllerChannel, MetadataSource
+from log.server.partitions import HostedPartitions
+from log.server.producer_ids import ProducerIdDriver
+from log.storage.manager import LogManager
+from quorum.image import MetadataImage
 
-MAX_PENDING_IMAGES = 16  # subscribe() channel size; a subscriber needs only the newest image
+MAX_ADMIN_WAIT_MS = 30_000  # longest an admin request waits for the local image to catch up
 
 
-@runtime_checkable
-class MetadataSource(Protocol):
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclasses.dataclass
+class BrokerContext:
+    config: NodeConfig
+    log_manager: LogManager
+    metadata: MetadataSource
+    controller: ControllerChannel
+    partitions: HostedPartitions
+    producer_ids: ProducerIdDriver
+    advertised_api_keys: frozenset[int]
+    clock_ms: Callable[[], int] = wall_clock_ms
+    isr_manager: IsrManager | None = None  # set by KafkaServer: ISR expansions on fetch
+    group_coordinator: Any = None  # GroupCoordinatorDriver, set by KafkaServer
+    fetch_sessions: FetchSessionCache = dataclasses.field(default_factory=FetchSessionCache)
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self.config.props["cluster.id"]
+
     @property
     def image(self) -> MetadataImage:
-        """The latest applied metadata image on this broker."""
-        ...
+        return self.metadata.image
 
-    async def wait_for_image(self, min_offset: int) -> MetadataImage:
-        """Block until `image.last_offset >= min_offset`; return that image. Callers put a
-        `trio.fail_after` around it."""
-        ...
+    def sync_partitions(self) -> MetadataImage:
+        """Apply the newest image to the hosted partitions (cheap when unchanged) and return it,
+        so a handler never acts on partitions older than the image it answers from."""
+        image = self.metadata.image
+        if image is not self.partitions.image:
+            self.partitions.apply_image(image, self.clock_ms())
+        return image
 
-    def subscribe(self) -> trio.MemoryReceiveChannel[MetadataImage]:
-        """A bounded channel (MAX_PENDING_IMAGES) receiving every newly applied image; images
-        that do not fit are skipped (the next one supersedes them)."""
-        ...
-
-
-@runtime_checkable
-class ControllerChannel(Protocol):
-    async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse: ...
-
-    async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse: ...
-
-    async def create_partitions(
-        self, request: CreatePartitionsRequest
-    ) -> CreatePartitionsResponse: ...
-
-    async def alter_topic_configs(self, request: AlterConfigsRequest) -> AlterConfigsResponse: ...
-
-    async def alter_partitions(
-        self, request: AlterPartitionsRequest
-    ) -> AlterPartitionsResponse: ...
-
-    async def allocate_producer_ids(
-        self, request: AllocateProducerIdsRequest
-    ) -> AllocateProducerIdsResponse: ...
+    async def wait_until(self, predicate: Callable[[MetadataImage], bool], timeout_ms: int) -> bool:
+        """Wait until the local image satisfies `predicate` (True) or `timeout_ms` passes."""
+        timeout_s = min(max(timeout_ms, 0), MAX_ADMIN_WAIT_MS) / 1000
+        with trio.move_on_after(timeout_s):
+            image = self.sync_partitions()
+            while not predicate(image):
+                await self.metadata.wait_for_image(image.last_offset + 1)
+                image = self.sync_partitions()
+            return True
+        return False

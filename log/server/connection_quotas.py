@@ -25,17 +25,6 @@ def descriptor_cap() -> int:
     return UNLIMITED if soft == resource.RLIM_INFINITY else max(1, soft // 2)
 
 
-def parse_overrides(value: str) -> dict[str, int]:
-    """`max.connections.per.ip.overrides`: "host:count,host:count" -> {host: count}."""
-    overrides: dict[str, int] = {}
-    for item in filter(None, (part.strip() for part in value.split(","))):
-        host, sep, count = item.rpartition(":")
-        if not sep or not host or not count.isdigit():
-            raise ValueError(f"max.connections.per.ip.overrides: {item!r} is not host:count")
-        overrides[host] = int(count)
-    return overrides
-
-
 class ConnectionQuotas:
     def __init__(
         self,

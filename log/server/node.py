@@ -25,8 +25,8 @@ from collections.abc import Callable
 
 import trio
 
+from log.common.node_config import NodeConfig
 from log.server.broker import KafkaServer
-from log.server.config import NodeConfig
 from log.server.metrics import NodeMetrics
 from log.server.partitions import default_log_config
 from log.storage.log_cleaner import CleanerConfig

@@ -38,21 +38,20 @@ from typing import Any
 
 import trio
 
-from log.protocol.errors import (
+from log.common.errors import (
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
+from log.common.node_config import NodeConfig
 from log.replication.fetcher_manager import ReplicaFetcherManager
-from log.replication.partition_state import PartitionState as ReplicationState
-from log.replication.partition_state import StateChange
+from log.replication.partition_state import PartitionState, StateChange
 from log.replication.unified_replica_log import UnifiedReplicaLog
-from log.server.config import NodeConfig
 from log.storage.config import INT64_MAX, LogConfig
 from log.storage.log import UnifiedLog
 from log.storage.manager import LogManager
-from quorum.image import MetadataImage, PartitionState, partition_changes
+from quorum.image import MetadataImage, PartitionRegistration, partition_changes
 
 logger = logging.getLogger(__name__)
 LISTED_REPLICATION_CHANGES = 5  # more under-replicated/whole partitions at once: one line
@@ -154,7 +153,7 @@ class HostedPartition:
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
     is_leader: bool
-    state: ReplicationState
+    state: PartitionState
     high_watermark_changed: trio.Event = dataclasses.field(default_factory=trio.Event)
     # Long-polling fetches waiting on this partition among others: one waiter per fetch,
     # however many partitions it names (no task per partition).
@@ -302,7 +301,7 @@ class HostedPartitions:
         image: MetadataImage,
         topic: str,
         partition: int,
-        state: PartitionState | None,
+        state: PartitionRegistration | None,
         now_ms: int,
     ) -> None:
         key = (topic, partition)
@@ -324,13 +323,17 @@ class HostedPartitions:
                 log = self.log_manager.get_or_create_log(topic, partition, config, now_ms)
             elif log.config != config:
                 log.update_config(config)
-            replication = ReplicationState(self.broker_id, UnifiedReplicaLog(log))
+            replication = PartitionState(self.broker_id, UnifiedReplicaLog(log))
             hosted = HostedPartition(topic, partition, log, -1, (), (), False, replication)
             self._partitions[key] = hosted
         self._apply_replication_state(key, hosted, state, now_ms)
 
     def _apply_replication_state(
-        self, key: tuple[str, int], hosted: HostedPartition, state: PartitionState, now_ms: int
+        self,
+        key: tuple[str, int],
+        hosted: HostedPartition,
+        state: PartitionRegistration,
+        now_ms: int,
     ) -> None:
         replication = hosted.state
         was_leader = hosted.is_leader

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import trio
 
-from log.protocol.errors import CoordinatorLoadInProgressError, ErrorCode, KafkaError
-from log.server.broker_context import ControllerChannel
+from log.common.errors import CoordinatorLoadInProgressError, ErrorCode, KafkaError
+from log.server.collaborators import ControllerChannel
 from quorum.controller import AllocateProducerIdsRequest
 from quorum.producer_id_manager import AllocateProducerIdsAction, ProducerIdManager
 

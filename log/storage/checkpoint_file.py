@@ -29,7 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from log.protocol.errors import KafkaStorageError
+from log.common.errors import KafkaStorageError
+from log.common.files import fsync_directory
 
 CHECKPOINT_VERSION = 0
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
@@ -41,20 +42,6 @@ MAX_CHECKPOINT_BYTES = 256 * 1024 * 1024
 MAX_CHECKPOINT_ENTRIES = 10_000_000
 
 T = TypeVar("T")
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make a rename or create inside `directory` durable (no-op where directories can't open)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory; the rename is still atomic
-    finally:
-        os.close(fd)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -71,9 +58,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        fsync_directory(path.parent)
     except OSError as exc:
         raise KafkaStorageError(f"cannot write {path}: {exc}") from exc
-    fsync_directory(path.parent)
 
 
 class CheckpointFile(Generic[T]):

@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from log.protocol.errors import KafkaStorageError
-from log.storage.checkpoint_file import atomic_write_bytes, fsync_directory
+from log.common.errors import KafkaStorageError
+from log.common.files import fsync_directory
+from log.storage.checkpoint_file import atomic_write_bytes
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 UNKNOWN_BROKER_EPOCH = -1

@@ -22,9 +22,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from log.protocol.errors import CorruptRecordError
+from log.common.errors import CorruptRecordError
+from log.common.files import fsync_directory
 from log.records.batch_header import read_header
-from log.storage.checkpoint_file import fsync_directory
 
 CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from log.protocol.errors import InvalidConfigError
+from log.common.errors import InvalidConfigError
 
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1

@@ -35,7 +35,7 @@ import bisect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from log.protocol.errors import (
+from log.common.errors import (
     CorruptRecordError,
     ErrorCode,
     InvalidRecordError,

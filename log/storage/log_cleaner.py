@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from log.protocol.errors import KafkaError
-from log.storage.checkpoint_file import OffsetCheckpointFile, fsync_directory
+from log.common.errors import KafkaError
+from log.common.files import fsync_directory
+from log.storage.checkpoint_file import OffsetCheckpointFile
 from log.storage.cleaner import (
     MAX_OFFSET_MAP_KEYS,
     BatchSpan,

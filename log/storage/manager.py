@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from log.protocol.errors import InvalidTopicError, KafkaStorageError
+from log.common.errors import InvalidTopicError, KafkaStorageError
 from log.storage.checkpoint_file import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,

@@ -22,7 +22,7 @@ import sys
 from array import array
 from bisect import bisect_right
 
-from log.protocol.errors import KafkaStorageError
+from log.common.errors import KafkaStorageError
 from log.storage.index_file import IndexFile
 
 ENTRY_BYTES = 8

@@ -53,14 +53,15 @@ from pathlib import Path
 import construct
 import crc32c
 
-from log.protocol.errors import (
+from log.common.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     KafkaStorageError,
     OutOfOrderSequenceError,
 )
+from log.common.files import fsync_directory
 from log.records.batch_header import NO_SEQUENCE, BatchHeader
-from log.storage.checkpoint_file import atomic_write_bytes, fsync_directory
+from log.storage.checkpoint_file import atomic_write_bytes
 
 NUM_BATCHES_TO_RETAIN = 5  # max.in.flight.requests.per.connection with idempotence
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (1 day)

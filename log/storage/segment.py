@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn, Union
 
-from log.protocol.errors import CorruptRecordError, KafkaStorageError
+from log.common.errors import CorruptRecordError, KafkaStorageError
 from log.records.batch_header import (
     HEADER_BYTES,
     BatchHeader,

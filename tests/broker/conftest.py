@@ -13,17 +13,18 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
+from log.common.node_config import NodeConfig
 from log.protocol.client_codec import ClientCodec
 from log.protocol.fetch import FETCH_REQUEST
 from log.protocol.produce import PRODUCE_REQUEST
 from log.server.broker import KafkaServer
-from log.server.broker_context import MAX_PENDING_IMAGES, ControllerChannel, MetadataSource
-from log.server.config import NodeConfig
+from log.server.collaborators import ControllerChannel, MetadataSource
 from log.server.partitions import default_log_config
 from log.storage.manager import LogManager
 from quorum import controller
+from quorum.broker_lifecycle import MAX_PENDING_IMAGES
 from quorum.image import MetadataImage
-from quorum.records import ActiveControllerRecord, Endpoint, encode_batch
+from quorum.records import ActiveControllerRecord, BrokerEndpoint, encode_batch
 from quorum.state_machine import MetadataStateMachine
 
 NODE_ID = 1
@@ -75,7 +76,7 @@ class LocalQuorum:
 
     def register(self, broker_id: int, host: str, port: int) -> None:
         request = controller.BrokerRegistrationRequest(
-            broker_id, uuid.uuid4(), (Endpoint("PLAINTEXT", host, port),)
+            broker_id, uuid.uuid4(), (BrokerEndpoint("PLAINTEXT", host, port),)
         )
         records, response = controller.register_broker(self.image, request)
         self.commit(records)

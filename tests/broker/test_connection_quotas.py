@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from log.server.connection_quotas import ConnectionQuotas, descriptor_cap, parse_overrides
+from log.common.node_config import parse_overrides
+from log.server.connection_quotas import ConnectionQuotas, descriptor_cap
 from log.server.repeat_limiter import RepeatLimiter
 
 

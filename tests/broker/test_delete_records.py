@@ -3,8 +3,8 @@ are out of range, and every partition-level refusal has Kafka's error code."""
 
 from __future__ import annotations
 
+from log.common.errors import ErrorCode
 from log.protocol.admin import DELETE_RECORDS_REQUEST
-from log.protocol.errors import ErrorCode
 from log.records.builder import Record, build_batch
 from tests.broker.conftest import WireClient, fetch_body, produce_body
 

@@ -16,8 +16,8 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from log.common.errors import ErrorCode
 from log.protocol.apis import APIS
-from log.protocol.errors import ErrorCode
 from log.protocol.framing import RequestHeader, encode_request_header
 from log.records.batch_header import iter_batches
 from log.records.builder import Record, build_batch

@@ -5,8 +5,8 @@ from __future__ import annotations
 import trio
 import trio.testing
 
+from log.common.errors import ErrorCode
 from log.protocol.api_versions import API_VERSIONS_REQUEST
-from log.protocol.errors import ErrorCode
 from log.protocol.metadata import METADATA_REQUEST
 from log.records.batch_header import iter_batches
 from log.records.builder import Record, build_batch
@@ -303,8 +303,8 @@ async def test_alter_configs_reach_the_log(broker):
 async def test_untyped_handler_failure_is_unknown_server_error(broker, monkeypatch, caplog):
     """A bug in a handler answers UNKNOWN_SERVER_ERROR (logged with its traceback); a
     KafkaError answers its own code; the connection and the server keep serving."""
+    from log.common.errors import NotControllerError
     from log.protocol.admin import DESCRIBE_CLUSTER_REQUEST
-    from log.protocol.errors import NotControllerError
     from log.server import handlers
 
     async def buggy(ctx, request):

@@ -66,7 +66,7 @@ async def test_leadership_taken_on_a_full_disk_is_retried_once_there_is_room(
 def test_a_directory_with_a_failed_append_is_not_marked_clean(small_disk):
     """ENOSPC cuts an append off: the shutdown that follows writes no clean-shutdown marker,
     so the next start recovers the log (and keeps every batch that was appended)."""
-    from log.protocol.errors import KafkaStorageError
+    from log.common.errors import KafkaStorageError
     from log.records.builder import Record, build_batch
     from log.storage.clean_shutdown import has_clean_shutdown_marker
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import trio
 
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 from tests.broker.conftest import WireClient, produce_body, start_broker
 
 FRAME_LIMIT = 1 << 20

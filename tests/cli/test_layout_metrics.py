@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from log.server.config import NodeConfig
+from log.common.node_config import NodeConfig
 from tools.cluster_layout import ClusterLayout, format_cluster
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from log.common.node_config import ConfigError
 from log.coordinator.group_driver import group_config_from
-from log.server.config import ConfigError
 from tests.broker.conftest import node_config
 
 

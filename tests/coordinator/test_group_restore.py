@@ -4,6 +4,7 @@ initial rebalance delay; everything with explicit now_ms."""
 
 from __future__ import annotations
 
+from log.common.errors import ErrorCode
 from log.coordinator.group_coordinator import GroupCoordinator, group_metadata_value
 from log.coordinator.group_state import GroupConfig, GroupMetadata, GroupState
 from log.coordinator.records import (
@@ -11,7 +12,6 @@ from log.coordinator.records import (
     decode_group_value,
     encode_group_value,
 )
-from log.protocol.errors import ErrorCode
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
@@ -217,8 +217,8 @@ def test_no_initial_delay_for_a_rebalance_of_a_stable_group():
 def test_a_group_value_with_members_but_no_protocol_is_a_typed_error():
     import pytest
 
+    from log.common.errors import CorruptRecordError
     from log.coordinator.records import GroupMetadataValue
-    from log.protocol.errors import CorruptRecordError
 
     member = MemberMetadataValue("m", None, "c", "/h", 1, 1, b"", b"")
     with pytest.raises(CorruptRecordError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from log.common.errors import ErrorCode
 from log.coordinator.group_coordinator import (
     GroupCoordinator,
     OffsetAndMetadata,
@@ -15,7 +16,6 @@ from log.coordinator.group_state import (
     JoinResult,
     SyncResult,
 )
-from log.protocol.errors import ErrorCode
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000

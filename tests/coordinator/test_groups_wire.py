@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
+from log.common.errors import ErrorCode
 from log.coordinator.group_coordinator import OffsetAndMetadata, partition_for
 from log.protocol.coordinator import FIND_COORDINATOR_REQUEST
-from log.protocol.errors import ErrorCode
 from log.protocol.groups import (
     DELETE_GROUPS_REQUEST,
     DESCRIBE_GROUPS_REQUEST,

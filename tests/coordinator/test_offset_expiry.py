@@ -161,8 +161,8 @@ def test_unreadable_subscriptions_and_rebalancing_groups_keep_their_offsets():
 def test_subscribed_topics_of_consumer_protocol_metadata():
     import pytest
 
+    from log.common.errors import CorruptRecordError
     from log.coordinator.consumer_protocol import subscribed_topics
-    from log.protocol.errors import CorruptRecordError
 
     assert subscribed_topics(subscription("a", "b")) == {"a", "b"}
     v3_tail = bytes.fromhex("00000000" + "00000007" + "ffff")  # owned, generation, rack
@@ -175,7 +175,7 @@ def test_subscribed_topics_of_consumer_protocol_metadata():
 def test_offset_delete_spares_what_a_live_consumer_group_subscribes_to():
     """OffsetDelete (Kafka's handleDeleteOffsets): subscribed topics are refused while the
     group has members, the rest go; an Empty or standalone group loses what is asked."""
-    from log.protocol.errors import ErrorCode
+    from log.common.errors import ErrorCode
 
     c = coordinator()
     member = one_member_group(c, 0, subscription("t"))
@@ -195,7 +195,7 @@ def test_offset_delete_spares_what_a_live_consumer_group_subscribes_to():
 
 
 def test_offset_delete_of_a_group_with_members_of_another_protocol_is_non_empty():
-    from log.protocol.errors import ErrorCode
+    from log.common.errors import ErrorCode
 
     c = coordinator()
     group = c.group("g", 0, create=True)

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from log.common.errors import CorruptRecordError
 from log.coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -19,7 +20,6 @@ from log.coordinator.records import (
     encode_key,
     encode_offset_value,
 )
-from log.protocol.errors import CorruptRecordError
 
 
 def test_offset_commit_key_bytes_are_kafkas():

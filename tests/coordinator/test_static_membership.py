@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from log.common.errors import ErrorCode
 from log.coordinator.group_coordinator import GroupCoordinator
 from log.coordinator.group_state import GroupConfig, GroupMetadata, GroupState
-from log.protocol.errors import ErrorCode
 
 SESSION_MS = 10_000
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import trio
 
-from log.server.config import NODE_CONFIG_FILE, NodeConfig, Voter, to_toml
+from log.common.node_config import NODE_CONFIG_FILE, NodeConfig, Voter, to_toml
 from quorum.controller_client import ControllerClient
 from quorum.state_machine import MetadataStateMachine
 from tools.cluster_layout import ClusterLayout

@@ -13,7 +13,7 @@ import pytest
 import trio
 from cluster_harness import SESSION_TIMEOUT_MS, Cluster, wait_until
 
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 from quorum import controller as c
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]

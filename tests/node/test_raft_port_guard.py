@@ -14,7 +14,7 @@ import pytest
 import trio
 from cluster_harness import Cluster, wait_until
 
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 from quorum import controller as c
 from quorum.raft_port_guard import MAX_PREAUTH_BUFFER_BYTES, MAX_UNIDENTIFIED_CONNECTIONS
 

@@ -9,9 +9,9 @@ import pytest
 import trio
 from cluster_harness import free_base_port
 
+from log.common.errors import ErrorCode, InvalidRequestError
+from log.common.node_config import NodeConfig
 from log.protocol import controller_extra as extra
-from log.protocol.errors import ErrorCode, InvalidRequestError
-from log.server.config import NodeConfig
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
 from quorum.broker_lifecycle import BrokerLifecycle

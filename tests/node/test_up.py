@@ -12,8 +12,8 @@ import pytest
 import trio
 from cluster_harness import REPO, STARTED, free_base_port
 
-from log.protocol.errors import ErrorCode
-from log.server.config import NodeConfig, Voter
+from log.common.errors import ErrorCode
+from log.common.node_config import NodeConfig, Voter
 from quorum import controller as c
 from quorum.controller_client import ControllerClient
 from tools.cluster_layout import ClusterLayout

@@ -22,9 +22,9 @@ from typing import Any
 
 import trio
 
+from log.common.errors import ErrorCode
 from log.protocol.apis import api_versions_body
 from log.protocol.connection import NEED_DATA, PAUSED, BadRequest, ServerConnection
-from log.protocol.errors import ErrorCode
 from log.protocol.fetch import FETCH_RESPONSE
 from log.protocol.metadata import METADATA_RESPONSE
 from log.protocol.offsets import LIST_OFFSETS_RESPONSE

@@ -7,9 +7,9 @@ import functools
 import pytest
 import trio
 
+from log.common.errors import ErrorCode, RequestTimedOutError
 from log.protocol.apis import api_versions_body
 from log.protocol.connection import NEED_DATA, PAUSED, ServerConnection
-from log.protocol.errors import ErrorCode, RequestTimedOutError
 from log.protocol.metadata import METADATA_REQUEST, METADATA_RESPONSE
 from producer.cluster_view import TopicPartition
 from producer.connection import BrokerConnection, ConnectionFailedError, parse_bootstrap_servers

@@ -103,7 +103,7 @@ async def test_bulk_delivery_parts_account_for_every_record(kafka_peer):
 async def test_too_large_and_larger_than_batch_records_on_the_inline_path(kafka_peer):
     import pytest
 
-    from log.protocol.errors import MessageTooLargeError
+    from log.common.errors import MessageTooLargeError
 
     async with Producer(
         kafka_peer.bootstrap, linger_ms=20, batch_size=1024, max_request_size=8192

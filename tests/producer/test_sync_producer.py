@@ -7,7 +7,7 @@ import threading
 import pytest
 import trio
 
-from log.protocol.errors import InvalidConfigError
+from log.common.errors import InvalidConfigError
 from producer.errors import ProducerClosedError
 from producer.fetch_client import FetchClient
 from producer.sync_producer import SyncProducer

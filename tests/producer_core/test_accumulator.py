@@ -5,7 +5,7 @@ import collections
 
 import pytest
 
-from log.protocol.errors import ErrorCode, MessageTooLargeError, UnknownTopicOrPartitionError
+from log.common.errors import ErrorCode, MessageTooLargeError, UnknownTopicOrPartitionError
 from producer.accumulator import NO_READY_CHECK_DELAY_MS, AppendStatus
 from producer.cluster_view import StaticClusterView, TopicPartition
 from producer.errors import ProducerClosedError

@@ -6,7 +6,7 @@ import pytest
 import trio
 import trio.testing
 
-from log.protocol.errors import MessageTooLargeError
+from log.common.errors import MessageTooLargeError
 from producer.buffer_pool import BufferPool
 from producer.errors import BufferExhaustedError, ProducerClosedError
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from log.protocol.errors import ErrorCode, InvalidConfigError
+from log.common.errors import ErrorCode, InvalidConfigError
 from producer.config import ProducerConfig
 
 

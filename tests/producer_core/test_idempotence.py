@@ -3,7 +3,7 @@ out-of-order and unknown-producer handling with epoch bumps, unresolved sequence
 
 import pytest
 
-from log.protocol.errors import ErrorCode, InvalidProducerEpochError, MessageTooLargeError
+from log.common.errors import ErrorCode, InvalidProducerEpochError, MessageTooLargeError
 from producer.cluster_view import StaticClusterView, TopicPartition
 from producer.idempotence import MAX_PRODUCER_EPOCH
 

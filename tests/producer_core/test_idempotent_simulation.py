@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 from producer.cluster_view import StaticClusterView, TopicPartition
 
 MAX_IN_FLIGHT = 5

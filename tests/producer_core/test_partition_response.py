@@ -1,6 +1,6 @@
 """RecordAccumulator.handle_partition_response: the sender's per-partition decisions."""
 
-from log.protocol.errors import ErrorCode, MessageTooLargeError
+from log.common.errors import ErrorCode, MessageTooLargeError
 from producer.accumulator import ResponseAction
 from producer.cluster_view import StaticClusterView
 

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from log.protocol.errors import NotLeaderOrFollowerError
+from log.common.errors import NotLeaderOrFollowerError
 from log.records.batch_header import HEADER_BYTES, validate_batch
 from log.records.builder import Header, Record, build_batch
 from log.records.compression import CompressionType

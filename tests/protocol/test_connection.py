@@ -11,11 +11,11 @@ from kafka.protocol.admin import DescribeClusterRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
+from log.common.errors import ErrorCode, InvalidFrameError, InvalidRequestError
 from log.protocol.api_versions import API_VERSIONS_REQUEST
 from log.protocol.apis import APIS, DEFAULT_ADVERTISED, api_versions_body
 from log.protocol.client_codec import ClientCodec
 from log.protocol.connection import NEED_DATA, PAUSED, BadRequest, Request, ServerConnection
-from log.protocol.errors import ErrorCode, InvalidFrameError, InvalidRequestError
 from log.protocol.fetch import FETCH_REQUEST, FETCH_RESPONSE
 from log.protocol.metadata import METADATA_REQUEST, METADATA_RESPONSE
 from log.protocol.produce import PRODUCE_REQUEST, PRODUCE_RESPONSE

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.protocol.errors import InvalidFrameError, InvalidRequestError, KafkaError
+from log.common.errors import InvalidFrameError, InvalidRequestError, KafkaError
 from log.protocol.framing import (
     FrameDecoder,
     RequestHeader,

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from log.common.errors import InvalidFrameError, InvalidRequestError
 from log.protocol.apis import APIS
 from log.protocol.connection import NEED_DATA, BadRequest, Request, ServerConnection
-from log.protocol.errors import InvalidFrameError, InvalidRequestError
 from log.protocol.fetch import FETCH_REQUEST
 from log.protocol.metadata import METADATA_RESPONSE
 from log.protocol.produce import PRODUCE_REQUEST

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.api_message import ApiMessage
 
+from log.common.errors import InvalidRequestError
 from log.protocol.apis import APIS
-from log.protocol.errors import InvalidRequestError
 from log.protocol.schema import (
     BOOL,
     FLOAT64,

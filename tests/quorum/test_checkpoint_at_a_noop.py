@@ -17,7 +17,7 @@ import socket
 import pytest
 import trio
 
-from log.protocol.errors import OffsetOutOfRangeError
+from log.common.errors import OffsetOutOfRangeError
 from quorum.raft import CorruptCheckpointFileError, RaftConfig, RaftNode
 from quorum.raft_checkpoint import CheckpointFiles, RaftCheckpoint, encode_checkpoint
 from quorum.state_machine import MetadataStateMachine

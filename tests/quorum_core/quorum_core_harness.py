@@ -14,7 +14,7 @@ from quorum.controller import (
     register_broker,
 )
 from quorum.image import MetadataImage
-from quorum.records import ActiveControllerRecord, Endpoint, encode_batch
+from quorum.records import ActiveControllerRecord, BrokerEndpoint, encode_batch
 from quorum.state_machine import ApplyResult, MetadataStateMachine
 
 
@@ -52,7 +52,7 @@ class Cluster:
 
     def add_broker(self, broker_id: int, unfence: bool = True) -> int:
         request = BrokerRegistrationRequest(
-            broker_id, uuid.uuid4(), (Endpoint("PLAINTEXT", "localhost", 9092 + broker_id),)
+            broker_id, uuid.uuid4(), (BrokerEndpoint("PLAINTEXT", "localhost", 9092 + broker_id),)
         )
         records, response = register_broker(self.image, request)
         self.commit(records)

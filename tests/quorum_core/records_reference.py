@@ -14,9 +14,9 @@ from quorum.records import (
     MAX_LIST_ITEMS,
     RECORD_TYPES,
     ActiveControllerRecord,
+    BrokerEndpoint,
     BrokerRegistrationOffsetRecord,
     ConfigRecord,
-    Endpoint,
     FenceBrokerRecord,
     NoOpRecord,
     PartitionChangeRecord,
@@ -86,7 +86,7 @@ _Int32s = c.Int32sb
 _Int64s = c.Int64sb
 
 _Endpoint = _DataclassAdapter(
-    Endpoint, c.Struct("name" / _String, "host" / _String, "port" / c.Int32ub)
+    BrokerEndpoint, c.Struct("name" / _String, "host" / _String, "port" / c.Int32ub)
 )
 
 _PAYLOADS: dict[type, c.Construct] = {

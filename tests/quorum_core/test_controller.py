@@ -3,7 +3,7 @@ import uuid
 import pytest
 from quorum_core_harness import Cluster
 
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
 from quorum.controller import (
     MAX_ALTER_PARTITION_ITEMS,
@@ -38,7 +38,7 @@ from quorum.controller import (
 )
 from quorum.image import MAX_PRODUCER_ID
 from quorum.records import (
-    Endpoint,
+    BrokerEndpoint,
     MetadataRecordError,
     PartitionChangeRecord,
     ProducerIdsRecord,
@@ -49,7 +49,7 @@ def test_broker_epoch_increases_across_re_registrations():
     cluster = Cluster()
     epochs = []
     for _ in range(4):
-        request = BrokerRegistrationRequest(7, uuid.uuid4(), (Endpoint("PLAINTEXT", "h", 1),))
+        request = BrokerRegistrationRequest(7, uuid.uuid4(), (BrokerEndpoint("PLAINTEXT", "h", 1),))
         records, response = register_broker(cluster.image, request)
         assert response.error_code == ErrorCode.NONE
         cluster.commit(records)

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from log.protocol.errors import CoordinatorLoadInProgressError, ErrorCode
+from log.common.errors import CoordinatorLoadInProgressError, ErrorCode
 from quorum.producer_id_manager import (
     BLOCK_SIZE,
     RETRY_BACKOFF_MS,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from quorum_core_harness import Cluster
 
-from log.protocol.errors import CoordinatorLoadInProgressError
+from log.common.errors import CoordinatorLoadInProgressError
 from quorum.controller import (
     AllocateProducerIdsRequest,
     BrokerRegistrationRequest,

@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 
 from quorum.records import (
     ActiveControllerRecord,
+    BrokerEndpoint,
     ConfigRecord,
-    Endpoint,
     FenceBrokerRecord,
     MetadataRecordError,
     NoOpRecord,
@@ -37,7 +37,9 @@ records = st.one_of(
         i32,
         i64,
         uuids,
-        st.lists(st.builds(Endpoint, text, text, st.integers(0, 65535)), max_size=3).map(tuple),
+        st.lists(st.builds(BrokerEndpoint, text, text, st.integers(0, 65535)), max_size=3).map(
+            tuple
+        ),
         st.none() | text,
         st.booleans(),
     ),

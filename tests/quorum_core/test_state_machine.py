@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from quorum_core_harness import Cluster
 
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 from quorum.image import MetadataImage, MetadataReplayError, partition_changes, replay_batch
 from quorum.records import (
     ActiveControllerRecord,

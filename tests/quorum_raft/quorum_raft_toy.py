@@ -1,4 +1,4 @@
-"""A tiny deterministic state machine satisfying quorum.raft's MetadataStateMachine interface,
+"""A tiny deterministic state machine satisfying quorum.raft's ReplicatedStateMachine interface,
 plus helpers shared by the quorum_raft tests (free ports, configs)."""
 
 from __future__ import annotations

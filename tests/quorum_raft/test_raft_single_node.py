@@ -8,7 +8,7 @@ import pytest
 import trio
 from quorum_raft_toy import PASSWORD, ToyStateMachine, free_ports
 
-from log.protocol.errors import NotControllerError, OffsetOutOfRangeError
+from log.common.errors import NotControllerError, OffsetOutOfRangeError
 from quorum.raft import (
     CorruptCheckpointFileError,
     RaftConfig,

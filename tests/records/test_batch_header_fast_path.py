@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from log.protocol.errors import CorruptRecordError
+from log.common.errors import CorruptRecordError
 from log.records.batch import parse_header
 from log.records.batch_header import (
     CRC_OFFSET,

@@ -8,7 +8,7 @@ import snappy
 import zstandard
 from kafka import codec as kafka_codec
 
-from log.protocol.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from log.common.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from log.records import compression
 from log.records.compression import CompressionType, compress, decompress
 

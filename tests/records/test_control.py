@@ -3,7 +3,7 @@
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
-from log.protocol.errors import CorruptRecordError
+from log.common.errors import CorruptRecordError
 from log.records.batch import parse_batch
 from log.records.control import (
     ControlRecordType,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.protocol.errors import CorruptRecordError
+from log.common.errors import CorruptRecordError
 from log.records import batch_header
 from log.records.batch import BATCH_HEADER, build_header, parse_header
 from log.records.batch_header import HEADER_BYTES, MIN_BATCH_LENGTH, BatchHeader, read_header

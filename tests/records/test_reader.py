@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.protocol.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from log.common.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from log.records.batch import parse_batch
 from log.records.batch_header import (
     ATTRIBUTES_OFFSET,

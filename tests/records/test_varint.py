@@ -5,7 +5,7 @@ from construct import ConstructError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.protocol.errors import CorruptRecordError
+from log.common.errors import CorruptRecordError
 from log.records.batch import VARINT, VARLONG
 from log.records.varint import (
     MAX_VARINT_BYTES,

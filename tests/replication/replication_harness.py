@@ -8,7 +8,7 @@ from pathlib import Path
 import cluster_harness
 from cluster_harness import Cluster
 
-from log.server.config import NodeConfig
+from log.common.node_config import NodeConfig
 from log.storage.config import LogConfig
 from log.storage.manager import LogManager
 

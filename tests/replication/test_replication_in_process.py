@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import trio
 
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 from log.protocol.produce import PRODUCE_REQUEST
 from log.records.builder import Record, build_batch
 from log.replication.replica_fetcher import LeaderConnection

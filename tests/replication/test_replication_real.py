@@ -149,7 +149,7 @@ async def _produce_raw(cluster, node_id: int, acks: int, partition: int = 0) -> 
 async def test_isr_shrinks_and_expands_and_min_isr_refuses(tmp_path):
     """4 nodes (3 controllers + 1 broker), so that 2 of a partition's 3 replicas can die while
     the metadata quorum (which commits ISR changes) stays up."""
-    from log.protocol.errors import ErrorCode
+    from log.common.errors import ErrorCode
 
     cluster = await trio.to_thread.run_sync(start_cluster, tmp_path, 4)
     bootstrap = cluster.layout.bootstrap_servers
@@ -196,7 +196,7 @@ async def test_restarted_replica_truncates_its_divergent_tail(tmp_path):
     import os
     import signal
 
-    from log.protocol.errors import ErrorCode
+    from log.common.errors import ErrorCode
 
     cluster = await trio.to_thread.run_sync(start_cluster, tmp_path, 4)
     bootstrap = cluster.layout.bootstrap_servers

@@ -29,7 +29,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from log.protocol.errors import ErrorCode, KafkaError
+from log.common.errors import ErrorCode, KafkaError
 from log.replication.follower_state import (
     EpochQuery,
     FetcherState,
@@ -39,7 +39,7 @@ from log.replication.follower_state import (
     TruncationDecision,
 )
 from log.replication.partition_state import (
-    AlterPartitionRequest,
+    IsrChangeProposal,
     PartitionState,
     Role,
     StateChange,
@@ -144,12 +144,12 @@ class ListOffsetsResponse:
 
 @dataclass(frozen=True)
 class AlterPartitionMessage:
-    request: AlterPartitionRequest
+    request: IsrChangeProposal
 
 
 @dataclass(frozen=True)
 class AlterPartitionAnswer:
-    request: AlterPartitionRequest
+    request: IsrChangeProposal
     error: ErrorCode
     leader_epoch: int = -1
     partition_epoch: int = -1
@@ -289,7 +289,7 @@ class Controller:
         if self.leader != -1:
             self.cluster.elections += 1
 
-    def on_alter_partition(self, src: int, request: AlterPartitionRequest) -> AlterPartitionAnswer:
+    def on_alter_partition(self, src: int, request: IsrChangeProposal) -> AlterPartitionAnswer:
         if src != self.leader or request.leader_epoch != self.leader_epoch:
             return AlterPartitionAnswer(request, ErrorCode.FENCED_LEADER_EPOCH)
         if request.partition_epoch != self.partition_epoch:
@@ -419,7 +419,7 @@ class Node:
         ):
             self.send_alter_partition(pending, now_ms)
 
-    def send_alter_partition(self, request: AlterPartitionRequest, now_ms: int) -> None:
+    def send_alter_partition(self, request: IsrChangeProposal, now_ms: int) -> None:
         self.alter_sent_ms = now_ms
         self.send(CONTROLLER, AlterPartitionMessage(request))
 

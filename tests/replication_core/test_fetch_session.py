@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 from log.replication.fetch_session import (
     CachedPartition,
     FetchSessionCache,

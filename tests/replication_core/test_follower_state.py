@@ -1,4 +1,4 @@
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 from log.replication.follower_state import (
     FETCHER_SWEEP_INTERVAL_MS,
     LEADER_CHANGE_RETRY_MS,

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 from log.replication.fetch_fill_order import FetchFillOrder
 from log.replication.fetch_session import CachedPartition, FetchSessionCache, update_session
 from log.replication.follower_state import (

@@ -1,6 +1,6 @@
 import pytest
 
-from log.protocol.errors import (
+from log.common.errors import (
     ErrorCode,
     FencedLeaderEpochError,
     NotEnoughReplicasError,

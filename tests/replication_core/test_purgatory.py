@@ -1,6 +1,6 @@
 import pytest
 
-from log.protocol.errors import ErrorCode
+from log.common.errors import ErrorCode
 from log.replication.partition_state import PartitionState
 from log.replication.purgatory import (
     DelayedFetch,

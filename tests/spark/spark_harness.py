@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 def create_topic(cluster, name: str, partitions: int, **configs: str) -> None:
     import trio
 
-    from log.protocol.errors import ErrorCode
+    from log.common.errors import ErrorCode
     from quorum import controller as c
 
     async def create():

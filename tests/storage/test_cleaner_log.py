@@ -317,7 +317,7 @@ def test_swap_recovery_deletes_only_the_swaps_offset_range_and_drops_strays(tmp_
 
 
 def test_a_compacted_topic_refuses_keyless_records(tmp_path):
-    from log.protocol.errors import ErrorCode, InvalidRecordError
+    from log.common.errors import ErrorCode, InvalidRecordError
 
     manager = open_manager(tmp_path, compacted_config())
     log = manager.get_or_create_log(TOPIC, 0)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from log.server.config import NodeConfig
+from log.common.node_config import NodeConfig
 from log.server.partitions import default_log_config
 
 TOPIC = "compacted"

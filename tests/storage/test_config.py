@@ -1,6 +1,6 @@
 import pytest
 
-from log.protocol.errors import InvalidConfigError
+from log.common.errors import InvalidConfigError
 from log.storage.config import LogConfig
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from log.protocol.errors import (
+from log.common.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -334,7 +334,7 @@ def test_high_watermark_is_clamped_and_only_truncation_lowers_it(log_factory):
 def test_disk_write_failure_is_a_typed_storage_error(log_factory):
     import os
 
-    from log.protocol.errors import KafkaStorageError
+    from log.common.errors import KafkaStorageError
 
     log = log_factory()
     log.append_as_leader(make_batch(1), 0, 0)

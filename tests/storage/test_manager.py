@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from log.protocol.errors import InvalidTopicError
+from log.common.errors import InvalidTopicError
 from log.storage.checkpoint_file import OffsetCheckpointFile
 from log.storage.config import LogConfig
 from log.storage.manager import (

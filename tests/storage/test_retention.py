@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from log.protocol.errors import OffsetOutOfRangeError
+from log.common.errors import OffsetOutOfRangeError
 from log.storage.config import LogConfig
 from log.storage.retention import SegmentSummary, deletable_segment_count, roll_reason
 

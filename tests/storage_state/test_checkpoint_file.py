@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.protocol.errors import ErrorCode, KafkaStorageError
+from log.common.errors import ErrorCode, KafkaStorageError
 from log.storage.checkpoint_file import (
     RECOVERY_POINT_CHECKPOINT_FILE,
     OffsetCheckpointFile,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.protocol.errors import KafkaStorageError
+from log.common.errors import KafkaStorageError
 from log.storage.leader_epoch_cache import (
     LEADER_EPOCH_CHECKPOINT_FILE,
     EpochEntry,

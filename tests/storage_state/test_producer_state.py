@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from log.protocol.errors import (
+from log.common.errors import (
     ErrorCode,
     InvalidProducerEpochError,
     InvalidRecordError,

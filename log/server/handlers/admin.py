@@ -14,6 +14,7 @@ override LogConfig does not model); broker resources list the node's configurati
 
 from __future__ import annotations
 
+from log.common.errors import ErrorCode
 from log.protocol.admin import (
     ALTER_CONFIGS_RESPONSE,
     CREATE_PARTITIONS_RESPONSE,
@@ -23,8 +24,7 @@ from log.protocol.admin import (
     INCREMENTAL_ALTER_CONFIGS_RESPONSE,
 )
 from log.protocol.connection import Request
-from log.protocol.errors import ErrorCode
-from log.server.handlers.context import MAX_ADMIN_WAIT_MS, BrokerContext
+from log.server.broker_context import MAX_ADMIN_WAIT_MS, BrokerContext
 from log.server.partitions import default_log_config_properties
 from quorum.controller import (
     AlterConfigsRequest,

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import trio
 
-from log.protocol.admin import DELETE_RECORDS_RESPONSE
-from log.protocol.connection import Request
-from log.protocol.errors import (
+from log.common.errors import (
     ErrorCode,
     KafkaError,
     OffsetOutOfRangeError,
     PolicyViolationError,
 )
-from log.server.handlers.context import BrokerContext
+from log.protocol.admin import DELETE_RECORDS_RESPONSE
+from log.protocol.connection import Request
+from log.server.broker_context import BrokerContext
 from log.server.partitions import HostedPartition
 
 R = DELETE_RECORDS_RESPONSE.cls

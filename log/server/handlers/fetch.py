@@ -38,8 +38,8 @@ from typing import Any
 
 import trio
 
+from log.common.errors import ErrorCode, KafkaError
 from log.protocol.connection import Request
-from log.protocol.errors import ErrorCode, KafkaError
 from log.protocol.fetch import FETCH_RESPONSE
 from log.replication.fetch_fill_order import FetchFillOrder
 from log.replication.fetch_session import (
@@ -48,7 +48,7 @@ from log.replication.fetch_session import (
     SessionDecision,
     update_session,
 )
-from log.server.handlers.context import BrokerContext
+from log.server.broker_context import BrokerContext
 from log.server.partitions import FetchWaiter, HostedPartition, SessionWatcher
 
 R = FETCH_RESPONSE.cls

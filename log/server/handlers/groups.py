@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from log.common.errors import ErrorCode
 from log.coordinator.group_coordinator import (
     OFFSETS_TOPIC,
     CoordinatorError,
@@ -24,7 +25,6 @@ from log.coordinator.group_state import GroupState
 from log.protocol.admin import OFFSET_DELETE_RESPONSE
 from log.protocol.connection import Request
 from log.protocol.coordinator import FIND_COORDINATOR_RESPONSE
-from log.protocol.errors import ErrorCode
 from log.protocol.groups import (
     DELETE_GROUPS_RESPONSE,
     DESCRIBE_GROUPS_RESPONSE,
@@ -36,7 +36,7 @@ from log.protocol.groups import (
     OFFSET_FETCH_RESPONSE,
     SYNC_GROUP_RESPONSE,
 )
-from log.server.handlers.context import BrokerContext
+from log.server.broker_context import BrokerContext
 from log.server.handlers.metadata import live_brokers
 from quorum.records import NO_LEADER
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import shutil
 from collections import defaultdict
 
+from log.common.errors import ErrorCode
 from log.protocol.connection import Request
-from log.protocol.errors import ErrorCode
 from log.protocol.log_dirs import DESCRIBE_LOG_DIRS_RESPONSE
-from log.server.handlers.context import BrokerContext
+from log.server.broker_context import BrokerContext
 from log.storage.log import UnifiedLog
 
 R = DESCRIBE_LOG_DIRS_RESPONSE.cls

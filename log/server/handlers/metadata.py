@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import logging
 
+from log.common.errors import ErrorCode, KafkaError
 from log.protocol.admin import DESCRIBE_CLUSTER_RESPONSE
 from log.protocol.apis import api_versions_body
 from log.protocol.connection import Request
-from log.protocol.errors import ErrorCode, KafkaError
 from log.protocol.metadata import METADATA_RESPONSE
-from log.server.handlers.context import BrokerContext
+from log.server.broker_context import BrokerContext
 from quorum.controller import CreatableTopic, CreateTopicsRequest
 from quorum.image import MetadataImage, topic_name_error
 from quorum.records import NO_LEADER

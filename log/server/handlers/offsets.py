@@ -8,10 +8,10 @@ epoch cache (v4+). OffsetForLeaderEpoch: `UnifiedLog.end_offset_for_epoch`.
 
 from __future__ import annotations
 
+from log.common.errors import ErrorCode, KafkaError
 from log.protocol.connection import Request
-from log.protocol.errors import ErrorCode, KafkaError
 from log.protocol.offsets import LIST_OFFSETS_RESPONSE, OFFSET_FOR_LEADER_EPOCH_RESPONSE
-from log.server.handlers.context import BrokerContext
+from log.server.broker_context import BrokerContext
 from log.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 L = LIST_OFFSETS_RESPONSE.cls

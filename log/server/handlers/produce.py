@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import trio
 
-from log.protocol.connection import Request
-from log.protocol.errors import (
+from log.common.errors import (
     ErrorCode,
     InvalidRecordError,
     KafkaError,
 )
+from log.protocol.connection import Request
 from log.protocol.produce import PRODUCE_RESPONSE
-from log.server.handlers.context import BrokerContext
+from log.server.broker_context import BrokerContext
 from log.server.handlers.metadata import live_brokers
 from log.server.partitions import HostedPartition
 

@@ -10,10 +10,10 @@ re-init simply gets a fresh id, which Kafka allows as well.
 
 from __future__ import annotations
 
+from log.common.errors import ErrorCode
 from log.protocol.connection import Request
-from log.protocol.errors import ErrorCode
 from log.protocol.producer_id import INIT_PRODUCER_ID_RESPONSE
-from log.server.handlers.context import BrokerContext
+from log.server.broker_context import BrokerContext
 
 R = INIT_PRODUCER_ID_RESPONSE.cls
 

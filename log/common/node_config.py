@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from log.server.connection_quotas import parse_overrides
-
 NODE_CONFIG_FILE = "node.toml"
 
 
@@ -188,6 +186,17 @@ def parse_voters(value: str, key: str) -> tuple[Voter, ...]:
     if len(set(ids)) != len(ids):
         raise ConfigError(f"{key}: voter ids repeat in {value!r}")
     return tuple(voters)
+
+
+def parse_overrides(value: str) -> dict[str, int]:
+    """`max.connections.per.ip.overrides`: "host:count,host:count" -> {host: count}."""
+    overrides: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host or not count.isdigit():
+            raise ValueError(f"max.connections.per.ip.overrides: {item!r} is not host:count")
+        overrides[host] = int(count)
+    return overrides
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -1,0 +1,92 @@
+"""What the broker's request handling needs from the rest of the node: the contract with node.py.
+
+`KafkaServer` (broker.py) is constructed by the node runtime with two collaborators:
+
+* `MetadataSource`: the metadata image this broker has replayed (it follows the metadata log
+  of the controller quorum). `image` is the latest applied image (immutable, replaced
+  wholesale); `wait_for_image(min_offset)` returns once `image.last_offset >= min_offset`;
+  `subscribe()` returns a bounded trio receive channel that gets each newly applied image.
+  Contract for `subscribe`: the sender never blocks the metadata follower. Use a small
+  bounded `trio.open_memory_channel` (quorum.broker_lifecycle's MAX_PENDING_IMAGES) and
+  `send_nowait`; on `trio.WouldBlock` skip that image -- the next one supersedes it, because a subscriber only needs the newest
+  image (it diffs against what it last applied, `quorum.image.partition_changes`). Closing the
+  send side ends the subscriber's loop.
+* `ControllerChannel`: the requests a broker forwards to the active controller (KRaft's
+  forwarding of CreateTopics etc. and the broker-to-controller RPCs). Request/response types
+  are the sans-IO ones of `quorum/controller.py`; an implementation routes them to the active
+  controller (retrying NOT_CONTROLLER itself) and returns the controller's response, whose
+  records have been committed. The response carries no metadata offset, so after a success
+  the broker waits (`wait_for_image(image.last_offset + 1)` in a loop, under a deadline)
+  until its own image shows the change before answering the client.
+  Transport failures raise a `KafkaError` (e.g. RequestTimedOutError, NotControllerError).
+
+`broker_epoch_getter()` returns the broker epoch of this broker's current registration (-1
+before it registered); the producer-id allocation carries it. The server itself:
+
+    server = KafkaServer(config, log_manager, metadata, controller,
+                         broker_epoch_getter=lambda: registration.broker_epoch)
+    port = await nursery.start(server.run)   # binds the PLAINTEXT listener; serves until
+                                             # cancelled; shuts the LogManager down on exit
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import trio
+
+    from quorum.controller import (
+        AllocateProducerIdsRequest,
+        AllocateProducerIdsResponse,
+        AlterConfigsRequest,
+        AlterConfigsResponse,
+        AlterPartitionsRequest,
+        AlterPartitionsResponse,
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+    )
+    from quorum.image import MetadataImage
+
+
+@runtime_checkable
+class MetadataSource(Protocol):
+    @property
+    def image(self) -> MetadataImage:
+        """The latest applied metadata image on this broker."""
+        ...
+
+    async def wait_for_image(self, min_offset: int) -> MetadataImage:
+        """Block until `image.last_offset >= min_offset`; return that image. Callers put a
+        `trio.fail_after` around it."""
+        ...
+
+    def subscribe(self) -> trio.MemoryReceiveChannel[MetadataImage]:
+        """A bounded channel receiving every newly applied image; images
+        that do not fit are skipped (the next one supersedes them)."""
+        ...
+
+
+@runtime_checkable
+class ControllerChannel(Protocol):
+    async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse: ...
+
+    async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse: ...
+
+    async def create_partitions(
+        self, request: CreatePartitionsRequest
+    ) -> CreatePartitionsResponse: ...
+
+    async def alter_topic_configs(self, request: AlterConfigsRequest) -> AlterConfigsResponse: ...
+
+    async def alter_partitions(
+        self, request: AlterPartitionsRequest
+    ) -> AlterPartitionsResponse: ...
+
+    async def allocate_producer_ids(
+        self, request: AllocateProducerIdsRequest
+    ) -> AllocateProducerIdsResponse: ...
