@@ -47,7 +47,7 @@ TOPIC = "bench"
 
 async def serve_broker(directory: str, port_file: str) -> None:
     from log.server.broker import KafkaServer
-    from log.server.partitions import default_log_config
+    from log.storage.config import default_log_config
     from log.storage.manager import LogManager
     from quorum.controller import CreatableTopic, CreateTopicsRequest
     from tests.broker.conftest import NODE_ID, LocalQuorum, node_config

@@ -9,7 +9,7 @@ Theory of operation
   replay each committed batch into a local MetadataStateMachine (the same deterministic
   apply as every controller, so a batch rejected there is rejected here), or adopt the
   controller's checkpoint when it says we are behind its retained tail. Every new image is
-  published to subscribers (the MetadataSource contract of log/server/collaborators.py).
+  published to subscribers (the MetadataSource contract of quorum/broker_interface.py).
 * Heartbeat every broker.heartbeat.interval.ms with the newest replayed offset: the
   controller unfences the broker once it has replayed up to its own registration
   (`unfenced` is then set). Between heartbeats the connection is watched: when the
@@ -35,12 +35,11 @@ import trio
 from log.common.errors import ErrorCode, KafkaError
 from log.common.node_config import NodeConfig
 from quorum import controller as c
+from quorum.broker_interface import MAX_PENDING_IMAGES
 from quorum.controller_client import ControllerClient
 from quorum.image import MetadataImage, partition_changes
 from quorum.records import BrokerEndpoint
 from quorum.state_machine import MetadataStateMachine
-
-MAX_PENDING_IMAGES = 16  # subscribe() channel size; a subscriber needs only the newest image
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ when it has one, otherwise moves to the next voter; connection failures and retr
 are retried with exponential backoff up to `max_attempts`. Everything is bounded (attempts,
 connect timeout, request timeout); callers still put `trio.fail_after` around calls.
 
-`ControllerClient` implements log.server.collaborators.ControllerChannel (create_topics,
+`ControllerClient` implements quorum.broker_interface.ControllerChannel (create_topics,
 delete_topics, create_partitions, alter_topic_configs, alter_partition,
 allocate_producer_ids) plus register / heartbeat / controlled_shutdown / metadata_fetch for
 broker_lifecycle. MetadataFetch may be served by any controller, so `any_controller=True`

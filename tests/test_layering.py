@@ -1,10 +1,16 @@
-"""The architecture, checked: sans-IO cores import no I/O, clock or threads; only the Raft
-binding imports pysyncobj.
+"""The architecture, checked: which package may import which, and which modules are sans-IO.
 
-STYLE.md rule 1: protocol parsing, storage index and retention rules, partition/ISR state, the
-producer's accumulator and partitioner, and the metadata image/controller decisions are plain
-synchronous code. A driver module that needs sockets, files, clocks or threads is listed
-nowhere here and may import them.
+Direction (shared/DESIGN.md, "the house is built bottom up"): each package of ours may import
+only the packages listed for it in ALLOWED, so an arrow pointing up (the quorum importing the
+server, the record format importing the wire protocol, a coordinator importing a request
+handler) fails here. Every import counts, also those inside functions and under
+TYPE_CHECKING: a deferred import is still a dependency.
+
+Purity (STYLE.md rule 1): protocol parsing, storage index and retention rules, partition/ISR
+state, the producer's accumulator and partitioner, and the metadata image/controller decisions
+are plain synchronous code. They import no I/O, clock, threads or Raft library, and take
+randomness only as an injected `random.Random`. The drivers around them are not listed and
+may import what they need.
 """
 
 from __future__ import annotations
@@ -15,33 +21,62 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-IO_MODULES = {"trio", "socket", "time", "os", "threading", "pysyncobj", "asyncio"}
+OURS = ("log", "quorum", "producer", "spark", "tools", "bench")
 
-# Globs of sans-IO core modules (relative to the repository root).
+# package -> the packages of ours it may import (besides itself). Bottom floor first.
+COMMON = {"log.common"}
+ALLOWED: dict[str, set[str]] = {
+    "log.common": set(),
+    "log.records": COMMON,
+    "log.protocol": COMMON | {"log.records"},
+    "log.storage": COMMON | {"log.records"},
+    "quorum": COMMON | {"log.records", "log.protocol"},
+    "log.replication": COMMON | {"log.records", "log.protocol", "log.storage", "quorum"},
+    "log.coordinator": COMMON
+    | {"log.records", "log.protocol", "log.storage", "log.replication", "quorum"},
+    "log.server": COMMON
+    | {"log.records", "log.protocol", "log.storage", "log.replication", "log.coordinator"}
+    | {"quorum"},
+    "producer": COMMON | {"log.records", "log.protocol"},
+    "spark": COMMON | {"log.records", "log.protocol", "producer"},
+    "tools": {"log.common", "log.records", "log.protocol", "log.storage", "log.replication"}
+    | {"log.coordinator", "log.server", "quorum", "producer", "spark"},
+    "bench": {"log.common", "log.records", "log.protocol", "log.storage", "log.replication"}
+    | {"log.coordinator", "log.server", "quorum", "producer", "spark", "tools"},
+}
+
+IO_MODULES = {"trio", "socket", "time", "os", "threading", "asyncio", "selectors", "pysyncobj"}
+IO_MODULES |= {"pickle"}  # state is encoded with our own codecs, never pickled
 SANS_IO = [
+    "log/common/errors.py",
     "log/records/*.py",
     "log/protocol/*.py",
     "log/storage/retention.py",
+    "log/storage/cleaner.py",
+    "log/storage/cleaner_manager.py",
     "log/replication/partition_state.py",
     "log/replication/follower_state.py",
-    "log/replication/purgatory.py",
+    "log/replication/fetch_session.py",
+    "log/replication/fetch_session_handler.py",
+    "log/replication/fetch_fill_order.py",
+    "log/replication/replica_log.py",
+    "log/coordinator/group_state.py",
+    "log/coordinator/group_coordinator.py",
+    "log/coordinator/records.py",
+    "log/coordinator/consumer_protocol.py",
     "quorum/records.py",
     "quorum/image.py",
     "quorum/controller.py",
     "quorum/state_machine.py",
     "quorum/producer_id_manager.py",
+    "producer/config.py",
+    "producer/producer_batch.py",
     "producer/accumulator.py",
     "producer/partitioner.py",
-    "producer/producer_batch.py",
     "producer/idempotence.py",
-    "producer/config.py",
+    "producer/cluster_view.py",
+    "producer/errors.py",
     "spark/offset_ranges.py",
-    "log/coordinator/group_state.py",
-    "log/coordinator/group_coordinator.py",
-    "log/coordinator/records.py",
-    "log/coordinator/consumer_protocol.py",
-    "log/storage/cleaner.py",
-    "log/storage/cleaner_manager.py",
 ]
 PYSYNCOBJ_ALLOWED = {
     "quorum/raft.py",
@@ -51,30 +86,75 @@ PYSYNCOBJ_ALLOWED = {
 }
 
 
-def imported_roots(path: Path) -> set[str]:
-    roots = set()
+def package_of(module: str) -> str | None:
+    """`log.storage.segment` -> `log.storage`; `quorum.image` -> `quorum`; not ours: None."""
+    parts = module.split(".")
+    if parts[0] not in OURS:
+        return None
+    if parts[0] == "log" and len(parts) > 1:
+        return f"log.{parts[1]}"
+    return parts[0]
+
+
+def imported_modules(path: Path) -> set[str]:
+    modules = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
+            modules.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            roots.add(node.module.split(".")[0])
-    return roots
+            modules.add(node.module)
+    return modules
+
+
+def our_files() -> list[Path]:
+    return sorted(
+        p for top in OURS for p in (ROOT / top).rglob("*.py") if "__pycache__" not in p.parts
+    )
 
 
 def sans_io_files() -> list[Path]:
     return sorted({p for pattern in SANS_IO for p in ROOT.glob(pattern)})
 
 
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def test_every_package_has_a_row():
+    packages = {
+        package_of(".".join(p.relative_to(ROOT).with_suffix("").parts)) for p in our_files()
+    }
+    packages.discard("log.__init__")  # log/__init__.py
+    assert packages <= set(ALLOWED), sorted(packages - set(ALLOWED))
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_imports_point_down(package: str):
+    """No module of `package` imports a package of ours that ALLOWED does not list for it."""
+    top, _, sub = package.partition(".")
+    directory = ROOT / top / sub if sub else ROOT / top
+    offenders = []
+    for path in sorted(directory.rglob("*.py")):
+        for module in imported_modules(path):
+            target = package_of(module)
+            if target is not None and target != package and target not in ALLOWED[package]:
+                offenders.append(f"{_rel(path)} imports {module}")
+    assert offenders == []
+
+
 def test_the_sans_io_list_names_real_files():
-    assert len(sans_io_files()) >= 20
+    assert len(sans_io_files()) >= 40
+    for pattern in SANS_IO:
+        assert list(ROOT.glob(pattern)), f"{pattern} matches nothing"
 
 
-@pytest.mark.parametrize("path", sans_io_files(), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", sans_io_files(), ids=_rel)
 def test_sans_io_core_imports_no_io(path: Path):
-    assert not imported_roots(path) & IO_MODULES
+    roots = {module.split(".")[0] for module in imported_modules(path)}
+    assert not roots & IO_MODULES
 
 
-@pytest.mark.parametrize("path", sans_io_files(), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", sans_io_files(), ids=_rel)
 def test_sans_io_core_randomness_is_injected(path: Path):
     """`random` may appear as the type of an injected `random.Random`, never as a global source."""
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -84,11 +164,15 @@ def test_sans_io_core_randomness_is_injected(path: Path):
 
 
 def test_only_the_raft_binding_imports_pysyncobj():
-    offenders = []
-    for path in ROOT.glob("**/*.py"):
-        rel = path.relative_to(ROOT).as_posix()
-        if rel.startswith((".venv/", "tests/", "build/")) or rel in PYSYNCOBJ_ALLOWED:
-            continue
-        if "pysyncobj" in imported_roots(path):
-            offenders.append(rel)
+    offenders = [
+        _rel(path)
+        for path in our_files()
+        if _rel(path) not in PYSYNCOBJ_ALLOWED
+        and "pysyncobj" in {m.split(".")[0] for m in imported_modules(path)}
+    ]
     assert offenders == []
+
+
+def test_quorum_checkpoints_touch_files_but_never_pickle_or_read_clocks():
+    roots = {m.split(".")[0] for m in imported_modules(ROOT / "quorum" / "checkpoint.py")}
+    assert not roots & (IO_MODULES - {"os"})

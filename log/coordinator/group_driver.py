@@ -9,7 +9,7 @@
   __consumer_offsets (offsets.topic.num.partitions partitions, replication factor
   min(offsets.topic.replication.factor, live brokers)). A group lives on partition
   `partition_for(group_id)`; its coordinator is that partition's leader. Appends go through
-  the local leader log and wait for the high watermark (acks=all). When this broker becomes
+  the ReplicaManager as leader and wait for the high watermark (acks=all), as a client's do. When this broker becomes
   leader of a partition it replays it (COORDINATOR_LOAD_IN_PROGRESS meanwhile); when it stops
   leading one it drops its groups (NOT_COORDINATOR).
 - Group records: when a rebalance ends (the leader's SyncGroup; the group going Empty) the
@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 import trio
 
 from log.common.errors import CorruptRecordError, ErrorCode, KafkaError
+from log.common.node_config import NodeConfig
 from log.coordinator.group_coordinator import (
     OFFSETS_TOPIC,
     CoordinatorError,
@@ -52,8 +53,8 @@ from log.coordinator.records import (
 from log.records.batch_header import iter_batches
 from log.records.builder import Record, build_batch
 from log.records.reader import iter_records
-from log.server.broker_context import BrokerContext
-from log.server.handlers.produce import _wait_for_high_watermark
+from log.replication.replica_manager import ReplicaManager
+from quorum.broker_interface import ControllerChannel, MetadataSource
 from quorum.controller import CreatableTopic, CreateTopicsRequest
 
 logger = logging.getLogger(__name__)
@@ -100,9 +101,20 @@ def _new_member_id(client_id: str) -> str:
 
 
 class GroupCoordinatorDriver:
-    def __init__(self, ctx: BrokerContext) -> None:
-        self.ctx = ctx
-        props = ctx.config.props
+    def __init__(
+        self,
+        config: NodeConfig,
+        replica_manager: ReplicaManager,
+        metadata: MetadataSource,
+        controller: ControllerChannel,
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.metadata = metadata
+        self.controller = controller
+        self.clock_ms = clock_ms
+        props = config.props
         self.num_partitions = props["offsets.topic.num.partitions"]
         self.core = GroupCoordinator(group_config_from(props), self.num_partitions, _new_member_id)
         self.core.owns_all = False
@@ -114,14 +126,14 @@ class GroupCoordinatorDriver:
 
     async def ensure_offsets_topic(self) -> bool:
         """True when __consumer_offsets exists; else asks the controller to create it."""
-        image = self.ctx.image
+        image = self.metadata.image
         if image.topic(OFFSETS_TOPIC) is not None:
             return True
         if self._creating:
             return False
         self._creating = True
         try:
-            props = self.ctx.config.props
+            props = self.config.props
             live_count = max(1, len(image.live_broker_ids()))
             replication_factor = min(props["offsets.topic.replication.factor"], live_count)
             request = CreateTopicsRequest(
@@ -137,7 +149,7 @@ class GroupCoordinatorDriver:
                     ),
                 )
             )
-            response = await self.ctx.controller.create_topics(request)
+            response = await self.controller.create_topics(request)
             code = response.results[0].error_code
             if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                 logger.warning("creating %s failed: %s", OFFSETS_TOPIC, response.results[0])
@@ -149,8 +161,8 @@ class GroupCoordinatorDriver:
 
     def sync_ownership(self) -> None:
         """Load the partitions we now lead, unload those we no longer lead."""
-        self.ctx.sync_partitions()
-        led = {h.partition: h for h in self.ctx.partitions.leaders() if h.topic == OFFSETS_TOPIC}
+        self.replica_manager.sync()
+        led = {h.partition: h for h in self.replica_manager.leaders() if h.topic == OFFSETS_TOPIC}
         owned = self.core.loaded_partitions | self.core.loading_partitions
         for partition in sorted(owned - set(led)):
             self._dispatch(self.core.unload(partition))
@@ -165,7 +177,7 @@ class GroupCoordinatorDriver:
     def _load(self, hosted) -> None:  # noqa: ANN001
         log = hosted.log
         offset = log.log_start_offset
-        now_ms = self.ctx.clock_ms()
+        now_ms = self.clock_ms()
         while offset < log.log_end_offset:
             data = log.read(offset, LOAD_READ_BYTES)
             if not data.records:
@@ -206,31 +218,30 @@ class GroupCoordinatorDriver:
     ) -> tuple[int, tuple | None]:
         """Append `records` for `group_id` as leader, now: (error code, what to await)."""
         partition = partition_for(group_id, self.num_partitions)
-        now_ms = self.ctx.clock_ms()
+        now_ms = self.clock_ms()
+        batch = build_batch([Record(value, key=key, timestamp_ms=now_ms) for key, value in records])
         try:
-            hosted = self.ctx.partitions.leader(OFFSETS_TOPIC, partition, self.ctx.image)
-            hosted.state.check_enough_replicas_for_append(hosted.log.config.min_insync_replicas)
-            batch = build_batch(
-                [Record(value, key=key, timestamp_ms=now_ms) for key, value in records]
-            )
-            info = hosted.log.append_as_leader(
-                memoryview(bytearray(batch)), hosted.leader_epoch, now_ms
+            hosted, info = self.replica_manager.append_to_local_log(
+                OFFSETS_TOPIC, partition, memoryview(bytearray(batch)), -1, self.metadata.image
             )
         except KafkaError as exc:
             return _APPEND_ERRORS.get(exc.error_code, ErrorCode.UNKNOWN_SERVER_ERROR), None
-        if not self.ctx.partitions.maybe_advance_high_watermark(hosted):
-            hosted.signal_high_watermark()
         return ErrorCode.NONE, (hosted, info.last_offset + 1)
 
+    async def _await_appended(self, appended: tuple) -> int:
+        hosted, end_offset = appended
+        code = await self.replica_manager.await_high_watermark(
+            hosted, end_offset, APPEND_TIMEOUT_MS
+        )
+        return _APPEND_ERRORS.get(code, code) if code else ErrorCode.NONE
+
     async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
-        """Append `records` for `group_id` as leader and wait for the ISR; an error code."""
+        """Append `records` for `group_id` as leader and wait for the ISR: an error code."""
         code, appended = self._append_now(group_id, records)
         if code:
             return code
         assert appended is not None
-        hosted, end_offset = appended
-        code = await _wait_for_high_watermark(self.ctx, hosted, end_offset, APPEND_TIMEOUT_MS)
-        return _APPEND_ERRORS.get(code, code) if code else ErrorCode.NONE
+        return await self._await_appended(appended)
 
     def _group_records(self, group_ids: list[str] | None) -> dict[str, list]:
         return {
@@ -254,11 +265,10 @@ class GroupCoordinatorDriver:
         for code, waitable in self._store_changed_now([group_id]):
             if code:
                 return code
-            hosted, end_offset = waitable
-            code = await _wait_for_high_watermark(self.ctx, hosted, end_offset, APPEND_TIMEOUT_MS)
+            code = await self._await_appended(waitable)
             if code:
                 logger.info("storing group %s: %s", group_id, ErrorCode(code).name)
-                return _APPEND_ERRORS.get(code, code)
+                return code
         return ErrorCode.NONE
 
     # -- requests --------------------------------------------------------------------------------
@@ -272,7 +282,7 @@ class GroupCoordinatorDriver:
             self.check_group(group_id)
         except CoordinatorError as exc:
             return JoinResult(exc.error_code, member_id=kwargs["member_id"])
-        now_ms = self.ctx.clock_ms()
+        now_ms = self.clock_ms()
         group = self.core.group(group_id, now_ms, create=True)
         assert group is not None
         token = object()
@@ -302,7 +312,7 @@ class GroupCoordinatorDriver:
         token = object()
         waiter = self._waiters[token] = [trio.Event(), None]
         try:
-            replies = group.sync(token, now_ms=self.ctx.clock_ms(), **kwargs)
+            replies = group.sync(token, now_ms=self.clock_ms(), **kwargs)
             # The leader's assignment ended the rebalance: as Kafka, every member hears its
             # assignment only once the group record (members, assignments) is replicated, and
             # hears the error if it could not be (the members rejoin).
@@ -342,7 +352,7 @@ class GroupCoordinatorDriver:
         return group.heartbeat(
             member_id=member_id,
             generation_id=generation_id,
-            now_ms=self.ctx.clock_ms(),
+            now_ms=self.clock_ms(),
             group_instance_id=group_instance_id,
         )
 
@@ -358,7 +368,7 @@ class GroupCoordinatorDriver:
         codes = []
         for member_id, group_instance_id in members:
             code, replies = group.leave(
-                member_id=member_id, now_ms=self.ctx.clock_ms(), group_instance_id=group_instance_id
+                member_id=member_id, now_ms=self.clock_ms(), group_instance_id=group_instance_id
             )
             self._dispatch(replies)
             codes.append(code)
@@ -380,7 +390,7 @@ class GroupCoordinatorDriver:
         except CoordinatorError as exc:
             return exc.error_code
         code = self.core.check_commit(
-            group_id, member_id, generation_id, self.ctx.clock_ms(), group_instance_id
+            group_id, member_id, generation_id, self.clock_ms(), group_instance_id
         )
         if code:
             return code
@@ -388,7 +398,7 @@ class GroupCoordinatorDriver:
         if group is not None and group.state is not GroupState.DEAD:
             heartbeat_member = group.members.get(member_id)
             if heartbeat_member is not None:
-                heartbeat_member.last_heartbeat_ms = self.ctx.clock_ms()
+                heartbeat_member.last_heartbeat_ms = self.clock_ms()
         records = [
             (
                 encode_key(OffsetCommitKey(group_id, topic, partition)),
@@ -467,7 +477,7 @@ class GroupCoordinatorDriver:
     async def expire_offsets(self) -> list[GroupCleanup]:
         """One offset expiry pass (offsets.retention.ms): tombstones for what expired."""
         self.sync_ownership()
-        cleanups = self.core.expire_offsets(self.ctx.clock_ms())
+        cleanups = self.core.expire_offsets(self.clock_ms())
         for cleanup in cleanups:
             group_id = cleanup.group_id
             records: list[tuple[bytes, bytes | None]] = [
@@ -515,13 +525,13 @@ class GroupCoordinatorDriver:
             while True:
                 self._wakeup = trio.Event()
                 deadline_ms = self.core.next_deadline_ms()
-                now_ms = self.ctx.clock_ms()
+                now_ms = self.clock_ms()
                 if deadline_ms is None:
                     await self._wakeup.wait()
                 elif deadline_ms > now_ms:
                     with trio.move_on_after((deadline_ms - now_ms) / 1000):
                         await self._wakeup.wait()
-                replies, expired = self.core.poll(self.ctx.clock_ms())
+                replies, expired = self.core.poll(self.clock_ms())
                 for group_id, member_id in expired:
                     logger.info("group %s: member %s session expired", group_id, member_id)
                 self._dispatch(replies)
@@ -529,7 +539,7 @@ class GroupCoordinatorDriver:
                 await trio.sleep(0)  # a deadline in the past never spins past other tasks
 
     async def _follow_metadata(self) -> None:
-        async with self.ctx.metadata.subscribe() as images:
+        async with self.metadata.subscribe() as images:
             async for _image in images:
                 try:
                     self.sync_ownership()

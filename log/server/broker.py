@@ -4,9 +4,11 @@
     port = await nursery.start(server.run)
 
 `run` binds the PLAINTEXT listener (port 0 picks a free port; `task_status.started(port)`),
-follows the metadata image into HostedPartitions, drives `LogManager.tick` (sleeping until the
-next due job), serves connections until cancelled, and on the way out shuts the LogManager down
-(flush, checkpoints, clean-shutdown marker) -- node.py need not call it.
+runs the ReplicaManager (which follows the metadata image) and the group coordinator, drives
+`LogManager.tick` (sleeping until the next due job), serves connections until cancelled, and
+on the way out shuts the LogManager down (flush, checkpoints, clean-shutdown marker) --
+node.py need not call it. Everything a handler uses is built here, whole, before it serves:
+the BrokerContext.
 
 One task per connection drives the sans-IO `ServerConnection`: read at most MAX_READ_BYTES at a
 time and only when the connection has no whole request buffered (so a client that pipelines
@@ -40,26 +42,23 @@ from log.coordinator.group_driver import GroupCoordinatorDriver
 from log.protocol.apis import error_response_body
 from log.protocol.connection import NEED_DATA, PAUSED, BadRequest, Request, ServerConnection
 from log.replication.fetch_session import FetchSessionCache
-from log.replication.fetcher_manager import ReplicaFetcherManager
-from log.replication.isr_manager import IsrManager
-from log.replication.replica_fetcher import FetcherConfig
+from log.replication.replica_manager import ReplicaManager
 from log.server.broker_context import BrokerContext, wall_clock_ms
-from log.server.collaborators import ControllerChannel, MetadataSource
 from log.server.connection_quotas import ConnectionQuotas
 from log.server.handlers import ADVERTISED_API_KEYS, HANDLED_API_KEYS, HANDLERS
 from log.server.handlers.produce import has_error
 from log.server.metrics import NodeMetrics
-from log.server.partitions import HostedPartitions
 from log.server.producer_ids import ProducerIdDriver
 from log.server.repeat_limiter import RepeatLimiter
 from log.server.request_memory import RequestMemory
 from log.storage.manager import LogManager
+from quorum.broker_interface import ControllerChannel, MetadataSource
 
 logger = logging.getLogger(__name__)
 
 MAX_READ_BYTES = 1 << 18  # one socket read
 MIN_TICK_SLEEP_MS = 10  # LogManager.tick never spins, whatever it returns
-RETRY_TICK_MS = 1000  # the tick also retries partitions whose change failed (partitions.py)
+RETRY_TICK_MS = 1000  # the tick also retries partitions whose change failed (replica_manager)
 PRODUCE_API_KEY = 0
 MAX_IOV = 512  # parts per sendmsg (IOV_MAX is 1024 on Linux)
 # Parts this large go out as they are (zero-copy record bytes); smaller ones are copied into
@@ -132,7 +131,6 @@ class KafkaServer:
         self.broker_epoch_getter = broker_epoch_getter
         self.config = config
         self.log_manager = log_manager
-        self.partitions = HostedPartitions(config.node_id, log_manager, config)
         self.metrics = metrics if metrics is not None else NodeMetrics(config.node_id)
         self.acks_all_waiting_count = 0
         props = config.props
@@ -148,6 +146,18 @@ class KafkaServer:
             sys.maxsize if request_bytes < 0 else max(request_bytes, one_frame)
         )
         self._refusals = RepeatLimiter(interval_s=60)
+        self.replica_manager = ReplicaManager(
+            config,
+            log_manager,
+            metadata,
+            controller,
+            broker_epoch_getter=broker_epoch_getter,
+            clock_ms=clock_ms,
+            on_isr_change=self._count_isr_change,
+        )
+        self.group_coordinator = GroupCoordinatorDriver(
+            config, self.replica_manager, metadata, controller, clock_ms
+        )
         self.producer_ids = ProducerIdDriver(
             config.node_id, controller, broker_epoch_getter, clock_ms
         )
@@ -156,46 +166,16 @@ class KafkaServer:
             log_manager=log_manager,
             metadata=metadata,
             controller=controller,
-            partitions=self.partitions,
+            replica_manager=self.replica_manager,
+            group_coordinator=self.group_coordinator,
             producer_ids=self.producer_ids,
+            fetch_sessions=FetchSessionCache(
+                props["max.incremental.fetch.session.cache.slots"],
+                sweep_interval_ms=max(props["replica.lag.time.max.ms"] // 4, 1),
+            ),
             advertised_api_keys=ADVERTISED_API_KEYS,
             clock_ms=clock_ms,
-            fetch_sessions=FetchSessionCache(
-                config.props["max.incremental.fetch.session.cache.slots"],
-                sweep_interval_ms=max(config.props["replica.lag.time.max.ms"] // 4, 1),
-            ),
         )
-        props = config.props
-        self.fetcher_manager = ReplicaFetcherManager(
-            FetcherConfig(
-                broker_id=config.node_id,
-                replica_fetch_max_bytes=props["replica.fetch.max.bytes"],
-                replica_fetch_response_max_bytes=max(
-                    props["replica.fetch.response.max.bytes"], props["replica.fetch.max.bytes"]
-                ),
-                replica_fetch_wait_max_ms=props["replica.fetch.wait.max.ms"],
-                replica_fetch_min_bytes=props["replica.fetch.min.bytes"],
-                replica_fetch_backoff_ms=props["replica.fetch.backoff.ms"],
-                request_timeout_ms=max(30_000, props["replica.fetch.wait.max.ms"] + 10_000),
-            ),
-            props["num.replica.fetchers"],
-            self.partitions.endpoint_for,
-            clock_ms,
-        )
-        self.isr_manager = IsrManager(
-            config.node_id,
-            controller,
-            broker_epoch_getter,
-            lambda: self.partitions.image,
-            self.partitions.leaders,
-            self._on_isr_change,
-            clock_ms,
-            props["replica.lag.time.max.ms"],
-            on_batch_applied=self.partitions.report_replication,
-        )
-        self.ctx.isr_manager = self.isr_manager
-        self.group_coordinator = GroupCoordinatorDriver(self.ctx)
-        self.ctx.group_coordinator = self.group_coordinator
         self.max_frame_bytes = config.props["socket.request.max.bytes"]
         self.max_in_flight = config.props["max.inflight.requests.per.connection"]
         self.port: int | None = None
@@ -203,7 +183,7 @@ class KafkaServer:
         self._register_state_metrics(metadata)
 
     def _register_state_metrics(self, metadata: MetadataSource) -> None:
-        metrics, partitions = self.metrics, self.partitions
+        metrics, partitions = self.metrics, self.replica_manager
         metrics.gauge(
             "under_replicated_partitions",
             "Led partitions whose ISR is smaller than their replica set",
@@ -211,7 +191,7 @@ class KafkaServer:
         )
         metrics.gauge(
             "produce_acks_all_waiting",
-            "Produce requests with acks=all in progress (waiting for the ISR: the purgatory)",
+            "Produce requests with acks=all in progress (waiting for the ISR to reach the high watermark)",
             lambda: self.acks_all_waiting_count,
         )
         metrics.gauge("connections", "Open Kafka connections", lambda: self.connection_count)
@@ -237,12 +217,10 @@ class KafkaServer:
                 "metadata_lag", "Committed metadata offset minus the replayed offset", lag
             )
 
-    def _on_isr_change(self, hosted: Any) -> None:
-        before_count = len(hosted.isr)
-        self.partitions.on_isr_change(hosted)
-        if len(hosted.isr) < before_count:
+    def _count_isr_change(self, before_count: int, after_count: int) -> None:
+        if after_count < before_count:
             self.metrics.isr_shrinks.inc()
-        elif len(hosted.isr) > before_count:
+        elif after_count > before_count:
             self.metrics.isr_expands.inc()
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -252,11 +230,7 @@ class KafkaServer:
         try:
             async with trio.open_nursery() as nursery:
                 self.producer_ids.nursery = nursery
-                await nursery.start(self.fetcher_manager.run)
-                await nursery.start(self.isr_manager.run)
-                self.partitions.fetcher_manager = self.fetcher_manager
-                self.ctx.sync_partitions()
-                nursery.start_soon(self._follow_metadata)
+                await nursery.start(self.replica_manager.run)
                 nursery.start_soon(self._tick_log_manager)
                 if self.log_manager.cleaner is not None:  # compaction, in the background
                     await nursery.start(self.log_manager.cleaner.run, self.ctx.clock_ms)
@@ -272,14 +246,9 @@ class KafkaServer:
                     await listener.aclose()
             self.log_manager.shutdown(self.ctx.clock_ms(), self.broker_epoch_getter())
 
-    async def _follow_metadata(self) -> None:
-        async with self.ctx.metadata.subscribe() as images:
-            async for _image in images:
-                self.ctx.sync_partitions()  # applies the newest, whichever we were sent
-
     async def _tick_log_manager(self) -> None:
         while True:
-            self.partitions.retry_failed(self.ctx.clock_ms())
+            self.replica_manager.retry_failed(self.ctx.clock_ms())
             delay_ms = min(self.log_manager.tick(self.ctx.clock_ms()), RETRY_TICK_MS)
             await trio.sleep(max(delay_ms, MIN_TICK_SLEEP_MS) / 1000)
 

@@ -1,4 +1,5 @@
-"""BrokerContext: what every request handler gets -- config, logs, metadata, controller.
+"""BrokerContext: what every request handler gets -- config, logs, metadata, controller, the
+replica manager and the coordinators. KafkaServer builds it whole, once, before it serves.
 
 Handlers are plain `async def handle_x(ctx, request) -> response body` functions; a handler
 raises a `KafkaError` to fail the whole request with that code (broker.py answers it through
@@ -10,17 +11,16 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
 
 import trio
 
 from log.common.node_config import NodeConfig
+from log.coordinator.group_driver import GroupCoordinatorDriver
 from log.replication.fetch_session import FetchSessionCache
-from log.replication.isr_manager import IsrManager
-from log.server.collaborators import ControllerChannel, MetadataSource
-from log.server.partitions import HostedPartitions
+from log.replication.replica_manager import ReplicaManager
 from log.server.producer_ids import ProducerIdDriver
 from log.storage.manager import LogManager
+from quorum.broker_interface import ControllerChannel, MetadataSource
 from quorum.image import MetadataImage
 
 MAX_ADMIN_WAIT_MS = 30_000  # longest an admin request waits for the local image to catch up
@@ -30,19 +30,18 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class BrokerContext:
     config: NodeConfig
     log_manager: LogManager
     metadata: MetadataSource
     controller: ControllerChannel
-    partitions: HostedPartitions
+    replica_manager: ReplicaManager
+    group_coordinator: GroupCoordinatorDriver
     producer_ids: ProducerIdDriver
+    fetch_sessions: FetchSessionCache
     advertised_api_keys: frozenset[int]
     clock_ms: Callable[[], int] = wall_clock_ms
-    isr_manager: IsrManager | None = None  # set by KafkaServer: ISR expansions on fetch
-    group_coordinator: Any = None  # GroupCoordinatorDriver, set by KafkaServer
-    fetch_sessions: FetchSessionCache = dataclasses.field(default_factory=FetchSessionCache)
 
     @property
     def node_id(self) -> int:
@@ -56,21 +55,13 @@ class BrokerContext:
     def image(self) -> MetadataImage:
         return self.metadata.image
 
-    def sync_partitions(self) -> MetadataImage:
-        """Apply the newest image to the hosted partitions (cheap when unchanged) and return it,
-        so a handler never acts on partitions older than the image it answers from."""
-        image = self.metadata.image
-        if image is not self.partitions.image:
-            self.partitions.apply_image(image, self.clock_ms())
-        return image
-
     async def wait_until(self, predicate: Callable[[MetadataImage], bool], timeout_ms: int) -> bool:
         """Wait until the local image satisfies `predicate` (True) or `timeout_ms` passes."""
         timeout_s = min(max(timeout_ms, 0), MAX_ADMIN_WAIT_MS) / 1000
         with trio.move_on_after(timeout_s):
-            image = self.sync_partitions()
+            image = self.replica_manager.sync()
             while not predicate(image):
                 await self.metadata.wait_for_image(image.last_offset + 1)
-                image = self.sync_partitions()
+                image = self.replica_manager.sync()
             return True
         return False

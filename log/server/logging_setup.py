@@ -3,12 +3,12 @@
 `configure_logging(node_id, level)` (called by `quorumlog node`) installs one stderr handler
 on the root logger whose format is
 
-    2026-11-21T21:44:06.123Z level=INFO node=2 logger=log.server.partitions partition state
-    change node=2 topic=t partition=0 role=leader leader=2 leader_epoch=3 isr=2,3 ...
+    2026-11-21T21:44:06.123Z level=INFO node=2 logger=log.replication.replica_manager
+    partition state change node=2 topic=t partition=0 role=leader leader=2 leader_epoch=3 ...
 
 so `grep node=2`, `grep role=leader` or `grep leader_epoch=` over the nodes' logs line the
 state changes up. The state-change messages themselves carry their facts as key=value
-(partition role transitions in partitions.py, ISR changes in isr_manager.py, fencing and
+(partition role transitions in replica_manager.py, ISR changes in isr_manager.py, fencing and
 Raft leadership in quorum/service.py, recovery in the storage manager, with timings).
 A node is one process, so the node id is a constant of the handler's formatter.
 """

@@ -28,7 +28,7 @@ import trio
 from log.common.node_config import NodeConfig
 from log.server.broker import KafkaServer
 from log.server.metrics import NodeMetrics
-from log.server.partitions import default_log_config
+from log.storage.config import default_log_config
 from log.storage.log_cleaner import CleanerConfig
 from log.storage.manager import LogManager, OnLogLoaded
 from quorum.broker_lifecycle import BrokerLifecycle

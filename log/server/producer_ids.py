@@ -15,7 +15,7 @@ from collections.abc import Callable
 import trio
 
 from log.common.errors import CoordinatorLoadInProgressError, ErrorCode, KafkaError
-from log.server.collaborators import ControllerChannel
+from quorum.broker_interface import ControllerChannel
 from quorum.controller import AllocateProducerIdsRequest
 from quorum.producer_id_manager import AllocateProducerIdsAction, ProducerIdManager
 

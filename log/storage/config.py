@@ -8,14 +8,23 @@ value that is not a number, out of range, or inconsistent with another value.
 Flushing follows Kafka's default: no forced fsync (`flush_messages` / `flush_ms` are
 Long.MAX_VALUE); the OS writes back, replication provides durability, and recovery cuts whatever a
 crash tore.
+
+Every topic starts from `default_log_config(node_config)`: LogConfig's Kafka defaults with the
+node's broker-level settings applied (`log.segment.bytes` -> `segment.bytes`, ...), and
+`topic_log_config` lays a topic's own overrides (ConfigRecords) over that.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from log.common.errors import InvalidConfigError
+from log.common.node_config import NodeConfig
+
+logger = logging.getLogger(__name__)
 
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
@@ -173,3 +182,55 @@ def _check_range(key: str, value: int, low: int, high: int) -> None:
         raise InvalidConfigError(f"{key} must be an integer, got {value!r}")
     if not low <= value <= high:
         raise InvalidConfigError(f"{key} must be in [{low}, {high}], got {value}")
+
+
+# Node properties (Kafka's broker-level names) -> topic-level LogConfig properties.
+_NODE_TO_TOPIC_CONFIG: Mapping[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "min.insync.replicas": "min.insync.replicas",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+}
+_LOG_CONFIG_KEYS = frozenset(LogConfig().to_properties())
+
+
+def default_log_config_properties(config: NodeConfig) -> dict[str, str]:
+    """The topic-level properties every topic starts from: LogConfig's Kafka defaults with the
+    node's broker-level settings (log.segment.bytes, ...) applied."""
+    properties = LogConfig().to_properties()
+    for node_key, topic_key in _NODE_TO_TOPIC_CONFIG.items():
+        value = config.props[node_key]
+        if topic_key.startswith("flush.") and value == -1:  # Kafka: -1 = Long.MAX_VALUE
+            value = INT64_MAX
+        properties[topic_key] = str(value)
+    return properties
+
+
+def default_log_config(config: NodeConfig) -> LogConfig:
+    return LogConfig.from_properties(default_log_config_properties(config))
+
+
+def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
+    """`base` with a topic's overrides; keys LogConfig does not model (compression.type, ...)
+    are ignored here, and an invalid combination keeps `base` (the controller validated each
+    value, but not their combination with node defaults)."""
+    relevant = {k: v for k, v in overrides.items() if k in _LOG_CONFIG_KEYS}
+    if not relevant:
+        return base
+    try:
+        return LogConfig.from_properties(relevant, base)
+    except Exception as exc:  # InvalidConfigError; never stop hosting over a config
+        logger.warning("topic config %s ignored: %s", relevant, exc)
+        return base

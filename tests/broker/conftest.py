@@ -18,10 +18,10 @@ from log.protocol.client_codec import ClientCodec
 from log.protocol.fetch import FETCH_REQUEST
 from log.protocol.produce import PRODUCE_REQUEST
 from log.server.broker import KafkaServer
-from log.server.collaborators import ControllerChannel, MetadataSource
-from log.server.partitions import default_log_config
+from log.storage.config import default_log_config
 from log.storage.manager import LogManager
 from quorum import controller
+from quorum.broker_interface import ControllerChannel, MetadataSource
 from quorum.broker_lifecycle import MAX_PENDING_IMAGES
 from quorum.image import MetadataImage
 from quorum.records import ActiveControllerRecord, BrokerEndpoint, encode_batch
@@ -153,7 +153,7 @@ class RunningBroker:
             )
         )
         assert response.results[0].error_code == 0, response
-        self.server.ctx.sync_partitions()
+        self.server.ctx.replica_manager.sync()
 
 
 async def start_broker(nursery: trio.Nursery, tmp_path, **props) -> RunningBroker:

@@ -97,7 +97,7 @@ async def test_min_insync_replicas(broker):
 
 async def test_not_leader(broker):
     await broker.create_topic("t", 1)
-    hosted = broker.server.partitions.get("t", 0)
+    hosted = broker.server.replica_manager.get("t", 0)
     hosted.is_leader = False  # as after a leader move, before the log is re-hosted
     client = await WireClient.connect(broker.port)
     body = await client.call(0, 8, produce_body("t", 0, batch()))
@@ -213,9 +213,9 @@ async def test_topic_deletion_deletes_the_log(broker):
     await broker.create_topic("gone", 1)
     assert broker.server.log_manager.get_log("gone", 0) is not None
     await broker.quorum.delete_topics(DeleteTopicsRequest(("gone",)))
-    broker.server.ctx.sync_partitions()
+    broker.server.ctx.replica_manager.sync()
     assert broker.server.log_manager.get_log("gone", 0) is None
-    assert broker.server.partitions.get("gone", 0) is None
+    assert broker.server.replica_manager.get("gone", 0) is None
 
 
 async def test_long_poll_waits_for_min_bytes_then_times_out(broker):
@@ -288,7 +288,7 @@ async def test_alter_configs_reach_the_log(broker):
     answer = await client.call(33, 1, body)
     assert answer.responses[0].error_code == 0
     assert log.config.segment_bytes == 100000
-    assert log.config.retention_ms == broker.server.partitions.default_config.retention_ms
+    assert log.config.retention_ms == broker.server.replica_manager.default_config.retention_ms
     assert broker.quorum.image.topic_configs("t") == {"segment.bytes": "100000"}
     Inc = INCREMENTAL_ALTER_CONFIGS_REQUEST.cls
     body = Inc(resources=[Inc.AlterConfigsResource(resource_type=2, resource_name="t", configs=[

@@ -56,7 +56,7 @@ async def test_metrics_endpoint_after_produce_and_fetch(broker):
 
 
 async def test_leadership_change_logs_one_structured_line(broker, caplog):
-    caplog.set_level(logging.INFO, logger="log.server.partitions")
+    caplog.set_level(logging.INFO, logger="log.replication.replica_manager")
     await broker.create_topic("logged", 2)
     lines = [r.getMessage() for r in caplog.records if "partition state change" in r.getMessage()]
     assert len(lines) == 2, lines

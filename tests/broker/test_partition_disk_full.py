@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from log.server.partitions import RETRY_FAILED_INTERVAL_MS, HostedPartitions, default_log_config
+from log.replication.replica_manager import RETRY_FAILED_INTERVAL_MS, ReplicaManager
+from log.storage.config import default_log_config
 from log.storage.manager import LogManager
 from quorum.controller import CreatableTopic, CreateTopicsRequest
 from quorum.records import PartitionChangeRecord
@@ -30,7 +31,8 @@ async def test_leadership_taken_on_a_full_disk_is_retried_once_there_is_room(
     quorum = LocalQuorum()
     for broker_id in (1, 2):
         quorum.register(broker_id, "127.0.0.1", 9092 + broker_id)
-    hosted = HostedPartitions(1, LogManager(config.log_dir, default_log_config(config)), config)
+    manager = LogManager(config.log_dir, default_log_config(config))
+    hosted = ReplicaManager(config, manager, quorum, quorum, clock_ms=lambda: 0)
     await quorum.create_topics(CreateTopicsRequest((CreatableTopic("t", 1, 2, {}),)))
     topic_id = quorum.image.topic_ids_by_name["t"]
 

@@ -1,15 +1,11 @@
-"""HostedPartitions driven by real metadata images (controller decisions + replay), no network."""
+"""The ReplicaManager driven by real metadata images (controller decisions + replay), no network."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from log.server.partitions import (
-    LISTED_REPLICATION_CHANGES,
-    HostedPartitions,
-    default_log_config,
-    topic_log_config,
-)
+from log.replication.replica_manager import LISTED_REPLICATION_CHANGES, ReplicaManager
+from log.storage.config import default_log_config, topic_log_config
 from log.storage.manager import LogManager
 from quorum.records import PartitionChangeRecord
 from tests.broker.conftest import LocalQuorum, node_config
@@ -21,7 +17,7 @@ async def test_leader_follower_deletion_and_configs(tmp_path):
     quorum.register(1, "127.0.0.1", 9092)
     quorum.register(2, "127.0.0.1", 9093)
     manager = LogManager(config.log_dir, default_log_config(config))
-    hosted = HostedPartitions(1, manager, config)
+    hosted = ReplicaManager(config, manager, quorum, quorum, clock_ms=lambda: 0)
     from quorum.controller import AlterConfigsRequest, CreatableTopic, CreateTopicsRequest
 
     await quorum.create_topics(
@@ -69,14 +65,15 @@ def test_topic_config_merge_ignores_unmodelled_and_bad_keys(tmp_path):
 
 
 async def _broker_1_of_3(tmp_path, partitions: int):
-    """Broker 1's HostedPartitions in a 3-broker LocalQuorum, topic "t" RF 3 applied."""
+    """Broker 1's ReplicaManager in a 3-broker LocalQuorum, topic "t" RF 3 applied."""
     from quorum.controller import CreatableTopic, CreateTopicsRequest
 
     config = node_config(tmp_path)
     quorum = LocalQuorum()
     for broker_id in (1, 2, 3):
         quorum.register(broker_id, "127.0.0.1", 9092 + broker_id)
-    hosted = HostedPartitions(1, LogManager(config.log_dir, default_log_config(config)), config)
+    manager = LogManager(config.log_dir, default_log_config(config))
+    hosted = ReplicaManager(config, manager, quorum, quorum, clock_ms=lambda: 0)
     await quorum.create_topics(CreateTopicsRequest((CreatableTopic("t", partitions, 3, {}),)))
     hosted.apply_image(quorum.image)
     return quorum, hosted, quorum.image.topic_ids_by_name["t"]
@@ -96,7 +93,7 @@ async def test_the_leader_warns_once_when_its_partition_runs_below_its_replicas(
         return [r.getMessage() for r in caplog.records if r.levelname == level
                 and f"t-{mine} " in r.getMessage()]  # fmt: skip
 
-    caplog.set_level("INFO", logger="log.server.partitions")
+    caplog.set_level("INFO", logger="log.replication.replica_manager")
     assert not lines("WARNING")  # created whole
     change_isr((1, 2))
     change_isr((1,))
@@ -126,7 +123,7 @@ async def test_many_partitions_going_under_replicated_at_once_make_one_line(tmp_
         quorum.commit(records)
         hosted.apply_image(quorum.image)
 
-    caplog.set_level("INFO", logger="log.server.partitions")
+    caplog.set_level("INFO", logger="log.replication.replica_manager")
     set_isr(drop=3)
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1, warnings

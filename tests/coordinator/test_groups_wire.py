@@ -154,7 +154,7 @@ async def test_retention_time_and_expiry_write_tombstones(gbroker):
                 partition_index=partition, committed_offset=3, committed_metadata=None,
                 **fields)])])  # fmt: skip
 
-    eight_days_ago_ms = driver.ctx.clock_ms() - 8 * 86_400_000
+    eight_days_ago_ms = driver.clock_ms() - 8 * 86_400_000
     old = OffsetAndMetadata(3, -1, "", eight_days_ago_ms)
     assert await driver.commit_offsets("solo", "", -1, {("x", 0): old}) == 0
     v2 = await client.call(8, 2, dataclasses.replace(commit(1), retention_time_ms=60_000))
@@ -182,7 +182,7 @@ def _records_of(driver, group: str) -> list:
 
     partition = partition_for(group, PARTITIONS)
     [hosted] = [
-        h for h in driver.ctx.partitions.leaders()
+        h for h in driver.replica_manager.leaders()
         if (h.topic, h.partition) == (OFFSETS_TOPIC, partition)
     ]  # fmt: skip
     buf = bytes(hosted.log.read(hosted.log.log_start_offset, 1 << 20).records)

@@ -26,7 +26,7 @@ import pytest
 import trio
 
 from log.server.broker import KafkaServer
-from log.server.partitions import default_log_config
+from log.storage.config import default_log_config
 from log.storage.manager import LogManager
 from producer.cluster_view import TopicPartition
 from producer.errors import ProducerClosedError, ProducerThreadEndedError
@@ -79,7 +79,7 @@ async def test_connection_lost_while_the_sender_writes_to_another_node(nursery, 
     )
     assert response.results[0].error_code == 0, response
     for server, _port in brokers.values():
-        server.ctx.sync_partitions()
+        server.ctx.replica_manager.sync()
     leaders = {p: quorum.image.topic(TOPIC).partitions[p].leader for p in (0, 1)}
     assert sorted(leaders.values()) == [1, 2], leaders
     # The sender writes to nodes in id order: node 1's write is the one that awaits.

@@ -11,7 +11,7 @@ from log.protocol.produce import PRODUCE_REQUEST
 from log.records.builder import Record, build_batch
 from log.replication.replica_fetcher import LeaderConnection
 from log.server.broker import KafkaServer
-from log.server.partitions import default_log_config
+from log.storage.config import default_log_config
 from log.storage.manager import LogManager
 from producer.cluster_view import TopicPartition
 from quorum import controller
@@ -113,8 +113,8 @@ async def _replicated_topic(quorum, brokers, min_insync_replicas: int):
     leader = state.leader
     followers = [b for b in state.replicas if b != leader]
     leader_server, leader_port, _ = brokers[leader]
-    leader_server.ctx.sync_partitions()
-    hosted = leader_server.partitions.get(TOPIC, 0)
+    leader_server.ctx.replica_manager.sync()
+    hosted = leader_server.replica_manager.get(TOPIC, 0)
     await _wait(
         lambda: (
             hosted.state.isr == {1, 2, 3}

@@ -44,13 +44,7 @@ from log.replication.partition_state import (
     Role,
     StateChange,
 )
-from log.replication.purgatory import (
-    DelayedFetch,
-    DelayedOperationPurgatory,
-    DelayedProduce,
-    FetchPartitionStatus,
-    ProducePartitionStatus,
-)
+from log.replication.replica_log import UNDEFINED_EPOCH
 from tests.replication_core.memory_log import Batch, MemoryLog
 
 TP = ("topic", 0)
@@ -311,6 +305,28 @@ class Controller:
 # ---------------------------------------------------------------------- broker
 
 
+@dataclass
+class WaitingProduce:
+    """An acks=all append waiting for the high watermark (ReplicaManager.await_high_watermark)."""
+
+    batch: Batch
+    required_offset: int
+    min_insync_replicas: int
+    deadline_ms: int
+
+
+@dataclass
+class WaitingFetch:
+    """A long-polling fetch that found no bytes (the Fetch handler's wait)."""
+
+    src: int
+    request: FetchRequest
+    deadline_ms: int
+
+
+MAX_WAITING_FETCHES = 100  # beyond it a fetch answers at once, empty
+
+
 class Node:
     def __init__(self, cluster: Cluster, node_id: int) -> None:
         self.cluster = cluster
@@ -331,12 +347,11 @@ class Node:
             replica_fetch_max_bytes=self.config.replica_fetch_max_bytes,
             use_last_fetched_epoch=self.config.use_last_fetched_epoch,
         )
-        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
-            DelayedOperationPurgatory("produce", max_operations=1000)
-        )
-        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory(
-            "fetch", max_operations=100
-        )
+        # What waits, as the broker's ReplicaManager and Fetch handler wait: woken by every
+        # change to the partition (`complete_delayed`, the broker's signal_high_watermark),
+        # each re-checks its condition with the same PartitionState calls; a deadline ends it.
+        self.waiting_produces: list[WaitingProduce] = []
+        self.waiting_fetches: list[WaitingFetch] = []
         self.delayed_fetch_requests: dict[int, tuple[int, FetchRequest]] = {}
         self.metadata_seen: tuple[int, int] = (-1, -1)
         self.inflight: tuple[int, int] | None = None  # (correlation_id, sent_ms)
@@ -344,9 +359,6 @@ class Node:
         # Invariant tracking for this process incarnation.
         self.high_watermark_seen = self.log.high_watermark
         self.leader_epoch_seen = -1
-
-    def lookup(self, topic_partition: object) -> PartitionState | None:
-        return self.partition if topic_partition == TP else None
 
     def send(self, dst: object, message: object) -> None:
         self.cluster.network.send(self.cluster.now_ms, self.node_id, dst, message)
@@ -390,18 +402,39 @@ class Node:
         self.complete_delayed(now_ms)
 
     def complete_delayed(self, now_ms: int) -> None:
-        for op in self.produce_purgatory.check_and_complete(TP):
-            self.on_produce_completed(op)
-        for op in self.fetch_purgatory.check_and_complete(TP):
-            self.on_fetch_completed(op, now_ms)
+        """The partition changed: wake every waiter; each re-checks (ReplicaManager's
+        await_high_watermark, the Fetch handler's long poll)."""
+        still_waiting = []
+        for produce in self.waiting_produces:
+            done, error = self.partition.check_enough_replicas_reach_offset(
+                produce.required_offset, produce.min_insync_replicas
+            )
+            if done or error != ErrorCode.NONE:
+                self.on_produce_completed(produce.batch, error)
+            else:
+                still_waiting.append(produce)
+        self.waiting_produces = still_waiting
+        fetches, self.waiting_fetches = self.waiting_fetches, []
+        for fetch in fetches:
+            if self.fetch_ready(fetch.request):
+                self.answer_fetch(fetch.src, fetch.request, now_ms, allow_delay=False)
+            else:
+                self.waiting_fetches.append(fetch)
+
+    def expire_waiting(self, now_ms: int) -> None:
+        """Deadlines: an acks=all append times out (REQUEST_TIMED_OUT, never acknowledged), a
+        long poll answers with what there is."""
+        for produce in [p for p in self.waiting_produces if p.deadline_ms <= now_ms]:
+            self.waiting_produces.remove(produce)
+            self.on_produce_completed(produce.batch, ErrorCode.REQUEST_TIMED_OUT)
+        for fetch in [f for f in self.waiting_fetches if f.deadline_ms <= now_ms]:
+            self.waiting_fetches.remove(fetch)
+            self.answer_fetch(fetch.src, fetch.request, now_ms, allow_delay=False)
 
     # ------------------------------------------------------------ periodic work
 
     def tick(self, now_ms: int) -> None:
-        for op in self.produce_purgatory.expire(now_ms):
-            self.on_produce_completed(op)
-        for op in self.fetch_purgatory.expire(now_ms):
-            self.on_fetch_completed(op, now_ms)
+        self.expire_waiting(now_ms)
         if self.partition.role is Role.LEADER:
             self.leader_tick(now_ms)
         elif self.partition.role is Role.FOLLOWER and self.partition.leader_id >= 0:
@@ -492,16 +525,16 @@ class Node:
         )
         self.cluster.record_append(batch, self.node_id)
         self.partition.maybe_increment_high_watermark()
-        status = {TP: ProducePartitionStatus(batch.next_offset, min_isr)}
-        op = DelayedProduce(now_ms + self.config.produce_timeout_ms, status, self.lookup)
-        op.batch = batch  # type: ignore[attr-defined]
-        if self.produce_purgatory.try_complete_else_watch(op):
-            self.on_produce_completed(op)
+        self.waiting_produces.append(
+            WaitingProduce(
+                batch, batch.next_offset, min_isr, now_ms + self.config.produce_timeout_ms
+            )  # fmt: skip
+        )
         self.complete_delayed(now_ms)
 
-    def on_produce_completed(self, op: DelayedProduce) -> None:
-        if op.produce_status[TP].error is ErrorCode.NONE:
-            self.cluster.record_ack(op.batch)  # type: ignore[attr-defined]
+    def on_produce_completed(self, batch: Batch, error: ErrorCode) -> None:
+        if error == ErrorCode.NONE:
+            self.cluster.record_ack(batch)
 
     def on_fetch_request(self, src: int, request: FetchRequest, now_ms: int) -> None:
         self.answer_fetch(src, request, now_ms, allow_delay=True)
@@ -546,22 +579,11 @@ class Node:
             fetch.fetch_offset, fetch.partition_max_bytes, self.log.log_end_offset
         )
         if not batches and allow_delay and request.max_wait_ms > 0:
-            op = DelayedFetch(
-                now_ms + request.max_wait_ms,
-                {TP: FetchPartitionStatus(fetch.fetch_offset, fetch.current_leader_epoch)},
-                1,
-                self.lookup,
-                self.readable_bytes,
-            )
-            op.request = (src, request)  # type: ignore[attr-defined]
-            try:
-                if not self.fetch_purgatory.try_complete_else_watch(op):
-                    return
-            except KafkaError:
-                pass  # purgatory full: answer now, empty
-            batches = self.log.read(
-                fetch.fetch_offset, fetch.partition_max_bytes, self.log.log_end_offset
-            )
+            if len(self.waiting_fetches) < MAX_WAITING_FETCHES:
+                self.waiting_fetches.append(
+                    WaitingFetch(src, request, now_ms + request.max_wait_ms)
+                )
+                return
         self.send(
             src,
             FetchResponse(
@@ -573,14 +595,20 @@ class Node:
             ),
         )
 
-    def readable_bytes(self, topic_partition: object, fetch_offset: int) -> int | None:
-        if fetch_offset > self.log.log_end_offset:
-            return None
-        return self.log.bytes_between(fetch_offset, self.log.log_end_offset)
-
-    def on_fetch_completed(self, op: DelayedFetch, now_ms: int) -> None:
-        src, request = op.request  # type: ignore[attr-defined]
-        self.answer_fetch(src, request, now_ms, allow_delay=False)
+    def fetch_ready(self, request: FetchRequest) -> bool:
+        """A woken long poll answers now, as the Fetch handler's re-read does, when it would
+        find an error (leadership or leader epoch moved, the log truncated below its fetch
+        offset) or at least one byte (min_bytes 1); otherwise it keeps waiting."""
+        fetch = request.fetch
+        partition = self.partition
+        if not partition.is_leader:
+            return True
+        epoch = fetch.current_leader_epoch
+        if epoch != UNDEFINED_EPOCH and epoch != partition.leader_epoch:
+            return True
+        if fetch.fetch_offset > self.log.log_end_offset:
+            return True
+        return self.log.bytes_between(fetch.fetch_offset, self.log.log_end_offset) > 0
 
     def on_epoch_request(self, src: int, request: EpochRequest, now_ms: int) -> None:
         try:

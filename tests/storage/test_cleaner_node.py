@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from log.common.node_config import NodeConfig
-from log.server.partitions import default_log_config
+from log.storage.config import default_log_config
 
 TOPIC = "compacted"
 KEYS = 10

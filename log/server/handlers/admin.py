@@ -25,7 +25,7 @@ from log.protocol.admin import (
 )
 from log.protocol.connection import Request
 from log.server.broker_context import MAX_ADMIN_WAIT_MS, BrokerContext
-from log.server.partitions import default_log_config_properties
+from log.storage.config import default_log_config_properties
 from quorum.controller import (
     AlterConfigsRequest,
     CreatableTopic,

@@ -6,10 +6,10 @@ fetch_offset outside [log_start_offset, log_end_offset] -> OFFSET_OUT_OF_RANGE. 
 below the high watermark (read_committed is the same: no transactions yet); replica fetches
 (replica_id >= 0) are checked by `PartitionState.validate_fetch` (the replica must be a follower
 of ours in the same leader epoch), read to the log end offset, and then recorded
-(`update_follower_fetch_state`: the follower's log end offset is its fetch offset), which may
-move the high watermark -- waking acks=all produce requests and consumer long-polls -- and may
-propose an ISR expansion (`IsrManager.maybe_expand`). The stored file bytes go into the response as they are: the connection
-writes them with a vectored send, no copy, no re-encoding.
+(`ReplicaManager.record_follower_fetch`: the follower's log end offset is its fetch offset),
+which may move the high watermark -- waking acks=all produce requests and consumer long-polls
+-- and may propose an ISR expansion. The stored file bytes go into the response as they are:
+the connection writes them with a vectored send, no copy, no re-encoding.
 
 Sizes: each partition gets at most partition_max_bytes and the response at most max_bytes,
 except that the first batch found is returned whole even if larger (progress, KIP-74). Which
@@ -48,8 +48,8 @@ from log.replication.fetch_session import (
     SessionDecision,
     update_session,
 )
+from log.replication.partition import FetchWaiter, HostedPartition, SessionWatcher
 from log.server.broker_context import BrokerContext
-from log.server.partitions import FetchWaiter, HostedPartition, SessionWatcher
 
 R = FETCH_RESPONSE.cls
 MAX_WAIT_MS = 30_000  # a bound on one long poll, whatever the client asks
@@ -126,7 +126,7 @@ class _FetchPass:
 
         An incremental fetch first sets aside its partitions with no news (`_no_news`), so
         only the others are ordered and read: a round costs little per idle partition."""
-        image = self.ctx.sync_partitions()
+        image = self.ctx.replica_manager.sync()
         now_ms = self.ctx.clock_ms()
         positions: Any = range(len(self.items)) if indices is None else indices
         already_bytes = 0 if indices is None else self.total_bytes
@@ -159,7 +159,7 @@ class _FetchPass:
         if cached is None or cached.hosted is None:
             return False
         hosted = cached.hosted
-        if self.ctx.partitions.get(topic, partition) is not hosted:
+        if self.ctx.replica_manager.get(topic, partition) is not hosted:
             return False
         state, log = hosted.state, hosted.log
         if (
@@ -171,8 +171,13 @@ class _FetchPass:
             or self.replica_id not in state.isr
         ):
             return False
-        state.update_follower_fetch_state(
-            self.replica_id, cached.fetch_offset, cached.log_start_offset, now_ms, broker_epoch
+        self.ctx.replica_manager.record_follower_fetch(
+            hosted,
+            self.replica_id,
+            cached.fetch_offset,
+            cached.log_start_offset,
+            broker_epoch,
+            now_ms,
         )
         self.hosted[position] = hosted
         self.results[position] = None
@@ -185,7 +190,7 @@ class _FetchPass:
         (topic, partition), fp, cached = item
         is_replica = self.replica_id >= 0
         try:
-            hosted = self.ctx.partitions.leader(topic, partition, image)
+            hosted = self.ctx.replica_manager.leader(topic, partition, image)
             if is_replica:
                 hosted.state.validate_fetch(
                     self.replica_id, fp.fetch_offset, fp.current_leader_epoch
@@ -200,7 +205,11 @@ class _FetchPass:
                 min_one_batch=first,
             )
             if is_replica:
-                _record_follower_fetch(self.ctx, image, hosted, self.replica_id, fp, now_ms)
+                registration = image.brokers.get(self.replica_id)
+                self.ctx.replica_manager.record_follower_fetch(
+                    hosted, self.replica_id, fp.fetch_offset, fp.log_start_offset,
+                    registration.broker_epoch if registration is not None else -1, now_ms,
+                )  # fmt: skip
                 if cached is not None:
                     cached.hosted = hosted
                     cached.validated_leader_epoch = hosted.state.leader_epoch
@@ -275,32 +284,6 @@ def _session_items(body: Any, decision: SessionDecision, now_ms: int) -> list[_I
 def _cached_items(session: FetchSession, keys: list[Any]) -> list[_Item]:
     partitions = session.partitions
     return [(key, partitions[key], partitions[key]) for key in keys if key in partitions]
-
-
-def _record_follower_fetch(
-    ctx: BrokerContext,
-    image: object,
-    hosted: HostedPartition,
-    replica_id: int,
-    fp: object,
-    now_ms: int,
-) -> None:
-    """The follower's log end offset is its fetch offset: maybe move the HW, maybe expand."""
-    registration = image.brokers.get(replica_id)  # type: ignore[attr-defined]
-    broker_epoch = registration.broker_epoch if registration is not None else -1
-    log_start_before = hosted.state.follower_log_start_offset(replica_id)
-    moved = hosted.state.update_follower_fetch_state(
-        replica_id,
-        fp.fetch_offset,  # type: ignore[attr-defined]
-        fp.log_start_offset,  # type: ignore[attr-defined]
-        now_ms,
-        broker_epoch,
-    )
-    # A follower's log start moving (after DeleteRecords) may complete a low watermark wait.
-    if moved or fp.log_start_offset > log_start_before:  # type: ignore[attr-defined]
-        hosted.signal_high_watermark()
-    if ctx.isr_manager is not None:
-        ctx.isr_manager.maybe_expand(hosted, replica_id)
 
 
 async def _wait_for_any(fetch_pass: _FetchPass, timeout_ms: int) -> list[int]:

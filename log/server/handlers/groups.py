@@ -73,7 +73,7 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> objec
     groups = driver(ctx)
     if not await groups.ensure_offsets_topic():
         return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {OFFSETS_TOPIC}")
-    image = ctx.sync_partitions()
+    image = ctx.replica_manager.sync()
     topic = image.topic(OFFSETS_TOPIC)
     assert topic is not None
     state = topic.partitions.get(partition_for(body.key, groups.num_partitions))
@@ -162,7 +162,7 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
     now_ms = ctx.clock_ms()
     retention_time_ms = body.retention_time_ms
     expire_timestamp_ms = -1 if retention_time_ms == -1 else now_ms + retention_time_ms
-    image = ctx.sync_partitions()
+    image = ctx.replica_manager.sync()
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     codes: dict[tuple[str, int], int] = {}
     for t in body.topics:
@@ -369,7 +369,7 @@ async def handle_offset_delete(ctx: BrokerContext, request: Request) -> object:
     unknown topics are UNKNOWN_TOPIC_OR_PARTITION, as in Kafka."""
     O = OFFSET_DELETE_RESPONSE.cls  # noqa: N806, E741
     body = request.body
-    image = ctx.sync_partitions()
+    image = ctx.replica_manager.sync()
     known = []
     unknown = set()
     for topic in body.topics:

@@ -34,8 +34,7 @@ def offset_lag(ctx: BrokerContext, topic_partition: tuple[str, int], log: Unifie
     """The offset lag of a current (not future) log: a follower's fetcher lag (UNKNOWN_LAG
     before its first fetch answer: a replica that is not fetching is not "0 behind"), else
     Kafka's."""
-    fetchers = ctx.partitions.fetcher_manager
-    state = fetchers.follower_state(topic_partition) if fetchers is not None else None
+    state = ctx.replica_manager.fetcher_manager.follower_state(topic_partition)
     if state is not None:
         lag = state.lag(log.log_end_offset)
         return UNKNOWN_LAG if lag is None else lag

@@ -99,7 +99,7 @@ async def _auto_create(ctx: BrokerContext, names: list[str]) -> dict[str, int]:
 
 async def handle_metadata(ctx: BrokerContext, request: Request) -> object:
     body = request.body
-    image = ctx.sync_partitions()
+    image = ctx.replica_manager.sync()
     if body.topics is None:
         names = sorted(image.topic_ids_by_name)
     else:

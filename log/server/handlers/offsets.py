@@ -20,7 +20,7 @@ E = OFFSET_FOR_LEADER_EPOCH_RESPONSE.cls
 
 def _list_offset(ctx: BrokerContext, image, topic: str, p, is_replica: bool) -> object:  # noqa: ANN001
     try:
-        hosted = ctx.partitions.leader(topic, p.partition_index, image)
+        hosted = ctx.replica_manager.leader(topic, p.partition_index, image)
         hosted.check_leader_epoch(p.current_leader_epoch)
         log = hosted.log
         if p.timestamp == LATEST_TIMESTAMP:
@@ -52,7 +52,7 @@ def _list_offset(ctx: BrokerContext, image, topic: str, p, is_replica: bool) -> 
 
 async def handle_list_offsets(ctx: BrokerContext, request: Request) -> object:
     body = request.body
-    image = ctx.sync_partitions()
+    image = ctx.replica_manager.sync()
     is_replica = body.replica_id >= 0
     return L(
         topics=[
@@ -67,7 +67,7 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> object:
 
 def _epoch_end_offset(ctx: BrokerContext, image, topic: str, p) -> object:  # noqa: ANN001
     try:
-        hosted = ctx.partitions.leader(topic, p.partition, image)
+        hosted = ctx.replica_manager.leader(topic, p.partition, image)
         hosted.check_leader_epoch(p.current_leader_epoch)
         epoch, end_offset = hosted.log.end_offset_for_epoch(p.leader_epoch)
     except KafkaError as exc:
@@ -78,7 +78,7 @@ def _epoch_end_offset(ctx: BrokerContext, image, topic: str, p) -> object:  # no
 
 
 async def handle_offset_for_leader_epoch(ctx: BrokerContext, request: Request) -> object:
-    image = ctx.sync_partitions()
+    image = ctx.replica_manager.sync()
     return E(
         topics=[
             E.OffsetForLeaderTopicResult(

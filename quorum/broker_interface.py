@@ -1,16 +1,18 @@
-"""What the broker's request handling needs from the rest of the node: the contract with node.py.
+"""What a broker gets from the metadata quorum: the contract between quorum/ and log/.
 
-`KafkaServer` (broker.py) is constructed by the node runtime with two collaborators:
+quorum/ implements these Protocols (broker_lifecycle.py follows the metadata log,
+controller_client.py talks to the active controller); the broker's server, replica manager
+and coordinators use them. Two collaborators:
 
 * `MetadataSource`: the metadata image this broker has replayed (it follows the metadata log
   of the controller quorum). `image` is the latest applied image (immutable, replaced
   wholesale); `wait_for_image(min_offset)` returns once `image.last_offset >= min_offset`;
   `subscribe()` returns a bounded trio receive channel that gets each newly applied image.
   Contract for `subscribe`: the sender never blocks the metadata follower. Use a small
-  bounded `trio.open_memory_channel` (quorum.broker_lifecycle's MAX_PENDING_IMAGES) and
-  `send_nowait`; on `trio.WouldBlock` skip that image -- the next one supersedes it, because a subscriber only needs the newest
-  image (it diffs against what it last applied, `quorum.image.partition_changes`). Closing the
-  send side ends the subscriber's loop.
+  bounded `trio.open_memory_channel` (MAX_PENDING_IMAGES) and `send_nowait`; on
+  `trio.WouldBlock` skip that image -- the next one supersedes it, because a subscriber only
+  needs the newest image (it diffs against what it last applied,
+  `quorum.image.partition_changes`). Closing the send side ends the subscriber's loop.
 * `ControllerChannel`: the requests a broker forwards to the active controller (KRaft's
   forwarding of CreateTopics etc. and the broker-to-controller RPCs). Request/response types
   are the sans-IO ones of `quorum/controller.py`; an implementation routes them to the active
@@ -20,8 +22,7 @@
   until its own image shows the change before answering the client.
   Transport failures raise a `KafkaError` (e.g. RequestTimedOutError, NotControllerError).
 
-`broker_epoch_getter()` returns the broker epoch of this broker's current registration (-1
-before it registered); the producer-id allocation carries it. The server itself:
+The node runtime (log/server/node.py) hands both to `KafkaServer`:
 
     server = KafkaServer(config, log_manager, metadata, controller,
                          broker_epoch_getter=lambda: registration.broker_epoch)
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
         DeleteTopicsResponse,
     )
     from quorum.image import MetadataImage
+
+MAX_PENDING_IMAGES = 16  # subscribe() channel size; a subscriber needs only the newest image
 
 
 @runtime_checkable

@@ -1,0 +1,108 @@
+"""HostedPartition: one partition this broker hosts (Kafka's Partition), and who waits on it.
+
+A hosted partition joins its `UnifiedLog` with the sans-IO replication state
+(`log.replication.partition_state.PartitionState`: role, leader epoch, ISR, follower fetch
+state, the high-watermark rule) and the copies of that state the request paths read without a
+lookup (`leader_epoch`, `isr`, `replicas`, `is_leader`, refreshed by the ReplicaManager).
+
+Waiting. Everything that waits on a partition is woken by `signal_high_watermark`, which the
+ReplicaManager calls when the high watermark moves, data is appended (follower long polls wait
+for data, not for the HW), the log start offset moves, and leadership or the ISR changes:
+- an acks=all append or a DeleteRecords waits on the `high_watermark_changed` trio Event
+  (replaced after each set) and re-checks its condition when woken;
+- a long-polling Fetch names many partitions, so it registers one `FetchWaiter` in each
+  partition's `fetch_waiters` (no task per partition), which remembers which signalled;
+- a fetch session's `SessionWatcher` stays subscribed across rounds and marks its partition
+  dirty in the session. No timer loops anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import trio
+
+from log.common.errors import FencedLeaderEpochError, UnknownLeaderEpochError
+from log.replication.partition_state import PartitionState
+from log.storage.log import UnifiedLog
+
+
+class FetchWaiter:
+    """A long-polling fetch: woken by any partition it reads, remembering which signalled."""
+
+    __slots__ = ("event", "signalled")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.signalled: set[int] = set()  # id() of the HostedPartition objects that signalled
+
+    def wake(self, hosted: HostedPartition) -> None:
+        self.signalled.add(id(hosted))
+        self.event.set()
+
+
+class SessionWatcher:
+    """A fetch session's standing subscription to its partitions' signals: each signal marks
+    the partition dirty in the session (so the next round reads it) and wakes the session's
+    long poll, if one is waiting. Unlike a FetchWaiter it stays subscribed across rounds."""
+
+    __slots__ = ("session", "event")
+
+    def __init__(self, session: Any) -> None:
+        self.session = session  # a log.replication.fetch_session.FetchSession
+        self.event: trio.Event | None = None  # set while a long poll waits
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.session.evicted)
+
+    def wake(self, hosted: HostedPartition) -> None:
+        self.session.mark_dirty((hosted.topic, hosted.partition))
+        if self.event is not None:
+            self.event.set()
+
+
+@dataclasses.dataclass
+class HostedPartition:
+    topic: str
+    partition: int
+    log: UnifiedLog
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    is_leader: bool
+    state: PartitionState
+    high_watermark_changed: trio.Event = dataclasses.field(default_factory=trio.Event)
+    # Long-polling fetches waiting on this partition among others: one waiter per fetch,
+    # however many partitions it names (no task per partition).
+    fetch_waiters: set[FetchWaiter] = dataclasses.field(default_factory=set)
+    # Fetch sessions reading this partition (standing; closed ones are dropped when signalled).
+    session_watchers: set[SessionWatcher] = dataclasses.field(default_factory=set)
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """Kafka's epoch check for a client that knows the leader epoch (-1: it does not)."""
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"leader epoch {current_leader_epoch} < current {self.leader_epoch}"
+            )
+        if current_leader_epoch > self.leader_epoch:
+            raise UnknownLeaderEpochError(
+                f"leader epoch {current_leader_epoch} > current {self.leader_epoch}"
+            )
+
+    def signal_high_watermark(self) -> None:
+        self.high_watermark_changed.set()
+        self.high_watermark_changed = trio.Event()
+        if self.fetch_waiters:
+            for waiter in self.fetch_waiters:
+                waiter.wake(self)
+            self.fetch_waiters.clear()
+        if self.session_watchers:
+            closed = [w for w in self.session_watchers if w.closed]
+            for watcher in closed:
+                self.session_watchers.discard(watcher)
+            for watcher in self.session_watchers:
+                watcher.wake(self)
