@@ -37,7 +37,7 @@ RETRIABLE = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_
 
 def _raise(code: int, what: str) -> None:
     if code != ErrorCode.NONE:
-        raise error_for(code)(f"{what}: {ErrorCode(code).name}")
+        raise error_for(code, f"{what}: {ErrorCode(code).name}")
 
 
 async def coordinator(admin: AdminClient, group_id: str) -> BrokerConnection:
