@@ -133,7 +133,7 @@ async def reset_offsets(
         targets = dict.fromkeys(partitions, offset)
     if execute:
         connection = await coordinator(admin, group_id)
-        C = OFFSET_COMMIT_REQUEST.cls
+        C: Any = OFFSET_COMMIT_REQUEST.cls  # made at run time by schema.py: untyped
         body = await connection.request(
             OFFSET_COMMIT_KEY,
             C(
