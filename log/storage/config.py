@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from log.common.errors import InvalidConfigError
 
@@ -110,7 +111,8 @@ class LogConfig:
         cls, properties: dict[str, str], base: LogConfig | None = None
     ) -> LogConfig:
         """Build from Kafka's dotted names; unknown keys raise, so typos do not pass silently."""
-        changes: dict[str, object] = {}
+        # Any: which value type goes with a field is known from _*_FIELDS at run time only.
+        changes: dict[str, Any] = {}
         for key, raw in properties.items():
             field_name = _PROPERTY_FIELDS.get(key)
             if field_name is None:
