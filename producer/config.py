@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from log.common.errors import InvalidConfigError
 from log.records.compression import CompressionType
@@ -66,7 +67,8 @@ class ProducerConfig:
     @classmethod
     def from_kafka_properties(cls, properties: Mapping[str, object]) -> ProducerConfig:
         """Build from Kafka-style properties ("linger.ms": "5"); see the module docstring."""
-        values: dict[str, object] = {}
+        # Any: each value has its field's type, which _parse knows at run time only.
+        values: dict[str, Any] = {}
         unknown = []
         for raw_key, raw_value in properties.items():
             name = str(raw_key).strip().replace(".", "_").replace("-", "_")
@@ -82,7 +84,7 @@ class ProducerConfig:
             merged = {f.name: f.default for f in dataclasses.fields(cls)} | values
             if _idempotence_conflict(merged) is not None:
                 values["enable_idempotence"] = False
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)
 
 
 _FIELD_TYPES: dict[str, str] = {f.name: str(f.type) for f in dataclasses.fields(ProducerConfig)}
@@ -127,10 +129,12 @@ def _idempotence_conflict(values: Mapping[str, object]) -> str | None:
         return f"acks must be all (-1), got {values['acks']}"
     if values["retries"] == 0:
         return "retries must be greater than 0"
-    if values["max_in_flight_requests_per_connection"] > MAX_IN_FLIGHT_FOR_IDEMPOTENCE:  # type: ignore[operator]
+    max_in_flight = values["max_in_flight_requests_per_connection"]
+    assert isinstance(max_in_flight, int)  # an int field, parsed as one
+    if max_in_flight > MAX_IN_FLIGHT_FOR_IDEMPOTENCE:
         return (
             "max.in.flight.requests.per.connection must be at most "
-            f"{MAX_IN_FLIGHT_FOR_IDEMPOTENCE}, got {values['max_in_flight_requests_per_connection']}"
+            f"{MAX_IN_FLIGHT_FOR_IDEMPOTENCE}, got {max_in_flight}"
         )
     return None
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import trio
@@ -280,7 +280,7 @@ class BrokerConnection:
 
 
 def parse_bootstrap_servers(
-    bootstrap_servers: str | list[str] | tuple[str, ...],
+    bootstrap_servers: str | Sequence[str],
 ) -> list[tuple[str, int]]:
     """ "host:port,host:port" (or a list of them) -> [(host, port)]; default port 9092."""
     items = (

@@ -154,7 +154,7 @@ class FetchClient:
         tp = TopicPartition(topic, partition)
 
         async def call(connection: BrokerConnection) -> int:
-            request = LIST_OFFSETS_REQUEST.cls
+            request: Any = LIST_OFFSETS_REQUEST.cls  # made at run time by schema.py: untyped
             body = request(
                 replica_id=CONSUMER_REPLICA_ID,
                 isolation_level=0,
@@ -200,7 +200,7 @@ class FetchClient:
         tp = TopicPartition(topic, partition)
 
         async def call(connection: BrokerConnection) -> tuple[list[DecodedRecord], int, int]:
-            request = FETCH_REQUEST.cls
+            request: Any = FETCH_REQUEST.cls  # made at run time by schema.py: untyped
             body = request(
                 replica_id=CONSUMER_REPLICA_ID,
                 max_wait_ms=self.max_wait_ms,

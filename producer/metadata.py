@@ -185,8 +185,9 @@ class ProducerMetadata:
                 self._by_node.setdefault(leader, []).append(tp)
 
     def metadata_request(self, version: int) -> Any:
-        topic_cls = METADATA_REQUEST.cls.MetadataRequestTopic
-        return METADATA_REQUEST.cls(
+        request_cls: Any = METADATA_REQUEST.cls  # made at run time by schema.py: untyped
+        topic_cls = request_cls.MetadataRequestTopic
+        return request_cls(
             topics=[topic_cls(name=t) for t in sorted(self.topics)],
             allow_auto_topic_creation=True,
         )

@@ -323,6 +323,8 @@ class Producer:
         timestamp_ms: int | None,
     ) -> Any:  # ColumnarRecordHandle without headers, RecordHandle with them
         self._check_open()
+        sender = self.sender
+        assert sender is not None  # made in __aenter__, which _check_open checked
         start_ms = now_ms()
         max_block_ms = self.config.max_block_ms
         if self.metadata.partition_count(topic) is None:
@@ -342,7 +344,7 @@ class Producer:
             buffer = self.pool.try_allocate_nowait(size)
             if buffer is None:
                 remaining_ms = max(0, max_block_ms - (now_ms() - start_ms))
-                self.sender.wakeup()  # type: ignore[union-attr]  # exhausted: send now
+                sender.wakeup()  # exhausted: send now
                 buffer = await self.pool.allocate(size, remaining_ms)
             result = accumulator.try_append(
                 topic, partition, timestamp_ms, key, value, record_headers, now_ms(),
@@ -350,7 +352,7 @@ class Producer:
             )  # fmt: skip
         assert result.handle is not None
         if result.batch_is_full or result.new_batch_created:
-            self.sender.wakeup()  # type: ignore[union-attr]
+            sender.wakeup()
             # Let the sender run once per batch even if the caller never blocks; shielded, so
             # the appended record's handle always reaches the caller.
             await trio.lowlevel.cancel_shielded_checkpoint()
@@ -377,6 +379,8 @@ class Producer:
         Other tasks ran meanwhile, so the placement is then made again.
         """
         config = self.config
+        sender = self.sender
+        assert sender is not None  # made in __aenter__, which _append checked
         compression = self._compression
         raw_bytes = (0 if key is None else len(key)) + (0 if value is None else len(value))
         bound = HEADER_BYTES + compressed_upper_bound(compression, raw_bytes + 32)
@@ -391,7 +395,7 @@ class Producer:
         placed = self._place_columnar(topic, value, key, partition, timestamp_ms, raw_bytes)
         if isinstance(placed, ColumnarRecordHandle):
             return placed
-        self.sender.wakeup()  # type: ignore[union-attr]
+        sender.wakeup()
         await trio.lowlevel.cancel_shielded_checkpoint()
         placed = self._place_columnar(topic, value, key, partition, timestamp_ms, raw_bytes)
         if isinstance(placed, ColumnarRecordHandle):
@@ -401,7 +405,7 @@ class Producer:
         size_bytes = max(config.batch_size, bound)
         buffer = self.pool.try_allocate_nowait(size_bytes)
         if buffer is None:
-            self.sender.wakeup()  # type: ignore[union-attr]  # exhausted: send now
+            sender.wakeup()  # exhausted: send now
             remaining_ms = max(0, config.max_block_ms - (now_ms() - start_ms))
             buffer = await self.pool.allocate(size_bytes, remaining_ms)
             # another task may have opened a batch meanwhile
@@ -414,7 +418,7 @@ class Producer:
         batch = ColumnarBatch(
             tp, buffer, now_ms(), compression, keys=None, values=[], records_bytes=0,
             timestamp_ms=timestamp_ms, delivery=None, indices=(), timestamps_ms=[],
-            open_for_appends=True, on_full=self.sender.wakeup,  # type: ignore[union-attr]
+            open_for_appends=True, on_full=sender.wakeup,
         )  # fmt: skip
         handle = batch.try_append_record(timestamp_ms, key, value)
         assert handle is not None, "a fresh batch holds its first record"
@@ -428,7 +432,7 @@ class Producer:
             count = self.metadata.partition_count(topic)
             assert count is not None
             self._update_sticky(tp, sticky, batch.columnar_records_bytes, count, batch)
-        self.sender.wakeup()  # type: ignore[union-attr]  # its linger timer starts
+        sender.wakeup()  # its linger timer starts
         return handle
 
     def _place_columnar(
@@ -474,11 +478,12 @@ class Producer:
         handle = self._try_append_to_tail(tail, timestamp_ms, key, value, sticky, count)
         if handle is not None:
             return handle
-        if partitioner is not None and partitioner.switch_before_new_batch(
-            sticky,  # type: ignore[arg-type]  # set with the partitioner
-            raw_bytes,
-            count,
-            metadata.available_partitions(topic),
+        if (
+            partitioner is not None
+            and sticky is not None  # always, with a partitioner (peeked together above)
+            and partitioner.switch_before_new_batch(
+                sticky, raw_bytes, count, metadata.available_partitions(topic)
+            )
         ):
             sticky = partitioner.peek_current_partition_info(
                 count, metadata.available_partitions(topic)

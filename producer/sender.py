@@ -57,8 +57,9 @@ IDLE_RECHECK_MS = 20  # bound on a wait for a wake-up that should come anyway
 # turns every few hundred microseconds, a scan per turn would be wasted work; batches queued
 # after a scan are found at most this late.
 EXPIRY_CHECK_INTERVAL_MS = 100
-_TopicData = PRODUCE_REQUEST.cls.TopicProduceData
-_PartitionData = PRODUCE_REQUEST.cls.PartitionProduceData
+_PRODUCE_REQUEST_CLS: Any = PRODUCE_REQUEST.cls  # made at run time by schema.py: untyped
+_TopicData = _PRODUCE_REQUEST_CLS.TopicProduceData
+_PartitionData = _PRODUCE_REQUEST_CLS.PartitionProduceData
 
 
 class Sender:

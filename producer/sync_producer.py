@@ -28,7 +28,7 @@ import dataclasses
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -36,6 +36,9 @@ from producer.delivery_handle import DeliveryHandle
 from producer.errors import ProducerClosedError, ProducerThreadEndedError, root_error
 from producer.producer import Producer, build_config
 from producer.producer_batch import RecordHandle
+
+if TYPE_CHECKING:
+    from producer.bulk import BulkDelivery
 
 DEFAULT_MAX_PENDING_COMMANDS = 10000
 _COMMANDS_PER_TURN = 1000  # how many queued commands the trio side takes at once
@@ -153,11 +156,21 @@ class SyncProducer:
             if kind == "send":
                 handle = await producer.send(*args)  # the inline path, when it applies
                 unsettled.add(future)
-                handle.add_callback(lambda h, f=future: (unsettled.discard(f), _settle(f, h)))
+
+                def on_record_done(done: DeliveryHandle | RecordHandle) -> None:
+                    unsettled.discard(future)
+                    _settle(future, done)
+
+                handle.add_callback(on_record_done)
             elif kind == "send_many":
                 delivery = await producer.send_many(*args)
                 unsettled.add(future)
-                delivery.add_callback(lambda d, f=future: (unsettled.discard(f), _set_result(f, d)))
+
+                def on_bulk_done(done: BulkDelivery) -> None:
+                    unsettled.discard(future)
+                    _set_result(future, done)
+
+                delivery.add_callback(on_bulk_done)
             elif kind == "flush":
                 await producer.flush()
                 _set_result(future, None)

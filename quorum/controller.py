@@ -503,22 +503,22 @@ def create_topics(
     """Validate and create topics. `topic_ids[i]` (caller-drawn, e.g. uuid4) is the id of
     `request.topics[i]`; `start_index` (caller-drawn) is where round-robin placement starts."""
     if len(request.topics) > MAX_TOPICS_PER_REQUEST or len(topic_ids) < len(request.topics):
-        results = tuple(
+        refused = tuple(
             CreatableTopicResult(t.name, ErrorCode.INVALID_REQUEST, "too many topics / ids")
             for t in request.topics
         )
-        return [], CreateTopicsResponse(results)
+        return [], CreateTopicsResponse(refused)
     planned = sum(
         1 + max(0, default_num_partitions if t.num_partitions == -1 else t.num_partitions)
         + len(t.configs)
         for t in request.topics
     )  # fmt: skip
     if planned > MAX_RECORDS_PER_OPERATION:
-        results = tuple(
+        refused = tuple(
             CreatableTopicResult(t.name, ErrorCode.POLICY_VIOLATION, TOO_LARGE_MESSAGE)
             for t in request.topics
         )
-        return [], CreateTopicsResponse(results)
+        return [], CreateTopicsResponse(refused)
     names = [t.name for t in request.topics]
     records: list[MetadataRecord] = []
     results = []

@@ -197,8 +197,9 @@ class ControllerClient:
     # -- broker-to-controller RPCs --------------------------------------------------------------
 
     async def register(self, request: c.BrokerRegistrationRequest, cluster_id: str) -> Any:
-        listener = BROKER_REGISTRATION_REQUEST.cls.Listener
-        body = BROKER_REGISTRATION_REQUEST.cls(
+        request_cls: Any = BROKER_REGISTRATION_REQUEST.cls  # made at run time by schema.py: untyped
+        listener = request_cls.Listener
+        body = request_cls(
             broker_id=request.broker_id,
             cluster_id=cluster_id,
             incarnation_id=request.incarnation_id,

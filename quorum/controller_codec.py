@@ -77,7 +77,7 @@ def _from_json(hint: Any, value: Any, depth: int) -> Any:
             raise _bad("expected an object")
         _key, inner = typing.get_args(hint)
         return {str(k): _from_json(inner, v, depth + 1) for k, v in value.items()}
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _dataclass(hint, value, depth + 1)
     if hint is ErrorCode:
         try:

@@ -36,8 +36,9 @@ from __future__ import annotations
 import dataclasses
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from log.common.errors import ErrorCode, KafkaError
 from quorum.records import (
@@ -213,9 +214,9 @@ class _Builder:
         self.controller_id = image.controller_id
         self.controller_epoch = image.controller_epoch
         self.touched: set[tuple[uuid.UUID, int]] = set()
-        # Topics whose partition map this builder made: only these change in place, every
+        # The partition maps this builder made, by topic id: only these change in place, every
         # other map is shared with `base`.
-        self._owned_topics: set[uuid.UUID] = set()
+        self._owned_partitions: dict[uuid.UUID, dict[int, PartitionRegistration]] = {}
         # Brokers this batch fenced or unregistered: an ISR naming one breaks the invariant
         # even where no record of the batch touched the partition.
         self.gone_dark: set[int] = set()
@@ -249,13 +250,13 @@ class _Builder:
     def _set_partition(
         self, topic: TopicImage, partition: int, state: PartitionRegistration
     ) -> None:
-        if topic.topic_id not in self._owned_topics:
+        partitions = self._owned_partitions.get(topic.topic_id)
+        if partitions is None:
             # First change to this topic in this batch: copy its partitions once, then change
             # the copy in place (a copy per record made a 1,000-partition topic cost O(n^2)).
-            self._owned_topics.add(topic.topic_id)
-            topic = dataclasses.replace(topic, partitions=dict(topic.partitions))
-            self.topics[topic.topic_id] = topic
-        topic.partitions[partition] = state  # type: ignore[index]
+            partitions = self._owned_partitions[topic.topic_id] = dict(topic.partitions)
+            self.topics[topic.topic_id] = dataclasses.replace(topic, partitions=partitions)
+        partitions[partition] = state
         self.touched.add((topic.topic_id, partition))
 
     # One method per record type.
@@ -304,8 +305,8 @@ class _Builder:
             self.fail(error)
         if r.name in self.topic_ids_by_name or r.topic_id in self.topics:
             self.fail(f"topic {r.name} / {r.topic_id} already exists")
-        self.topics[r.topic_id] = TopicImage(r.name, r.topic_id, {})
-        self._owned_topics.add(r.topic_id)
+        partitions = self._owned_partitions[r.topic_id] = {}
+        self.topics[r.topic_id] = TopicImage(r.name, r.topic_id, partitions)
         self.topic_ids_by_name[r.name] = r.topic_id
 
     def _check_replicas(self, replicas: tuple[int, ...]) -> None:
@@ -439,7 +440,9 @@ class _Builder:
                         self.check_partition(topic.topic_id, p, s)
 
 
-_DISPATCH = {
+# Each handler takes the record type it is keyed by, a pairing a type checker cannot express
+# for a dict: the record parameter is Any here and `type(record)` selects the right handler.
+_DISPATCH: dict[type[MetadataRecord], Callable[[_Builder, Any], None]] = {
     RegisterBrokerRecord: _Builder.register_broker,
     UnregisterBrokerRecord: _Builder.unregister_broker,
     FenceBrokerRecord: _Builder.fence_broker,
@@ -546,7 +549,9 @@ def partition_changes(old: MetadataImage, new: MetadataImage) -> list[PartitionC
         before, after = old.topics.get(topic_id), new.topics.get(topic_id)
         if before is after:
             continue
-        name = (after or before).name  # type: ignore[union-attr]
+        topic = after or before
+        assert topic is not None  # the id comes from one of the two images
+        name = topic.name
         old_parts = before.partitions if before else {}
         new_parts = after.partitions if after else {}
         for p in old_parts.keys() | new_parts.keys():

@@ -22,7 +22,7 @@ import functools
 import os
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 
 from log.common.errors import KafkaStorageError
 from log.common.files import fsync_directory
@@ -39,18 +39,19 @@ class RaftIOError(KafkaStorageError):
     never retried into apparent success (the kernel may have dropped the dirty pages)."""
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _io(operation: F) -> F:
+def _io(operation: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(operation)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return operation(*args, **kwargs)
         except OSError as exc:
             raise RaftIOError(f"{operation.__name__}: {exc}") from exc
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def lose_unsynced_writes() -> bool:

@@ -386,7 +386,7 @@ _READERS: dict[int, tuple[type, int, tuple[Reader, ...]]] = {
 
 def _decode_frames(buf: bytes, pos: int, count: int) -> tuple[tuple[MetadataRecord, ...], int]:
     """`count` record frames from `pos`; the records and where they end."""
-    records = []
+    records: list[MetadataRecord] = []
     append = records.append
     size = len(buf)
     for _ in range(count):

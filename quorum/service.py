@@ -55,6 +55,7 @@ from log.protocol.framing import FrameDecoder
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
+from quorum.image import MetadataImage
 from quorum.raft import RaftConfig, RaftFatalError, RaftNode
 from quorum.records import BrokerEndpoint, MetadataRecord, encode_batch
 from quorum.state_machine import ApplyResult, MetadataStateMachine
@@ -121,7 +122,7 @@ class ControllerService:
         endpoint = self.config.listener("CONTROLLER")
         async with RaftNode(
             raft_config_for(self.config),
-            state_machine_factory=MetadataStateMachine,
+            state_machine_factory=MetadataStateMachine,  # type: ignore[arg-type]  # raft.py's protocol wants last_applied_offset writable
             on_leadership_change=self._on_leadership_change,
         ) as raft:
             self.raft = raft
@@ -145,9 +146,11 @@ class ControllerService:
         raise RaftFatalError(f"node {self.node_id}: metadata quorum member stopped: {error}")
 
     @property
-    def image(self):  # noqa: ANN201 - MetadataImage
+    def image(self) -> MetadataImage:
         assert self.raft is not None
-        return self.raft.state_machine.image  # type: ignore[attr-defined]
+        machine = self.raft.state_machine
+        assert isinstance(machine, MetadataStateMachine)  # what run() gives RaftNode to make
+        return machine.image
 
     @property
     def is_active(self) -> bool:
@@ -345,12 +348,14 @@ class ControllerService:
             return await self._decide(
                 lambda image: c.create_partitions(image, request, start_index=start)
             )
-        decide = {
+        # `request` is the payload controller_codec decoded for this operation's request type.
+        decisions: dict[str, Callable[[MetadataImage, Any], tuple[list[MetadataRecord], Any]]] = {
             "delete_topics": c.delete_topics,
             "alter_topic_configs": c.alter_topic_configs,
             "alter_partitions": c.alter_partitions,
             "controlled_shutdown": c.controlled_shutdown,
-        }[operation]
+        }
+        decide = decisions[operation]
         return await self._decide(lambda image: decide(image, request))
 
     # -- metadata fetch (any controller) ------------------------------------------------------
@@ -358,7 +363,7 @@ class ControllerService:
     async def metadata_fetch(self, body: Any) -> Any:
         raft = self.raft
         assert raft is not None
-        response = extra.METADATA_FETCH_RESPONSE.cls
+        response: Any = extra.METADATA_FETCH_RESPONSE.cls  # made at run time by schema.py: untyped
         after = max(0, body.after_offset)
         max_wait_ms = min(max(0, body.max_wait_ms), extra.MAX_FETCH_WAIT_MS)
         max_batches = min(max(1, body.max_batches), extra.MAX_FETCH_BATCHES)
@@ -447,7 +452,7 @@ class ControllerService:
                 )
             raise InvalidRequestError(f"api {api_key} not served here")
         except KafkaError as exc:
-            fields = {"error_code": exc.error_code}
+            fields: dict[str, object] = {"error_code": exc.error_code}
             if api_key in (extra.CONTROLLER_FORWARD_KEY, extra.METADATA_FETCH_KEY):
                 fields["leader_id"] = self.leader_node_id()
             if api_key == extra.CONTROLLER_FORWARD_KEY:

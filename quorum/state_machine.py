@@ -116,4 +116,4 @@ class MetadataStateMachine:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MetadataStateMachine) and self.image == other.image
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable (mutable); typeshed types __hash__ as a method

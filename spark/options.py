@@ -176,8 +176,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
         if not subscribe:
             raise QuorumLogOptionError("option subscribe: no topic given")
     else:
+        assert assign_raw is not None  # exactly one of the two, checked above
         try:
-            parsed = json.loads(assign_raw)  # type: ignore[arg-type]
+            parsed = json.loads(assign_raw)
             assign = {str(t): tuple(sorted({int(p) for p in ps})) for t, ps in parsed.items()}
         except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
             raise QuorumLogOptionError(

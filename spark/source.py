@@ -42,7 +42,8 @@ class QuorumLogDataSource(DataSource):
         if push not in ("true", "false"):
             raise QuorumLogOptionError(f"option pushFilters: expected true or false, got {push!r}")
         return (QuorumLogFilteringReader if push == "true" else QuorumLogReader)(
-            self.options, schema
+            self.options,  # type: ignore[arg-type]  # reader.py should take a Mapping (issue 15)
+            schema,
         )
 
     def writer(self, schema: Any, overwrite: bool) -> Any:
@@ -57,7 +58,10 @@ class QuorumLogDataSource(DataSource):
     def streamReader(self, schema: Any) -> Any:  # noqa: N802  (Spark's name)
         from spark.stream_reader import QuorumLogStreamReader
 
-        return QuorumLogStreamReader(self.options, schema)
+        return QuorumLogStreamReader(
+            self.options,  # type: ignore[arg-type]  # stream_reader.py should take a Mapping (issue 15)
+            schema,
+        )
 
     def streamWriter(self, schema: Any, overwrite: bool) -> Any:  # noqa: N802
         from spark.writer import QuorumLogStreamWriter

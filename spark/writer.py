@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -385,7 +385,7 @@ def check_messages(messages: Iterable[Any]) -> dict[tuple[str, int], PartitionWr
 
 
 class _WriterBase:
-    def __init__(self, options: dict[str, str], schema: Any) -> None:
+    def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         self.write_options = parse_write_options(options)
         validate_sink_schema(schema, self.write_options.topic)
 

@@ -132,8 +132,11 @@ class Output:
 
 def _json_bytes(fields: dict[str, Any], name: str, data: bytes | None) -> None:
     """UTF-8 text as is; other bytes base64 with a `<name>_encoding` field (as consume)."""
+    if data is None:
+        fields[name] = None
+        return
     try:
-        fields[name] = None if data is None else data.decode("utf-8")
+        fields[name] = data.decode("utf-8")
     except UnicodeDecodeError:
         fields[name] = base64.b64encode(data).decode("ascii")
         fields[f"{name}_encoding"] = "base64"

@@ -122,18 +122,21 @@ def consume_group(bootstrap: str, topic: str, options: GroupOptions, printer: An
                 sys.stdout.flush()  # caught up: what was printed reaches a pipe now
                 continue
             error = message.error()
+            partition, offset = message.partition(), message.offset()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
-                    positions[message.partition()] = message.offset()
+                    assert partition is not None and offset is not None  # an EOF names both
+                    at_end.add(partition)
+                    positions[partition] = offset
                     continue
                 if error.fatal() or not error.retriable():
                     raise CommandError(f"{error.name()}: {error.str()}")
                 continue
-            at_end.discard(message.partition())
-            printer.emit(message.partition(), to_decoded_record(message))
+            assert partition is not None and offset is not None  # a record names both
+            at_end.discard(partition)
+            printer.emit(partition, to_decoded_record(message))
             consumer.store_offsets(message=message)
-            positions[message.partition()] = message.offset() + 1
+            positions[partition] = offset + 1
         sys.stdout.flush()
     except KafkaException as exc:
         raise CommandError(str(exc.args[0].str() if exc.args else exc)) from None
@@ -146,7 +149,7 @@ def _commit_and_close(
     topic: str,
     positions: dict[int, int],
     assigned: set[int],
-    kafka_exception: type,
+    kafka_exception: type[Exception],
     kafka_error: Any,
 ) -> None:
     """Commit this member's positions on its assigned partitions synchronously, then leave.

@@ -37,7 +37,7 @@ RETRIABLE = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_
 
 def _raise(code: int, what: str) -> None:
     if code != ErrorCode.NONE:
-        raise error_for(code)(f"{what}: {ErrorCode(code).name}")
+        raise error_for(code, f"{what}: {ErrorCode(code).name}")
 
 
 async def coordinator(admin: AdminClient, group_id: str) -> BrokerConnection:
@@ -133,7 +133,7 @@ async def reset_offsets(
         targets = dict.fromkeys(partitions, offset)
     if execute:
         connection = await coordinator(admin, group_id)
-        C = OFFSET_COMMIT_REQUEST.cls
+        C: Any = OFFSET_COMMIT_REQUEST.cls  # made at run time by schema.py: untyped
         body = await connection.request(
             OFFSET_COMMIT_KEY,
             C(

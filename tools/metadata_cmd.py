@@ -75,13 +75,13 @@ def read_offline(node_dir: Path) -> tuple[MetadataStateMachine, list[tuple[int, 
     machine = MetadataStateMachine()
     lines: list[tuple[int, Any]] = []
     for named_index, path, found in CheckpointFiles(str(metadata_dir)).read_all():
-        if isinstance(found, RaftCheckpoint):
-            try:
-                machine = MetadataStateMachine.from_checkpoint(found.state)
-            except KafkaError as e:
-                found = e
         if not isinstance(found, RaftCheckpoint):
             lines.append((named_index, f"skipped damaged checkpoint {path}: {found}"))
+            continue
+        try:
+            machine = MetadataStateMachine.from_checkpoint(found.state)
+        except KafkaError as e:
+            lines.append((named_index, f"skipped damaged checkpoint {path}: {e}"))
             continue
         lines.append((found.last_index, f"checkpoint at offset {found.last_index}"))
         lines.extend((found.last_index, r) for r in machine.image.to_records())
@@ -257,6 +257,7 @@ def metadata(
                 raise click.ClickException(f"{data_dir}: no such directory")
             machine, lines = read_offline(data_dir)
         else:
+            assert bootstrap is not None  # exactly one of the two, checked above
             host, _, port = bootstrap.rpartition(":")
             if not host or not port.isdigit():
                 raise click.UsageError("--bootstrap must be host:port")

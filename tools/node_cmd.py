@@ -25,6 +25,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import trio
@@ -32,6 +33,9 @@ import trio
 from log.common.node_config import ConfigError, NodeConfig
 from log.server.logging_setup import configure_logging
 from log.storage.dir_lock import DirectoryLock, DirectoryLockedError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 def _ready() -> None:
@@ -43,8 +47,8 @@ class RecoveryProgress:
     (from the loading thread); it appears with the first log loaded and ends with the last."""
 
     def __init__(self) -> None:
-        self._progress = None
-        self._task = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
 
     def __call__(
         self, topic: str, partition: int, elapsed_ms: float, index: int, total: int
@@ -52,14 +56,16 @@ class RecoveryProgress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        if self._progress is None:
-            self._progress = Progress(
+        progress = self._progress
+        if progress is None:
+            progress = self._progress = Progress(
                 TextColumn("recovering logs"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("{task.description}"), console=Console(stderr=True), transient=True,
             )  # fmt: skip
-            self._progress.start()
-            self._task = self._progress.add_task("", total=total)
-        self._progress.update(self._task, completed=index, description=f"{topic}-{partition}")
+            progress.start()
+            self._task = progress.add_task("", total=total)
+        assert self._task is not None  # added with the progress bar
+        progress.update(self._task, completed=index, description=f"{topic}-{partition}")
         if index >= total:
             self.stop()
 

@@ -183,7 +183,8 @@ class LocalCluster:
 
 async def _settle(node: NodeProcess) -> None:
     """Return when the node is ready or its process has exited."""
-    assert node.process is not None
+    process = node.process
+    assert process is not None
     async with trio.open_nursery() as race:
 
         async def ready() -> None:
@@ -191,7 +192,7 @@ async def _settle(node: NodeProcess) -> None:
             race.cancel_scope.cancel()
 
         async def exited() -> None:
-            await node.process.wait()
+            await process.wait()
             race.cancel_scope.cancel()
 
         race.start_soon(ready)

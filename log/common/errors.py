@@ -172,52 +172,129 @@ class KafkaError(Exception):
         return self.error_code in RETRIABLE
 
 
-def _define(name: str, code: ErrorCode) -> type[KafkaError]:
-    return type(name, (KafkaError,), {"error_code": code, "__module__": __name__})
-
-
 # One exception class per error the server raises itself; `error_for` covers the rest.
-OffsetOutOfRangeError = _define("OffsetOutOfRangeError", ErrorCode.OFFSET_OUT_OF_RANGE)
-CorruptRecordError = _define("CorruptRecordError", ErrorCode.CORRUPT_MESSAGE)
-UnknownTopicOrPartitionError = _define(
-    "UnknownTopicOrPartitionError", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-)
-NotLeaderOrFollowerError = _define("NotLeaderOrFollowerError", ErrorCode.NOT_LEADER_OR_FOLLOWER)
-RequestTimedOutError = _define("RequestTimedOutError", ErrorCode.REQUEST_TIMED_OUT)
-MessageTooLargeError = _define("MessageTooLargeError", ErrorCode.MESSAGE_TOO_LARGE)
-RecordListTooLargeError = _define("RecordListTooLargeError", ErrorCode.RECORD_LIST_TOO_LARGE)
-NotEnoughReplicasError = _define("NotEnoughReplicasError", ErrorCode.NOT_ENOUGH_REPLICAS)
-NotEnoughReplicasAfterAppendError = _define(
-    "NotEnoughReplicasAfterAppendError", ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-)
-InvalidRequiredAcksError = _define("InvalidRequiredAcksError", ErrorCode.INVALID_REQUIRED_ACKS)
-InvalidTimestampError = _define("InvalidTimestampError", ErrorCode.INVALID_TIMESTAMP)
-UnsupportedVersionError = _define("UnsupportedVersionError", ErrorCode.UNSUPPORTED_VERSION)
-TopicAlreadyExistsError = _define("TopicAlreadyExistsError", ErrorCode.TOPIC_ALREADY_EXISTS)
-InvalidPartitionsError = _define("InvalidPartitionsError", ErrorCode.INVALID_PARTITIONS)
-InvalidReplicationFactorError = _define(
-    "InvalidReplicationFactorError", ErrorCode.INVALID_REPLICATION_FACTOR
-)
-InvalidConfigError = _define("InvalidConfigError", ErrorCode.INVALID_CONFIG)
-InvalidTopicError = _define("InvalidTopicError", ErrorCode.INVALID_TOPIC_EXCEPTION)
-NotControllerError = _define("NotControllerError", ErrorCode.NOT_CONTROLLER)
-InvalidRequestError = _define("InvalidRequestError", ErrorCode.INVALID_REQUEST)
-UnsupportedForMessageFormatError = _define(
-    "UnsupportedForMessageFormatError", ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
-)
-OutOfOrderSequenceError = _define("OutOfOrderSequenceError", ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
-DuplicateSequenceError = _define("DuplicateSequenceError", ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
-InvalidProducerEpochError = _define("InvalidProducerEpochError", ErrorCode.INVALID_PRODUCER_EPOCH)
-KafkaStorageError = _define("KafkaStorageError", ErrorCode.KAFKA_STORAGE_ERROR)
-UnknownProducerIdError = _define("UnknownProducerIdError", ErrorCode.UNKNOWN_PRODUCER_ID)
-FencedLeaderEpochError = _define("FencedLeaderEpochError", ErrorCode.FENCED_LEADER_EPOCH)
-UnknownLeaderEpochError = _define("UnknownLeaderEpochError", ErrorCode.UNKNOWN_LEADER_EPOCH)
-UnsupportedCompressionTypeError = _define(
-    "UnsupportedCompressionTypeError", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-)
-StaleBrokerEpochError = _define("StaleBrokerEpochError", ErrorCode.STALE_BROKER_EPOCH)
-InvalidRecordError = _define("InvalidRecordError", ErrorCode.INVALID_RECORD)
-PolicyViolationError = _define("PolicyViolationError", ErrorCode.POLICY_VIOLATION)
+class OffsetOutOfRangeError(KafkaError):
+    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class CorruptRecordError(KafkaError):
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class UnknownTopicOrPartitionError(KafkaError):
+    error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class NotLeaderOrFollowerError(KafkaError):
+    error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class RequestTimedOutError(KafkaError):
+    error_code = ErrorCode.REQUEST_TIMED_OUT
+
+
+class MessageTooLargeError(KafkaError):
+    error_code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class RecordListTooLargeError(KafkaError):
+    error_code = ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+class NotEnoughReplicasError(KafkaError):
+    error_code = ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+class NotEnoughReplicasAfterAppendError(KafkaError):
+    error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+class InvalidRequiredAcksError(KafkaError):
+    error_code = ErrorCode.INVALID_REQUIRED_ACKS
+
+
+class InvalidTimestampError(KafkaError):
+    error_code = ErrorCode.INVALID_TIMESTAMP
+
+
+class UnsupportedVersionError(KafkaError):
+    error_code = ErrorCode.UNSUPPORTED_VERSION
+
+
+class TopicAlreadyExistsError(KafkaError):
+    error_code = ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+class InvalidPartitionsError(KafkaError):
+    error_code = ErrorCode.INVALID_PARTITIONS
+
+
+class InvalidReplicationFactorError(KafkaError):
+    error_code = ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+class InvalidConfigError(KafkaError):
+    error_code = ErrorCode.INVALID_CONFIG
+
+
+class InvalidTopicError(KafkaError):
+    error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+class NotControllerError(KafkaError):
+    error_code = ErrorCode.NOT_CONTROLLER
+
+
+class InvalidRequestError(KafkaError):
+    error_code = ErrorCode.INVALID_REQUEST
+
+
+class UnsupportedForMessageFormatError(KafkaError):
+    error_code = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+
+
+class OutOfOrderSequenceError(KafkaError):
+    error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class DuplicateSequenceError(KafkaError):
+    error_code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(KafkaError):
+    error_code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class KafkaStorageError(KafkaError):
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class UnknownProducerIdError(KafkaError):
+    error_code = ErrorCode.UNKNOWN_PRODUCER_ID
+
+
+class FencedLeaderEpochError(KafkaError):
+    error_code = ErrorCode.FENCED_LEADER_EPOCH
+
+
+class UnknownLeaderEpochError(KafkaError):
+    error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class UnsupportedCompressionTypeError(KafkaError):
+    error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+class StaleBrokerEpochError(KafkaError):
+    error_code = ErrorCode.STALE_BROKER_EPOCH
+
+
+class InvalidRecordError(KafkaError):
+    error_code = ErrorCode.INVALID_RECORD
+
+
+class PolicyViolationError(KafkaError):
+    error_code = ErrorCode.POLICY_VIOLATION
 
 
 def error_for(code: int, message: str = "") -> KafkaError:
@@ -233,20 +310,36 @@ def error_for(code: int, message: str = "") -> KafkaError:
 
 
 # Added by quorum-core (metadata controller and broker-side ProducerIdManager).
-StaleControllerEpochError = _define("StaleControllerEpochError", ErrorCode.STALE_CONTROLLER_EPOCH)
-CoordinatorLoadInProgressError = _define(
-    "CoordinatorLoadInProgressError", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-)
-InvalidUpdateVersionError = _define("InvalidUpdateVersionError", ErrorCode.INVALID_UPDATE_VERSION)
-IneligibleReplicaError = _define("IneligibleReplicaError", ErrorCode.INELIGIBLE_REPLICA)
-BrokerIdNotRegisteredError = _define(
-    "BrokerIdNotRegisteredError", ErrorCode.BROKER_ID_NOT_REGISTERED
-)
-DuplicateBrokerRegistrationError = _define(
-    "DuplicateBrokerRegistrationError", ErrorCode.DUPLICATE_BROKER_REGISTRATION
-)
-UnknownTopicIdError = _define("UnknownTopicIdError", ErrorCode.UNKNOWN_TOPIC_ID)
-UnknownServerError = _define("UnknownServerError", ErrorCode.UNKNOWN_SERVER_ERROR)
+class StaleControllerEpochError(KafkaError):
+    error_code = ErrorCode.STALE_CONTROLLER_EPOCH
+
+
+class CoordinatorLoadInProgressError(KafkaError):
+    error_code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+
+class InvalidUpdateVersionError(KafkaError):
+    error_code = ErrorCode.INVALID_UPDATE_VERSION
+
+
+class IneligibleReplicaError(KafkaError):
+    error_code = ErrorCode.INELIGIBLE_REPLICA
+
+
+class BrokerIdNotRegisteredError(KafkaError):
+    error_code = ErrorCode.BROKER_ID_NOT_REGISTERED
+
+
+class DuplicateBrokerRegistrationError(KafkaError):
+    error_code = ErrorCode.DUPLICATE_BROKER_REGISTRATION
+
+
+class UnknownTopicIdError(KafkaError):
+    error_code = ErrorCode.UNKNOWN_TOPIC_ID
+
+
+class UnknownServerError(KafkaError):
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class InvalidFrameError(InvalidRequestError):

@@ -373,7 +373,7 @@ class GroupCoordinator:
             if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
                 return ErrorCode.NON_EMPTY_GROUP, {}
             subscribed = self._subscribed_topics(group) if group.protocol_name else None
-        results = {}
+        results: dict[tuple[str, int], int] = {}
         for topic, partition in partitions:
             if subscribed is None or topic in subscribed:
                 results[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC

@@ -146,7 +146,10 @@ DEFAULT_ADVERTISED: frozenset[int] = CORE_APIS | GROUP_APIS | REPLICATION_APIS
 
 def supported_api_versions(api_keys: frozenset[int] | None = None) -> list[Any]:
     """ApiVersions' api_keys entries for `api_keys` (default: DEFAULT_ADVERTISED)."""
-    entry = api_versions.API_VERSIONS_RESPONSE.cls.ApiVersion
+    response_cls: Any = (
+        api_versions.API_VERSIONS_RESPONSE.cls
+    )  # made at run time by schema.py: untyped
+    entry = response_cls.ApiVersion
     keys = DEFAULT_ADVERTISED if api_keys is None else api_keys
     return [
         entry(api_key=key, min_version=APIS[key].advertised[0], max_version=APIS[key].advertised[1])
@@ -231,6 +234,7 @@ def _error_struct(struct_type: StructType, version: int, source: Any, error_code
 def _source_value(source: Any, name: str) -> Any:
     if source is None:
         return None
+    group: tuple[str, ...]
     if name in _NAME_FIELDS:
         group = _NAME_FIELDS
     elif name in _PARTITION_ID_FIELDS:

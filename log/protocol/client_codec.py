@@ -53,7 +53,9 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
     return b"".join(parts)
 
 
-def decode_response(frame: bytes | memoryview, api_key: int, api_version: int) -> ClientResponse:
+def decode_response(
+    frame: bytes | bytearray | memoryview, api_key: int, api_version: int
+) -> ClientResponse:
     """Decode one response frame (without its size prefix).
 
     An ApiVersions error body (KIP-511) is always v0 whatever version was asked.
@@ -67,7 +69,7 @@ def decode_response(frame: bytes | memoryview, api_key: int, api_version: int) -
     elif (
         api_key == API_VERSIONS_KEY
         and len(view) - position >= 2
-        and view[position : position + 2] != b"\x00\x00"
+        and view[position : position + 2].tobytes() != b"\x00\x00"
     ):
         api_version = 0  # an error answer to a version the broker lacks: v0 layout
     body, _ = api.response.decode(view, api_version, position)

@@ -333,7 +333,7 @@ def _records_of_equal_values(
     changes or the offsetDelta varint widens (64, 8192)."""
     count = len(values)
     try:
-        value_lengths = set(map(len, values))  # type: ignore[arg-type]
+        value_lengths = set(map(len, values))  # type: ignore[arg-type]  # len(None) raises: no second pass
     except TypeError:  # a null value
         return None
     if len(value_lengths) != 1 or count >= _SMALL_VARINT_LIMIT - 1:
@@ -365,7 +365,7 @@ def _records_of_equal_values(
     parts[0:end:4] = heads
     parts[1:end:4] = _SMALL_VARINTS[1 : count + 1]
     parts[2:end:4] = [lengths] * count
-    parts[3:end:4] = values  # type: ignore[assignment]
+    parts[3:end:4] = values  # type: ignore[assignment]  # no None: len() took every value above
     return b"".join(parts)
 
 

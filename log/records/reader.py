@@ -108,7 +108,7 @@ def decode_records(
             stop = position + 1 + (byte >> 1)  # even one-byte zigzag: a length 0..63
             if stop > end:
                 raise CorruptRecordError("key overruns its record")
-            key = data[position + 1 : stop]
+            key: bytes | None = data[position + 1 : stop]
             position = stop
         else:
             key, position = _nullable_bytes(data, position, end)
@@ -116,7 +116,7 @@ def decode_records(
             stop = position + 1 + (byte >> 1)
             if stop > end:
                 raise CorruptRecordError("value overruns its record")
-            value = data[position + 1 : stop]
+            value: bytes | None = data[position + 1 : stop]
             position = stop
         else:
             value, position = _nullable_bytes(data, position, end)

@@ -21,10 +21,14 @@ metadata_offset, metadata_lag, controller_commit_latency_seconds.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
 PREFIX = "quorumlog"
 # Request latency buckets: sub-millisecond local calls up to acks=all waits and long-polls.
@@ -85,7 +89,7 @@ class NodeMetrics:
             registry=self.registry,
         )
         self._latency_by_api: dict[str, Histogram] = {}
-        self._server = None
+        self._server: WSGIServer | None = None
         self.port: int | None = None
 
     # -- hot path: one call per request -------------------------------------------------------

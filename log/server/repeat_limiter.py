@@ -32,6 +32,7 @@ class RepeatLimiter:
             self._state[key] = (last, suppressed + 1)
             return False
         if suppressed:
+            assert last is not None  # lines are only suppressed behind one that was written
             msg += " (%d more like it in the last %.0f s)"
             args = (*args, suppressed, now - last)
         logger.log(level, msg, *args)

@@ -20,6 +20,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from log.common.errors import InvalidConfigError
 from log.common.node_config import NodeConfig
@@ -119,7 +120,8 @@ class LogConfig:
         cls, properties: dict[str, str], base: LogConfig | None = None
     ) -> LogConfig:
         """Build from Kafka's dotted names; unknown keys raise, so typos do not pass silently."""
-        changes: dict[str, object] = {}
+        # Any: which value type goes with a field is known from _*_FIELDS at run time only.
+        changes: dict[str, Any] = {}
         for key, raw in properties.items():
             field_name = _PROPERTY_FIELDS.get(key)
             if field_name is None:

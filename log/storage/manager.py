@@ -353,8 +353,9 @@ class LogManager:
 
 def _cause_errno(exc: BaseException) -> int | None:
     """The errno of `exc` or of the OSError it wraps."""
-    while exc is not None:
-        if isinstance(exc, OSError) and exc.errno is not None:
-            return exc.errno
-        exc = exc.__cause__
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno is not None:
+            return cause.errno
+        cause = cause.__cause__
     return None

@@ -27,7 +27,7 @@ from __future__ import annotations
 import random
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,7 +135,7 @@ class Nemesis:
 
     # -- faults --------------------------------------------------------------------------------
 
-    async def inject(self, fault: str) -> tuple[str, Callable[[], object]]:
+    async def inject(self, fault: str) -> tuple[str, Callable[[], Awaitable[None]]]:
         """Inject `fault`; (a description, an async heal)."""
         ids = sorted(self.nodes)
         if fault in ("kill9", "kill-controller", "kill-two"):
@@ -207,7 +207,7 @@ class Nemesis:
         self.echo(f"round {number}: {description} for {hold_s:.1f} s")
         await trio.sleep(hold_s)
         healing_s = time.monotonic()
-        await heal()  # type: ignore[misc]
+        await heal()
         self.history.write("heal", round=number, fault=fault)
         healed_s = await self.wait_healthy()
         if healed_s is not None:

@@ -147,9 +147,11 @@ def read_back(bootstrap: str, topic: str, partitions: int,
             for message in consumer.consume(1000, 0.5):
                 if message.error() is not None:
                     continue
-                p = message.partition()
-                read[p].append((message.offset(), message.value().decode(errors="replace")))
-                if message.offset() + 1 >= marks[p]:
+                p, offset, value = message.partition(), message.offset(), message.value()
+                assert p is not None and offset is not None  # a record names both
+                assert value is not None  # the workload writes no null values
+                read[p].append((offset, value.decode(errors="replace")))
+                if offset + 1 >= marks[p]:
                     pending.discard(p)
         return read, marks
     finally:

@@ -14,6 +14,8 @@ override LogConfig does not model); broker resources list the node's configurati
 
 from __future__ import annotations
 
+from typing import Any
+
 from log.common.errors import ErrorCode
 from log.protocol.admin import (
     ALTER_CONFIGS_RESPONSE,
@@ -37,12 +39,13 @@ from quorum.controller import (
 )
 from quorum.image import MetadataImage
 
-CT = CREATE_TOPICS_RESPONSE.cls
-DT = DELETE_TOPICS_RESPONSE.cls
-CP = CREATE_PARTITIONS_RESPONSE.cls
-DC = DESCRIBE_CONFIGS_RESPONSE.cls
-AC = ALTER_CONFIGS_RESPONSE.cls
-IAC = INCREMENTAL_ALTER_CONFIGS_RESPONSE.cls
+# The response classes are made at run time by schema.py: untyped.
+CT: Any = CREATE_TOPICS_RESPONSE.cls
+DT: Any = DELETE_TOPICS_RESPONSE.cls
+CP: Any = CREATE_PARTITIONS_RESPONSE.cls
+DC: Any = DESCRIBE_CONFIGS_RESPONSE.cls
+AC: Any = ALTER_CONFIGS_RESPONSE.cls
+IAC: Any = INCREMENTAL_ALTER_CONFIGS_RESPONSE.cls
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -96,7 +99,10 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> object:
 async def handle_delete_topics(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     response = await ctx.controller.delete_topics(DeleteTopicsRequest(tuple(body.topic_names)))
-    deleted = {r.name for r in response.results if r.error_code == ErrorCode.NONE}
+    # A topic the controller deleted always has its name in the result (ids are resolved).
+    deleted = {
+        r.name for r in response.results if r.error_code == ErrorCode.NONE and r.name is not None
+    }
 
     def gone(image: MetadataImage) -> bool:
         return all(image.topic(name) is None for name in deleted)
@@ -250,7 +256,7 @@ OP_SET, OP_DELETE = 0, 1  # IncrementalAlterConfigs config_operation (APPEND 2 /
 
 async def _alter_topic(
     ctx: BrokerContext, name: str, changes: dict[str, str | None], validate_only: bool
-) -> tuple[int, str | None]:
+) -> tuple[ErrorCode, str | None]:
     """Forward one topic's changes; wait until the local image shows them."""
     if validate_only:
         for key, value in changes.items():
@@ -287,6 +293,7 @@ async def handle_alter_configs(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     responses = []
     for resource in body.resources:
+        message: str | None
         if resource.resource_type != RESOURCE_TOPIC:
             code, message = ErrorCode.INVALID_REQUEST, "only topic configs can be altered"
         else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import shutil
 from collections import defaultdict
+from typing import Any
 
 from log.common.errors import ErrorCode
 from log.protocol.connection import Request
@@ -23,7 +24,7 @@ from log.protocol.log_dirs import DESCRIBE_LOG_DIRS_RESPONSE
 from log.server.broker_context import BrokerContext
 from log.storage.log import UnifiedLog
 
-R = DESCRIBE_LOG_DIRS_RESPONSE.cls
+R: Any = DESCRIBE_LOG_DIRS_RESPONSE.cls  # made at run time by schema.py: untyped
 UNKNOWN_BYTES = -1
 
 

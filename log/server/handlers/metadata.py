@@ -13,6 +13,7 @@ id when it is also a live broker (combined nodes), else this broker.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from log.common.errors import ErrorCode, KafkaError
 from log.protocol.admin import DESCRIBE_CLUSTER_RESPONSE
@@ -26,7 +27,7 @@ from quorum.records import NO_LEADER
 
 logger = logging.getLogger(__name__)
 
-M = METADATA_RESPONSE.cls
+M: Any = METADATA_RESPONSE.cls  # made at run time by schema.py: untyped
 LISTENER = "PLAINTEXT"
 
 
@@ -71,7 +72,7 @@ def _topic_metadata(image: MetadataImage, name: str) -> object:
     )
 
 
-async def _auto_create(ctx: BrokerContext, names: list[str]) -> dict[str, int]:
+async def _auto_create(ctx: BrokerContext, names: list[str]) -> dict[str, ErrorCode]:
     """Ask the controller to create `names` with the node's defaults; error code per name."""
     request = CreateTopicsRequest(
         tuple(
@@ -88,7 +89,7 @@ async def _auto_create(ctx: BrokerContext, names: list[str]) -> dict[str, int]:
     except KafkaError as exc:
         logger.warning("auto-creating %s failed: %r", names, exc)
         return {name: ErrorCode.LEADER_NOT_AVAILABLE for name in names}
-    codes = {}
+    codes: dict[str, ErrorCode] = {}
     for result in response.results:
         code = result.error_code
         if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
@@ -136,7 +137,7 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> object:
 
 async def handle_describe_cluster(ctx: BrokerContext, request: Request) -> object:
     image = ctx.image
-    D = DESCRIBE_CLUSTER_RESPONSE.cls
+    D: Any = DESCRIBE_CLUSTER_RESPONSE.cls  # made at run time by schema.py: untyped
     return D(
         error_code=0,
         cluster_id=ctx.cluster_id,

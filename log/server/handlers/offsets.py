@@ -8,14 +8,17 @@ epoch cache (v4+). OffsetForLeaderEpoch: `UnifiedLog.end_offset_for_epoch`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from log.common.errors import ErrorCode, KafkaError
 from log.protocol.connection import Request
 from log.protocol.offsets import LIST_OFFSETS_RESPONSE, OFFSET_FOR_LEADER_EPOCH_RESPONSE
 from log.server.broker_context import BrokerContext
 from log.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
-L = LIST_OFFSETS_RESPONSE.cls
-E = OFFSET_FOR_LEADER_EPOCH_RESPONSE.cls
+# The response classes are made at run time by schema.py: untyped.
+L: Any = LIST_OFFSETS_RESPONSE.cls
+E: Any = OFFSET_FOR_LEADER_EPOCH_RESPONSE.cls
 
 
 def _list_offset(ctx: BrokerContext, image, topic: str, p, is_replica: bool) -> object:  # noqa: ANN001
