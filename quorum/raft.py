@@ -120,7 +120,8 @@ class ReplicatedStateMachine(Protocol):
     """What the Raft binding drives (quorum.state_machine.MetadataStateMachine is the one the
     node runs; tests drive toys)."""
 
-    last_applied_offset: int
+    @property
+    def last_applied_offset(self) -> int: ...
 
     def apply(self, metadata_offset: int, payload: bytes) -> object: ...
 
@@ -558,6 +559,7 @@ class RaftNode:
         # Runs at the end of each tick, just before the poll. A one-node quorum commits its own
         # appends on the next tick and no peer's ack wakes the poller for it: do not sleep.
         syncobj = self._syncobj
+        assert syncobj is not None  # polls run only while the node is open
         syncobj._quorum_transport.flush_held()
         # pysyncobj's hasQuorum iterates sets this thread mutates: publish it from here.
         self._has_quorum = syncobj.hasQuorum
@@ -590,7 +592,8 @@ class RaftNode:
         self._syncobj._quorum_journal.sync()  # never acknowledge what is not durable here
         try:
             if not isinstance(batch, bytes) or not batch or batch[0] != BATCH_FORMAT_VERSION:
-                raise ValueError(f"unknown batch envelope {bytes(batch[:1])!r}")
+                raise ValueError(f"unknown batch envelope: {type(batch).__name__} "
+                                 f"{repr(batch)[:20]}")  # fmt: skip
             payload = batch[1:]
             result = self._state_machine.apply(offset, payload)
         except Exception as e:
@@ -599,9 +602,10 @@ class RaftNode:
             # state silently different from the others': stop instead (Kafka's fatal fault).
             failure = ApplyFailure(offset, f"{type(e).__name__}: {e}")
             self.apply_failures.append(failure)
-            self._fail(RaftFatalError(f"applying the committed entry at offset {offset} "
-                                      f"failed: {failure.error}"))  # fmt: skip
-            raise self._fatal_error from e  # type: ignore[misc]
+            fatal = RaftFatalError(f"applying the committed entry at offset {offset} failed: "
+                                   f"{failure.error}")  # fmt: skip
+            self._fail(fatal)
+            raise fatal from e
         with self._tail_lock:
             self._committed_offset = offset
             self._tail.append((offset, payload))
@@ -802,9 +806,11 @@ class RaftNode:
             if not self._has_quorum:
                 raise QuorumUnavailableError("leader cannot reach a majority of controllers")
             done = trio.Event()
-            outcome: list[tuple[object, int]] = []
+            # pysyncobj calls back (from the tick thread, or this one) with _apply_committed's
+            # (offset, applied) on success
+            outcome: list[tuple[tuple[int, object] | None, int]] = []
 
-            def on_done(result: object, fail_reason: int) -> None:  # tick thread (or this one)
+            def on_done(result: tuple[int, object] | None, fail_reason: int) -> None:
                 outcome.append((result, fail_reason))
                 self._run_in_trio(done.set)
 
@@ -818,6 +824,7 @@ class RaftNode:
             raise RaftFatalError(f"raft node stopped: {self._fatal_error}")
         result, fail_reason = outcome[0]
         if fail_reason == FAIL_REASON.SUCCESS:
+            assert result is not None
             offset, applied = result
             return ProposeResult(offset=offset, result=applied)
         if fail_reason in (FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME):

@@ -122,7 +122,7 @@ class ControllerService:
         endpoint = self.config.listener("CONTROLLER")
         async with RaftNode(
             raft_config_for(self.config),
-            state_machine_factory=MetadataStateMachine,  # type: ignore[arg-type]  # raft.py's protocol wants last_applied_offset writable
+            state_machine_factory=MetadataStateMachine,
             on_leadership_change=self._on_leadership_change,
         ) as raft:
             self.raft = raft

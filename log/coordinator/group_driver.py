@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
 
 import trio
 
@@ -76,7 +77,7 @@ _APPEND_ERRORS = {
 }
 
 
-def group_config_from(props: dict) -> GroupConfig:
+def group_config_from(props: Mapping[str, Any]) -> GroupConfig:
     """The group settings of a node's (validated) properties; absent keys keep Kafka's."""
     defaults = GroupConfig()
     return GroupConfig(
@@ -214,7 +215,7 @@ class GroupCoordinatorDriver:
     # -- appending to __consumer_offsets -----------------------------------------------------------
 
     def _append_now(
-        self, group_id: str, records: list[tuple[bytes, bytes | None]]
+        self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]
     ) -> tuple[int, tuple | None]:
         """Append `records` for `group_id` as leader, now: (error code, what to await)."""
         partition = partition_for(group_id, self.num_partitions)
@@ -235,7 +236,7 @@ class GroupCoordinatorDriver:
         )
         return _APPEND_ERRORS.get(code, code) if code else ErrorCode.NONE
 
-    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
+    async def _append(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> int:
         """Append `records` for `group_id` as leader and wait for the ISR: an error code."""
         code, appended = self._append_now(group_id, records)
         if code:
@@ -249,7 +250,9 @@ class GroupCoordinatorDriver:
             for group_id, value in self.core.take_changed_groups(group_ids)
         }
 
-    def _store_changed_now(self, group_ids: list[str] | None = None) -> list[tuple[int, tuple]]:
+    def _store_changed_now(
+        self, group_ids: list[str] | None = None
+    ) -> list[tuple[int, tuple | None]]:
         """Append the records of groups whose rebalance ended, now: (error code, what to await)
         per group."""
         appended = []
@@ -265,6 +268,7 @@ class GroupCoordinatorDriver:
         for code, waitable in self._store_changed_now([group_id]):
             if code:
                 return code
+            assert waitable is not None  # appended: there is something to await
             code = await self._await_appended(waitable)
             if code:
                 logger.info("storing group %s: %s", group_id, ErrorCode(code).name)

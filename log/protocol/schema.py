@@ -150,18 +150,23 @@ def STRUCT(name: str, *fields: Field) -> StructType:
     return StructType(name, tuple(fields))
 
 
-def _make_dataclass(struct_type: StructType) -> type:
+def _returning(value: Any) -> Callable[[], Any]:
+    """A default factory that hands out `value` itself (a frozen struct: shared safely)."""
+    return lambda: value
+
+
+def _make_dataclass(struct_type: StructType) -> Any:  # a class made at run time: untyped
     for field in struct_type.fields:
         element = field.type.element if isinstance(field.type, ArrayType) else field.type
         if isinstance(element, StructType) and element.cls is None:
             _make_dataclass(element)
-    specs = []
+    specs: list[tuple[str, Any, Any]] = []
     for field in struct_type.fields:
         default = field.default_value()
         if isinstance(default, list):  # a fresh list per instance
             specs.append((field.name, Any, dataclasses.field(default_factory=list)))
         elif dataclasses.is_dataclass(default) and not isinstance(default, type):  # frozen: share
-            specs.append((field.name, Any, dataclasses.field(default_factory=lambda d=default: d)))
+            specs.append((field.name, Any, dataclasses.field(default_factory=_returning(default))))
         else:
             specs.append((field.name, Any, dataclasses.field(default=default)))
     cls = dataclasses.make_dataclass(struct_type.name, specs, frozen=True, slots=True)
@@ -457,7 +462,7 @@ def _array_decoder(
         count, pos = check_count(buf, pos)
         if count < 0:
             return None, pos
-        values = []
+        values: list[Any] = []
         append = values.append
         for _ in range(count):
             value, pos = read_element(buf, pos)
@@ -513,7 +518,7 @@ def _struct_decoder(
         "skip_tagged_fields": skip_tagged_fields,
     }
     lines = ["def read(buf, pos):"]
-    names = []
+    names: list[str] = []
     tagged: dict[int, tuple[str, Any]] = {}  # tag -> (target, decoder)
     for kind, item in _plan(struct_type, version):
         if kind == "fixed":
@@ -739,9 +744,11 @@ def _struct_encoder(
 
 def _tagged_writer(fields: list[Field], version: int) -> Callable[[Any, list], None]:
     """Writes a tagged section: the fields whose value is not their default, in tag order."""
-    plans = sorted(
-        (f.tag, f.name, f.default_value(), _value_encoder(f, f.type, version, True)) for f in fields
-    )
+    plans = []
+    for f in fields:
+        assert f.tag is not None, f"{f.name} is not a tagged field"
+        plans.append((f.tag, f.name, f.default_value(), _value_encoder(f, f.type, version, True)))
+    plans.sort(key=lambda plan: plan[0])
 
     def write_tags(value: Any, parts: list) -> None:
         present = [p for p in plans if getattr(value, p[1]) != p[2]]

@@ -58,13 +58,13 @@ class FetchFillOrder:
         keys: Sequence[K],
         max_bytes: int,
         read: Callable[[int, int, bool], tuple[R, int]],
-    ) -> tuple[list[R], int]:
+    ) -> tuple[list[R | None], int]:
         """Read every key with what is left of `max_bytes`; results in request order.
 
         `read(index, budget_bytes, first)` reads `keys[index]` and returns (result, bytes
-        read); `first` is true while
-        nothing was read yet, so the reader may return its first batch whole even past the
-        budget (KIP-74: progress over limits).
+        read); `first` is true while nothing was read yet, so the reader may return its first
+        batch whole even past the budget (KIP-74: progress over limits). Every key is read, so
+        no result is left None.
         """
         results: list[R | None] = [None] * len(keys)
         remaining = max(max_bytes, 0)
@@ -76,4 +76,4 @@ class FetchFillOrder:
                 self.record_fed(keys[i])
                 total_bytes += size_bytes
                 remaining = max(remaining - size_bytes, 0)
-        return results, total_bytes  # type: ignore[return-value]
+        return results, total_bytes

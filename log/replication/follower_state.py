@@ -483,9 +483,9 @@ class FetcherState:
             dirty, self._dirty = self._dirty, set()
             for tp in dirty:
                 self._fetch.pop(tp, None)
-                state = self.partitions.get(tp)
-                if state is not None:
-                    self._derive(tp, state, now_ms, log_for, truncate_now, epoch_queries)
+                follower = self.partitions.get(tp)
+                if follower is not None:
+                    self._derive(tp, follower, now_ms, log_for, truncate_now, epoch_queries)
         return FetcherPoll(truncate_now, epoch_queries, dict(self._fetch), self._delayed_until_ms)
 
     def _derive(self, tp: object, state: FollowerState, now_ms: int,

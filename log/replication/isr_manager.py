@@ -123,7 +123,7 @@ class IsrManager:
             if not self._queue:
                 self._queued = trio.Event()
                 await self._queued.wait()
-            batch = []
+            batch: list[tuple[Any, IsrChangeProposal]] = []
             while self._queue and len(batch) < MAX_ALTER_PARTITION_BATCH:
                 key = next(iter(self._queue))
                 batch.append(self._queue.pop(key))

@@ -150,7 +150,8 @@ class ReplicaFetcher:
         self._wakeup.set()
 
     def _log_for(self, tp: object) -> UnifiedReplicaLog:
-        return UnifiedReplicaLog(self.logs[tp])  # type: ignore[index]
+        assert isinstance(tp, tuple)  # the fetcher state is keyed by (topic, partition)
+        return UnifiedReplicaLog(self.logs[tp])
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -220,6 +221,7 @@ class ReplicaFetcher:
         """One round; True when a request went out (so no idle sleep is needed)."""
         poll = self.state.poll(self.clock_ms(), self._log_for)
         for tp, decision in poll.truncate_now.items():
+            assert isinstance(tp, tuple)  # the fetcher state is keyed by (topic, partition)
             self._truncate(tp, decision)
         sent = False
         if poll.epoch_queries:
@@ -232,8 +234,8 @@ class ReplicaFetcher:
 
     # -- truncation ---------------------------------------------------------------------------
 
-    def _truncate(self, tp: object, decision: TruncationDecision) -> None:
-        log = self.logs.get(tp)  # type: ignore[arg-type]
+    def _truncate(self, tp: tuple[str, int], decision: TruncationDecision) -> None:
+        log = self.logs.get(tp)
         if log is None:
             return
         try:
@@ -242,11 +244,11 @@ class ReplicaFetcher:
             logger.warning("%s: truncation to %s failed, asking the leader again after the "
                            "back-off: %s", tp, decision.offset, exc)  # fmt: skip
             code = exc.error_code if isinstance(exc, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR
-            follower = self.state.partitions.get(tp)  # type: ignore[call-overload]
+            follower = self.state.partitions.get(tp)
             if follower is not None:
                 follower.on_truncation_failed(code, self.clock_ms())
 
-    def _cut(self, tp: object, log: UnifiedLog, decision: TruncationDecision) -> None:
+    def _cut(self, tp: tuple[str, int], log: UnifiedLog, decision: TruncationDecision) -> None:
         if decision.fully:
             log.truncate_fully_and_start_at(decision.offset)
         elif decision.offset < log.log_end_offset:

@@ -158,8 +158,8 @@ class _FetchPass:
         (topic, partition), _, cached = self.items[position]
         if cached is None or cached.hosted is None:
             return False
-        hosted = cached.hosted
-        if self.ctx.replica_manager.get(topic, partition) is not hosted:
+        hosted = self.ctx.replica_manager.get(topic, partition)
+        if hosted is None or hosted is not cached.hosted:
             return False
         state, log = hosted.state, hosted.log
         if (

@@ -21,6 +21,8 @@ connection when such a request had an error (Kafka does, so the client refreshes
 
 from __future__ import annotations
 
+from typing import Any
+
 from log.common.errors import (
     ErrorCode,
 )
@@ -29,16 +31,17 @@ from log.protocol.produce import PRODUCE_RESPONSE
 from log.replication.replica_manager import AppendResult
 from log.server.broker_context import BrokerContext
 from log.server.handlers.metadata import live_brokers
+from quorum.image import MetadataImage
 
 R = PRODUCE_RESPONSE.cls
 NO_HINT = R.PartitionProduceResponse.LeaderIdAndEpoch()  # leader -1, epoch -1: not written
 
 
-def _current_leader(image: object, topic: str, partition: int, hinted: set[int]) -> object:
+def _current_leader(image: MetadataImage, topic: str, partition: int, hinted: set[int]) -> Any:
     """KIP-951: the partition's leader and leader epoch as this broker's image knows them, for a
     client told NOT_LEADER_OR_FOLLOWER (v10+), its id added to `hinted` (for node_endpoints);
     -1 when unknown or leaderless."""
-    known = image.topic(topic)  # type: ignore[attr-defined]
+    known = image.topic(topic)
     state = known.partitions.get(partition) if known is not None else None
     if state is None or state.leader < 0:
         return NO_HINT
@@ -98,10 +101,8 @@ def _endpoints(ctx: BrokerContext, broker_ids: set[int]) -> list:
     ]
 
 
-def has_error(body: object) -> bool:
+def has_error(body: Any) -> bool:
     """True when any partition of a produce response carries an error (acks=0: close)."""
     return any(
-        p.error_code != ErrorCode.NONE
-        for t in body.responses  # type: ignore[attr-defined]
-        for p in t.partition_responses
+        p.error_code != ErrorCode.NONE for t in body.responses for p in t.partition_responses
     )
