@@ -3,10 +3,12 @@
 Reads DIR/node-i/node.toml (log/common/node_config.py), runs log/server/node.py's `run_node`,
 prints `READY` on stdout once the node serves (what `quorumlog up` waits for) and logs one
 line per state change to stderr (one per partition log recovered, with its duration); when
-stderr is a terminal, a progress bar shows the log recovery too. SIGTERM/SIGINT stop it cleanly (exit 0). A missing or bad
-configuration is a one-line error and exit code 2; so is a log or metadata directory another
-process holds (log/storage/dir_lock.py: a second node on the same directory is refused before
-it touches a file).
+stderr is a terminal, a progress bar shows the log recovery too. SIGTERM/SIGINT stop it
+cleanly (exit 0). A missing or bad configuration is a one-line error and exit code 2; so is a
+log or metadata directory another process holds (log/storage/dir_lock.py: a second node on the
+same directory is refused before it touches a file). A failed disk stops the node with a
+CRITICAL line and exit code 1: its log directory went offline (an I/O error there, e.g. a
+full disk: log/storage/log_dir_failure_channel.py) or its metadata journal cannot be written.
 
 Dying with the supervisor: `quorumlog up` (and `demo`) start nodes in their own session, so
 a terminal's Ctrl-C reaches only the supervisor, which stops them in order. If the supervisor
@@ -20,6 +22,7 @@ than prctl(PR_SET_PDEATHSIG): it works on every POSIX system, and PDEATHSIG fire
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING
 import click
 import trio
 
+from log.common.errors import KafkaStorageError
 from log.common.node_config import ConfigError, NodeConfig
 from log.server.logging_setup import configure_logging
 from log.storage.dir_lock import DirectoryLock, DirectoryLockedError
@@ -88,6 +92,14 @@ def _exit_with_parent(fd: int) -> None:
     threading.Thread(target=watch, name="parent-pipe-watch", daemon=True).start()
 
 
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    """The exceptions in `group`, nested groups (one per nursery they crossed) flattened."""
+    leaves: list[BaseException] = []
+    for exc in group.exceptions:
+        leaves.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return leaves
+
+
 @click.command("node")
 @click.option(
     "--data-dir",
@@ -135,6 +147,11 @@ def node(data_dir: Path, log_level: str, parent_pipe_fd: int | None) -> None:
     progress = RecoveryProgress() if sys.stderr.isatty() else None
     try:
         trio.run(lambda: run_node(config, ready=_ready, on_log_loaded=progress))
+    except* KafkaStorageError as group:  # its log directory or metadata journal failed
+        for failure in _leaves(group):
+            logging.getLogger("tools.node").critical("node %d stopped: %s", config.node_id,
+                                                     failure)  # fmt: skip
+        sys.exit(1)
     finally:
         if progress is not None:
             progress.stop()

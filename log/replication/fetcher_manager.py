@@ -44,6 +44,7 @@ class ReplicaFetcherManager:
         endpoint_for: EndpointLookup,
         clock_ms: Callable[[], int],
         on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None,
+        on_storage_error: Callable[[BaseException], None] = lambda exc: None,
     ) -> None:
         assert 0 < num_replica_fetchers <= MAX_NUM_REPLICA_FETCHERS
         self.config = config
@@ -51,6 +52,7 @@ class ReplicaFetcherManager:
         self.endpoint_for = endpoint_for
         self.clock_ms = clock_ms
         self.on_high_watermark = on_high_watermark
+        self.on_storage_error = on_storage_error  # a follower append/truncation failed
         self.fetchers: dict[tuple[int, int], tuple[ReplicaFetcher, trio.CancelScope]] = {}
         self._fetcher_for: dict[TopicPartition, tuple[int, int]] = {}
         self._nursery: trio.Nursery | None = None
@@ -112,6 +114,7 @@ class ReplicaFetcherManager:
             self.endpoint_for,
             self.clock_ms,
             self.on_high_watermark,
+            self.on_storage_error,
         )
         cancel_scope = trio.CancelScope()
         self.fetchers[key] = (fetcher, cancel_scope)

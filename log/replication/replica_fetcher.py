@@ -124,8 +124,10 @@ class ReplicaFetcher:
         endpoint_for: EndpointLookup,
         clock_ms: Callable[[], int],
         on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None,
+        on_storage_error: Callable[[BaseException], None] = lambda exc: None,
     ) -> None:
         self.config = config
+        self.on_storage_error = on_storage_error  # may take the log directory offline
         self.state = state
         self.endpoint_for = endpoint_for
         self.clock_ms = clock_ms
@@ -244,6 +246,7 @@ class ReplicaFetcher:
             logger.warning("%s: truncation to %s failed, asking the leader again after the "
                            "back-off: %s", tp, decision.offset, exc)  # fmt: skip
             code = exc.error_code if isinstance(exc, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR
+            self.on_storage_error(exc)
             follower = self.state.partitions.get(tp)
             if follower is not None:
                 follower.on_truncation_failed(code, self.clock_ms())
@@ -390,6 +393,7 @@ class ReplicaFetcher:
                 log.append_as_follower(records, now_ms)
             except KafkaError as exc:
                 logger.warning("%s: follower append failed: %s", tp, exc)
+                self.on_storage_error(exc)
                 follower.on_error(exc.error_code, now_ms)
                 return
             self.state.mark_fetched(tp)

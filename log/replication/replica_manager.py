@@ -58,6 +58,7 @@ from log.common.errors import (
     ErrorCode,
     InvalidRecordError,
     KafkaError,
+    KafkaStorageError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PolicyViolationError,
@@ -72,6 +73,7 @@ from log.replication.replica_fetcher import FetcherConfig
 from log.replication.unified_replica_log import UnifiedReplicaLog
 from log.storage.config import LogConfig, default_log_config, topic_log_config
 from log.storage.log import LogAppendInfo
+from log.storage.log_dir_failure_channel import LogDirFailedError
 from log.storage.manager import LogManager
 from quorum.broker_interface import ControllerChannel, MetadataSource
 from quorum.image import MetadataImage, PartitionRegistration, partition_changes
@@ -107,6 +109,11 @@ class ReplicaManager:
     ) -> None:
         self.broker_id = config.node_id
         self.log_manager = log_manager
+        # A log directory that failed an I/O goes offline (LogDirFailureChannel); the node has
+        # one, so its failure stops the broker: `run` raises LogDirFailedError.
+        self.failure_channel = log_manager.failure_channel
+        self._log_dirs_failed = trio.Event()
+        self._trio_token: trio.lowlevel.TrioToken | None = None
         self.metadata = metadata
         self.clock_ms = clock_ms
         self.default_config = default_log_config(config)
@@ -135,6 +142,7 @@ class ReplicaManager:
             props["num.replica.fetchers"],
             self.endpoint_for,
             clock_ms,
+            on_storage_error=self.report_storage_error,
         )
         self.isr_manager = IsrManager(
             config.node_id,
@@ -150,17 +158,31 @@ class ReplicaManager:
         self._fetching = False  # follower partitions go to the fetchers once they run
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the replica fetchers and the ISR manager (until cancelled), then follow the
-        metadata image: every new image is applied to the hosted partitions at once."""
+        """Run the replica fetchers and the ISR manager, follow the metadata image (every new
+        image is applied to the hosted partitions at once) until cancelled; raise
+        LogDirFailedError once the log directory went offline."""
+        self._trio_token = trio.lowlevel.current_trio_token()
+        self.failure_channel.on_offline = self._on_log_dir_offline
+        if self.log_manager.is_offline:  # failed before we ran (recovery, a tick)
+            self._on_log_dir_offline(str(self.log_manager.log_dir), "")
         async with trio.open_nursery() as nursery:
             await nursery.start(self.fetcher_manager.run)
             await nursery.start(self.isr_manager.run)
             self._fetching = True
             self.sync()
+            nursery.start_soon(self._follow_metadata)
             task_status.started()
-            async with self.metadata.subscribe() as images:
-                async for _image in images:
-                    self.sync()  # applies the newest, whichever we were sent
+            await self._log_dirs_failed.wait()
+            reason = self.failure_channel.offline_reason(self.log_manager.log_dir)
+            raise LogDirFailedError(
+                f"broker {self.broker_id} stops: its log directory {self.log_manager.log_dir} "
+                f"failed ({reason}) and it has no other"
+            )
+
+    async def _follow_metadata(self) -> None:
+        async with self.metadata.subscribe() as images:
+            async for _image in images:
+                self.sync()  # applies the newest, whichever we were sent
 
     def sync(self) -> MetadataImage:
         """Apply the newest metadata image to the hosted partitions (cheap when unchanged) and
@@ -169,6 +191,43 @@ class ReplicaManager:
         if image is not self._image:
             self.apply_image(image, self.clock_ms())
         return image
+
+    # -- log directory failure -----------------------------------------------------------------
+
+    def report_storage_error(self, exc: BaseException) -> None:
+        """A storage operation of a hosted partition failed: if that is a directory failure
+        (log_dir_failure_channel.is_log_dir_failure), the directory goes offline."""
+        self.failure_channel.report(self.log_manager.log_dir, exc)
+
+    def _on_log_dir_offline(self, log_dir: str, reason: str) -> None:
+        """LogDirFailureChannel's callback (any thread): handle it on the trio thread."""
+        token = self._trio_token
+        if token is None:
+            return  # not running yet: `run` handles a directory already offline
+        try:
+            if trio.lowlevel.current_trio_token() is token:
+                self._take_log_dir_offline(log_dir, reason)
+                return
+        except RuntimeError:
+            pass  # another thread
+        token.run_sync_soon(self._take_log_dir_offline, log_dir, reason)
+
+    def _take_log_dir_offline(self, log_dir: str, reason: str) -> None:
+        """Kafka's handleLogDirFailure: every partition in the directory stops being served
+        (KAFKA_STORAGE_ERROR) and is no longer fetched; waiters wake and fail. With no
+        directory left online, `run` stops the broker."""
+        if self._log_dirs_failed.is_set():
+            return
+        logger.error("log directory %s is offline: %s. Its %d partitions answer "
+                     "KAFKA_STORAGE_ERROR; the broker stops (no other log directory)",
+                     log_dir, reason or self.failure_channel.offline_reason(log_dir),
+                     len(self._partitions))  # fmt: skip
+        for key, hosted in self._partitions.items():
+            hosted.state.make_offline()
+            hosted.is_leader = False
+            self._stop_fetching(key)
+            hosted.signal_high_watermark()
+        self._log_dirs_failed.set()
 
     @property
     def image(self) -> MetadataImage:
@@ -185,6 +244,8 @@ class ReplicaManager:
         hosted = self._partitions.get((topic, partition))
         if hosted is not None and hosted.is_leader:
             return hosted
+        if hosted is not None and self.log_manager.is_offline:
+            raise KafkaStorageError(f"{topic}-{partition} is offline: its log directory failed")
         known = image.topic(topic)
         if known is None or partition not in known.partitions:
             known = self._image.topic(topic)
@@ -216,7 +277,11 @@ class ReplicaManager:
             hosted.state.check_enough_replicas_for_append(hosted.log.config.min_insync_replicas)
         if not records:
             raise InvalidRecordError("an append needs one record batch")
-        info = hosted.log.append_as_leader(records, hosted.leader_epoch, self.clock_ms())
+        try:
+            info = hosted.log.append_as_leader(records, hosted.leader_epoch, self.clock_ms())
+        except KafkaStorageError as exc:
+            self.report_storage_error(exc)
+            raise
         self._advance_and_signal(hosted)
         return hosted, info
 
@@ -341,16 +406,20 @@ class ReplicaManager:
         old = self._image
         if image is old:
             return
+        if self.log_manager.is_offline:
+            self._image = image  # nothing is written to a failed directory again
+            return
         for change in partition_changes(old, image):
             key = (change.topic_name, change.partition)
             self._failed.discard(key)
             try:
                 self._apply_change(image, change.topic_name, change.partition, change.new, now_ms)
-            except Exception:  # a storage failure on one partition must not stop the others
+            except Exception as exc:  # one partition's failure must not stop the others
                 logger.exception("applying %s-%s failed (retried every %d ms)",
                                  change.topic_name, change.partition,
                                  RETRY_FAILED_INTERVAL_MS)  # fmt: skip
                 self._fail(key)
+                self.report_storage_error(exc)
         if image.configs is not old.configs:
             self._apply_configs(old, image)
         self._image = image
@@ -371,7 +440,7 @@ class ReplicaManager:
     def retry_failed(self, now_ms: int) -> None:
         """Apply the newest image again to each partition whose change failed (at most every
         RETRY_FAILED_INTERVAL_MS; cheap when none failed)."""
-        if not self._failed or now_ms < self._next_retry_ms:
+        if not self._failed or now_ms < self._next_retry_ms or self.log_manager.is_offline:
             return
         self._next_retry_ms = now_ms + RETRY_FAILED_INTERVAL_MS
         image = self._image
@@ -383,6 +452,7 @@ class ReplicaManager:
             except Exception as exc:  # noqa: BLE001 - still failing: next interval
                 logger.debug("retrying %s-%s failed again: %s", key[0], key[1], exc)
                 self._fail(key)  # undo the half-made change again
+                self.report_storage_error(exc)
                 continue
             self._failed.discard(key)
             logger.info("partition %s-%d applied after an earlier failure", *key)

@@ -779,6 +779,13 @@ class UnifiedLog:
             segment.close()
         self.is_closed = True
 
+    def close_handlers(self) -> None:
+        """Close the files without writing anything (no producer snapshot, no index entry):
+        the log directory failed, and nothing is written there again."""
+        for segment in self._segments:
+            segment.close_handlers()
+        self.is_closed = True
+
     def delete(self) -> None:
         """Remove every file of this log (the manager removes the directory)."""
         for segment in self._segments:

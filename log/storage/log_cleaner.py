@@ -60,6 +60,7 @@ from log.storage.cleaner_swap import (
     write_cleaned_file,
 )
 from log.storage.log import UnifiedLog
+from log.storage.log_dir_failure_channel import LogDirFailureChannel
 from log.storage.retention import SegmentSummary
 from log.storage.segment import LogSegment
 
@@ -290,9 +291,13 @@ class LogCleaner:
         log_dir: str | os.PathLike[str],
         logs: Callable[[], Mapping[TopicPartition, UnifiedLog]],
         config: CleanerConfig | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         self.config = config or CleanerConfig()
         self._logs = logs
+        self.log_dir = Path(log_dir)
+        # An I/O error while cleaning takes the directory offline, as any other (Kafka's).
+        self.failure_channel = failure_channel or LogDirFailureChannel()
         self.checkpoint_file = OffsetCheckpointFile(Path(log_dir) / CLEANER_OFFSET_CHECKPOINT_FILE)
         self.manager = LogCleanerManager(self._read_checkpoints())
         self.cleaned_count = 0  # commits, for tests and metrics
@@ -334,8 +339,12 @@ class LogCleaner:
         log = self._logs().get(topic_partition)
         try:
             committed = log is not None and commit_clean(log, result)
-        except (OSError, KafkaError):  # each group is swapped atomically: the log stays whole
+        except (
+            OSError,
+            KafkaError,
+        ) as exc:  # each group is swapped atomically: the log stays whole
             logger.exception("committing the clean of %s-%s failed", *topic_partition)
+            self.failure_channel.report(self.log_dir, exc)
             committed = False
         if not committed:
             discard_groups(result.groups)
@@ -372,6 +381,7 @@ class LogCleaner:
             result = await trio.to_thread.run_sync(build_cleaned_segments, plan)
         except (OSError, KafkaError) as exc:  # a file changed under us, a full disk...
             logger.warning("cleaning %s-%s failed: %s", *plan.to_clean.topic_partition, exc)
+            self.failure_channel.report(self.log_dir, exc)
             self.manager.abort_cleaning(plan.to_clean.topic_partition)
             self.aborted_count += 1
             return False

@@ -27,7 +27,6 @@ checkpoint.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import shutil
@@ -54,6 +53,7 @@ from log.storage.clean_shutdown import (
 from log.storage.config import LogConfig
 from log.storage.log import UnifiedLog
 from log.storage.log_cleaner import CleanerConfig, LogCleaner
+from log.storage.log_dir_failure_channel import LogDirFailureChannel
 from log.storage.log_loader import load_log
 
 logger = logging.getLogger(__name__)
@@ -61,9 +61,8 @@ logger = logging.getLogger(__name__)
 DELETE_DIR_SUFFIX = "-delete"
 # A periodic job (a checkpoint, a flush) that failed for want of descriptors or memory is
 # retried at its next interval: nothing was half-written (checkpoints are written to a temporary
-# file and renamed; unwritten index entries stay pending). Any other error still propagates:
-# an I/O error must never be retried into apparent success.
-TRANSIENT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN})
+# file and renamed; unwritten index entries stay pending). Any other error takes the directory
+# offline (log_dir_failure_channel.py): an I/O error is never retried into apparent success.
 RETENTION_CHECK_INTERVAL_MS = 300_000  # log.retention.check.interval.ms
 FLUSH_CHECK_INTERVAL_MS = 1_000  # how often flush.ms is evaluated (bounded by INT64 flush.ms)
 RECOVERY_POINT_CHECKPOINT_INTERVAL_MS = 60_000  # log.flush.offset.checkpoint.interval.ms
@@ -109,8 +108,10 @@ class LogManager:
         topic_configs: Mapping[str, LogConfig] | None = None,
         on_log_loaded: OnLogLoaded | None = None,
         cleaner_config: CleanerConfig | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
+        self.failure_channel = failure_channel or LogDirFailureChannel()
         self._on_log_loaded = on_log_loaded
         self.default_config = default_config or LogConfig()
         self.topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
@@ -133,7 +134,9 @@ class LogManager:
         cleaner_config = cleaner_config or CleanerConfig()
         self.cleaner: LogCleaner | None = None
         if cleaner_config.enable:
-            self.cleaner = LogCleaner(self.log_dir, lambda: self._logs, cleaner_config)
+            self.cleaner = LogCleaner(
+                self.log_dir, lambda: self._logs, cleaner_config, self.failure_channel
+            )
             self.cleaner.write_checkpoints()  # prunes logs this directory no longer holds
 
     # -- startup ------------------------------------------------------------------------------
@@ -312,23 +315,39 @@ class LogManager:
             ),
         }
         for name, (job, interval_ms) in jobs.items():
+            if self.is_offline:
+                break  # a failed directory is never written again: no job runs there
             if now_ms >= self._next_run_ms[name]:
                 self._next_run_ms[name] = now_ms + interval_ms
                 try:
                     job(now_ms)
                 except (OSError, KafkaStorageError) as exc:
-                    if _cause_errno(exc) not in TRANSIENT_ERRNOS:
-                        raise  # an I/O error is never retried into success (issue 14 §3)
+                    if self.failure_channel.report(self.log_dir, exc):
+                        continue  # offline: never retried into apparent success
                     logger.warning("log manager job %s failed, retrying in %d ms: %s",
                                    name, interval_ms, exc)  # fmt: skip
         return max(0, min(self._next_run_ms.values()) - now_ms)
 
     # -- shutdown -----------------------------------------------------------------------------
 
+    @property
+    def is_offline(self) -> bool:
+        """The directory failed an I/O (LogDirFailureChannel): nothing is written there again."""
+        return self.failure_channel.is_offline(self.log_dir)
+
     def shutdown(self, now_ms: int = 0, broker_epoch: int = -1) -> None:
         """Flush and close every log, write the checkpoints, then the clean-shutdown marker
-        (with `broker_epoch`, the registration this process ends)."""
+        (with `broker_epoch`, the registration this process ends). An offline directory is
+        only closed: no flush, no checkpoint, no marker (the next start recovers it)."""
         if self.is_shut_down:
+            return
+        if self.is_offline:
+            for log in self._logs.values():
+                log.close_handlers()
+            logger.warning("not flushing or marking %s clean: it went offline (%s); the next "
+                           "start recovers its logs", self.log_dir,
+                           self.failure_channel.offline_reason(self.log_dir))  # fmt: skip
+            self.is_shut_down = True
             return
         failures = []
         for log in self._logs.values():
@@ -349,13 +368,3 @@ class LogManager:
         self.is_shut_down = True
         if failures:
             raise failures[0]
-
-
-def _cause_errno(exc: BaseException) -> int | None:
-    """The errno of `exc` or of the OSError it wraps."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, OSError) and cause.errno is not None:
-            return cause.errno
-        cause = cause.__cause__
-    return None

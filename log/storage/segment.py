@@ -577,6 +577,15 @@ class LogSegment:
         os.close(self._fd)
         self.is_open = False
 
+    def close_handlers(self) -> None:
+        """Close the file without writing anything: its directory failed (Kafka's
+        closeHandlers). Pending index entries are dropped; the next start's recovery
+        rebuilds what it needs."""
+        if not self.is_open:
+            return
+        os.close(self._fd)
+        self.is_open = False
+
     def delete(self) -> None:
         """Rename the .log to .deleted first (the atomic point), then remove every file."""
         if self.is_open:
