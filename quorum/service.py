@@ -55,6 +55,7 @@ from log.protocol.framing import FrameDecoder
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
+from quorum.partition_change import ElectionPolicy
 from quorum.raft import RaftConfig, RaftFatalError, RaftNode
 from quorum.records import BrokerEndpoint, MetadataRecord, encode_batch
 from quorum.state_machine import ApplyResult, MetadataStateMachine
@@ -98,8 +99,16 @@ class ControllerService:
         self.fence_check_interval_ms = max(50, min(1000, self.session_timeout_ms // 4))
         self.raft: RaftNode | None = None
         self.active_epoch = -1  # the controller epoch we serve in; -1: not active
+        # Elections take the node's min.insync.replicas / unclean.leader.election.enable
+        # unless a topic or the cluster config sets them.
+        self.election_defaults = ElectionPolicy(
+            min_insync_replicas=config.props["min.insync.replicas"],
+            unclean_leader_election_enable=config.props["unclean.leader.election.enable"],
+        )
         self.tracker = BrokerHeartbeatTracker(
-            self.session_timeout_ms, config.props["broker.disconnect.fence.ms"]
+            self.session_timeout_ms,
+            config.props["broker.disconnect.fence.ms"],
+            self.election_defaults,
         )
         self._fence_wakeup = trio.Event()
         self._connection_ids = itertools.count(1)
@@ -298,7 +307,9 @@ class ControllerService:
             alive = not own_broker and self.tracker.has_valid_session(
                 image, request.broker_id, _now_ms()
             )
-            records, response = c.register_broker(image, request, previous_session_alive=alive)
+            records, response = c.register_broker(
+                image, request, previous_session_alive=alive, defaults=self.election_defaults
+            )
             if response.error_code == ErrorCode.NONE:
                 self.tracker.touch(request.broker_id, _now_ms(), connection_id)
             return records, response
@@ -319,7 +330,7 @@ class ControllerService:
         self, request: c.BrokerHeartbeatRequest, connection_id: int | None = None
     ) -> Any:
         def decide(image):  # noqa: ANN001, ANN202
-            records, response = c.heartbeat(image, request)
+            records, response = c.heartbeat(image, request, self.election_defaults)
             if response.error_code == ErrorCode.NONE:
                 self.tracker.touch(request.broker_id, _now_ms(), connection_id)
             return records, response
@@ -351,7 +362,7 @@ class ControllerService:
             "alter_partitions": c.alter_partitions,
             "controlled_shutdown": c.controlled_shutdown,
         }[operation]
-        return await self._decide(lambda image: decide(image, request))
+        return await self._decide(lambda image: decide(image, request, self.election_defaults))
 
     # -- metadata fetch (any controller) ------------------------------------------------------
 
@@ -402,6 +413,7 @@ class ControllerService:
                         tuple(BrokerEndpoint(x.name, x.host, x.port) for x in body.listeners),
                         body.rack,
                         body.previous_broker_epoch,
+                        log_dir_empty=c.LOST_DIRECTORY_ID in (body.log_dirs or ()),
                     ),
                     connection_id,
                 )
