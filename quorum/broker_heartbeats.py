@@ -26,8 +26,9 @@ Nothing here reads a clock; the controller service passes `now_ms` and connectio
 
 from __future__ import annotations
 
-from quorum.controller import fence_expired_brokers
+from quorum.controller import NODE_DEFAULTS, fence_expired_brokers
 from quorum.image import MetadataImage
+from quorum.partition_change import ElectionPolicy
 from quorum.records import MetadataRecord
 
 SESSION_EXPIRED = "session_expired"
@@ -38,9 +39,15 @@ class BrokerHeartbeatTracker:
     """Last contact and heartbeat connection per broker, kept by the active controller only
     (never replicated: a new controller starts every session at its activation)."""
 
-    def __init__(self, session_timeout_ms: int, disconnect_grace_ms: int = 0) -> None:
+    def __init__(
+        self,
+        session_timeout_ms: int,
+        disconnect_grace_ms: int = 0,
+        election_defaults: ElectionPolicy = NODE_DEFAULTS,
+    ) -> None:
         assert session_timeout_ms > 0 and disconnect_grace_ms >= 0
         self.session_timeout_ms = session_timeout_ms
+        self.election_defaults = election_defaults
         self.disconnect_grace_ms = disconnect_grace_ms
         self.last_heartbeat_ms_by_broker: dict[int, int] = {}
         self._connection_by_broker: dict[int, int] = {}
@@ -106,7 +113,9 @@ class BrokerHeartbeatTracker:
         for broker_id, since_ms in self._disconnected_since_ms.items():
             if now_ms - since_ms > self.disconnect_grace_ms:
                 contact[broker_id] = now_ms - self.session_timeout_ms - 1  # as good as expired
-        return fence_expired_brokers(image, contact, now_ms, self.session_timeout_ms)
+        return fence_expired_brokers(
+            image, contact, now_ms, self.session_timeout_ms, self.election_defaults
+        )
 
     def reason(self, broker_id: int, now_ms: int) -> str:
         """Why fence_expired fenced this broker (for the log line)."""

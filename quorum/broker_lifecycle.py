@@ -63,10 +63,13 @@ class BrokerLifecycle:
         *,
         incarnation_id: uuid.UUID | None = None,
         previous_broker_epoch: int = -1,
+        log_dir_empty: bool = False,
     ) -> None:
         self.config = config
         # The broker epoch of this node's last clean shutdown (its log dir's marker; -1: none).
         self.previous_broker_epoch = previous_broker_epoch
+        # Its log directory held nothing at start: it has none of the data it may have had.
+        self.log_dir_empty = log_dir_empty
         self.broker_id = config.node_id
         self.client = client
         self.fetch_client = fetch_client
@@ -127,6 +130,7 @@ class BrokerLifecycle:
         return c.BrokerRegistrationRequest(
             self.broker_id, self.incarnation_id, endpoints,
             previous_broker_epoch=self.previous_broker_epoch,
+            log_dir_empty=self.log_dir_empty,
         )  # fmt: skip
 
     async def register(self) -> None:

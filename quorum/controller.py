@@ -11,21 +11,27 @@ that another batch has since changed is rejected on apply rather than applied wr
 that pipelines proposals should decide on an image with its in-flight batches already replayed
 (image.replay_batch), or wait for each apply.
 
-Leader election (Kafka's offline-partition election, unclean election off): the new leader is the
-first member of the ISR, in ISR order, that is live (registered and unfenced) and not being
-removed; leader_epoch + 1 on every leader change, partition_epoch + 1 on every change. With no
-such member the partition becomes leaderless and keeps its last ISR member (see image.py).
+Leader election and the ISR/ELR rules (KIP-966) are quorum/partition_change.py's: the first live
+ISR member, then an eligible leader replica, then the last known leader, and a replica outside
+them only with unclean.leader.election.enable. A broker that registers without having shut down
+cleanly (its previous broker epoch is not the one the image holds) leaves every ISR and ELR in
+the same batch: its unflushed tail may be gone. Each decision that elects takes the node's
+defaults for min.insync.replicas and unclean.leader.election.enable (`ElectionPolicy`); a topic's
+or the cluster's config overrides them (`election_policy`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from log.common.errors import ErrorCode
-from quorum.image import MAX_PRODUCER_ID, MetadataImage, PartitionRegistration, topic_name_error
+from quorum.image import MAX_PRODUCER_ID, MetadataImage, topic_name_error
+from quorum.partition_change import ElectionPolicy, change_record, partition_change
 from quorum.records import (
+    CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
     NO_LEADER,
     ActiveControllerRecord,
@@ -52,6 +58,12 @@ MAX_TOPICS_PER_REQUEST = 1_000
 # millions of records.
 MAX_RECORDS_PER_OPERATION = 10_000
 TOO_LARGE_MESSAGE = "Unable to perform excessively large batch operation."
+# Kafka's defaults (min.insync.replicas 1, unclean.leader.election.enable false); the service
+# passes its node's configuration instead.
+NODE_DEFAULTS = ElectionPolicy()
+# Kafka's DirectoryId.LOST: a registration naming it reports a log directory that came back
+# empty (wiped, or the node's first start).
+LOST_DIRECTORY_ID = uuid.UUID(int=1)
 
 
 # -- topic configs --------------------------------------------------------------------------------
@@ -129,75 +141,96 @@ def topic_config_error(key: str, value: str | None) -> str | None:
 # -- leader election ------------------------------------------------------------------------------
 
 
-def _elect(
-    image: MetadataImage,
-    topic_id: uuid.UUID,
-    partition: int,
-    state: PartitionRegistration,
-    removed: frozenset[int],
-) -> PartitionChangeRecord | None:
-    """Take `removed` brokers out of the ISR and the leadership of one partition; None if the
-    partition does not change."""
-    isr = tuple(b for b in state.isr if b not in removed)
-    leader = state.leader
-    if leader in removed or leader == NO_LEADER:
-        leader = next((b for b in isr if image.is_live(b)), NO_LEADER)
-    if leader == NO_LEADER and not isr:
-        # Unclean election is off: keep the last ISR member (Kafka does the same) so that it can
-        # lead again once it comes back.
-        last = state.leader if state.leader != NO_LEADER else state.isr[0] if state.isr else None
-        isr = (last,) if last is not None else ()
-    if leader == state.leader and isr == state.isr:
-        return None
-    leader_changed = leader != state.leader
-    return PartitionChangeRecord(
-        topic_id,
-        partition,
-        leader_epoch=state.leader_epoch + (1 if leader_changed else 0),
-        partition_epoch=state.partition_epoch + 1,
-        leader=leader if leader_changed else None,
-        isr=isr if isr != state.isr else None,
+def election_policy(
+    image: MetadataImage, topic_name: str, defaults: ElectionPolicy
+) -> ElectionPolicy:
+    """A topic's min.insync.replicas and unclean.leader.election.enable: the topic's config,
+    else the cluster-wide broker config (resource ""), else the node's (`defaults`)."""
+    cluster = image.configs.get((CONFIG_RESOURCE_BROKER, ""), {})
+    topic = image.topic_configs(topic_name)
+
+    def value(key: str) -> str | None:
+        return topic.get(key, cluster.get(key))
+
+    min_isr = value("min.insync.replicas")
+    unclean = value("unclean.leader.election.enable")
+    return ElectionPolicy(
+        min_insync_replicas=max(1, int(min_isr)) if min_isr else defaults.min_insync_replicas,
+        unclean_leader_election_enable=(
+            unclean.strip().lower() == "true"
+            if unclean
+            else defaults.unclean_leader_election_enable
+        ),
     )
 
 
-def _remove_brokers_records(
-    image: MetadataImage, broker_ids: frozenset[int]
+def _partition_change_records(
+    image: MetadataImage,
+    defaults: ElectionPolicy,
+    *,
+    removed: frozenset[int] = frozenset(),
+    added: int = NO_LEADER,
+    unclean_shutdown: int = NO_LEADER,
+    lost_data: bool = False,
 ) -> list[PartitionChangeRecord]:
+    """Kafka's generateLeaderAndIsrUpdates: take `removed` brokers (and `unclean_shutdown`) out
+    of every ISR and leadership, `unclean_shutdown` out of every ELR too (and out of
+    last_known_elr when it came back without its data), and elect where needed; `added` (a
+    broker being unfenced) may lead though the image still shows it fenced."""
+    gone = removed | ({unclean_shutdown} if unclean_shutdown != NO_LEADER else set())
+
+    def may_lead(r: int) -> bool:
+        return r not in gone and (r == added or image.is_live(r))
+
     records = []
     for topic_id, p, state in image.iter_partitions():
-        if state.leader in broker_ids or broker_ids & set(state.isr):
-            change = _elect(image, topic_id, p, state, broker_ids)
-            if change is not None:
-                records.append(change)
+        touches = not gone.isdisjoint(state.isr) or state.leader in gone
+        touches = touches or unclean_shutdown in state.elr
+        touches = touches or (lost_data and unclean_shutdown in state.last_known_elr)
+        touches = touches or (added != NO_LEADER and state.leader == NO_LEADER)
+        if not touches:
+            continue
+        policy = election_policy(image, image.topics[topic_id].name, defaults)
+        new = partition_change(
+            state,
+            tuple(r for r in state.isr if r not in gone),
+            may_lead,
+            policy,
+            unclean_shutdown_replicas=(unclean_shutdown,) if unclean_shutdown != NO_LEADER else (),
+            lost_data_replicas=(unclean_shutdown,) if lost_data else (),
+        )
+        record = change_record(topic_id, p, state, new)
+        if record is not None:
+            records.append(record)
     return records
 
 
-def _fence_records(image: MetadataImage, broker_ids: Sequence[int]) -> list[MetadataRecord]:
-    """FenceBrokerRecords plus the ISR/leader moves that keep the image invariant."""
+def _remove_brokers_records(
+    image: MetadataImage, broker_ids: frozenset[int], defaults: ElectionPolicy
+) -> list[PartitionChangeRecord]:
+    return _partition_change_records(image, defaults, removed=broker_ids)
+
+
+def _fence_records(
+    image: MetadataImage, broker_ids: Sequence[int], defaults: ElectionPolicy
+) -> list[MetadataRecord]:
+    """FenceBrokerRecords plus the ISR/ELR/leader moves that keep the image invariant."""
     live = frozenset(b for b in broker_ids if image.is_live(b))
     records: list[MetadataRecord] = [
         FenceBrokerRecord(b, image.brokers[b].broker_epoch) for b in sorted(live)
     ]
-    records.extend(_remove_brokers_records(image, live))
+    records.extend(_remove_brokers_records(image, live, defaults))
     return records
 
 
-def _unfence_records(image: MetadataImage, broker_id: int) -> list[MetadataRecord]:
-    """UnfenceBrokerRecord plus leadership for leaderless partitions whose last ISR member is
-    this broker."""
+def _unfence_records(
+    image: MetadataImage, broker_id: int, defaults: ElectionPolicy
+) -> list[MetadataRecord]:
+    """UnfenceBrokerRecord plus an election in every leaderless partition, which this broker
+    may now win (as an ISR member, an ELR member or the last known leader)."""
     broker = image.brokers[broker_id]
     records: list[MetadataRecord] = [UnfenceBrokerRecord(broker_id, broker.broker_epoch)]
-    for topic_id, p, state in image.iter_partitions():
-        if state.leader == NO_LEADER and state.isr == (broker_id,):
-            records.append(
-                PartitionChangeRecord(
-                    topic_id,
-                    p,
-                    leader_epoch=state.leader_epoch + 1,
-                    partition_epoch=state.partition_epoch + 1,
-                    leader=broker_id,
-                )
-            )
+    records.extend(_partition_change_records(image, defaults, added=broker_id))
     return records
 
 
@@ -233,6 +266,9 @@ class BrokerRegistrationRequest:
     # KIP-966: the broker epoch this broker had when it last shut down cleanly (-1: it did
     # not, or does not know).
     previous_broker_epoch: int = -1
+    # Its log directory held no log and no checkpoint at start (wiped, or brand new): it
+    # holds none of the data it may have had.
+    log_dir_empty: bool = False
 
 
 @dataclass(frozen=True)
@@ -246,6 +282,7 @@ def register_broker(
     request: BrokerRegistrationRequest,
     *,
     previous_session_alive: bool = False,
+    defaults: ElectionPolicy = NODE_DEFAULTS,
 ) -> tuple[list[MetadataRecord], BrokerRegistrationResponse]:
     """A (re-)registration. The new broker_epoch is greater than the broker's previous epoch and
     than the image's last offset, so epochs increase across re-registrations and controller
@@ -255,7 +292,8 @@ def register_broker(
     (KIP-966's previous broker epoch): that session ended with the process, whatever the
     controller's heartbeat clock says (a controller that just took over counts every broker's
     session as fresh). The broker starts fenced; a known broker's old incarnation leaves every
-    ISR in the same batch."""
+    ISR in the same batch, and every ELR too when it did not shut down cleanly (KIP-966: its
+    unflushed tail may be lost), and last_known_elr as well when its log directory is empty."""
     if request.broker_id < 0:
         return [], BrokerRegistrationResponse(ErrorCode.INVALID_REQUEST)
     if len({e.name for e in request.endpoints}) != len(request.endpoints):
@@ -278,8 +316,17 @@ def register_broker(
             fenced=True,
         )
     ]
-    if old is not None:
-        records.extend(_remove_brokers_records(image, frozenset([request.broker_id])))
+    if old is not None and request.previous_broker_epoch == old.broker_epoch:
+        records.extend(_remove_brokers_records(image, frozenset([request.broker_id]), defaults))
+    elif old is not None:
+        records.extend(
+            _partition_change_records(
+                image,
+                defaults,
+                unclean_shutdown=request.broker_id,
+                lost_data=request.log_dir_empty,
+            )
+        )
     return records, BrokerRegistrationResponse(ErrorCode.NONE, broker_epoch)
 
 
@@ -301,7 +348,9 @@ class BrokerHeartbeatResponse:
 
 
 def heartbeat(
-    image: MetadataImage, request: BrokerHeartbeatRequest
+    image: MetadataImage,
+    request: BrokerHeartbeatRequest,
+    defaults: ElectionPolicy = NODE_DEFAULTS,
 ) -> tuple[list[MetadataRecord], BrokerHeartbeatResponse]:
     """A broker heartbeat. The driver records `now_ms` as the broker's last contact. A fenced broker
     that has replayed up to its own registration is unfenced (and takes back the leadership of
@@ -313,17 +362,17 @@ def heartbeat(
     caught_up = request.current_metadata_offset >= broker.registered_offset
     if request.want_shut_down:
         records, response = controlled_shutdown(
-            image, ControlledShutdownRequest(request.broker_id, request.broker_epoch)
+            image, ControlledShutdownRequest(request.broker_id, request.broker_epoch), defaults
         )
         return records, BrokerHeartbeatResponse(
             response.error_code, caught_up, is_fenced=True, should_shut_down=True
         )
     if request.want_fence:
-        return _fence_records(image, [request.broker_id]), BrokerHeartbeatResponse(
+        return _fence_records(image, [request.broker_id], defaults), BrokerHeartbeatResponse(
             ErrorCode.NONE, caught_up, is_fenced=True
         )
     if broker.fenced and caught_up:
-        return _unfence_records(image, request.broker_id), BrokerHeartbeatResponse(
+        return _unfence_records(image, request.broker_id, defaults), BrokerHeartbeatResponse(
             ErrorCode.NONE, True, is_fenced=False
         )
     return [], BrokerHeartbeatResponse(ErrorCode.NONE, caught_up, is_fenced=broker.fenced)
@@ -334,6 +383,7 @@ def fence_expired_brokers(
     last_heartbeat_ms_by_broker: Mapping[int, int],
     now_ms: int,
     session_timeout_ms: int,
+    defaults: ElectionPolicy = NODE_DEFAULTS,
 ) -> tuple[list[MetadataRecord], list[int]]:
     """Fence every unfenced broker whose last heartbeat is older than session_timeout_ms, moving
     its leaderships to the first live ISR member (leader_epoch + 1) and taking it out of every
@@ -348,7 +398,7 @@ def fence_expired_brokers(
     ]
     if not expired:
         return [], []
-    return _fence_records(image, expired), expired
+    return _fence_records(image, expired, defaults), expired
 
 
 @dataclass(frozen=True)
@@ -364,7 +414,9 @@ class ControlledShutdownResponse:
 
 
 def controlled_shutdown(
-    image: MetadataImage, request: ControlledShutdownRequest
+    image: MetadataImage,
+    request: ControlledShutdownRequest,
+    defaults: ElectionPolicy = NODE_DEFAULTS,
 ) -> tuple[list[MetadataRecord], ControlledShutdownResponse]:
     """Move every leadership off a broker that is shutting down, take it out of every ISR and
     fence it; once the batch is applied the broker may stop without making partitions
@@ -372,7 +424,7 @@ def controlled_shutdown(
     error = _check_broker_epoch(image, request.broker_id, request.broker_epoch)
     if error != ErrorCode.NONE:
         return [], ControlledShutdownResponse(error)
-    records = _fence_records(image, [request.broker_id])
+    records = _fence_records(image, [request.broker_id], defaults)
     moved = tuple(
         (r.topic_id, r.partition) for r in records if isinstance(r, PartitionChangeRecord)
     )
@@ -390,7 +442,9 @@ class UnregisterBrokerResponse:
 
 
 def unregister_broker(
-    image: MetadataImage, request: UnregisterBrokerRequest
+    image: MetadataImage,
+    request: UnregisterBrokerRequest,
+    defaults: ElectionPolicy = NODE_DEFAULTS,
 ) -> tuple[list[MetadataRecord], UnregisterBrokerResponse]:
     """Forget a decommissioned broker: it leaves every ISR and leadership first (same rules as
     fencing), then its registration is removed. Its id may stay in replica lists."""
@@ -398,7 +452,12 @@ def unregister_broker(
     if broker is None:
         return [], UnregisterBrokerResponse(ErrorCode.BROKER_ID_NOT_REGISTERED)
     records: list[MetadataRecord] = list(
-        _remove_brokers_records(image, frozenset([request.broker_id]))
+        _partition_change_records(
+            image,
+            defaults,
+            removed=frozenset([request.broker_id]),
+            unclean_shutdown=request.broker_id,
+        )
     )
     records.append(UnregisterBrokerRecord(request.broker_id, broker.broker_epoch))
     return records, UnregisterBrokerResponse(ErrorCode.NONE)
@@ -718,7 +777,33 @@ def alter_topic_configs(
         ConfigRecord(CONFIG_RESOURCE_TOPIC, request.topic_name, key, request.changes[key])
         for key in sorted(request.changes)
     ]
+    if request.changes.get("unclean.leader.election.enable") == "true":
+        # Enabling it elects, in the same batch, a leader for every leaderless partition that
+        # has a live replica (Kafka's controller runs that election once the config is set).
+        records.extend(_unclean_elections(image, request.topic_name, request.changes))
     return records, AlterConfigsResponse(ErrorCode.NONE)
+
+
+def _unclean_elections(
+    image: MetadataImage, topic_name: str, changes: Mapping[str, str | None]
+) -> list[MetadataRecord]:
+    topic = image.topic(topic_name)
+    assert topic is not None
+    min_isr = changes.get("min.insync.replicas")
+    policy = dataclasses.replace(
+        election_policy(image, topic_name, NODE_DEFAULTS),
+        unclean_leader_election_enable=True,
+        **({"min_insync_replicas": int(min_isr)} if min_isr else {}),
+    )
+    records: list[MetadataRecord] = []
+    for p in sorted(topic.partitions):
+        state = topic.partitions[p]
+        if state.leader == NO_LEADER:
+            new = partition_change(state, state.isr, image.is_live, policy)
+            record = change_record(topic.topic_id, p, state, new)
+            if record is not None:
+                records.append(record)
+    return records
 
 
 # -- ISR changes from partition leaders (AlterPartition) ------------------------------------------
@@ -745,7 +830,9 @@ class AlterPartitionResponse:
 
 
 def alter_partition(
-    image: MetadataImage, request: AlterPartitionRequest
+    image: MetadataImage,
+    request: AlterPartitionRequest,
+    defaults: ElectionPolicy = NODE_DEFAULTS,
 ) -> tuple[list[MetadataRecord], AlterPartitionResponse]:
     """A leader's ISR shrink/expand. Rejected with STALE_BROKER_EPOCH, UNKNOWN_TOPIC_ID /
     UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH (leader epoch
@@ -785,15 +872,15 @@ def alter_partition(
         return fail(ErrorCode.INELIGIBLE_REPLICA)
     if new_isr == state.isr:
         return fail(ErrorCode.NONE)
-    record = PartitionChangeRecord(
-        request.topic_id,
-        request.partition,
-        leader_epoch=state.leader_epoch,
-        partition_epoch=state.partition_epoch + 1,
-        isr=new_isr,
-    )
+    # The leader is live and in new_isr, so it stays; what changes beside the ISR is the ELR
+    # (members that leave while the ISR is below min.insync.replicas are kept there).
+    policy = election_policy(image, topic.name, defaults)
+    new = partition_change(state, new_isr, image.is_live, policy)
+    assert new.leader == state.leader and new.isr == new_isr
+    record = change_record(request.topic_id, request.partition, state, new)
+    assert record is not None
     response = AlterPartitionResponse(
-        ErrorCode.NONE, state.leader, state.leader_epoch, new_isr, state.partition_epoch + 1
+        ErrorCode.NONE, state.leader, state.leader_epoch, new_isr, new.partition_epoch
     )
     return [record], response
 
@@ -816,7 +903,9 @@ class AlterPartitionsResponse:
 
 
 def alter_partitions(
-    image: MetadataImage, request: AlterPartitionsRequest
+    image: MetadataImage,
+    request: AlterPartitionsRequest,
+    defaults: ElectionPolicy = NODE_DEFAULTS,
 ) -> tuple[list[MetadataRecord], AlterPartitionsResponse]:
     """Every item decided by `alter_partition` on the same image (they name distinct
     partitions, so that is the same as one after another); their records commit as one batch,
@@ -834,7 +923,7 @@ def alter_partitions(
             responses.append(AlterPartitionResponse(ErrorCode.INVALID_REQUEST))
             continue
         seen.add(key)
-        item_records, response = alter_partition(image, item)
+        item_records, response = alter_partition(image, item, defaults)
         records += item_records
         responses.append(response)
     return records, AlterPartitionsResponse(tuple(responses))

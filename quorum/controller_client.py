@@ -210,6 +210,9 @@ class ControllerClient:
             features=[],
             rack=request.rack,
             previous_broker_epoch=request.previous_broker_epoch,
+            # A log directory that came back empty is reported as Kafka's reserved "lost"
+            # directory id: the controller then never elects it as the last known leader.
+            log_dirs=[c.LOST_DIRECTORY_ID] if request.log_dir_empty else [],
         )
         r = await self.call(62, body)
         return c.BrokerRegistrationResponse(ErrorCode(r.error_code), r.broker_epoch)

@@ -21,14 +21,16 @@ Invariants checked on replay (a batch breaking any of them is rejected as a whol
   * broker epochs strictly increase across re-registrations of a broker id;
   * every partition: replicas distinct and non-empty, isr a subset of replicas, and either the
     leader is in the isr and every isr member is a registered unfenced broker, or the partition is
-    leaderless (leader -1) with at most one isr member.
+    leaderless (leader -1) with at most one isr member;
+  * elr (KIP-966's eligible leader replicas) distinct, a subset of the replicas and disjoint from
+    the isr; last_known_elr a subset of the replicas.
 
 Fencing is explicit: replay never derives records. The controller that fences a broker emits, in
-the same batch, the PartitionChangeRecords that take it out of every isr and move leadership to
-the first live isr member (leader_epoch + 1). When no live isr member is left the partition goes
-leaderless (unclean election is off) and keeps its last isr member, as Kafka does, so that broker
-can become leader again when it is unfenced; that is the only place a fenced broker may sit in an
-isr.
+the same batch, the PartitionChangeRecords that take it out of every isr and move leadership
+(quorum/partition_change.py decides how). Since KIP-966 a partition whose last live isr member
+goes away is leaderless with an empty isr, its former members kept in elr; journals written
+before kept that last member in the isr instead, which is why a leaderless partition may still
+hold one (fenced) isr member.
 """
 
 from __future__ import annotations
@@ -108,6 +110,10 @@ class PartitionRegistration:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # KIP-966: replicas that left the isr while it was below min.insync.replicas (they hold
+    # every acknowledged record), and the last leader once the isr became empty.
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,6 +193,8 @@ class MetadataImage:
                         s.leader,
                         s.leader_epoch,
                         s.partition_epoch,
+                        s.elr,
+                        s.last_known_elr,
                     )
                 )
         for resource in sorted(self.configs):
@@ -327,7 +335,13 @@ class _Builder:
         if r.leader_epoch < 0 or r.partition_epoch < 0:
             self.fail("negative partition epochs")
         state = PartitionRegistration(
-            r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch
+            r.replicas,
+            r.isr,
+            r.leader,
+            r.leader_epoch,
+            r.partition_epoch,
+            r.elr,
+            r.last_known_elr,
         )
         self._set_partition(topic, r.partition, state)
 
@@ -347,7 +361,11 @@ class _Builder:
         if r.replicas is not None:
             self._check_replicas(r.replicas)
         isr = old.isr if r.isr is None else r.isr
-        state = PartitionRegistration(replicas, isr, leader, r.leader_epoch, r.partition_epoch)
+        elr = old.elr if r.elr is None else r.elr
+        last_known_elr = old.last_known_elr if r.last_known_elr is None else r.last_known_elr
+        state = PartitionRegistration(
+            replicas, isr, leader, r.leader_epoch, r.partition_epoch, elr, last_known_elr
+        )
         self._set_partition(topic, r.partition, state)
 
     def remove_topic(self, r: RemoveTopicRecord) -> None:
@@ -410,6 +428,10 @@ class _Builder:
             self.fail(
                 f"{topic_id}-{partition}: isr {s.isr} is not a subset of replicas {s.replicas}"
             )
+        if len(set(s.elr)) != len(s.elr) or not set(s.elr) <= set(s.replicas) or isr & set(s.elr):
+            self.fail(f"{topic_id}-{partition}: elr {s.elr} not distinct replicas outside the isr")
+        if not set(s.last_known_elr) <= set(s.replicas):
+            self.fail(f"{topic_id}-{partition}: last_known_elr {s.last_known_elr} not replicas")
         if s.leader == NO_LEADER:
             if len(s.isr) > 1:
                 self.fail(f"{topic_id}-{partition}: leaderless partition with isr {s.isr}")

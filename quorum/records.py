@@ -18,13 +18,19 @@ Batch layout (all integers big-endian)::
 Record layout::
 
          0     1  record_type            see RECORD_TYPES
-         1     1  record_version         (= 0 for every record so far)
+         1     1  record_version         see RECORD_VERSIONS: a newer version appends fields
          2     4  payload_length         bytes of payload
          6     n  payload                the record's fields, in the dataclass's order
 
 Payload field encodings: int8/16/32/64 signed; str = uint16 length + UTF-8 (<= 65535 bytes);
 uuid = 16 raw bytes; list = int32 count + items (<= MAX_LIST_ITEMS); optional = 1 flag byte
 (0 absent / 1 present) then the value when present.
+
+Versions. A record that gains fields gets a new record_version whose payload is the old one's
+followed by the new fields (RECORD_VERSIONS lists each version's field count). A record is
+encoded at the lowest version that can carry it (new fields at their defaults: the old bytes,
+so existing journals and checkpoints re-encode identically) and every version decodes, the
+fields it lacks taking their defaults.
 
 The CRC covers the whole batch after itself, so a torn or flipped byte is caught before any record
 is looked at. Garbage of any kind decodes to `MetadataRecordError`, never an untyped exception.
@@ -113,6 +119,10 @@ class PartitionRecord:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # KIP-966 (version 1): replicas that left the ISR while it was below min.insync.replicas and
+    # still hold every acknowledged record; the last leader once the ISR became empty.
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,6 +138,8 @@ class PartitionChangeRecord:
     leader: int | None = None
     isr: tuple[int, ...] | None = None
     replicas: tuple[int, ...] | None = None
+    elr: tuple[int, ...] | None = None  # version 1 (KIP-966)
+    last_known_elr: tuple[int, ...] | None = None  # version 1 (KIP-966)
 
 
 @dataclass(frozen=True)
@@ -340,13 +352,15 @@ _PAYLOADS: dict[type, tuple[tuple[Reader, Writer], ...]] = {
     FenceBrokerRecord: (_INT32, _INT64),
     UnfenceBrokerRecord: (_INT32, _INT64),
     TopicRecord: (_STRING, _UUID),
-    PartitionRecord: (_UUID, _INT32, _INT32S, _INT32S, _INT32, _INT32, _INT32),
+    PartitionRecord: (_UUID, _INT32, _INT32S, _INT32S, _INT32, _INT32, _INT32, _INT32S, _INT32S),
     PartitionChangeRecord: (
         _UUID,
         _INT32,
         _INT32,
         _INT32,
         _optional(_INT32),
+        _optional(_INT32S),
+        _optional(_INT32S),
         _optional(_INT32S),
         _optional(_INT32S),
     ),  # fmt: skip
@@ -358,15 +372,16 @@ _PAYLOADS: dict[type, tuple[tuple[Reader, Writer], ...]] = {
     BrokerRegistrationOffsetRecord: (_INT32, _INT64),
 }
 
-# record_type byte -> (dataclass, record_version). Type numbers are forever: append, never reuse.
+# record_type byte -> (dataclass, newest record_version). Type numbers are forever: append,
+# never reuse.
 RECORD_TYPES: dict[int, tuple[type, int]] = {
     1: (RegisterBrokerRecord, 0),
     2: (UnregisterBrokerRecord, 0),
     3: (FenceBrokerRecord, 0),
     4: (UnfenceBrokerRecord, 0),
     5: (TopicRecord, 0),
-    6: (PartitionRecord, 0),
-    7: (PartitionChangeRecord, 0),
+    6: (PartitionRecord, 1),
+    7: (PartitionChangeRecord, 1),
     8: (RemoveTopicRecord, 0),
     9: (ConfigRecord, 0),
     10: (ProducerIdsRecord, 0),
@@ -378,10 +393,33 @@ _TYPE_OF: dict[type, int] = {cls: type_id for type_id, (cls, _) in RECORD_TYPES.
 _FIELDS: dict[type, tuple[str, ...]] = {
     cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _PAYLOADS
 }
-_READERS: dict[int, tuple[type, int, tuple[Reader, ...]]] = {
-    type_id: (cls, version, tuple(r for r, _ in _PAYLOADS[cls]))
-    for type_id, (cls, version) in RECORD_TYPES.items()
+# Payload field count of every version of every record (index = record_version).
+RECORD_VERSIONS: dict[type, tuple[int, ...]] = {cls: (len(_FIELDS[cls]),) for cls in _PAYLOADS} | {
+    PartitionRecord: (7, 9),
+    PartitionChangeRecord: (7, 9),
 }
+_DEFAULTS: dict[type, tuple[Any, ...]] = {
+    cls: tuple(f.default for f in dataclasses.fields(cls)) for cls in _PAYLOADS
+}
+# (record_type, record_version) -> (dataclass, readers of that version's fields)
+_READERS: dict[tuple[int, int], tuple[type, tuple[Reader, ...]]] = {
+    (type_id, version): (cls, tuple(r for r, _ in _PAYLOADS[cls][:field_count]))
+    for type_id, (cls, _) in RECORD_TYPES.items()
+    for version, field_count in enumerate(RECORD_VERSIONS[cls])
+}
+assert all(RECORD_TYPES[t][1] == len(RECORD_VERSIONS[c]) - 1 for t, (c, _) in RECORD_TYPES.items())
+
+
+def record_version_of(record: MetadataRecord) -> int:
+    """The lowest version that carries `record`: every field it lacks is at its default."""
+    cls = type(record)
+    counts = RECORD_VERSIONS[cls]
+    defaults = _DEFAULTS[cls]
+    for version, field_count in enumerate(counts[:-1]):
+        names = _FIELDS[cls][field_count:]
+        if all(getattr(record, n) == d for n, d in zip(names, defaults[field_count:], strict=True)):
+            return version
+    return len(counts) - 1
 
 
 def _decode_frames(buf: bytes, pos: int, count: int) -> tuple[tuple[MetadataRecord, ...], int]:
@@ -397,12 +435,13 @@ def _decode_frames(buf: bytes, pos: int, count: int) -> tuple[tuple[MetadataReco
         end = pos + length
         if end > size:
             raise MetadataRecordError("record payload runs past the end")
-        entry = _READERS.get(type_id)
+        entry = _READERS.get((type_id, version))
         if entry is None:
-            raise MetadataRecordError(f"unknown record type {type_id}")
-        cls, expected_version, readers = entry
-        if version != expected_version:
-            raise MetadataRecordError(f"unknown {cls.__name__} version {version}")
+            if type_id not in RECORD_TYPES:
+                raise MetadataRecordError(f"unknown record type {type_id}")
+            name = RECORD_TYPES[type_id][0].__name__
+            raise MetadataRecordError(f"unknown {name} version {version}")
+        cls, readers = entry
         payload = buf[pos:end]
         values = []
         at = 0
@@ -436,14 +475,17 @@ def encode_record(record: MetadataRecord) -> bytes:
         raise MetadataRecordError(f"not a metadata record: {type(record).__name__}")
     out: list = []
     try:
-        for name, (_, write) in zip(_FIELDS[type(record)], _PAYLOADS[type(record)], strict=True):
+        version = record_version_of(record)
+        field_count = RECORD_VERSIONS[type(record)][version]
+        names = _FIELDS[type(record)][:field_count]
+        for name, (_, write) in zip(names, _PAYLOADS[type(record)][:field_count], strict=True):
             write(getattr(record, name), out)
     except MetadataRecordError:
         raise
     except (struct.error, TypeError, AttributeError, UnicodeEncodeError) as e:
         raise MetadataRecordError(f"cannot encode {type(record).__name__}: {e}") from e
     payload = b"".join(out)
-    return _FRAME_HEAD.pack(type_id, RECORD_TYPES[type_id][1], len(payload)) + payload
+    return _FRAME_HEAD.pack(type_id, version, len(payload)) + payload
 
 
 def encode_records(records: tuple[MetadataRecord, ...] | list[MetadataRecord]) -> bytes:

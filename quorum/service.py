@@ -56,6 +56,7 @@ from quorum import controller as c
 from quorum import controller_auth, controller_codec
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
 from quorum.image import MetadataImage
+from quorum.partition_change import ElectionPolicy
 from quorum.raft import RaftConfig, RaftFatalError, RaftNode
 from quorum.records import BrokerEndpoint, MetadataRecord, encode_batch
 from quorum.state_machine import ApplyResult, MetadataStateMachine
@@ -99,8 +100,16 @@ class ControllerService:
         self.fence_check_interval_ms = max(50, min(1000, self.session_timeout_ms // 4))
         self.raft: RaftNode | None = None
         self.active_epoch = -1  # the controller epoch we serve in; -1: not active
+        # Elections take the node's min.insync.replicas / unclean.leader.election.enable
+        # unless a topic or the cluster config sets them.
+        self.election_defaults = ElectionPolicy(
+            min_insync_replicas=config.props["min.insync.replicas"],
+            unclean_leader_election_enable=config.props["unclean.leader.election.enable"],
+        )
         self.tracker = BrokerHeartbeatTracker(
-            self.session_timeout_ms, config.props["broker.disconnect.fence.ms"]
+            self.session_timeout_ms,
+            config.props["broker.disconnect.fence.ms"],
+            self.election_defaults,
         )
         self._fence_wakeup = trio.Event()
         self._connection_ids = itertools.count(1)
@@ -301,7 +310,9 @@ class ControllerService:
             alive = not own_broker and self.tracker.has_valid_session(
                 image, request.broker_id, _now_ms()
             )
-            records, response = c.register_broker(image, request, previous_session_alive=alive)
+            records, response = c.register_broker(
+                image, request, previous_session_alive=alive, defaults=self.election_defaults
+            )
             if response.error_code == ErrorCode.NONE:
                 self.tracker.touch(request.broker_id, _now_ms(), connection_id)
             return records, response
@@ -322,7 +333,7 @@ class ControllerService:
         self, request: c.BrokerHeartbeatRequest, connection_id: int | None = None
     ) -> Any:
         def decide(image):  # noqa: ANN001, ANN202
-            records, response = c.heartbeat(image, request)
+            records, response = c.heartbeat(image, request, self.election_defaults)
             if response.error_code == ErrorCode.NONE:
                 self.tracker.touch(request.broker_id, _now_ms(), connection_id)
             return records, response
@@ -348,12 +359,14 @@ class ControllerService:
             return await self._decide(
                 lambda image: c.create_partitions(image, request, start_index=start)
             )
-        # `request` is the payload controller_codec decoded for this operation's request type.
+        # `request` is the payload controller_codec decoded for this operation's request type;
+        # the decisions that elect leaders also get the node's election defaults.
+        defaults = self.election_defaults
         decisions: dict[str, Callable[[MetadataImage, Any], tuple[list[MetadataRecord], Any]]] = {
             "delete_topics": c.delete_topics,
             "alter_topic_configs": c.alter_topic_configs,
-            "alter_partitions": c.alter_partitions,
-            "controlled_shutdown": c.controlled_shutdown,
+            "alter_partitions": lambda image, r: c.alter_partitions(image, r, defaults),
+            "controlled_shutdown": lambda image, r: c.controlled_shutdown(image, r, defaults),
         }
         decide = decisions[operation]
         return await self._decide(lambda image: decide(image, request))
@@ -407,6 +420,7 @@ class ControllerService:
                         tuple(BrokerEndpoint(x.name, x.host, x.port) for x in body.listeners),
                         body.rack,
                         body.previous_broker_epoch,
+                        log_dir_empty=c.LOST_DIRECTORY_ID in (body.log_dirs or ()),
                     ),
                     connection_id,
                 )

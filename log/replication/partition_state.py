@@ -149,9 +149,12 @@ class FetchValidation:
 class PartitionState:
     """Leader/follower state of one partition on broker `local_broker_id`."""
 
-    def __init__(self, local_broker_id: int, log: ReplicaLog) -> None:
+    def __init__(self, local_broker_id: int, log: ReplicaLog, min_insync_replicas: int = 1) -> None:
         self.local_broker_id = local_broker_id
         self.log = log
+        # The topic's min.insync.replicas (the driver keeps it current): a leader under it does
+        # not advance its high watermark (KIP-966).
+        self.min_insync_replicas = min_insync_replicas
         self.role = Role.NONE
         self.leader_id = NO_LEADER
         self.leader_epoch = UNDEFINED_EPOCH
@@ -313,9 +316,19 @@ class PartitionState:
             return False
         return self.maybe_increment_high_watermark()
 
+    @property
+    def is_under_min_isr(self) -> bool:
+        """A leader whose committed ISR is smaller than the effective min.insync.replicas
+        (at most the replication factor, as Kafka's effectiveMinIsr)."""
+        effective = min(self.min_insync_replicas, len(self.replicas))
+        return self.role is Role.LEADER and len(self.isr) < effective
+
     def maybe_increment_high_watermark(self) -> bool:
-        """HW := min log end offset over the maximal ISR (leader included), never backwards."""
-        if self.role is not Role.LEADER:
+        """HW := min log end offset over the maximal ISR (leader included), never backwards.
+        Not while under min ISR (KIP-966, Kafka's maybeIncrementLeaderHW): a sole ISR member
+        would commit records no eligible leader replica holds, and an election of one of those
+        would then take committed records back."""
+        if self.role is not Role.LEADER or self.is_under_min_isr:
             return False
         new_high_watermark = self.log.log_end_offset
         for replica_id in self.maximal_isr:

@@ -488,7 +488,9 @@ class ReplicaManager:
                 log = self.log_manager.get_or_create_log(topic, partition, config, now_ms)
             elif log.config != config:
                 log.update_config(config)
-            replication = PartitionState(self.broker_id, UnifiedReplicaLog(log))
+            replication = PartitionState(
+                self.broker_id, UnifiedReplicaLog(log), log.config.min_insync_replicas
+            )
             hosted = HostedPartition(topic, partition, log, -1, (), (), False, replication)
             self._partitions[key] = hosted
         self._apply_replication_state(key, hosted, state, now_ms)
@@ -596,9 +598,19 @@ class ReplicaManager:
             self.fetcher_manager.remove_partition(key)
 
     def _apply_configs(self, old: MetadataImage, image: MetadataImage) -> None:
-        for name in image.topic_ids_by_name:
-            if old.topic_configs(name) != image.topic_configs(name):
-                self.log_manager.update_topic_config(name, self._config_for(image, name))
+        changed = {
+            name
+            for name in image.topic_ids_by_name
+            if old.topic_configs(name) != image.topic_configs(name)
+        }
+        for name in changed:
+            self.log_manager.update_topic_config(name, self._config_for(image, name))
+        if not changed:
+            return
+        for (topic, _), hosted in self._partitions.items():
+            if topic in changed:  # min.insync.replicas may have moved: the HW rule uses it
+                hosted.state.min_insync_replicas = hosted.log.config.min_insync_replicas
+                self._advance_and_signal(hosted)
 
     def describe(self) -> dict[str, Any]:
         return {

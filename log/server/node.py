@@ -137,7 +137,11 @@ class Node:
         local_first = sorted(config.controller_voters, key=lambda v: v.node_id != config.node_id)
         fetch_client = ControllerClient(local_first, secret=secret)
         self.lifecycle = lifecycle = BrokerLifecycle(
-            config, client, fetch_client, previous_broker_epoch=manager.previous_broker_epoch
+            config,
+            client,
+            fetch_client,
+            previous_broker_epoch=manager.previous_broker_epoch,
+            log_dir_empty=manager.log_dir_was_empty,
         )
         await nursery.start(lifecycle.run)
         # One client per purpose (each carries one request at a time): heartbeats never wait

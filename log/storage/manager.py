@@ -128,6 +128,9 @@ class LogManager:
         self._next_run_ms: dict[str, int] = {}
         self.is_shut_down = False
         self.had_clean_shutdown = False
+        # Nothing at all in the directory at start: a first start, or a wiped disk (KIP-966:
+        # the broker then registers as holding none of the data it may have had).
+        self.log_dir_was_empty = False
         # The broker epoch the last process had at its clean shutdown (-1: none or unknown).
         self.previous_broker_epoch = -1
         self._load_logs(now_ms)
@@ -150,6 +153,7 @@ class LogManager:
             return {}
 
     def _load_logs(self, now_ms: int) -> None:
+        self.log_dir_was_empty = not self.log_dir.is_dir() or not any(self.log_dir.iterdir())
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.had_clean_shutdown = has_clean_shutdown_marker(self.log_dir)
         if self.had_clean_shutdown:

@@ -85,6 +85,9 @@ def check_image_invariants(image: MetadataImage) -> None:
         for state in topic.partitions.values():
             assert state.replicas and len(set(state.replicas)) == len(state.replicas)
             assert set(state.isr) <= set(state.replicas)
+            assert set(state.elr) <= set(state.replicas) and not set(state.elr) & set(state.isr)
+            assert len(set(state.elr)) == len(state.elr)
+            assert set(state.last_known_elr) <= set(state.replicas)
             if state.leader == -1:
                 assert len(state.isr) <= 1
             else:

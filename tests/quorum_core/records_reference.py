@@ -1,6 +1,7 @@
 """The metadata record layout as first written with the `construct` library: the reference the
 hand-written codec in quorum/records.py is checked against byte for byte (that codec replaced
-this one for speed; see its comment)."""
+this one for speed; see its comment). PartitionRecord and PartitionChangeRecord have a version 1
+that appends KIP-966's elr and last_known_elr; version 0 (without them) still decodes."""
 
 from __future__ import annotations
 
@@ -135,10 +136,49 @@ _PAYLOADS: dict[type, c.Construct] = {
     BrokerRegistrationOffsetRecord: c.Struct("broker_id" / _Int32s, "registered_offset" / _Int64s),
 }
 
-_CODECS: dict[type, c.Construct] = {
-    cls: c.FocusedSeq("record", "record" / _DataclassAdapter(cls, struct), c.Terminated)
-    for cls, struct in _PAYLOADS.items()
+# Version 1 (KIP-966): version 0's fields, then the eligible leader replicas.
+_PAYLOADS_V1: dict[type, c.Construct] = {
+    PartitionRecord: c.Struct(
+        *_PAYLOADS[PartitionRecord].subcons,
+        "elr" / _list(_Int32s),
+        "last_known_elr" / _list(_Int32s),
+    ),
+    PartitionChangeRecord: c.Struct(
+        *_PAYLOADS[PartitionChangeRecord].subcons,
+        "elr" / _OptionalAdapter(_list(_Int32s)),
+        "last_known_elr" / _OptionalAdapter(_list(_Int32s)),
+    ),
 }
+
+
+class _DataclassDefaultsAdapter(_DataclassAdapter):
+    """An older version: the fields it does not carry take their defaults."""
+
+    def _decode(self, obj: Any, context: Any, path: Any) -> Any:
+        return self._cls(
+            **{f.name: obj[f.name] for f in dataclasses.fields(self._cls) if f.name in obj}
+        )
+
+
+def _codec(cls: type, struct: c.Construct, adapter: type = _DataclassAdapter) -> c.Construct:
+    return c.FocusedSeq("record", "record" / adapter(cls, struct), c.Terminated)
+
+
+_CODECS: dict[tuple[type, int], c.Construct] = {
+    (cls, 0): _codec(
+        cls, struct, _DataclassDefaultsAdapter if cls in _PAYLOADS_V1 else _DataclassAdapter
+    )
+    for cls, struct in _PAYLOADS.items()
+} | {(cls, 1): _codec(cls, struct) for cls, struct in _PAYLOADS_V1.items()}
+
+
+def _version(record: Any) -> int:
+    if isinstance(record, PartitionRecord):
+        return 1 if record.elr or record.last_known_elr else 0
+    if isinstance(record, PartitionChangeRecord):
+        return 0 if record.elr is None and record.last_known_elr is None else 1
+    return 0
+
 
 _RecordFrame = c.Struct(
     "record_type" / c.Int8ub,
@@ -159,12 +199,16 @@ _TYPE_OF = {cls: type_id for type_id, (cls, _) in RECORD_TYPES.items()}
 
 def reference_encode_record(record: Any) -> bytes:
     type_id = _TYPE_OF[type(record)]
-    payload = _CODECS[type(record)].build(record)
+    version = _version(record)
+    payload = _CODECS[type(record), version].build(record)
     return _RecordFrame.build(
-        {"record_type": type_id, "record_version": RECORD_TYPES[type_id][1], "payload": payload}
+        {"record_type": type_id, "record_version": version, "payload": payload}
     )
 
 
 def reference_decode_records(data: bytes) -> tuple:
     parsed = _RecordList.parse(data)
-    return tuple(_CODECS[RECORD_TYPES[f.record_type][0]].parse(f.payload) for f in parsed.records)
+    return tuple(
+        _CODECS[RECORD_TYPES[f.record_type][0], f.record_version].parse(f.payload)
+        for f in parsed.records
+    )

@@ -185,11 +185,14 @@ def test_no_live_isr_member_leaves_partition_leaderless_until_last_member_return
     records, _ = fence_expired_brokers(cluster.image, {0: 100, 1: 0}, 100, 50)
     cluster.commit(records)
     state = cluster.image.partition(topic_id, 0)
-    assert (state.leader, state.isr, state.leader_epoch) == (-1, (1,), 1)
+    # KIP-966: the ISR empties, its last member kept as an eligible leader replica.
+    assert (state.leader, state.isr, state.elr, state.last_known_elr) == (-1, (), (1,), (1,))
+    assert state.leader_epoch == 1
     records, hb = heartbeat(cluster.image, BrokerHeartbeatRequest(1, epoch1, cluster.offset))
     cluster.commit(records)
     state = cluster.image.partition(topic_id, 0)
     assert (state.leader, state.isr, state.leader_epoch, state.partition_epoch) == (1, (1,), 2, 2)
+    assert state.elr == state.last_known_elr == ()
 
 
 def test_controlled_shutdown_moves_leaderships_off_the_broker():

@@ -49,12 +49,27 @@ records = st.one_of(
     st.builds(TopicRecord, text, uuids),
     st.builds(PartitionRecord, uuids, i32, int_lists, int_lists, i32, i32, i32),
     st.builds(
+        PartitionRecord, uuids, i32, int_lists, int_lists, i32, i32, i32, int_lists, int_lists
+    ),
+    st.builds(
         PartitionChangeRecord,
         uuids,
         i32,
         i32,
         i32,
         st.none() | i32,
+        st.none() | int_lists,
+        st.none() | int_lists,
+    ),
+    st.builds(
+        PartitionChangeRecord,
+        uuids,
+        i32,
+        i32,
+        i32,
+        st.none() | i32,
+        st.none() | int_lists,
+        st.none() | int_lists,
         st.none() | int_lists,
         st.none() | int_lists,
     ),
@@ -143,3 +158,39 @@ def test_codec_matches_the_construct_reference_byte_for_byte(batch_records):
         reference_encode_record(r) for r in batch_records
     )
     assert reference_decode_records(encoded) == decode_records(encoded) == tuple(batch_records)
+
+
+# Version-0 frames as the codec wrote them before KIP-966's fields (recorded bytes): a journal
+# or checkpoint written then still loads, the new fields at their defaults.
+_TOPIC_ID = uuid.UUID(int=7)
+_V0_PARTITION_RECORD = (
+    "06" "00" "00000034" + _TOPIC_ID.hex + "00000001" "00000002" "0000000100000002"
+    "00000001" "00000001" "00000001" "00000003" "00000004"
+)  # fmt: skip
+_V0_PARTITION_CHANGE_RECORD = (
+    "07" "00" "00000027" + _TOPIC_ID.hex + "00000001" "00000005" "00000006" "01" "ffffffff"
+    "01" "00000000" "00"
+)  # fmt: skip
+
+
+def test_version_0_partition_records_still_decode_and_re_encode_identically():
+    raw = bytes.fromhex("00000002" + _V0_PARTITION_RECORD + _V0_PARTITION_CHANGE_RECORD)
+    records = decode_records(raw)
+    assert records == (
+        PartitionRecord(_TOPIC_ID, 1, (1, 2), (1,), 1, 3, 4),
+        PartitionChangeRecord(_TOPIC_ID, 1, 5, 6, leader=-1, isr=()),
+    )
+    assert records[0].elr == records[0].last_known_elr == ()
+    assert records[1].elr is None and records[1].last_known_elr is None
+    assert encode_records(records) == raw
+
+
+def test_elr_fields_are_written_as_version_1():
+    record = PartitionChangeRecord(_TOPIC_ID, 1, 5, 6, isr=(), elr=(2, 3), last_known_elr=(1,))
+    frame = encode_records([record])[4:]
+    assert frame[1] == 1  # record_version
+    assert decode_records(encode_records([record])) == (record,)
+    cut = bytearray(encode_records([record]))
+    cut[5] = 0  # claim version 0: its payload then has trailing bytes
+    with pytest.raises(MetadataRecordError, match="trailing"):
+        decode_records(bytes(cut))

@@ -6,11 +6,15 @@ sleeps. Parts:
 - `Network`: messages between brokers, the controller and the producer, each delivered after a
   random delay, dropped with some probability, never delivered over a cut link or to a crashed
   process (a crash resets its connections: in-flight messages to and from it are lost).
-- `Controller`: a tiny quorum stub holding (leader, leader_epoch, partition_epoch, isr). It fences
-  a broker that is down or unreachable for `session_timeout_ms` (at once after a power failure),
-  removes fenced brokers from the ISR (never emptying it), elects the first live ISR member with
-  leader_epoch + 1 when the leader is fenced, and answers AlterPartition like KRaft does.
-  Brokers pull its state after random delays (stale metadata is normal).
+- `Controller`: a tiny quorum stub holding the partition's registration. It fences a broker
+  that is down or unreachable for `session_timeout_ms` (at once after a power failure), and
+  answers AlterPartition like KRaft does; every ISR/ELR/leader change is decided by the real
+  controller's rules (quorum/partition_change.py, KIP-966). A restarted process registers as a
+  new incarnation without a clean shutdown (a crash writes no clean-shutdown marker), which
+  takes it out of the ISR and the ELR. Brokers pull its state after random delays (stale
+  metadata is normal). `SimConfig.elr=False` models the controller before KIP-966 (fenced
+  brokers leave the ISR but never its last member, who leads again when it returns), to show
+  the checks catch what that loses.
 - `Node`: one broker process: `PartitionState`, `FollowerState`/`FetcherState`, the produce and
   fetch purgatories, over a `MemoryLog` whose unflushed tail a power failure loses (a process
   crash keeps it: the page cache survives; only the in-memory high watermark falls back to its
@@ -23,6 +27,7 @@ sleeps. Parts:
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 import itertools
 import random
@@ -45,6 +50,8 @@ from log.replication.partition_state import (
     StateChange,
 )
 from log.replication.replica_log import UNDEFINED_EPOCH
+from quorum.image import PartitionRegistration
+from quorum.partition_change import ElectionPolicy, partition_change
 from tests.replication_core.memory_log import Batch, MemoryLog
 
 TP = ("topic", 0)
@@ -78,12 +85,17 @@ class SimConfig:
     # Fault injection (per step); zero in scripted scenarios.
     process_crash_probability: float = 0.0
     power_failure_probability: float = 0.0
+    # Per step while the ISR is below min.insync.replicas: one of its live members loses power
+    # (issue 14: with RF 3 and min.insync.replicas 2, the last ISR member).
+    under_min_isr_power_failure_probability: float = 0.0
     isolate_probability: float = 0.0
     cut_link_probability: float = 0.0
     # Preferred-leader election / controlled shutdown: leadership moves to another live ISR
     # member while the old leader stays in the ISR.
     leader_move_probability: float = 0.0
     fault_duration_ms: tuple[int, int] = (30, 400)
+    # KIP-966 eligible leader replicas in the controller (False: the rules before it).
+    elr: bool = True
 
 
 # ---------------------------------------------------------------------- messages
@@ -216,13 +228,29 @@ class Controller:
         self.cluster = cluster
         replicas = tuple(range(cluster.config.replica_count))
         self.replicas = replicas
-        self.leader = replicas[0]
-        self.leader_epoch = 0
-        self.partition_epoch = 0
-        self.isr: tuple[int, ...] = replicas
+        self.state = PartitionRegistration(replicas, replicas, replicas[0], 0, 0)
+        self.policy = ElectionPolicy(cluster.config.min_insync_replicas)
         self.fenced: set[int] = set()
         self.unreachable_since: dict[int, int] = {}
         self.fence_now: set[int] = set()
+        # The broker epoch of each broker's registered incarnation.
+        self.registered_epoch = {n: node.broker_epoch for n, node in cluster.nodes.items()}
+
+    @property
+    def leader(self) -> int:
+        return self.state.leader
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+    @property
+    def partition_epoch(self) -> int:
+        return self.state.partition_epoch
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self.state.isr
 
     def metadata(self) -> Metadata:
         return Metadata(
@@ -230,8 +258,8 @@ class Controller:
         )
 
     def tick(self, now_ms: int) -> None:
-        # A broker that lost its unflushed tail is fenced first, so that it is never left behind
-        # as the last ISR member while a broker that holds the data times out in the same tick.
+        # A broker that lost its unflushed tail is fenced first (its connection closed), so that
+        # a broker that holds the data and times out in the same tick is not fenced before it.
         for node_id in sorted(self.fence_now - self.fenced):
             self._fence(node_id)
         for node_id, node in self.cluster.nodes.items():
@@ -240,11 +268,11 @@ class Controller:
                 self.unreachable_since.pop(node_id, None)
             else:
                 self.unreachable_since.setdefault(node_id, now_ms)
+            if reachable and node.broker_epoch != self.registered_epoch[node_id]:
+                self._register_unclean(node_id, node.broker_epoch)
             if node_id in self.fenced:
                 if reachable and node_id not in self.fence_now:
-                    self.fenced.discard(node_id)  # re-registered
-                    if self.leader == -1 and node_id in self.isr:
-                        self._elect()
+                    self._unfence(node_id)
                 continue
             timeout_ms = self.cluster.config.session_timeout_ms
             if not reachable and now_ms - self.unreachable_since[node_id] >= timeout_ms:
@@ -259,29 +287,87 @@ class Controller:
         ]
         if self.leader < 0 or not candidates:
             return
-        self.leader = rng.choice(candidates)
-        self.leader_epoch += 1
-        self.partition_epoch += 1
-        self.cluster.elections += 1
+        self._set(
+            dataclasses.replace(
+                self.state,
+                leader=rng.choice(candidates),
+                leader_epoch=self.leader_epoch + 1,
+                partition_epoch=self.partition_epoch + 1,
+            )
+        )
+
+    def _set(self, state: PartitionRegistration) -> None:
+        if state.leader != self.state.leader and state.leader != -1:
+            self.cluster.elections += 1
+        self.state = state
+
+    def _change(
+        self, target_isr: tuple[int, ...], gone: int = -1, added: int = -1, unclean: bool = False
+    ) -> None:
+        def may_lead(r: int) -> bool:
+            return r != gone and (r == added or r not in self.fenced)
+
+        self._set(
+            partition_change(
+                self.state,
+                target_isr,
+                may_lead,
+                self.policy,
+                unclean_shutdown_replicas=(gone,) if unclean else (),
+            )
+        )
 
     def _fence(self, node_id: int) -> None:
         self.fenced.add(node_id)
+        if not self.cluster.config.elr:
+            self._fence_before_kip_966(node_id)
+            return
+        if node_id in self.isr or node_id == self.leader:
+            self._change(tuple(r for r in self.isr if r != node_id), gone=node_id)
+
+    def _register_unclean(self, node_id: int, broker_epoch: int) -> None:
+        """A new incarnation without a clean shutdown: out of the ISR and the ELR (fenced
+        until it heartbeats)."""
+        self.registered_epoch[node_id] = broker_epoch
+        self.fenced.add(node_id)
+        if not self.cluster.config.elr:
+            self._fence_before_kip_966(node_id)
+            return
+        state = self.state
+        if node_id in state.isr or node_id in state.elr or node_id == state.leader:
+            self._change(tuple(r for r in state.isr if r != node_id), gone=node_id, unclean=True)
+
+    def _unfence(self, node_id: int) -> None:
+        self.fenced.discard(node_id)
+        if self.leader != -1:
+            return
+        if not self.cluster.config.elr:
+            if node_id in self.isr:
+                self._elect_before_kip_966()
+            return
+        self._change(self.isr, added=node_id)
+
+    def _fence_before_kip_966(self, node_id: int) -> None:
         if node_id not in self.isr:
             return
         remaining = tuple(r for r in self.isr if r != node_id)
         if remaining:
-            self.isr = remaining
-            self.partition_epoch += 1
+            self.state = dataclasses.replace(
+                self.state, isr=remaining, partition_epoch=self.partition_epoch + 1
+            )
         if self.leader == node_id:
-            self._elect()
+            self._elect_before_kip_966()
 
-    def _elect(self) -> None:
+    def _elect_before_kip_966(self) -> None:
         live = [r for r in self.isr if r not in self.fenced]
-        self.leader = live[0] if live else -1
-        self.leader_epoch += 1
-        self.partition_epoch += 1
-        if self.leader != -1:
-            self.cluster.elections += 1
+        self._set(
+            dataclasses.replace(
+                self.state,
+                leader=live[0] if live else -1,
+                leader_epoch=self.leader_epoch + 1,
+                partition_epoch=self.partition_epoch + 1,
+            )
+        )
 
     def on_alter_partition(self, src: int, request: IsrChangeProposal) -> AlterPartitionAnswer:
         if src != self.leader or request.leader_epoch != self.leader_epoch:
@@ -295,8 +381,14 @@ class Controller:
         ):
             if broker_epoch not in (-1, self.cluster.nodes[replica_id].broker_epoch):
                 return AlterPartitionAnswer(request, ErrorCode.INELIGIBLE_REPLICA)
-        self.isr = tuple(sorted(request.new_isr))
-        self.partition_epoch += 1
+        new_isr = tuple(sorted(request.new_isr))
+        if self.cluster.config.elr:
+            self._change(new_isr)
+            assert self.isr == new_isr and self.leader == src
+        else:
+            self.state = dataclasses.replace(
+                self.state, isr=new_isr, partition_epoch=self.partition_epoch + 1
+            )
         return AlterPartitionAnswer(
             request, ErrorCode.NONE, self.leader_epoch, self.partition_epoch, self.isr
         )
@@ -340,7 +432,9 @@ class Node:
     def start_process(self) -> None:
         # Each process incarnation registers with a new broker epoch.
         self.broker_epoch = next(self.cluster.broker_epochs)
-        self.partition = PartitionState(self.node_id, self.log)
+        # Without KIP-966 (config.elr off) the leader's HW ignores min.insync.replicas.
+        min_isr = self.config.min_insync_replicas if self.config.elr else 1
+        self.partition = PartitionState(self.node_id, self.log, min_isr)
         self.follower = self.config.follower_factory(self.config.replica_fetch_backoff_ms)
         self.fetcher = FetcherState(
             -1,
@@ -762,6 +856,13 @@ class Cluster:
         self.truncations = 0
         self.offset_resets = 0
         self.faults = 0
+        self.power_failures = 0
+        self.sole_isr_power_failures = 0  # of the last ISR member (issue 14)
+        self.under_min_isr_power_failures = 0  # of a member of an ISR below min ISR
+        # Brokers that crashed (True: losing their unflushed tail) and have not been back in
+        # the ISR since: KIP-966 keeps acknowledged data through min.insync.replicas - 1 such
+        # unclean shutdowns; the faults keep to one at a time when one of them lost data.
+        self.unclean: dict[int, bool] = {}
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -794,14 +895,28 @@ class Cluster:
         node = self.nodes[node_id]
         assert node.alive
         node.crash(lose_unflushed)
+        self.unclean[node_id] = self.unclean.get(node_id, False) or lose_unflushed
         if lose_unflushed:
+            self.power_failures += 1
+            isr = self.controller.isr
+            if isr == (node_id,):
+                self.sole_isr_power_failures += 1
+            if node_id in isr and len(isr) < self.config.min_insync_replicas:
+                self.under_min_isr_power_failures += 1
             self.controller.fence_now.add(node_id)
         if down_ms is not None:
             self.restarts.append((self.now_ms + down_ms, node_id))
         self.faults += 1
 
-    def restart(self, node_id: int) -> None:
-        self.nodes[node_id].restart()
+    def restart(self, node_id: int, clean: bool = False) -> None:
+        """`clean`: the new process registers naming its previous broker epoch (a clean
+        shutdown's marker), so the controller keeps it where it was; otherwise (any crash) it
+        registers uncleanly and leaves the ISR and the ELR."""
+        node = self.nodes[node_id]
+        node.restart()
+        if clean:
+            self.controller.registered_epoch[node_id] = node.broker_epoch
+            self.unclean.pop(node_id, None)
 
     def isolate(self, node_id: int, duration_ms: int) -> None:
         until_ms = self.now_ms + duration_ms
@@ -823,12 +938,29 @@ class Cluster:
             )
 
     def power_failure_allowed(self, node_id: int) -> bool:
-        """Only if another live ISR member holds the data (two power failures lose acked data
-        in Kafka too: it relies on replication, not fsync)."""
-        isr = self.controller.isr
-        if node_id not in isr:
+        """Unless another broker's unclean shutdown is still pending (KIP-966 keeps acked data
+        through min.insync.replicas - 1 unclean shutdowns; Kafka relies on replication, not
+        fsync): any broker with min.insync.replicas >= 2, the last ISR member included; with
+        min.insync.replicas 1 (no such guarantee) only one whose data another live ISR or ELR
+        member holds."""
+        if any(other != node_id for other in self.unclean):
+            return False
+        if self.config.min_insync_replicas >= 2:
             return True
-        return any(r != node_id and self.nodes[r].alive for r in isr)
+        holders = self.controller.isr + self.controller.state.elr
+        return node_id not in holders or any(r != node_id and self.nodes[r].alive for r in holders)
+
+    def process_crash_allowed(self, node_id: int) -> bool:
+        """A crash keeps the page cache, but registers uncleanly all the same (no marker)."""
+        return not any(lost for other, lost in self.unclean.items() if other != node_id)
+
+    def forget_recovered_unclean_shutdowns(self) -> None:
+        controller = self.controller
+        for node_id in list(self.unclean):
+            node = self.nodes[node_id]
+            registered = controller.registered_epoch[node_id] == node.broker_epoch
+            if node.alive and registered and node_id in controller.isr:
+                del self.unclean[node_id]
 
     # ------------------------------------------------------------ the loop
 
@@ -850,6 +982,7 @@ class Cluster:
             self.restart(node_id)
         self.inject_faults()
         self.controller.tick(self.now_ms)
+        self.forget_recovered_unclean_shutdowns()
         for src, dst, message in self.network.due(self.now_ms):
             if dst == CONTROLLER:
                 answer = self.controller.on_alter_partition(src, message.request)
@@ -880,10 +1013,21 @@ class Cluster:
         alive = [n for n, node in self.nodes.items() if node.alive]
         low, high = config.fault_duration_ms
         if alive and rng.random() < config.process_crash_probability:
-            self.crash(rng.choice(alive), lose_unflushed=False, down_ms=rng.randint(low, high))
+            node_id = rng.choice(alive)
+            if self.process_crash_allowed(node_id):
+                self.crash(node_id, lose_unflushed=False, down_ms=rng.randint(low, high))
         alive = [n for n, node in self.nodes.items() if node.alive]
         if alive and rng.random() < config.power_failure_probability:
             node_id = rng.choice(alive)
+            if self.power_failure_allowed(node_id):
+                self.crash(node_id, lose_unflushed=True, down_ms=rng.randint(low, high))
+        live_isr = [r for r in self.controller.isr if self.nodes[r].alive]
+        if (
+            live_isr
+            and len(self.controller.isr) < config.min_insync_replicas
+            and rng.random() < config.under_min_isr_power_failure_probability
+        ):
+            node_id = rng.choice(live_isr)
             if self.power_failure_allowed(node_id):
                 self.crash(node_id, lose_unflushed=True, down_ms=rng.randint(low, high))
         if rng.random() < config.isolate_probability:
@@ -917,6 +1061,7 @@ class Cluster:
         """No more faults or produce; heal the network and restart every crashed node."""
         config = self.config
         config.process_crash_probability = config.power_failure_probability = 0.0
+        config.under_min_isr_power_failure_probability = 0.0
         config.isolate_probability = config.cut_link_probability = 0.0
         config.leader_move_probability = 0.0
         config.produce_probability = 0.0
