@@ -73,7 +73,7 @@ def nemesis(rounds, seed, faults, fault_seconds, rate, data_dir, base_port) -> N
 
     \b
     Examples:
-      quorumlog nemesis --rounds 100 --seed 7            # the long run (root: partitions too)
+      quorumlog nemesis --rounds 100 --seed 7            # the long run (root: partitions, full disks)
       quorumlog nemesis --faults kill9,pause --rounds 5   # a quick look
     """
     chosen = tuple(f.strip() for f in faults.split(",") if f.strip())

@@ -15,6 +15,9 @@ Faults:
     kill-controller   SIGKILL the active controller's node, restart it
     kill-two          SIGKILL two nodes at once, restart both
     partition         cut one node off the network (iptables; root only, network.py)
+    disk-full         fill one node's log disk (every node's log directory is a tmpfs of
+                      LOG_DISK_SIZE; root only, disk.py): its next write fails and the node
+                      stops (its log directory went offline); room again, it is restarted
 
 After the last round the producers stop and drain, every record is read back, the cluster
 stops cleanly, and checker.py compares (lost, duplicated, inconsistent offsets, order per
@@ -35,13 +38,15 @@ import trio
 
 from tools.admin_client import AdminClient
 from tools.cluster_layout import ClusterLayout
-from tools.nemesis import network
+from tools.nemesis import disk, network
 from tools.nemesis.checker import Verdict, check
 from tools.nemesis.workload import History, Producers, read_back, replica_batches
 from tools.up import LocalCluster, NodeProcess, stop_all
 
 TOPIC = "nemesis"
-FAULTS = ("kill9", "pause", "kill-controller", "kill-two", "partition")
+FAULTS = ("kill9", "pause", "kill-controller", "kill-two", "partition", "disk-full")
+LOG_DISK_SIZE = "256m"  # each node's log tmpfs (disk-full); memory is used only as it is filled
+EXIT_GRACE_S = 2.0  # after making room, how long a node that hit the full disk may take to stop
 # Kafka's 9 s session would outlast most rounds: a stopped or cut-off broker is fenced after
 # 3 s here (heartbeats every 500 ms), as Jepsen's Kafka tests shorten their timeouts too.
 SESSION_PROPS = (("broker.session.timeout.ms", 3000), ("broker.heartbeat.interval.ms", 500))
@@ -118,6 +123,9 @@ class Nemesis:
         with trio.move_on_after(READY_TIMEOUT_S):
             await node.ready.wait()
 
+    def log_dir(self, node_id: int) -> Path:
+        return self.layout.node_dir(node_id) / "kafka-logs"
+
     def _ports(self, node_id: int) -> list[int]:
         ports = [self.layout.kafka_port(node_id)]
         if node_id in self.layout.controller_ids:
@@ -156,6 +164,18 @@ class Nemesis:
             return f"SIGKILL node {', '.join(map(str, victims))}", restart
         victim = self.rng.choice(ids)
         node = self.nodes[victim]
+        if fault == "disk-full":
+            filler = await trio.to_thread.run_sync(disk.fill_up, self.log_dir(victim))
+
+            async def make_room() -> None:
+                filler.unlink()
+                assert node.process is not None
+                with trio.move_on_after(EXIT_GRACE_S):  # a write that failed just before
+                    await node.process.wait()
+                if node.process.returncode is not None:  # it stopped, as it should: restart
+                    await self._restart(node)
+
+            return f"node {victim}'s log disk full", make_room
         if fault == "pause":
             node.signal(signal.SIGSTOP)
 
@@ -228,6 +248,9 @@ async def run(
     if "partition" in faults and (why := network.available()) is not None:
         skipped["partition"] = why
         faults = tuple(f for f in faults if f != "partition")
+    if "disk-full" in faults and (why := disk.available(config.data_dir)) is not None:
+        skipped["disk-full"] = why
+        faults = tuple(f for f in faults if f != "disk-full")
     if not faults:
         raise ValueError("no fault left to inject: " + "; ".join(skipped.values()))
     config.faults = faults
@@ -238,7 +261,12 @@ async def run(
                   settings=dict(SESSION_PROPS))  # fmt: skip
     result_rounds: list[RoundResult] = []
     nemesis: Nemesis | None = None
+    log_disks = []
     try:
+        if "disk-full" in faults:
+            for node_id in layout.node_ids:
+                log_disks.append(layout.node_dir(node_id) / "kafka-logs")
+                disk.mount_tmpfs(log_disks[-1], LOG_DISK_SIZE)
         async with LocalCluster(
             layout, echo=lambda line, **_: history.write("node", line=line)
         ) as cluster:
@@ -285,4 +313,6 @@ async def run(
         if nemesis is not None:
             for isolation in nemesis.isolations:  # an error mid-round: never leave rules behind
                 isolation.remove()
+        for log_disk in log_disks:  # the data is kept, on the disk beneath
+            disk.unmount_keeping(log_disk)
         history.close()
