@@ -30,7 +30,6 @@ import trio
 from log.common.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError, error_for
 from log.protocol.admin import (
     CREATE_PARTITIONS_REQUEST,
-    CREATE_TOPICS_REQUEST,
     DELETE_TOPICS_REQUEST,
     DESCRIBE_CLUSTER_REQUEST,
     DESCRIBE_CONFIGS_REQUEST,
@@ -38,11 +37,11 @@ from log.protocol.admin import (
 )
 from log.protocol.log_dirs import DESCRIBE_LOG_DIRS_REQUEST
 from log.protocol.metadata import METADATA_REQUEST
+from producer.admin_requests import CREATE_TOPICS_KEY, create_topics_request
 from producer.connection import BrokerConnection, ConnectionFailedError
 from producer.fetch_client import FetchClient
 
 METADATA_KEY = 3
-CREATE_TOPICS_KEY = 19
 DELETE_TOPICS_KEY = 20
 DESCRIBE_CONFIGS_KEY = 32
 DESCRIBE_LOG_DIRS_KEY = 35
@@ -252,20 +251,11 @@ class AdminClient:
         *,
         validate_only: bool = False,
     ) -> None:
-        request = CREATE_TOPICS_REQUEST.cls
-        body = request(
-            topics=[
-                request.CreatableTopic(
-                    name=topic,
-                    num_partitions=partitions,
-                    replication_factor=replication_factor,
-                    assignments=[],
-                    configs=[
-                        request.CreatableTopic.CreatableTopicConfig(name=k, value=v)
-                        for k, v in (configs or {}).items()
-                    ],
-                )
-            ],
+        body = create_topics_request(
+            topic,
+            partitions,
+            replication_factor,
+            configs,
             timeout_ms=ADMIN_TIMEOUT_MS,
             validate_only=validate_only,
         )
