@@ -35,9 +35,10 @@ from log.records.batch_header import (
     read_header,
     validate_batch,
 )
+from log.storage.abstract_index import U32_MAX, CorruptIndexError
 from log.storage.clean_shutdown import note_io_error
 from log.storage.config import LogConfig
-from log.storage.offset_index import U32_MAX, CorruptIndexError, OffsetIndex
+from log.storage.offset_index import OffsetIndex
 from log.storage.time_index import TimeIndex
 
 LOG_FILE_SUFFIX = ".log"
