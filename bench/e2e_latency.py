@@ -35,14 +35,11 @@ from pathlib import Path
 
 from bench.defaults_cluster import defaults_cluster  # noqa: E402
 from bench.rows import emit
+from tools.perf_measure import percentile
 
 TOPIC = "e2e"
 STAMP = struct.Struct(">d")
 VALUE_BYTES = 100
-
-
-def percentile(sorted_samples: list[float], fraction: float) -> float:
-    return sorted_samples[min(len(sorted_samples) - 1, int(fraction * len(sorted_samples)))]
 
 
 class Consumer:

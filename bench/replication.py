@@ -38,6 +38,7 @@ from pathlib import Path
 import trio
 
 from bench.rows import emit
+from tools.perf_measure import percentile
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "node"))
@@ -103,10 +104,6 @@ def latency_ms(bootstrap: str, count: int, acks: str) -> list[float]:
         assert p.flush(60) == 0
         samples.append((time.perf_counter() - started) * 1000)
     return sorted(samples)
-
-
-def percentile(sorted_samples: list[float], fraction: float) -> float:
-    return sorted_samples[min(int(len(sorted_samples) * fraction), len(sorted_samples) - 1)]
 
 
 async def main_async(args: argparse.Namespace) -> None:
