@@ -57,10 +57,6 @@ def filename_prefix(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
-def log_file_path(dir_path: str, base_offset: int) -> str:
-    return os.path.join(dir_path, filename_prefix(base_offset) + LOG_FILE_SUFFIX)
-
-
 Buffer = Union[bytes, bytearray, memoryview]  # noqa: UP007 - runtime alias
 # (position within the appended bytes, base offset, last offset, max timestamp, size in bytes)
 BatchSpan = tuple[int, int, int, int, int]
