@@ -12,7 +12,8 @@ from typing import Any
 
 from log.protocol.admin import CREATE_TOPICS_REQUEST
 
-CREATE_TOPICS_KEY = CREATE_TOPICS_REQUEST.api_key
+CREATE_TOPICS_KEY = 19
+assert CREATE_TOPICS_REQUEST.api_key == CREATE_TOPICS_KEY
 
 
 def create_topics_request(
@@ -26,7 +27,7 @@ def create_topics_request(
 ) -> Any:
     """A CreateTopics body for one topic with no explicit replica assignment; the broker
     forwards it to the controller and waits up to `timeout_ms` for the topic to appear."""
-    request = CREATE_TOPICS_REQUEST.cls
+    request: Any = CREATE_TOPICS_REQUEST.cls  # generated at import: attributes are dynamic
     return request(
         topics=[
             request.CreatableTopic(

@@ -34,6 +34,7 @@ from pyspark.sql.datasource import (
     GreaterThan,
     GreaterThanOrEqual,
     In,
+    InputPartition,
     LessThan,
     LessThanOrEqual,
 )
@@ -316,7 +317,7 @@ class OffsetRangeReads:
         self.read_options = read_options
         self.include_headers = "headers" in [f.name for f in schema.fields]
 
-    def read(self, partition: OffsetRange) -> Iterator[Any]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, OffsetRange):  # Spark's stand-in when nothing is planned
             return
         yield from read_range(

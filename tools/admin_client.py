@@ -186,7 +186,7 @@ class AdminClient:
 
     async def metadata(self, topics: Iterable[str] | None = None) -> Any:
         """A raw Metadata response (all topics when `topics` is None); never auto-creates."""
-        request = METADATA_REQUEST.cls
+        request: Any = METADATA_REQUEST.cls
         body = request(
             topics=None
             if topics is None
@@ -270,7 +270,7 @@ class AdminClient:
             _check(result.error_code, None, topic)
 
     async def create_partitions(self, topic: str, total_count: int) -> None:
-        request = CREATE_PARTITIONS_REQUEST.cls
+        request: Any = CREATE_PARTITIONS_REQUEST.cls
         body = request(
             topics=[request.CreatePartitionsTopic(name=topic, count=total_count, assignments=None)],
             timeout_ms=ADMIN_TIMEOUT_MS,
@@ -283,7 +283,7 @@ class AdminClient:
     # -- configs --------------------------------------------------------------------------------
 
     async def describe_topic_configs(self, topic: str) -> list[ConfigEntry]:
-        request = DESCRIBE_CONFIGS_REQUEST.cls
+        request: Any = DESCRIBE_CONFIGS_REQUEST.cls
         body = request(
             resources=[
                 request.DescribeConfigsResource(
@@ -313,7 +313,7 @@ class AdminClient:
         validate_only: bool = False,
     ) -> None:
         """IncrementalAlterConfigs: SET each of `set_configs`, DELETE (revert) each of `delete`."""
-        request = INCREMENTAL_ALTER_CONFIGS_REQUEST.cls
+        request: Any = INCREMENTAL_ALTER_CONFIGS_REQUEST.cls
         resource = request.AlterConfigsResource
         configs = [
             resource.AlterableConfig(name=k, config_operation=OP_SET, value=v)
@@ -339,7 +339,7 @@ class AdminClient:
         """`broker`'s log dirs and the replica logs in them (all when `topics` is None, else
         those partitions it has). Bounded by `request_timeout_ms`, connecting included; a
         broker that cannot be reached is a ConnectionFailedError."""
-        request = DESCRIBE_LOG_DIRS_REQUEST.cls
+        request: Any = DESCRIBE_LOG_DIRS_REQUEST.cls
         body = request(
             topics=None
             if topics is None

@@ -264,7 +264,8 @@ async def _run_async(
     window: RunWindow,
 ) -> tuple[float, list[float]]:
     latencies = LatencyLog()
-    async with sender_class(settings, bulk) as sender:  # made inside the event loop
+    client: Any = sender_class(settings, bulk)  # made inside the event loop
+    async with client as sender:
         await sender.warm_up()
         window.begin()
         for item in sender.sends(values):
@@ -304,9 +305,11 @@ def run_produce_benchmark(
     if client not in SENDERS:
         raise click.BadParameter(f"unknown client {client!r}; one of {', '.join(CLIENTS)}")
     payload = os.urandom(record_size)
-    values = CountedValues([payload] * records) if show_progress else [payload] * records
+    counted = CountedValues([payload] * records) if show_progress else None
+    values = counted if counted is not None else [payload] * records
     window = RunWindow()
-    with maybe_progress(show_progress, "sending", records, lambda: values.handed_out):
+    handed_out = lambda: counted.handed_out if counted is not None else 0  # noqa: E731
+    with maybe_progress(show_progress, "sending", records, handed_out):
         elapsed_s, latencies = run_client(
             client, ProduceSettings(bootstrap, topic, acks, linger_ms), bulk, values, window
         )

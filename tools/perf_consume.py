@@ -37,12 +37,12 @@ class Tally:
     """What was read so far (updated by the fetch loops, read by the progress bar)."""
 
     records: int = 0
-    bytes: int = 0
+    payload_bytes: int = 0  # keys and values
 
     def add(self, key: bytes | None, value: bytes | None) -> None:
         """Count one record read (its key and value bytes)."""
         self.records += 1
-        self.bytes += len(value or b"") + len(key or b"")
+        self.payload_bytes += len(value or b"") + len(key or b"")
 
 
 async def _plan(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
@@ -145,10 +145,10 @@ def run_consume_benchmark(
         "client": client,
         "topic": topic,
         "records": tally.records,
-        "bytes": tally.bytes,
+        "bytes": tally.payload_bytes,
         "elapsed_s": round(elapsed_s, 4),
         "records_per_s": round(tally.records / elapsed_s, 1),
-        "mb_per_s": round(tally.bytes / elapsed_s / 1e6, 3),
+        "mb_per_s": round(tally.payload_bytes / elapsed_s / 1e6, 3),
     }
 
 
