@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from typing import Any
 
 import trio
 
@@ -82,38 +83,33 @@ class LocalQuorum:
         self.commit(records)
 
     # -- ControllerChannel ------------------------------------------------------------------
-    async def create_topics(self, request):
-        records, response = controller.create_topics(
-            self.image, request, start_index=0,
-            topic_ids=[uuid.uuid4() for _ in request.topics],
-        )  # fmt: skip
+    # Each request is decided by quorum/controller.py against the current image; the decision's
+    # records are committed at once and its response returned.
+    def _decided(self, decision: tuple[list, Any]) -> Any:
+        records, response = decision
         self.commit(records)
         return response
+
+    async def create_topics(self, request):
+        topic_ids = [uuid.uuid4() for _ in request.topics]
+        return self._decided(
+            controller.create_topics(self.image, request, start_index=0, topic_ids=topic_ids)
+        )
 
     async def delete_topics(self, request):
-        records, response = controller.delete_topics(self.image, request)
-        self.commit(records)
-        return response
+        return self._decided(controller.delete_topics(self.image, request))
 
     async def create_partitions(self, request):
-        records, response = controller.create_partitions(self.image, request, start_index=0)
-        self.commit(records)
-        return response
+        return self._decided(controller.create_partitions(self.image, request, start_index=0))
 
     async def alter_topic_configs(self, request):
-        records, response = controller.alter_topic_configs(self.image, request)
-        self.commit(records)
-        return response
+        return self._decided(controller.alter_topic_configs(self.image, request))
 
     async def alter_partitions(self, request):
-        records, response = controller.alter_partitions(self.image, request)
-        self.commit(records)
-        return response
+        return self._decided(controller.alter_partitions(self.image, request))
 
     async def allocate_producer_ids(self, request):
-        records, response = controller.allocate_producer_ids(self.image, request)
-        self.commit(records)
-        return response
+        return self._decided(controller.allocate_producer_ids(self.image, request))
 
 
 def node_config(tmp_path, **props) -> NodeConfig:
