@@ -38,6 +38,7 @@ from pathlib import Path
 import trio
 
 from bench.rows import emit
+from tools.confluent_produce import produce_waiting
 
 VALUE_BYTES = 100
 TOPIC = "bench"
@@ -143,12 +144,7 @@ def produce(port: int, count: int) -> float:
     producer.flush(10)
     start = time.perf_counter()
     for _ in range(count):
-        while True:
-            try:
-                producer.produce(TOPIC, value, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.001)
+        produce_waiting(producer, TOPIC, value, poll_s=0.001, on_delivery=on_delivery)
     assert producer.flush(60) == 0
     elapsed = time.perf_counter() - start
     assert not errors, errors[:3]

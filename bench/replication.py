@@ -38,6 +38,7 @@ from pathlib import Path
 import trio
 
 from bench.rows import emit
+from tools.confluent_produce import produce_waiting
 from tools.perf_measure import percentile
 
 HERE = Path(__file__).resolve().parent
@@ -79,12 +80,7 @@ def throughput(bootstrap: str, count: int, acks: str) -> tuple[float, float]:
     start_s = time.perf_counter() - started
     started = time.perf_counter()
     for _ in range(count):
-        while True:
-            try:
-                p.produce(TOPIC, value, on_delivery=on_delivery)
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_waiting(p, TOPIC, value, poll_s=0.01, on_delivery=on_delivery)
     assert p.flush(120) == 0
     elapsed = time.perf_counter() - started
     assert not errors, errors[:3]

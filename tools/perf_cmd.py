@@ -27,6 +27,7 @@ import trio
 
 from tools.admin_client import AdminClient
 from tools.cli_support import run_guarded
+from tools.confluent_produce import produce_waiting
 from tools.perf_measure import LatencyLog, RunWindow, percentile
 from tools.progress import CountedValues, maybe_progress, stderr_is_terminal
 
@@ -105,12 +106,7 @@ class _ConfluentSender(_Sender):
 
     def send(self, value: bytes, latencies: LatencyLog) -> None:
         on_delivery = latencies.timer()
-        while True:
-            try:
-                self.producer.produce(self.topic, value, on_delivery=on_delivery)
-                break
-            except BufferError:
-                self.producer.poll(0.01)
+        produce_waiting(self.producer, self.topic, value, poll_s=0.01, on_delivery=on_delivery)
         self.producer.poll(0)
 
     def flush(self) -> None:
