@@ -5,9 +5,10 @@ the client is one confluent-kafka Producer (librdkafka) in this process, acks=1,
 batching on (batch.size 1 MB, up to 10,000 messages), producing `--count` 100-byte values with
 no key to one single-partition topic, timed from the first produce() to flush() returning.
 
-* `broker`: the real KafkaServer (log/server/broker.py) with a one-node in-process quorum (the
-  test scaffolding of tests/broker/conftest.py), appending through UnifiedLog (header + CRC-32C
-  check, offset/epoch patching, index, producer state, pwritev), no fsync (Kafka's default).
+* `broker`: the real KafkaServer (log/server/broker.py) with a one-node in-process quorum
+  without Raft (bench/local_quorum.py, which the broker tests use too), appending through
+  UnifiedLog (header + CRC-32C check, offset/epoch patching, index, producer state, pwritev),
+  no fsync (Kafka's default).
 * `limit`: a trio server on the same sans-IO ServerConnection that answers ApiVersions,
   Metadata and Produce and appends each produce request's raw record bytes to a plain file with
   f.write -- the same sockets, framing, request decoding and response encoding, minus the
@@ -37,6 +38,7 @@ from pathlib import Path
 import trio
 
 from bench.rows import emit
+from tools.confluent_produce import produce_waiting
 
 VALUE_BYTES = 100
 TOPIC = "bench"
@@ -46,11 +48,11 @@ TOPIC = "bench"
 
 
 async def serve_broker(directory: str, port_file: str) -> None:
+    from bench.local_quorum import NODE_ID, LocalQuorum, node_config
     from log.server.broker import KafkaServer
     from log.storage.config import default_log_config
     from log.storage.manager import LogManager
     from quorum.controller import CreatableTopic, CreateTopicsRequest
-    from tests.broker.conftest import NODE_ID, LocalQuorum, node_config
 
     config = node_config(Path(directory))
     quorum = LocalQuorum()
@@ -142,12 +144,7 @@ def produce(port: int, count: int) -> float:
     producer.flush(10)
     start = time.perf_counter()
     for _ in range(count):
-        while True:
-            try:
-                producer.produce(TOPIC, value, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.001)
+        produce_waiting(producer, TOPIC, value, poll_s=0.001, on_delivery=on_delivery)
     assert producer.flush(60) == 0
     elapsed = time.perf_counter() - start
     assert not errors, errors[:3]

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bench.defaults_cluster import defaults_cluster  # noqa: E402
 from bench.rows import emit
+from tools.confluent_produce import produce_waiting
 
 TOPIC = "consume-bench"
 VALUE_BYTES = 100
@@ -42,12 +43,7 @@ def produce(bootstrap: str, count: int) -> float:
     value = b"x" * VALUE_BYTES
     start = time.perf_counter()
     for _ in range(count):
-        while True:
-            try:
-                p.produce(TOPIC, value)
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_waiting(p, TOPIC, value, poll_s=0.01)
     assert p.flush(300) == 0
     return count / (time.perf_counter() - start)
 

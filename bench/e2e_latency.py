@@ -35,14 +35,12 @@ from pathlib import Path
 
 from bench.defaults_cluster import defaults_cluster  # noqa: E402
 from bench.rows import emit
+from tools.confluent_produce import produce_waiting
+from tools.perf_measure import percentile
 
 TOPIC = "e2e"
 STAMP = struct.Struct(">d")
 VALUE_BYTES = 100
-
-
-def percentile(sorted_samples: list[float], fraction: float) -> float:
-    return sorted_samples[min(len(sorted_samples) - 1, int(fraction * len(sorted_samples)))]
 
 
 class Consumer:
@@ -93,12 +91,7 @@ def produce(producer, count: int, rate_per_s: float | None) -> float:
             if (delay := start + i / rate_per_s - time.monotonic()) > 0:
                 time.sleep(max(delay, 0.001))
                 producer.poll(0)
-        while True:
-            try:
-                producer.produce(TOPIC, STAMP.pack(time.monotonic()) + padding)
-                break
-            except BufferError:
-                producer.poll(0.001)
+        produce_waiting(producer, TOPIC, STAMP.pack(time.monotonic()) + padding, poll_s=0.001)
         producer.poll(0)
     producer.flush(120)
     return time.monotonic() - start

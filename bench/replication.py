@@ -38,6 +38,8 @@ from pathlib import Path
 import trio
 
 from bench.rows import emit
+from tools.confluent_produce import produce_waiting
+from tools.perf_measure import percentile
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "node"))
@@ -78,12 +80,7 @@ def throughput(bootstrap: str, count: int, acks: str) -> tuple[float, float]:
     start_s = time.perf_counter() - started
     started = time.perf_counter()
     for _ in range(count):
-        while True:
-            try:
-                p.produce(TOPIC, value, on_delivery=on_delivery)
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_waiting(p, TOPIC, value, poll_s=0.01, on_delivery=on_delivery)
     assert p.flush(120) == 0
     elapsed = time.perf_counter() - started
     assert not errors, errors[:3]
@@ -103,10 +100,6 @@ def latency_ms(bootstrap: str, count: int, acks: str) -> list[float]:
         assert p.flush(60) == 0
         samples.append((time.perf_counter() - started) * 1000)
     return sorted(samples)
-
-
-def percentile(sorted_samples: list[float], fraction: float) -> float:
-    return sorted_samples[min(int(len(sorted_samples) * fraction), len(sorted_samples) - 1)]
 
 
 async def main_async(args: argparse.Namespace) -> None:

@@ -33,6 +33,7 @@ import trio
 
 from bench.defaults_cluster import defaults_cluster
 from bench.rows import emit
+from tools.confluent_produce import produce_waiting
 
 PARTITIONS_PER_TOPIC = 1000
 FIRST_FAKE_BROKER = 1000  # brokers that never run: three per topic
@@ -158,12 +159,7 @@ def _produce_bytes(bootstrap: str, total_bytes: int) -> float:
     value = b"x" * VALUE_BYTES
     start = time.monotonic()
     for _ in range(max(1, total_bytes // VALUE_BYTES)):
-        while True:
-            try:
-                producer.produce(TOPIC, value, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_waiting(producer, TOPIC, value, poll_s=0.01, partition=0)
         producer.poll(0)
     assert producer.flush(600) == 0
     return time.monotonic() - start

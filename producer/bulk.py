@@ -560,18 +560,9 @@ class ColumnarBatch(ProducerBatch):
             if index < 0:
                 callback(handle)
 
-    def _finish(
-        self,
-        new_state: FinalState,
-        base_offset: int,
-        log_append_time_ms: int,
-        error: BaseException | None,
-    ) -> bool:
-        self.in_flight_request = False
-        if self.final_state is not None:
-            assert self.final_state in (FinalState.FAILED, FinalState.ABORTED), self.final_state
-            return False
-        self.final_state = new_state
+    def _complete_records(
+        self, base_offset: int, log_append_time_ms: int, error: BaseException | None
+    ) -> None:
         if self.per_record:
             self.base_offset = base_offset if error is None else -1
             self.log_append_time_ms = log_append_time_ms if error is None else -1
@@ -582,7 +573,7 @@ class ColumnarBatch(ProducerBatch):
                 callbacks.sort(key=_callback_index)  # record order; stable within a record
                 for _index, handle, callback in callbacks:
                     callback(handle)
-            return True
+            return
         timestamp_ms = log_append_time_ms if log_append_time_ms != -1 else self.timestamp_ms
         assert self.delivery is not None
         self.delivery._part_done(
@@ -593,7 +584,6 @@ class ColumnarBatch(ProducerBatch):
             error,
         )
         self._run_done_callbacks()
-        return True
 
 
 _part_start = operator.itemgetter(0)  # bisect key of a split part: its first index

@@ -452,6 +452,13 @@ class ProducerBatch:
             )
             return False
         self.final_state = new_state
+        self._complete_records(base_offset, log_append_time_ms, error)
+        return True
+
+    def _complete_records(
+        self, base_offset: int, log_append_time_ms: int, error: BaseException | None
+    ) -> None:
+        """Report the outcome to every record's handle (once, from _finish)."""
         for index, record in enumerate(self._records):
             if error is not None:
                 record.handle._complete(-1, NO_TIMESTAMP, error)
@@ -463,7 +470,6 @@ class ProducerBatch:
                     else record.timestamp_ms
                 )
                 record.handle._complete(offset, timestamp_ms, None)
-        return True
 
     def handles(self) -> list[RecordHandle]:
         return [record.handle for record in self._records]

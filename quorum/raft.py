@@ -419,7 +419,7 @@ class RaftNode:
                 journal.start_at(checkpoint.prev_index, files.retain_from_index())
             self._syncobj = _MetadataSyncObj(self, self._syncobj_conf(journal_path), journal)
         except BaseException:
-            journal._destroy()  # e.g. the port is taken (BindError): release our files
+            journal.close()  # e.g. the port is taken (BindError): release our files
             raise
 
     def _choose_checkpoint(

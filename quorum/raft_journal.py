@@ -350,13 +350,18 @@ class RaftJournal(Journal):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def _destroy(self) -> None:
+    def close(self) -> None:
+        """Write out what is cut or dirty and release the file (the binding calls this when it
+        gives up starting; pysyncobj calls `_destroy` when it stops)."""
         self._materialize_cut()
         self._file.close()
         if self._state_dirty:
             self.sync()  # never persist a commit index past the durable log
             self._state.store()
             self._state_dirty = False
+
+    def _destroy(self) -> None:  # pysyncobj's Journal interface
+        self.close()
 
     def setRaftCommitIndex(self, raftCommitIndex: int) -> None:  # noqa: N802, N803
         if raftCommitIndex != self._state.commit_index:

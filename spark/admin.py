@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-CREATE_TOPICS_KEY = 19
 ADMIN_TIMEOUT_S = 60
 RETRY_BACKOFF_S = 0.2
 
@@ -22,7 +21,7 @@ def create_topic(
     import trio
 
     from log.common.errors import ErrorCode, error_for
-    from log.protocol.admin import CREATE_TOPICS_REQUEST
+    from producer.admin_requests import CREATE_TOPICS_KEY, create_topics_request
     from producer.connection import (
         BrokerConnection,
         BrokerConnections,
@@ -30,21 +29,8 @@ def create_topic(
         parse_bootstrap_servers,
     )
 
-    request = CREATE_TOPICS_REQUEST.cls
-    body = request(
-        topics=[
-            request.CreatableTopic(
-                name=topic,
-                num_partitions=partitions,
-                replication_factor=replication_factor,
-                assignments=[],
-                configs=[
-                    request.CreatableTopicConfig(name=k, value=v)
-                    for k, v in (configs or {}).items()
-                ],
-            )
-        ],
-        timeout_ms=ADMIN_TIMEOUT_S * 1000,
+    body = create_topics_request(
+        topic, partitions, replication_factor, configs, timeout_ms=ADMIN_TIMEOUT_S * 1000
     )
 
     async def first_reachable(connections: BrokerConnections) -> BrokerConnection:

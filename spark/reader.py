@@ -34,6 +34,7 @@ from pyspark.sql.datasource import (
     GreaterThan,
     GreaterThanOrEqual,
     In,
+    InputPartition,
     LessThan,
     LessThanOrEqual,
 )
@@ -79,6 +80,14 @@ def run_trio(async_fn: Any) -> Any:
 # -- planning (driver) ---------------------------------------------------------------------------
 
 
+async def partition_offsets(
+    client: Any, options: ReadOptions
+) -> dict[tuple[str, int], PartitionOffsets]:
+    """The log start offset and high watermark, now, of every partition `options` name: the
+    `assign`ed ones, else every partition of the subscribed topics (batch and stream planning)."""
+    return await fetch_partition_offsets(client, await _list_partitions(client, options))
+
+
 async def _list_partitions(client: Any, options: ReadOptions) -> list[tuple[str, int]]:
     out = []
     if options.assign is not None:
@@ -117,8 +126,7 @@ def plan_offset_ranges(options: ReadOptions, bounds: OffsetBounds | None = None)
     async def plan() -> list[OffsetRange]:
         with trio.fail_after(PLANNING_TIMEOUT_S):
             async with FetchClient(options.bootstrap_servers) as client:
-                partitions = await _list_partitions(client, options)
-                offsets = await fetch_partition_offsets(client, partitions)
+                offsets = await partition_offsets(client, options)
                 ranges = resolve_ranges(
                     offsets, options.starting, options.ending, options.fail_on_data_loss
                 )
@@ -301,18 +309,15 @@ def read_range(
         thread.join()
 
 
-class QuorumLogReader(DataSourceReader):
-    """Batch reads; see the module docstring. Filters are not pushed (see the subclass)."""
+class OffsetRangeReads:
+    """What the batch and the streaming reader share: their options, whether the schema has
+    the headers column, and `read`, which an executor runs for one planned OffsetRange."""
 
-    def __init__(self, options: dict[str, str], schema: Any) -> None:
-        self.read_options = parse_read_options(options)
+    def __init__(self, read_options: ReadOptions, schema: Any) -> None:
+        self.read_options = read_options
         self.include_headers = "headers" in [f.name for f in schema.fields]
-        self.bounds = OffsetBounds()
 
-    def partitions(self) -> list[OffsetRange]:
-        return list(plan_offset_ranges(self.read_options, self.bounds))
-
-    def read(self, partition: OffsetRange) -> Iterator[Any]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, OffsetRange):  # Spark's stand-in when nothing is planned
             return
         yield from read_range(
@@ -321,6 +326,17 @@ class QuorumLogReader(DataSourceReader):
             self.read_options.fail_on_data_loss,
             self.include_headers,
         )
+
+
+class QuorumLogReader(OffsetRangeReads, DataSourceReader):
+    """Batch reads; see the module docstring. Filters are not pushed (see the subclass)."""
+
+    def __init__(self, options: dict[str, str], schema: Any) -> None:
+        super().__init__(parse_read_options(options), schema)
+        self.bounds = OffsetBounds()
+
+    def partitions(self) -> list[OffsetRange]:
+        return list(plan_offset_ranges(self.read_options, self.bounds))
 
 
 class QuorumLogFilteringReader(QuorumLogReader):

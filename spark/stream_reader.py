@@ -13,13 +13,13 @@ resumes from the checkpointed offsets, so nothing here needs state beyond that r
   limit); returns
   `start` unchanged when nothing is new.
 - `partitions(start, end)`: one OffsetRange per partition with new records (failOnDataLoss
-  applies when `start` fell below the log start offset); `read` is the batch reader's.
+  applies when `start` fell below the log start offset); `read` is the batch reader's
+  (spark.reader.OffsetRangeReads).
 - Trigger.AvailableNow: `prepareForTriggerAvailableNow` freezes the target offsets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader
@@ -31,13 +31,7 @@ from pyspark.sql.streaming.datasource import (
 
 from spark.offset_ranges import OffsetRange, PartitionOffsets, resolve_ranges
 from spark.options import parse_read_options
-from spark.reader import (
-    PLANNING_TIMEOUT_S,
-    _list_partitions,
-    fetch_partition_offsets,
-    read_range,
-    run_trio,
-)
+from spark.reader import PLANNING_TIMEOUT_S, OffsetRangeReads, partition_offsets, run_trio
 
 Offsets = dict[str, dict[str, int]]
 
@@ -65,10 +59,9 @@ def limit_offsets(start: Offsets, latest: Offsets, max_rows: int) -> Offsets:
     return end
 
 
-class QuorumLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class QuorumLogStreamReader(OffsetRangeReads, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str], schema: Any) -> None:
-        self.read_options = parse_read_options(options, streaming=True)
-        self.include_headers = "headers" in [f.name for f in schema.fields]
+        super().__init__(parse_read_options(options, streaming=True), schema)
         self.target: Offsets | None = None  # Trigger.AvailableNow's frozen end
 
     def _known_offsets(self) -> dict[tuple[str, int], PartitionOffsets]:
@@ -79,8 +72,7 @@ class QuorumLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         async def query():
             with trio.fail_after(PLANNING_TIMEOUT_S):
                 async with FetchClient(self.read_options.bootstrap_servers) as client:
-                    partitions = await _list_partitions(client, self.read_options)
-                    return await fetch_partition_offsets(client, partitions)
+                    return await partition_offsets(client, self.read_options)
 
         return run_trio(query)
 
@@ -135,16 +127,6 @@ class QuorumLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     resolve_ranges({(topic, int(p)): k}, {topic: {int(p): begin}}, -1, True)
                 ranges.append(OffsetRange(topic, int(p), begin, end_offset))
         return ranges
-
-    def read(self, partition: OffsetRange) -> Iterator[Any]:
-        if not isinstance(partition, OffsetRange):  # Spark's stand-in when nothing is planned
-            return
-        yield from read_range(
-            self.read_options.bootstrap_servers,
-            partition,
-            self.read_options.fail_on_data_loss,
-            self.include_headers,
-        )
 
     def commit(self, end: Offsets) -> None:
         """Progress lives in Spark's checkpoint; nothing to do here."""

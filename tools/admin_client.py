@@ -30,7 +30,6 @@ import trio
 from log.common.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError, error_for
 from log.protocol.admin import (
     CREATE_PARTITIONS_REQUEST,
-    CREATE_TOPICS_REQUEST,
     DELETE_TOPICS_REQUEST,
     DESCRIBE_CLUSTER_REQUEST,
     DESCRIBE_CONFIGS_REQUEST,
@@ -38,11 +37,11 @@ from log.protocol.admin import (
 )
 from log.protocol.log_dirs import DESCRIBE_LOG_DIRS_REQUEST
 from log.protocol.metadata import METADATA_REQUEST
+from producer.admin_requests import CREATE_TOPICS_KEY, create_topics_request
 from producer.connection import BrokerConnection, ConnectionFailedError
 from producer.fetch_client import FetchClient
 
 METADATA_KEY = 3
-CREATE_TOPICS_KEY = 19
 DELETE_TOPICS_KEY = 20
 DESCRIBE_CONFIGS_KEY = 32
 DESCRIBE_LOG_DIRS_KEY = 35
@@ -187,7 +186,7 @@ class AdminClient:
 
     async def metadata(self, topics: Iterable[str] | None = None) -> Any:
         """A raw Metadata response (all topics when `topics` is None); never auto-creates."""
-        request = METADATA_REQUEST.cls
+        request: Any = METADATA_REQUEST.cls
         body = request(
             topics=None
             if topics is None
@@ -252,20 +251,11 @@ class AdminClient:
         *,
         validate_only: bool = False,
     ) -> None:
-        request = CREATE_TOPICS_REQUEST.cls
-        body = request(
-            topics=[
-                request.CreatableTopic(
-                    name=topic,
-                    num_partitions=partitions,
-                    replication_factor=replication_factor,
-                    assignments=[],
-                    configs=[
-                        request.CreatableTopic.CreatableTopicConfig(name=k, value=v)
-                        for k, v in (configs or {}).items()
-                    ],
-                )
-            ],
+        body = create_topics_request(
+            topic,
+            partitions,
+            replication_factor,
+            configs,
             timeout_ms=ADMIN_TIMEOUT_MS,
             validate_only=validate_only,
         )
@@ -280,7 +270,7 @@ class AdminClient:
             _check(result.error_code, None, topic)
 
     async def create_partitions(self, topic: str, total_count: int) -> None:
-        request = CREATE_PARTITIONS_REQUEST.cls
+        request: Any = CREATE_PARTITIONS_REQUEST.cls
         body = request(
             topics=[request.CreatePartitionsTopic(name=topic, count=total_count, assignments=None)],
             timeout_ms=ADMIN_TIMEOUT_MS,
@@ -293,7 +283,7 @@ class AdminClient:
     # -- configs --------------------------------------------------------------------------------
 
     async def describe_topic_configs(self, topic: str) -> list[ConfigEntry]:
-        request = DESCRIBE_CONFIGS_REQUEST.cls
+        request: Any = DESCRIBE_CONFIGS_REQUEST.cls
         body = request(
             resources=[
                 request.DescribeConfigsResource(
@@ -323,7 +313,7 @@ class AdminClient:
         validate_only: bool = False,
     ) -> None:
         """IncrementalAlterConfigs: SET each of `set_configs`, DELETE (revert) each of `delete`."""
-        request = INCREMENTAL_ALTER_CONFIGS_REQUEST.cls
+        request: Any = INCREMENTAL_ALTER_CONFIGS_REQUEST.cls
         resource = request.AlterConfigsResource
         configs = [
             resource.AlterableConfig(name=k, config_operation=OP_SET, value=v)
@@ -349,7 +339,7 @@ class AdminClient:
         """`broker`'s log dirs and the replica logs in them (all when `topics` is None, else
         those partitions it has). Bounded by `request_timeout_ms`, connecting included; a
         broker that cannot be reached is a ConnectionFailedError."""
-        request = DESCRIBE_LOG_DIRS_REQUEST.cls
+        request: Any = DESCRIBE_LOG_DIRS_REQUEST.cls
         body = request(
             topics=None
             if topics is None

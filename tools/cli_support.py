@@ -21,8 +21,8 @@ from log.common.errors import KafkaError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "QUORUMLOG_BOOTSTRAP"
-EXIT_ERROR = 1
-EXIT_INTERRUPTED = 130
+EXIT_ERROR = 1  # a command failed (click.ClickException exits with 1 as well)
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells report it
 
 bootstrap_option = click.option(
     "--bootstrap",

@@ -46,6 +46,7 @@ from log.common.errors import ErrorCode, KafkaError
 from producer.fetch_client import FetchClient
 from producer.producer import Producer
 from tools.admin_client import AdminClient
+from tools.cli_support import EXIT_ERROR, EXIT_INTERRUPTED
 from tools.cluster_layout import ClusterLayout
 from tools.up import ClusterNotReadyError, LocalCluster
 
@@ -521,21 +522,21 @@ def demo(rows: int, keep_data: bool) -> None:
     except (KeyboardInterrupt, DemoInterruptedError):
         console.print("interrupted: cluster stopped")
         failed = False  # nothing to inspect
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except (DemoFailedError, ClusterNotReadyError, KafkaError, trio.TooSlowError, OSError) as exc:
         console.print(
             f"[bold red]demo failed[/]: {' '.join(str(exc).split()) or type(exc).__name__}"
         )
-        sys.exit(1)
+        sys.exit(EXIT_ERROR)
     except BaseExceptionGroup as group:
         leaf: BaseException = group
         while isinstance(leaf, BaseExceptionGroup):
             leaf = leaf.exceptions[0]
         if isinstance(leaf, KeyboardInterrupt):
             console.print("interrupted: cluster stopped")
-            sys.exit(130)
+            sys.exit(EXIT_INTERRUPTED)
         console.print(f"[bold red]demo failed[/]: {type(leaf).__name__}: {leaf}")
-        sys.exit(1)
+        sys.exit(EXIT_ERROR)
     finally:
         if keep_data or failed:
             console.print(f"cluster data kept in {data_dir}")

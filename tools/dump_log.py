@@ -49,6 +49,7 @@ from log.records.reader import iter_records
 from log.storage.checkpoint_file import OffsetCheckpointFile
 from log.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
 from log.storage.producer_state import read_snapshot_file
+from tools.cli_support import EXIT_ERROR
 
 OFFSET_INDEX_ENTRY = struct.Struct(">II")  # relative_offset, position
 TIME_INDEX_ENTRY = struct.Struct(">qI")  # timestamp_ms, relative_offset
@@ -442,4 +443,4 @@ def dump_log(
             failed += 1
             click.echo(f"Error: {path}: {exc}", err=True)
     if failed:
-        raise SystemExit(1)
+        raise SystemExit(EXIT_ERROR)

@@ -8,18 +8,17 @@ its send_many path; confluent-kafka; aiokafka; kafka-python) with the same setti
 linger.ms (default 5), batch size 16 KiB, idempotence exactly when acks=all, the
 Java-compatible murmur2 partitioner, unkeyed records of `record-size` random bytes. The clock
 starts before the first send and stops when the last record is acknowledged; latency is per
-record, from its send call to its delivery callback. Output: records/s, MB/s (10^6 bytes of
-values), latency p50/p99/max; with --json one JSON object with at least records_per_s,
+record, from its send call to its delivery callback. Every client runs the same shape; a
+small sender class per client holds what differs. Output: records/s, MB/s (10^6 bytes of
+values), latency p50/p99/max (percentiles as kafka-producer-perf-test takes them); with --json one JSON object with at least records_per_s,
 mb_per_s, p50_ms, p99_ms (and cpu_us_per_record: the client process's CPU for the run per record).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import time
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,222 +27,261 @@ import trio
 
 from tools.admin_client import AdminClient
 from tools.cli_support import run_guarded
-from tools.progress import CountedValues, polled_progress, stderr_is_terminal
+from tools.confluent_produce import produce_waiting
+from tools.perf_measure import LatencyLog, RunWindow, percentile
+from tools.progress import CountedValues, maybe_progress, stderr_is_terminal
 
 CLIENTS = ("quorumlog", "confluent", "aiokafka", "kafka-python")
 BULK_CHUNK_RECORDS = 10000  # records per send_many call in --bulk mode
 BATCH_SIZE_BYTES = 16384
 
 
-@dataclass
-class RunWindow:
-    """The timed part of one run: wall seconds and this process's CPU seconds (every thread's,
-    so librdkafka's and kafka-python's I/O threads count), from the first send to the last
-    acknowledgement; connecting and warming up happen before `begin`."""
+@dataclass(frozen=True)
+class ProduceSettings:
+    """What every client is given, each in its own configuration words."""
 
-    wall_start_s: float = 0.0
-    cpu_start_s: float = 0.0
-    elapsed_s: float = 0.0
-    cpu_s: float = 0.0
+    bootstrap: str
+    topic: str
+    acks: str  # as typed: all, -1, 0 or 1
+    linger_ms: int
 
-    def begin(self) -> None:
-        self.wall_start_s, self.cpu_start_s = time.perf_counter(), time.process_time()
+    @property
+    def acks_value(self) -> int:
+        """acks as a number (-1: all), as our producer takes it."""
+        return -1 if self.acks in ("all", "-1") else int(self.acks)
 
-    def end(self) -> float:
-        self.elapsed_s = time.perf_counter() - self.wall_start_s
-        self.cpu_s = time.process_time() - self.cpu_start_s
-        return self.elapsed_s
+    @property
+    def idempotence(self) -> bool:
+        """On exactly when acks=all (for every client)."""
+        return self.acks_value == -1
 
-
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    if not sorted_values:
-        return float("nan")
-    index = min(len(sorted_values) - 1, max(0, round(fraction * (len(sorted_values) - 1))))
-    return sorted_values[index]
+    @property
+    def acks_word(self) -> int | str:
+        """acks as aiokafka and kafka-python take it."""
+        return "all" if self.idempotence else self.acks_value
 
 
-def _acks_value(acks: str) -> int:
-    return -1 if acks in ("all", "-1") else int(acks)
+# -- the clients ---------------------------------------------------------------------------------
+#
+# A run has one shape (`_run_blocking`, `_run_async`): open the client, warm it up (metadata
+# and connections), start the window, send every value with a LatencyLog timer as its
+# acknowledgement callback, flush until all are acknowledged, stop the window, close. A sender
+# class holds only what differs per client; its DRIVER says how the shape runs it.
 
 
-def run_quorumlog(
-    bootstrap: str,
-    topic: str,
-    values: list[bytes],
-    acks: str,
-    linger_ms: int,
-    bulk: bool,
-    window: RunWindow,
-) -> tuple[float, list[float]]:
-    import trio
+class _Sender:
+    DRIVER = "blocking"  # called from this thread; or "trio" / "asyncio": an async client
 
-    from producer.producer import Producer
+    def __init__(self, settings: ProduceSettings, bulk: bool) -> None:
+        self.topic = settings.topic
 
-    latencies: list[float] = []
-    clock = time.perf_counter
+    def sends(self, values: list[bytes]) -> Iterable[Any]:
+        """What each send call takes: one value (the bulk path takes chunks)."""
+        return values
 
-    async def main() -> float:
-        async with Producer(
-            bootstrap,
-            acks=_acks_value(acks),
-            linger_ms=linger_ms,
-            batch_size=BATCH_SIZE_BYTES,
-            enable_idempotence=_acks_value(acks) == -1,
-        ) as producer:
-            await producer.send(topic, b"warm-up")  # metadata and connections
-            await producer.flush()
-            window.begin()
-            if bulk:
-                for begin in range(0, len(values), BULK_CHUNK_RECORDS):
-                    sent_at = clock()
-                    delivery = await producer.send_many(
-                        topic, values[begin : begin + BULK_CHUNK_RECORDS]
-                    )
-                    # one timing per chunk, taken when its last record is acknowledged
-                    count = delivery.record_count
-                    delivery.add_callback(
-                        lambda _h, t=sent_at, n=count: latencies.extend([(clock() - t) * 1000] * n)
-                    )
-            else:
-                for value in values:
-                    sent_at = clock()
-                    handle = await producer.send(topic, value)
-                    handle.record_handle.add_callback(
-                        lambda _h, t=sent_at: latencies.append((clock() - t) * 1000)
-                    )
-            await producer.flush()
-            return window.end()
-
-    return trio.run(main), latencies
+    def close(self) -> None:
+        pass
 
 
-def run_confluent(
-    bootstrap: str,
-    topic: str,
-    values: list[bytes],
-    acks: str,
-    linger_ms: int,
-    bulk: bool,
-    window: RunWindow,
-) -> tuple[float, list[float]]:
-    import confluent_kafka
+class _ConfluentSender(_Sender):
+    def __init__(self, settings: ProduceSettings, bulk: bool) -> None:
+        import confluent_kafka
 
-    latencies: list[float] = []
-    clock = time.perf_counter
-    producer = confluent_kafka.Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": acks,
-            "linger.ms": linger_ms,
-            "batch.size": BATCH_SIZE_BYTES * 64,  # librdkafka's batches are per message set
-            "enable.idempotence": _acks_value(acks) == -1,
-            "partitioner": "murmur2_random",
-            "queue.buffering.max.messages": 1000000,
-        }
-    )
-    producer.produce(topic, b"warm-up")
-    producer.flush(30)
-    window.begin()
-    for value in values:
-        sent_at = clock()
-
-        def on_delivery(error: Any, _message: Any, t: float = sent_at) -> None:
-            latencies.append((clock() - t) * 1000)
-
-        while True:
-            try:
-                producer.produce(topic, value, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-    remaining = producer.flush(60)
-    assert remaining == 0, f"{remaining} records not delivered"
-    return window.end(), latencies
-
-
-def run_aiokafka(
-    bootstrap: str,
-    topic: str,
-    values: list[bytes],
-    acks: str,
-    linger_ms: int,
-    bulk: bool,
-    window: RunWindow,
-) -> tuple[float, list[float]]:
-    import asyncio
-
-    from aiokafka import AIOKafkaProducer
-
-    latencies: list[float] = []
-    clock = time.perf_counter
-
-    async def main() -> float:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap,
-            acks="all" if _acks_value(acks) == -1 else _acks_value(acks),
-            linger_ms=linger_ms,
-            max_batch_size=BATCH_SIZE_BYTES,
-            enable_idempotence=_acks_value(acks) == -1,
+        super().__init__(settings, bulk)
+        self.producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": settings.bootstrap,
+                "acks": settings.acks,
+                "linger.ms": settings.linger_ms,
+                "batch.size": BATCH_SIZE_BYTES * 64,  # librdkafka's batches are per message set
+                "enable.idempotence": settings.idempotence,
+                "partitioner": "murmur2_random",
+                "queue.buffering.max.messages": 1000000,
+            }
         )
-        await producer.start()
-        try:
-            await (await producer.send(topic, b"warm-up"))
-            window.begin()
-            last = None
-            for value in values:
-                sent_at = clock()
-                last = await producer.send(topic, value)
-                last.add_done_callback(lambda _f, t=sent_at: latencies.append((clock() - t) * 1000))
-            await producer.flush()
-            if last is not None:
-                await last
-            return window.end()
-        finally:
-            await producer.stop()
 
-    return asyncio.run(main()), latencies
+    def warm_up(self) -> None:
+        self.producer.produce(self.topic, b"warm-up")
+        self.producer.flush(30)
+
+    def send(self, value: bytes, latencies: LatencyLog) -> None:
+        on_delivery = latencies.timer()
+        produce_waiting(self.producer, self.topic, value, poll_s=0.01, on_delivery=on_delivery)
+        self.producer.poll(0)
+
+    def flush(self) -> None:
+        remaining = self.producer.flush(60)
+        assert remaining == 0, f"{remaining} records not delivered"
 
 
-def run_kafka_python(
-    bootstrap: str,
-    topic: str,
-    values: list[bytes],
-    acks: str,
-    linger_ms: int,
+class _KafkaPythonSender(_Sender):
+    def __init__(self, settings: ProduceSettings, bulk: bool) -> None:
+        from kafka import KafkaProducer
+
+        super().__init__(settings, bulk)
+        self.producer = KafkaProducer(
+            bootstrap_servers=settings.bootstrap,
+            acks=settings.acks_word,
+            linger_ms=settings.linger_ms,
+            batch_size=BATCH_SIZE_BYTES,
+            enable_idempotence=settings.idempotence,
+        )
+
+    def warm_up(self) -> None:
+        self.producer.send(self.topic, b"warm-up").get(timeout=30)
+
+    def send(self, value: bytes, latencies: LatencyLog) -> None:
+        on_ack = latencies.timer()
+        self.producer.send(self.topic, value).add_both(on_ack)
+
+    def flush(self) -> None:
+        self.producer.flush()
+
+    def close(self) -> None:
+        self.producer.close()
+
+
+class _QuorumlogSender(_Sender):
+    """Our trio producer: `send` per record, or with `bulk` send_many per chunk of values."""
+
+    DRIVER = "trio"
+
+    def __init__(self, settings: ProduceSettings, bulk: bool) -> None:
+        from producer.producer import Producer
+
+        super().__init__(settings, bulk)
+        self.bulk = bulk
+        self.producer = Producer(
+            settings.bootstrap,
+            acks=settings.acks_value,
+            linger_ms=settings.linger_ms,
+            batch_size=BATCH_SIZE_BYTES,
+            enable_idempotence=settings.idempotence,
+        )
+
+    async def __aenter__(self) -> _QuorumlogSender:
+        await self.producer.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return await self.producer.__aexit__(*exc_info)
+
+    async def warm_up(self) -> None:
+        await self.producer.send(self.topic, b"warm-up")
+        await self.producer.flush()
+
+    def sends(self, values: list[bytes]) -> Iterable[Any]:
+        if not self.bulk:
+            return values
+        return (
+            values[begin : begin + BULK_CHUNK_RECORDS]
+            for begin in range(0, len(values), BULK_CHUNK_RECORDS)
+        )
+
+    async def send(self, value_or_chunk: Any, latencies: LatencyLog) -> None:
+        if not self.bulk:
+            on_ack = latencies.timer()
+            (await self.producer.send(self.topic, value_or_chunk)).record_handle.add_callback(
+                on_ack
+            )
+            return
+        # one timing per chunk, taken when its last record is acknowledged
+        on_chunk = latencies.timer(len(value_or_chunk))
+        (await self.producer.send_many(self.topic, value_or_chunk)).add_callback(on_chunk)
+
+    async def flush(self) -> None:
+        await self.producer.flush()
+
+
+class _AiokafkaSender(_Sender):
+    DRIVER = "asyncio"
+
+    def __init__(self, settings: ProduceSettings, bulk: bool) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        super().__init__(settings, bulk)
+        self.last: Any = None  # the last send's future: awaited after the flush
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=settings.bootstrap,
+            acks=settings.acks_word,
+            linger_ms=settings.linger_ms,
+            max_batch_size=BATCH_SIZE_BYTES,
+            enable_idempotence=settings.idempotence,
+        )
+
+    async def __aenter__(self) -> _AiokafkaSender:
+        await self.producer.start()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.producer.stop()
+
+    async def warm_up(self) -> None:
+        await (await self.producer.send(self.topic, b"warm-up"))
+
+    async def send(self, value: bytes, latencies: LatencyLog) -> None:
+        on_ack = latencies.timer()
+        self.last = await self.producer.send(self.topic, value)
+        self.last.add_done_callback(on_ack)
+
+    async def flush(self) -> None:
+        await self.producer.flush()
+        if self.last is not None:
+            await self.last
+
+
+SENDERS: dict[str, type[_Sender]] = {
+    "quorumlog": _QuorumlogSender,
+    "confluent": _ConfluentSender,
+    "aiokafka": _AiokafkaSender,
+    "kafka-python": _KafkaPythonSender,
+}
+assert set(SENDERS) == set(CLIENTS)
+
+
+def _run_blocking(sender: Any, values: list[bytes], window: RunWindow) -> tuple[float, list[float]]:
+    latencies = LatencyLog()
+    try:
+        sender.warm_up()
+        window.begin()
+        for item in sender.sends(values):
+            sender.send(item, latencies)
+        sender.flush()
+        return window.end(), latencies.ms
+    finally:
+        sender.close()
+
+
+async def _run_async(
+    sender_class: type[_Sender],
+    settings: ProduceSettings,
     bulk: bool,
+    values: list[bytes],
     window: RunWindow,
 ) -> tuple[float, list[float]]:
-    from kafka import KafkaProducer
-
-    latencies: list[float] = []
-    clock = time.perf_counter
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks="all" if _acks_value(acks) == -1 else _acks_value(acks),
-        linger_ms=linger_ms,
-        batch_size=BATCH_SIZE_BYTES,
-        enable_idempotence=_acks_value(acks) == -1,
-    )
-    try:
-        producer.send(topic, b"warm-up").get(timeout=30)
+    latencies = LatencyLog()
+    client: Any = sender_class(settings, bulk)  # made inside the event loop
+    async with client as sender:
+        await sender.warm_up()
         window.begin()
-        for value in values:
-            sent_at = clock()
-            future = producer.send(topic, value)
-            future.add_both(lambda _r, t=sent_at: latencies.append((clock() - t) * 1000))
-        producer.flush()
-        return window.end(), latencies
-    finally:
-        producer.close()
+        for item in sender.sends(values):
+            await sender.send(item, latencies)
+        await sender.flush()
+        return window.end(), latencies.ms
 
 
-RUNNERS: dict[str, Callable[..., tuple[float, list[float]]]] = {
-    "quorumlog": run_quorumlog,
-    "confluent": run_confluent,
-    "aiokafka": run_aiokafka,
-    "kafka-python": run_kafka_python,
-}
+def run_client(
+    client: str, settings: ProduceSettings, bulk: bool, values: list[bytes], window: RunWindow
+) -> tuple[float, list[float]]:
+    """One timed run of `client`: (elapsed seconds, per-record latencies in ms)."""
+    sender_class = SENDERS[client]
+    if sender_class.DRIVER == "trio":
+        return trio.run(_run_async, sender_class, settings, bulk, values, window)
+    if sender_class.DRIVER == "asyncio":
+        import asyncio
+
+        return asyncio.run(_run_async(sender_class, settings, bulk, values, window))
+    return _run_blocking(sender_class(settings, bulk), values, window)
 
 
 def run_produce_benchmark(
@@ -260,19 +298,16 @@ def run_produce_benchmark(
 ) -> dict[str, Any]:
     """Run one client's produce workload; the result dict the command prints. With
     show_progress a bar on stderr counts the records handed to the client's send loop."""
-    if client not in RUNNERS:
+    if client not in SENDERS:
         raise click.BadParameter(f"unknown client {client!r}; one of {', '.join(CLIENTS)}")
     payload = os.urandom(record_size)
-    values = CountedValues([payload] * records) if show_progress else [payload] * records
-    progress = (
-        polled_progress("sending", records, lambda: values.handed_out)
-        if show_progress
-        else contextlib.nullcontext()
-    )
+    counted = CountedValues([payload] * records) if show_progress else None
+    values = counted if counted is not None else [payload] * records
     window = RunWindow()
-    with progress:
-        elapsed_s, latencies = RUNNERS[client](
-            bootstrap, topic, values, acks, linger_ms, bulk, window
+    handed_out = lambda: counted.handed_out if counted is not None else 0  # noqa: E731
+    with maybe_progress(show_progress, "sending", records, handed_out):
+        elapsed_s, latencies = run_client(
+            client, ProduceSettings(bootstrap, topic, acks, linger_ms), bulk, values, window
         )
     latencies.sort()
     return {

@@ -14,7 +14,6 @@ not --json). An empty topic is an error: there is nothing to measure.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ import trio
 
 from tools.admin_client import AdminClient
 from tools.cli_support import CommandError, run_guarded
-from tools.progress import polled_progress, stderr_is_terminal
+from tools.progress import maybe_progress, stderr_is_terminal
 
 CLIENTS = ("quorumlog", "confluent")
 POLL_BATCH_MESSAGES = 1000  # confluent: messages per consume() call
@@ -38,7 +37,12 @@ class Tally:
     """What was read so far (updated by the fetch loops, read by the progress bar)."""
 
     records: int = 0
-    bytes: int = 0
+    payload_bytes: int = 0  # keys and values
+
+    def add(self, key: bytes | None, value: bytes | None) -> None:
+        """Count one record read (its key and value bytes)."""
+        self.records += 1
+        self.payload_bytes += len(value or b"") + len(key or b"")
 
 
 async def _plan(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
@@ -63,8 +67,7 @@ def run_quorumlog(bootstrap: str, topic: str, plan, limit: int, tally: Tally) ->
                     async for record in client.iter_records(
                         topic, partition, start_offset, end_offset
                     ):
-                        tally.records += 1
-                        tally.bytes += len(record.value or b"") + len(record.key or b"")
+                        tally.add(record.key, record.value)
                         if tally.records >= limit:
                             nursery.cancel_scope.cancel()
                             return
@@ -107,8 +110,7 @@ def run_confluent(bootstrap: str, topic: str, plan, limit: int, tally: Tally) ->
                 if partition not in remaining or message.offset() >= remaining[partition]:
                     remaining.pop(partition, None)  # past the run's end: not counted
                     continue
-                tally.records += 1
-                tally.bytes += len(message.value() or b"") + len(message.key() or b"")
+                tally.add(message.key(), message.value())
                 if message.offset() + 1 >= remaining[partition]:
                     remaining.pop(partition)
                 if tally.records >= limit:
@@ -136,22 +138,17 @@ def run_consume_benchmark(
         raise CommandError(f"topic {topic!r} has no records to consume")
     limit = min(records or available, available)
     tally = Tally()
-    progress = (
-        polled_progress("consuming", limit, lambda: tally.records)
-        if show_progress
-        else contextlib.nullcontext()
-    )
-    with progress:
+    with maybe_progress(show_progress, "consuming", limit, lambda: tally.records):
         elapsed_s = RUNNERS[client](bootstrap, topic, plan, limit, tally)
     elapsed_s = max(elapsed_s, 1e-9)
     return {
         "client": client,
         "topic": topic,
         "records": tally.records,
-        "bytes": tally.bytes,
+        "bytes": tally.payload_bytes,
         "elapsed_s": round(elapsed_s, 4),
         "records_per_s": round(tally.records / elapsed_s, 1),
-        "mb_per_s": round(tally.bytes / elapsed_s / 1e6, 3),
+        "mb_per_s": round(tally.payload_bytes / elapsed_s / 1e6, 3),
     }
 
 

@@ -1,6 +1,7 @@
 """Progress bars for long commands, on stderr and only on a terminal (stdout stays data).
 
-`polled_progress(description, total, completed)` shows a rich bar while its block runs,
+`polled_progress(description, total, completed)` shows a rich bar while its block runs
+(`maybe_progress(show, ...)`: only when `show`),
 polling `completed()` every POLL_INTERVAL_S from a helper thread: the work being measured
 (a benchmark's send loop) pays one counter increment per item, never a rich call. `CountedValues`
 is such a counter: a list that records how many of its items were handed out, by iteration
@@ -12,7 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, SupportsIndex
 
 POLL_INTERVAL_S = 0.1
@@ -36,6 +37,13 @@ class CountedValues(list):
             stop = len(self) if index.stop is None else min(index.stop, len(self))
             self.handed_out = max(self.handed_out, stop)
         return super().__getitem__(index)
+
+
+def maybe_progress(
+    show: bool, description: str, total: int, completed: Callable[[], int]
+) -> AbstractContextManager[None]:
+    """polled_progress when `show`, else a block that shows nothing."""
+    return polled_progress(description, total, completed) if show else nullcontext()
 
 
 @contextmanager

@@ -334,7 +334,6 @@ def skip_tagged_fields(buf: Any, position: int) -> int:
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-_EMPTY_TAGS = b"\x00"
 
 
 def _min_size(type_: Any, version: int, flexible: bool) -> int:

@@ -745,6 +745,13 @@ class UnifiedLog:
         if self.truncated_to_offset is None or offset < self.truncated_to_offset:
             self.truncated_to_offset = offset
 
+    def rebuild_producer_state(self, now_ms: int = 0) -> None:
+        """Load the producer state from its newest snapshot at or below the log end offset and
+        replay the batches after it (Kafka's rebuildProducerState; the loader calls it once the
+        segments are recovered)."""
+        self.producer_state_manager.load(self._log_start_offset, self.log_end_offset, now_ms)
+        self._replay_producer_state()
+
     def _replay_producer_state(self) -> None:
         """Feed batches after the producer state's map end offset back into it."""
         start = self.producer_state_manager.map_end_offset

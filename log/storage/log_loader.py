@@ -132,8 +132,7 @@ def load_log(
         log.flush(now_ms=now_ms)  # the recovered prefix is now durable
     log.leader_epoch_cache.truncate_from_end(log.log_end_offset)
     log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
-    log.producer_state_manager.load(log.log_start_offset, log.log_end_offset, now_ms)
-    log._replay_producer_state()
+    log.rebuild_producer_state(now_ms)
     return log
 
 

@@ -12,7 +12,8 @@ with the largest offset <= the target (binary search over an in-memory `array('I
 segment scans batch headers forward from that position. Entries strictly increase in both
 fields; a file that breaks that, or has a torn tail, is rejected by `parse_entries` and the
 segment rebuilds it. The index is full at `segment.index.bytes // 8` entries, which rolls the
-segment. Files are exact-sized rather than preallocated (see index_file.py).
+segment. Files are exact-sized rather than preallocated (see index_file.py); loading,
+truncation and the file belong to AbstractIndex (abstract_index.py).
 """
 
 from __future__ import annotations
@@ -22,17 +23,10 @@ import sys
 from array import array
 from bisect import bisect_right
 
-from log.common.errors import KafkaStorageError
-from log.storage.index_file import IndexFile
+from log.storage.abstract_index import U32_MAX, AbstractIndex, CorruptIndexError, IndexField
 
 ENTRY_BYTES = 8
-_ENTRY = struct.Struct(">II")
-U32_MAX = (1 << 32) - 1
 assert array("I").itemsize == 4
-
-
-class CorruptIndexError(KafkaStorageError):
-    """An index file that cannot be trusted; the segment rebuilds it from the log."""
 
 
 def parse_entries(data: bytes, entry_bytes: int = ENTRY_BYTES) -> tuple[array, array]:
@@ -46,64 +40,24 @@ def parse_entries(data: bytes, entry_bytes: int = ENTRY_BYTES) -> tuple[array, a
     return words[0::2], words[1::2]
 
 
-def check_increasing(values: array, *, strict: bool) -> bool:
-    """True when `values` increase (strictly or not); one pass, no per-pair Python objects."""
-    if len(values) < 2:
-        return True
-    pairs = zip(values, values[1:], strict=False)
-    if strict:
-        return all(a < b for a, b in pairs)
-    return all(a <= b for a, b in pairs)
-
-
-class OffsetIndex:
+class OffsetIndex(AbstractIndex):
     """In-memory sparse offset index backed by an exact-sized `.index` file."""
+
+    ENTRY = struct.Struct(">II")
+    FIELDS = (
+        IndexField("relative_offsets", "I", strictly_increasing=True),
+        IndexField("positions", "I", strictly_increasing=True),
+    )
+    positions: array
 
     def __init__(self, path: str, base_offset: int, max_index_bytes: int) -> None:
         assert max_index_bytes >= ENTRY_BYTES
-        self.base_offset = base_offset
-        self.max_entries = max_index_bytes // ENTRY_BYTES
-        self.relative_offsets = array("I")
-        self.positions = array("I")
-        self.file = IndexFile(path, ENTRY_BYTES)
+        super().__init__(path, base_offset, max_index_bytes // ENTRY_BYTES)
 
-    # -- loading -------------------------------------------------------------------------------
-
-    def load(self) -> None:
-        """Read the file; raise CorruptIndexError when missing, torn or not increasing."""
-        data = self.file.read_all()
-        if data is None:
-            raise CorruptIndexError(f"{self.file.path} missing")
-        relative_offsets, positions = parse_entries(data)
-        if not (
-            check_increasing(relative_offsets, strict=True)
-            and check_increasing(positions, strict=True)
-        ):
-            raise CorruptIndexError(f"{self.file.path} entries not increasing")
-        if len(relative_offsets) > self.max_entries:
-            raise CorruptIndexError(f"{self.file.path} holds more than {self.max_entries}")
-        self.relative_offsets = relative_offsets
-        self.positions = positions
-
-    def reset(self) -> None:
-        """Forget every entry (before a rebuild)."""
-        self.relative_offsets = array("I")
-        self.positions = array("I")
-        self.file.reset()
+    def parse(self, data: bytes) -> tuple[array, array]:
+        return parse_entries(data)  # both fields u32: one array, byte-swapped, split
 
     # -- queries ------------------------------------------------------------------------------
-
-    @property
-    def entry_count(self) -> int:
-        return len(self.relative_offsets)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self.relative_offsets) >= self.max_entries
-
-    @property
-    def size_bytes(self) -> int:
-        return len(self.relative_offsets) * ENTRY_BYTES
 
     @property
     def last_entry(self) -> tuple[int, int]:
@@ -133,26 +87,4 @@ class OffsetIndex:
         assert 0 <= relative <= U32_MAX and 0 <= position <= U32_MAX
         if self.relative_offsets:
             assert relative > self.relative_offsets[-1] and position > self.positions[-1]
-        self.relative_offsets.append(relative)
-        self.positions.append(position)
-        self.file.append(_ENTRY.pack(relative, position))
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop every entry whose offset is >= `offset`."""
-        if offset <= self.base_offset:
-            keep = 0
-        else:
-            keep = bisect_right(self.relative_offsets, min(offset - self.base_offset - 1, U32_MAX))
-        if keep < len(self.relative_offsets):
-            del self.relative_offsets[keep:]
-            del self.positions[keep:]
-            self.file.truncate_entries(keep)
-
-    def flush(self) -> None:
-        self.file.flush()
-
-    def close(self) -> None:
-        self.file.close()
-
-    def delete(self) -> None:
-        self.file.delete()
+        self._append_entry(relative, position)

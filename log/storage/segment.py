@@ -35,9 +35,10 @@ from log.records.batch_header import (
     read_header,
     validate_batch,
 )
+from log.storage.abstract_index import U32_MAX, CorruptIndexError
 from log.storage.clean_shutdown import note_io_error
 from log.storage.config import LogConfig
-from log.storage.offset_index import U32_MAX, CorruptIndexError, OffsetIndex
+from log.storage.offset_index import OffsetIndex
 from log.storage.time_index import TimeIndex
 
 LOG_FILE_SUFFIX = ".log"
@@ -54,10 +55,6 @@ assert MAX_RELATIVE_OFFSET <= U32_MAX
 
 def filename_prefix(base_offset: int) -> str:
     return f"{base_offset:020d}"
-
-
-def log_file_path(dir_path: str, base_offset: int) -> str:
-    return os.path.join(dir_path, filename_prefix(base_offset) + LOG_FILE_SUFFIX)
 
 
 Buffer = Union[bytes, bytearray, memoryview]  # noqa: UP007 - runtime alias

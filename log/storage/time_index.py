@@ -13,7 +13,7 @@ returns the last entry with a timestamp strictly below `ts`: every batch up to t
 max timestamp < ts, so a scan for the first batch whose max timestamp >= ts may start there.
 (Kafka looks up `<=`; strict `<` avoids skipping an earlier batch with an equal timestamp.)
 Files are exact-sized, not preallocated (see index_file.py); a torn or disordered file is
-rejected and rebuilt by the segment.
+rejected and rebuilt by the segment (loading, truncation and the file: abstract_index.py).
 """
 
 from __future__ import annotations
@@ -22,58 +22,25 @@ import struct
 from array import array
 from bisect import bisect_left
 
-from log.storage.index_file import IndexFile
-from log.storage.offset_index import U32_MAX, CorruptIndexError, check_increasing
+from log.storage.abstract_index import U32_MAX, AbstractIndex, IndexField
 
 ENTRY_BYTES = 12
-_ENTRY = struct.Struct(">qI")
 assert array("q").itemsize == 8
 
 
-class TimeIndex:
+class TimeIndex(AbstractIndex):
     """In-memory sparse time index backed by an exact-sized `.timeindex` file."""
 
+    ENTRY = struct.Struct(">qI")
+    FIELDS = (
+        IndexField("timestamps", "q", strictly_increasing=True),
+        IndexField("relative_offsets", "I", strictly_increasing=False),
+    )
+    EXTRA_ENTRIES_ON_LOAD = 1  # the closing entry maybe_append lets past a full index
+    timestamps: array
+
     def __init__(self, path: str, base_offset: int, max_index_bytes: int) -> None:
-        self.base_offset = base_offset
-        self.max_entries = max(1, max_index_bytes // ENTRY_BYTES)
-        self.timestamps = array("q")
-        self.relative_offsets = array("I")
-        self.file = IndexFile(path, ENTRY_BYTES)
-
-    def load(self) -> None:
-        data = self.file.read_all()
-        if data is None:
-            raise CorruptIndexError(f"{self.file.path} missing")
-        if len(data) % ENTRY_BYTES:
-            raise CorruptIndexError(f"{self.file.path} length {len(data)} torn")
-        count = len(data) // ENTRY_BYTES
-        timestamps = array("q")
-        relative_offsets = array("I")
-        for timestamp, relative in _ENTRY.iter_unpack(data):
-            timestamps.append(timestamp)
-            relative_offsets.append(relative)
-        if not (
-            check_increasing(timestamps, strict=True)
-            and check_increasing(relative_offsets, strict=False)
-        ):
-            raise CorruptIndexError(f"{self.file.path} entries not increasing")
-        if count > self.max_entries + 1:
-            raise CorruptIndexError(f"{self.file.path} holds more than {self.max_entries}")
-        self.timestamps = timestamps
-        self.relative_offsets = relative_offsets
-
-    def reset(self) -> None:
-        self.timestamps = array("q")
-        self.relative_offsets = array("I")
-        self.file.reset()
-
-    @property
-    def entry_count(self) -> int:
-        return len(self.timestamps)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self.timestamps) >= self.max_entries
+        super().__init__(path, base_offset, max(1, max_index_bytes // ENTRY_BYTES))
 
     @property
     def last_entry(self) -> tuple[int, int] | None:
@@ -103,27 +70,5 @@ class TimeIndex:
         assert 0 <= relative <= U32_MAX
         if self.relative_offsets:
             assert relative >= self.relative_offsets[-1]
-        self.timestamps.append(timestamp)
-        self.relative_offsets.append(relative)
-        self.file.append(_ENTRY.pack(timestamp, relative))
+        self._append_entry(timestamp, relative)
         return True
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop every entry whose offset is >= `offset`."""
-        if offset <= self.base_offset:
-            keep = 0
-        else:
-            keep = bisect_left(self.relative_offsets, min(offset - self.base_offset, U32_MAX + 1))
-        if keep < len(self.timestamps):
-            del self.timestamps[keep:]
-            del self.relative_offsets[keep:]
-            self.file.truncate_entries(keep)
-
-    def flush(self) -> None:
-        self.file.flush()
-
-    def close(self) -> None:
-        self.file.close()
-
-    def delete(self) -> None:
-        self.file.delete()

@@ -1,19 +1,17 @@
-"""A single-node stand-in for the node runtime: a real MetadataStateMachine fed by the real
-`quorum/controller.py` decisions (no Raft), exposed as MetadataSource + ControllerChannel, and a
-real KafkaServer on 127.0.0.1:0 around it. Scaffolding around the broker under test, not a mock
-of it."""
+"""A single-node stand-in for the node runtime: bench/local_quorum.py's LocalQuorum (a real
+MetadataStateMachine fed by the real `quorum/controller.py` decisions, no Raft) as
+MetadataSource + ControllerChannel, and a real KafkaServer on 127.0.0.1:0 around it. Scaffolding
+around the broker under test, not a mock of it."""
 
 from __future__ import annotations
 
-import itertools
 import logging
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 import trio
 
-from log.common.node_config import NodeConfig
+from bench.local_quorum import NODE_ID, LocalQuorum, node_config
 from log.protocol.client_codec import ClientCodec
 from log.protocol.fetch import FETCH_REQUEST
 from log.protocol.produce import PRODUCE_REQUEST
@@ -22,121 +20,8 @@ from log.storage.config import default_log_config
 from log.storage.manager import LogManager
 from quorum import controller
 from quorum.broker_interface import ControllerChannel, MetadataSource
-from quorum.broker_lifecycle import MAX_PENDING_IMAGES
-from quorum.image import MetadataImage
-from quorum.records import ActiveControllerRecord, BrokerEndpoint, encode_batch
-from quorum.state_machine import MetadataStateMachine
-
-NODE_ID = 1
-
-
-class LocalQuorum:
-    """MetadataSource and ControllerChannel of one combined node, applied synchronously."""
-
-    def __init__(self) -> None:
-        self.sm = MetadataStateMachine()
-        self.offset = 0
-        self.proposals = itertools.count(1)
-        self.controller_epoch = 1
-        self._changed = trio.Event()
-        self._subscribers: list[trio.MemorySendChannel] = []
-        self.broker_epoch = -1
-        self.commit([ActiveControllerRecord(NODE_ID, self.controller_epoch)])
-
-    # -- MetadataSource ---------------------------------------------------------------------
-    @property
-    def image(self) -> MetadataImage:
-        return self.sm.image
-
-    async def wait_for_image(self, min_offset: int) -> MetadataImage:
-        while self.sm.image.last_offset < min_offset:
-            await self._changed.wait()
-        return self.sm.image
-
-    def subscribe(self) -> trio.MemoryReceiveChannel[MetadataImage]:
-        send, receive = trio.open_memory_channel[MetadataImage](MAX_PENDING_IMAGES)
-        self._subscribers.append(send)
-        return receive
-
-    # -- committing -------------------------------------------------------------------------
-    def commit(self, records: list) -> None:
-        if not records:
-            return
-        self.offset += 1
-        payload = encode_batch(records, self.controller_epoch, next(self.proposals))
-        result = self.sm.apply(self.offset, payload)
-        assert result.accepted, result
-        self._changed.set()
-        self._changed = trio.Event()
-        for send in self._subscribers:
-            try:
-                send.send_nowait(self.sm.image)
-            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
-
-    def register(self, broker_id: int, host: str, port: int) -> None:
-        request = controller.BrokerRegistrationRequest(
-            broker_id, uuid.uuid4(), (BrokerEndpoint("PLAINTEXT", host, port),)
-        )
-        records, response = controller.register_broker(self.image, request)
-        self.commit(records)
-        self.broker_epoch = response.broker_epoch
-        records, _ = controller.heartbeat(
-            self.image,
-            controller.BrokerHeartbeatRequest(broker_id, response.broker_epoch, self.offset),
-        )
-        self.commit(records)
-
-    # -- ControllerChannel ------------------------------------------------------------------
-    async def create_topics(self, request):
-        records, response = controller.create_topics(
-            self.image, request, start_index=0,
-            topic_ids=[uuid.uuid4() for _ in request.topics],
-        )  # fmt: skip
-        self.commit(records)
-        return response
-
-    async def delete_topics(self, request):
-        records, response = controller.delete_topics(self.image, request)
-        self.commit(records)
-        return response
-
-    async def create_partitions(self, request):
-        records, response = controller.create_partitions(self.image, request, start_index=0)
-        self.commit(records)
-        return response
-
-    async def alter_topic_configs(self, request):
-        records, response = controller.alter_topic_configs(self.image, request)
-        self.commit(records)
-        return response
-
-    async def alter_partitions(self, request):
-        records, response = controller.alter_partitions(self.image, request)
-        self.commit(records)
-        return response
-
-    async def allocate_producer_ids(self, request):
-        records, response = controller.allocate_producer_ids(self.image, request)
-        self.commit(records)
-        return response
-
 
 assert isinstance(LocalQuorum(), MetadataSource) and isinstance(LocalQuorum(), ControllerChannel)
-
-
-def node_config(tmp_path, **props) -> NodeConfig:
-    values = {
-        "node.id": NODE_ID,
-        "cluster.id": "broker-test",
-        "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:1",
-        "controller.quorum.voters": f"{NODE_ID}@127.0.0.1:1",
-        "controller.quorum.raft.voters": f"{NODE_ID}@127.0.0.1:2",
-        "controller.quorum.password": "x",
-        "num.partitions": 2,
-    }
-    values.update(props)
-    return NodeConfig.from_properties(tmp_path, values)
 
 
 class RunningBroker:

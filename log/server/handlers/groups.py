@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from log.common.errors import ErrorCode
 from log.coordinator.group_coordinator import (
+    OFFSET_METADATA_MAX_BYTES,
     OFFSETS_TOPIC,
     CoordinatorError,
     OffsetAndMetadata,
@@ -165,6 +166,9 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
     image = ctx.replica_manager.sync()
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     codes: dict[tuple[str, int], int] = {}
+    max_metadata_bytes = ctx.config.props.get(
+        "offset.metadata.max.bytes", OFFSET_METADATA_MAX_BYTES
+    )
     for t in body.topics:
         known = image.topic(t.name)
         for p in t.partitions:
@@ -172,7 +176,7 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
             metadata = p.committed_metadata or ""
             if known is None or p.partition_index not in known.partitions:
                 codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(metadata) > ctx.config.props.get("offset.metadata.max.bytes", 4096):
+            elif len(metadata) > max_metadata_bytes:
                 codes[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 commit_timestamp_ms = p.commit_timestamp
