@@ -88,7 +88,7 @@ def record_sizes(
             return _record_sizes_from_table(keys, values)
         except IndexError:  # a large record or more offsets than the table: compute them
             pass
-    sizes = []
+    sizes: list[int] = []
     append = sizes.append
     base_timestamp_ms = min(timestamps_ms) if timestamps_ms else 0
     for index, value in enumerate(values):
@@ -107,7 +107,7 @@ def _record_sizes_from_table(
 ) -> list[int]:
     """record_sizes for one timestamp (delta 0), with every varint size from the table."""
     table = _VARINT_SIZES
-    sizes = []
+    sizes: list[int] = []
     append = sizes.append
     if keys is None:  # null key: one byte
         for index, value in enumerate(values):
@@ -222,7 +222,7 @@ class BulkDelivery:
             for i, index in enumerate(indices):
                 offset = base_offset + i if base_offset >= 0 else -1
                 out[index] = RecordMetadata(self.topic, partition, offset, timestamp_ms, -1, -1)
-        return out  # type: ignore[return-value]
+        return out  # type: ignore[return-value]  # every index is filled: each record is in one part
 
     def offsets(self) -> list[int]:
         """The offset of each record, in call order (-1 where the broker did not say)."""
@@ -405,8 +405,8 @@ class ColumnarBatch(ProducerBatch):
             self._close_full()
         if key is not None or self.keys is not None:
             self._append_key(key, count)
-        values.append(value)  # type: ignore[attr-defined]
-        self.timestamps_ms.append(timestamp_ms)  # type: ignore[union-attr]
+        values.append(value)  # type: ignore[attr-defined]  # an open batch's values are its own list
+        self.timestamps_ms.append(timestamp_ms)  # type: ignore[union-attr]  # open batches are per record: a list
         return ColumnarRecordHandle(self, count)
 
     def _close_full(self) -> None:
@@ -417,7 +417,7 @@ class ColumnarBatch(ProducerBatch):
     def _append_key(self, key: bytes | None, count: int) -> None:
         if self.keys is None:
             self.keys = [None] * count
-        self.keys.append(key)  # type: ignore[attr-defined]
+        self.keys.append(key)  # type: ignore[attr-defined]  # an open batch's keys are its own list
 
     # -- per-record results (read by ColumnarRecordHandle) ----------------------------------
 
@@ -474,6 +474,7 @@ class ColumnarBatch(ProducerBatch):
             callback(self)
         else:
             self._record_callbacks = self._record_callbacks or []
+            # index -1 marks a done callback, which takes the batch, not a record handle
             self._record_callbacks.append((-1, self, callback))  # type: ignore[arg-type]
 
     def build(self) -> bytes:
@@ -482,7 +483,8 @@ class ColumnarBatch(ProducerBatch):
         if timestamps_ms and timestamps_ms.count(timestamps_ms[0]) == len(timestamps_ms):
             # one timestamp for every record (sends within a millisecond): the builder's
             # constant-timestamp form gives the same bytes without a per-record delta
-            timestamps_ms, timestamp_ms = None, timestamps_ms[0]
+            first_timestamp_ms = timestamps_ms[0]
+            timestamps_ms, timestamp_ms = None, first_timestamp_ms
         return build_batch_from_columns(
             self.keys,
             self.values,
@@ -551,7 +553,7 @@ class ColumnarBatch(ProducerBatch):
         self.final_state = FinalState.SPLIT
         self.in_flight_request = False
         self._run_done_callbacks()
-        return parts  # type: ignore[return-value]
+        return parts  # type: ignore[return-value]  # ColumnarBatch parts of a ColumnarBatch
 
     def _run_done_callbacks(self) -> None:
         callbacks = self._record_callbacks

@@ -142,6 +142,16 @@ def test_imports_point_down(package: str):
     assert offenders == []
 
 
+def test_nothing_but_tests_imports_tests():
+    offenders = [
+        f"{_rel(path)} imports {module}"
+        for path in our_files()
+        for module in imported_modules(path)
+        if module.split(".")[0] == "tests"
+    ]
+    assert offenders == []
+
+
 def test_the_sans_io_list_names_real_files():
     assert len(sans_io_files()) >= 40
     for pattern in SANS_IO:

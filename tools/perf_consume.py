@@ -111,7 +111,9 @@ def run_confluent(bootstrap: str, topic: str, plan, limit: int, tally: Tally) ->
                     remaining.pop(partition, None)  # past the run's end: not counted
                     continue
                 tally.add(message.key(), message.value())
-                if message.offset() + 1 >= remaining[partition]:
+                offset = message.offset()
+                assert offset is not None  # a record read from a partition has one
+                if offset + 1 >= remaining[partition]:
                     remaining.pop(partition)
                 if tally.records >= limit:
                     break

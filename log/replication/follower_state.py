@@ -65,17 +65,6 @@ class FetchState(enum.Enum):
     DELAYED = "delayed"
 
 
-# Errors after which only new metadata (a newer leader epoch) helps; we back off meanwhile.
-AWAIT_METADATA_ERRORS = frozenset(
-    {
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.UNKNOWN_LEADER_EPOCH,
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    }
-)
-
-
 @dataclass(frozen=True)
 class EpochQuery:
     """One partition of an OffsetsForLeaderEpoch request."""
