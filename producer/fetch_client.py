@@ -34,6 +34,7 @@ from producer.connection import BrokerConnection, BrokerConnections, parse_boots
 from producer.metadata import MetadataUpdater, ProducerMetadata
 
 FETCH_KEY = 1
+LAST_FETCH_VERSION_WITH_NAMES = 12  # v13+ names topics by id (KIP-516); we fetch by name
 LIST_OFFSETS_KEY = 2
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -222,7 +223,8 @@ class FetchClient:
                     )
                 ],
             )
-            response = await connection.request(FETCH_KEY, body)
+            version = min(connection.version(FETCH_KEY), LAST_FETCH_VERSION_WITH_NAMES)
+            response = await connection.request(FETCH_KEY, body, version)
             if response.error_code != ErrorCode.NONE:
                 raise error_for(response.error_code, f"Fetch {tp}")
             for topic_response in response.responses:

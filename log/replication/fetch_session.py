@@ -62,6 +62,7 @@ class CachedPartition:
     log_start_offset: int
     partition_max_bytes: int
     current_leader_epoch: int
+    last_fetched_epoch: int = -1  # Fetch v12+: the leader checks divergence with it
     high_watermark_sent: int = -1
     log_start_offset_sent: int = -1
     # The leader's fast path (nothing new for a caught-up follower): the hosted partition and
@@ -155,6 +156,10 @@ class FetchSessionCache:
         session.next_epoch = session.next_epoch + 1 if session.next_epoch < MAX_SESSION_ID else 1
         return SessionDecision(session, incremental=True)
 
+    def close(self, session_id: int) -> None:
+        """Close a session now (the next request naming it gets FETCH_SESSION_ID_NOT_FOUND)."""
+        self._close(self.sessions.pop(session_id, None))
+
     def _create(self) -> FetchSession:
         while len(self.sessions) >= self.max_slots:
             self._close(self.sessions.popitem(last=False)[1])
@@ -195,4 +200,5 @@ def update_session(
             cached.log_start_offset = fetch.log_start_offset
             cached.partition_max_bytes = fetch.partition_max_bytes
             cached.current_leader_epoch = fetch.current_leader_epoch
+            cached.last_fetched_epoch = fetch.last_fetched_epoch
             cached.hosted = None

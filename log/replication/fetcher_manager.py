@@ -17,8 +17,9 @@ caller only calls it for `StateChange.NEW_LEADER_EPOCH`). All calls come from th
 
 from __future__ import annotations
 
+import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import trio
@@ -45,6 +46,8 @@ class ReplicaFetcherManager:
         clock_ms: Callable[[], int],
         on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None,
         on_storage_error: Callable[[BaseException], None] = lambda exc: None,
+        topic_ids: Callable[[], Mapping[str, uuid.UUID]] = dict,
+        broker_epoch: Callable[[], int] = lambda: -1,
     ) -> None:
         assert 0 < num_replica_fetchers <= MAX_NUM_REPLICA_FETCHERS
         self.config = config
@@ -53,6 +56,8 @@ class ReplicaFetcherManager:
         self.clock_ms = clock_ms
         self.on_high_watermark = on_high_watermark
         self.on_storage_error = on_storage_error  # a follower append/truncation failed
+        self.topic_ids = topic_ids
+        self.broker_epoch = broker_epoch
         self.fetchers: dict[tuple[int, int], tuple[ReplicaFetcher, trio.CancelScope]] = {}
         self._fetcher_for: dict[TopicPartition, tuple[int, int]] = {}
         self._nursery: trio.Nursery | None = None
@@ -110,11 +115,14 @@ class ReplicaFetcherManager:
         assert self._nursery is not None, "ReplicaFetcherManager.run is not running"
         fetcher = ReplicaFetcher(
             self.config,
-            FetcherState(key[0], self.config.replica_fetch_max_bytes),
+            # v12+ fetches carry the last fetched epoch: the leader reports divergence
+            FetcherState(key[0], self.config.replica_fetch_max_bytes, use_last_fetched_epoch=True),
             self.endpoint_for,
             self.clock_ms,
             self.on_high_watermark,
             self.on_storage_error,
+            self.topic_ids,
+            self.broker_epoch,
         )
         cancel_scope = trio.CancelScope()
         self.fetchers[key] = (fetcher, cancel_scope)

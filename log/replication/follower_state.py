@@ -46,6 +46,7 @@ LEADER_CHANGE_ERRORS = frozenset(
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_ID,  # the leader has not replayed a new topic yet (Fetch v13+)
     }
 )
 LEADER_CHANGE_RETRY_MS = 50

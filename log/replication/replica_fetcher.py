@@ -26,7 +26,8 @@ sans-IO `ClientCodec` for framing, every exchange under `request_timeout_ms`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +51,8 @@ from log.storage.log import UnifiedLog
 
 logger = logging.getLogger(__name__)
 
-FETCH_KEY, FETCH_VERSION = 1, 11
+FETCH_KEY, FETCH_VERSION = 1, 17  # v13+ topic ids, v12+ diverging epochs, v15+ our broker epoch
+ZERO_UUID = uuid.UUID(int=0)
 LIST_OFFSETS_KEY, LIST_OFFSETS_VERSION = 2, 2
 OFFSET_FOR_LEADER_EPOCH_KEY, OFFSET_FOR_LEADER_EPOCH_VERSION = 23, 3
 MAX_READ_BYTES = 1 << 20
@@ -125,9 +127,13 @@ class ReplicaFetcher:
         clock_ms: Callable[[], int],
         on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None,
         on_storage_error: Callable[[BaseException], None] = lambda exc: None,
+        topic_ids: Callable[[], Mapping[str, uuid.UUID]] = dict,
+        broker_epoch: Callable[[], int] = lambda: -1,
     ) -> None:
         self.config = config
         self.on_storage_error = on_storage_error  # may take the log directory offline
+        self.topic_ids = topic_ids  # topic name -> id in our image (Fetch v13+ names ids)
+        self.broker_epoch = broker_epoch  # our registration's, sent in every fetch (KIP-903)
         self.state = state
         self.endpoint_for = endpoint_for
         self.clock_ms = clock_ms
@@ -308,20 +314,29 @@ class ReplicaFetcher:
                     partition=partition,
                     current_leader_epoch=fetch.current_leader_epoch,
                     fetch_offset=fetch.fetch_offset,
+                    last_fetched_epoch=fetch.last_fetched_epoch,
                     log_start_offset=fetch.log_start_offset,
                     partition_max_bytes=fetch.partition_max_bytes,
                 )
             )
+        ids = self.topic_ids()
+        # every topic of the session: an incremental answer may name any of them
+        names_by_id = {ids.get(t, ZERO_UUID): t for t, _ in fetches}
         body = F(
-            replica_id=self.config.broker_id,
+            replica_state=F.ReplicaState(
+                replica_id=self.config.broker_id, replica_epoch=self.broker_epoch()
+            ),
             max_wait_ms=self.config.replica_fetch_wait_max_ms,
             min_bytes=self.config.replica_fetch_min_bytes,
             max_bytes=self.config.replica_fetch_response_max_bytes,
             isolation_level=0,
             session_id=session.session_id,
             session_epoch=session.session_epoch,
-            topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=_forgotten_topics(F, session.forgotten),
+            topics=[
+                F.FetchTopic(topic_id=ids.get(t, ZERO_UUID), partitions=ps)
+                for t, ps in by_topic.items()
+            ],
+            forgotten_topics_data=_forgotten_topics(F, session.forgotten, ids),
             rack_id="",
         )
         try:
@@ -337,8 +352,11 @@ class ReplicaFetcher:
                 return  # the next round sends a full fetch at once
             raise KafkaError(f"fetch failed with {error.name}")
         for topic_response in response.responses:
+            topic = names_by_id.get(topic_response.topic_id)
+            if topic is None:
+                continue  # not a topic we asked for
             for p in topic_response.partitions:
-                tp = (topic_response.topic, p.partition_index)
+                tp = (topic, p.partition_index)
                 follower = self.state.partitions.get(tp)
                 request = fetches.get(tp)
                 if follower is None or request is None or follower is not followers.get(tp):
@@ -361,6 +379,7 @@ class ReplicaFetcher:
             follower.on_error(exc.error_code, self.clock_ms())
             return
         now_ms = self.clock_ms()
+        diverging = p.diverging_epoch
         outcome = follower.on_fetch_response(
             request,
             ErrorCode(p.error_code),
@@ -369,6 +388,7 @@ class ReplicaFetcher:
             meta,
             UnifiedReplicaLog(log),
             now_ms,
+            (diverging.epoch, diverging.end_offset) if diverging.epoch >= 0 else None,
         )
         if outcome.needs_leader_offsets:
             await self._reset_out_of_range(tp, follower)
@@ -438,8 +458,11 @@ class ReplicaFetcher:
             self._truncate(tp, decision)
 
 
-def _forgotten_topics(F: Any, forgotten: list) -> list:  # noqa: N803
+def _forgotten_topics(F: Any, forgotten: list, ids: Mapping[str, uuid.UUID]) -> list:  # noqa: N803
     by_topic: dict[str, list[int]] = {}
     for topic, partition in forgotten:
         by_topic.setdefault(topic, []).append(partition)
-    return [F.ForgottenTopic(topic=t, partitions=ps) for t, ps in by_topic.items()]
+    return [
+        F.ForgottenTopic(topic_id=ids.get(t, ZERO_UUID), partitions=ps)
+        for t, ps in by_topic.items()
+    ]

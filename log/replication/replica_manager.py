@@ -143,6 +143,8 @@ class ReplicaManager:
             self.endpoint_for,
             clock_ms,
             on_storage_error=self.report_storage_error,
+            topic_ids=lambda: self._image.topic_ids_by_name,
+            broker_epoch=broker_epoch_getter,
         )
         self.isr_manager = IsrManager(
             config.node_id,

@@ -111,8 +111,9 @@ async def test_idempotent_no_duplicates_after_connections_dropped_mid_flight(bro
         expected_sequence, offset = 0, 0
         while offset < i:
             connection = await client._leader(TopicPartition("idem", 0))
-            body = await connection.request(1, fetch_body("idem", 0, offset))
+            body = await connection.request(1, fetch_body("idem", 0, offset), 12)  # by name
             data = bytes(body.responses[0].partitions[0].records)
+            assert data, f"nothing at offset {offset}"
             position = 0
             while position + 61 <= len(data):
                 header = read_header(data, position)

@@ -158,12 +158,15 @@ async def test_followers_fetch_hw_follows_isr_and_leader_shrinks_it(nursery, tmp
     assert await _produce(leader_port, 1) == ErrorCode.NONE
     await _wait(lambda: set(_partition(quorum).isr) == {leader})
     assert await _produce(leader_port, -1) == ErrorCode.NOT_ENOUGH_REPLICAS
-    assert log.high_watermark == log.log_end_offset == 4  # ISR [leader]: HW = its LEO
+    # KIP-966: under min.insync.replicas the leader does not advance its HW, so the acks=1
+    # record only it holds stays uncommitted (no ELR election can take a committed one back).
+    assert (log.high_watermark, log.log_end_offset) == (3, 4)
 
     # A follower returns (same log dir): it catches up and the leader expands the ISR.
     brokers[followers[0]] = await _start(nursery, quorum, tmp_path, followers[0])
     await _wait(lambda: set(_partition(quorum).isr) == {leader, followers[0]})
     assert brokers[followers[0]][0].log_manager.get_log(TOPIC, 0).log_end_offset >= 4
+    await _wait(lambda: log.high_watermark == 4)  # at min.insync.replicas again: committed
     assert await _produce(leader_port, -1) == ErrorCode.NONE
     for _, _, scope in brokers.values():
         scope.cancel()
@@ -270,5 +273,54 @@ async def test_our_producer_follows_the_leader_hint_without_a_metadata_refresh(n
         assert metadata.update_version == refreshes  # the hint, not a refresh, moved it
     log = brokers[new_leader][0].log_manager.get_log(TOPIC, 0)
     assert log.log_end_offset == 2
+    for _, _, scope in brokers.values():
+        scope.cancel()
+
+
+async def test_followers_fetch_with_their_broker_epoch_and_learn_divergence_from_fetch(
+    nursery, tmp_path
+):
+    """Fetch v15+ (KIP-903): followers send their broker epoch, the leader keeps it as the
+    epoch their fetch state was learned from (an AlterPartition carries it), and a fetch from
+    an older incarnation than the registration the leader knows is refused. Fetch v12+: a
+    follower whose last fetched epoch the leader's log does not hold is told where to
+    truncate, in the fetch answer itself."""
+    from log.protocol.fetch import FETCH_REQUEST
+
+    quorum = LocalQuorum()
+    brokers = {i: await _start(nursery, quorum, tmp_path, i) for i in (1, 2, 3)}
+    leader, leader_server, leader_port, followers = await _replicated_topic(
+        quorum, brokers, min_insync_replicas=2
+    )
+    assert await _produce(leader_port, -1) == ErrorCode.NONE
+    hosted = leader_server.replica_manager.get(TOPIC, 0)
+    registered = {b: quorum.image.brokers[b].broker_epoch for b in followers}
+    assert {b: hosted.state.followers[b].broker_epoch for b in followers} == registered
+
+    F = FETCH_REQUEST.cls  # noqa: N806
+    topic_id = quorum.image.topic_ids_by_name[TOPIC]
+    follower = followers[0]
+
+    def replica_fetch(replica_epoch: int, fetch_offset: int, last_fetched_epoch: int):
+        return F(
+            replica_state=F.ReplicaState(replica_id=follower, replica_epoch=replica_epoch),
+            max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+            topics=[F.FetchTopic(topic_id=topic_id, partitions=[F.FetchPartition(
+                partition=0, fetch_offset=fetch_offset, last_fetched_epoch=last_fetched_epoch,
+                partition_max_bytes=1 << 20)])],
+        )  # fmt: skip
+
+    connection = LeaderConnection("127.0.0.1", leader_port, "test")
+    try:
+        stale = await connection.request(1, 17, replica_fetch(registered[follower] - 1, 1, 0))
+        assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH and stale.responses == []
+        # A follower holding epoch-0 records past the leader's log end (an old leader's
+        # unreplicated tail): the leader's epoch 0 ends at 1, so it truncates there first.
+        diverged = await connection.request(1, 17, replica_fetch(registered[follower], 5, 0))
+        partition = diverged.responses[0].partitions[0]
+        assert partition.error_code == ErrorCode.NONE and not partition.records
+        assert (partition.diverging_epoch.epoch, partition.diverging_epoch.end_offset) == (0, 1)
+    finally:
+        await connection.aclose()
     for _, _, scope in brokers.values():
         scope.cancel()

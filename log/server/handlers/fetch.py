@@ -1,5 +1,14 @@
 """Fetch: read record batches from led partitions up to the high watermark, long-polling.
 
+Versions 4-17 (_Fetch reads any of them): v13+ names topics by id (resolved through this
+broker's image; an id it does not know -> UNKNOWN_TOPIC_ID for those partitions), v15+ carries
+the fetching replica and its broker epoch in the tagged replica_state (KIP-903: a fetch from an
+incarnation older than the registration in our image -> STALE_BROKER_EPOCH for the request; the
+epoch is what the follower's fetch state records), v12+ a replica's last_fetched_epoch (a log
+that diverges from ours gets `diverging_epoch`, no records, and its fetch state untouched), v12+
+NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH name the current leader (node_endpoints v16+,
+KIP-951).
+
 Per partition: unknown -> UNKNOWN_TOPIC_OR_PARTITION; not the leader -> NOT_LEADER_OR_FOLLOWER;
 current_leader_epoch older/newer than ours -> FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH;
 fetch_offset outside [log_start_offset, log_end_offset] -> OFFSET_OUT_OF_RANGE. Consumers read
@@ -34,6 +43,8 @@ Reads run inline: a read is one pread of at most the requested bytes from the pa
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from typing import Any
 
 import trio
@@ -50,8 +61,13 @@ from log.replication.fetch_session import (
 )
 from log.replication.partition import FetchWaiter, HostedPartition, SessionWatcher
 from log.server.broker_context import BrokerContext
+from log.server.handlers.leader_hints import LeaderHints
 
 R = FETCH_RESPONSE.cls
+NO_HINT = R.PartitionData.LeaderIdAndEpoch()  # leader -1, epoch -1: not written
+ZERO_UUID = uuid.UUID(int=0)
+# Partition errors whose answer names the current leader (v12+; node_endpoints v16+, KIP-951).
+_HINTED_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 MAX_WAIT_MS = 30_000  # a bound on one long poll, whatever the client asks
 # Closed sessions' watchers are dropped from a partition when it signals; one that never
 # signals prunes them when a new watcher subscribes past this many.
@@ -67,14 +83,16 @@ _Item = tuple[tuple[str, int], Any, CachedPartition | None]
 class _FetchPass:
     """Reads a Fetch's partitions, fairly within max_bytes, and re-reads those that signal."""
 
-    def __init__(self, ctx: BrokerContext, body: Any, items: list[_Item],
+    def __init__(self, ctx: BrokerContext, fetch: _Fetch, items: list[_Item],
                  fill_order: FetchFillOrder, incremental: bool,
                  watcher: SessionWatcher | None = None) -> None:  # fmt: skip
         self.ctx = ctx
         self.incremental = incremental
         self.watcher = watcher
-        self.replica_id = body.replica_id
-        self.max_bytes = body.max_bytes
+        self.replica_id = fetch.replica_id
+        self.replica_epoch = fetch.replica_epoch
+        self.version = fetch.version
+        self.max_bytes = fetch.body.max_bytes
         self.items: list[_Item] = []
         self.keys: list[tuple[str, int]] = []
         self.fill_order = fill_order
@@ -82,7 +100,10 @@ class _FetchPass:
         self.results: list[Any] = []
         self.sizes: list[int] = []
         self.hosted: list[HostedPartition | None] = []
-        self.any_error = False
+        self.answer_now = False  # an error or a diverging log: no long poll
+        image = ctx.replica_manager.sync()
+        self.topic_ids = image.topic_ids_by_name  # v13+ answers name topics by id
+        self.hints = LeaderHints(image, R.PartitionData.LeaderIdAndEpoch, R.NodeEndpoint)
         self.add(items, reuse=False)  # a sessionless request may name a partition twice
 
     def add(self, items: list[_Item], reuse: bool = True) -> list[int]:
@@ -131,8 +152,7 @@ class _FetchPass:
         positions: Any = range(len(self.items)) if indices is None else indices
         already_bytes = 0 if indices is None else self.total_bytes
         if self.incremental:
-            registration = image.brokers.get(self.replica_id)
-            broker_epoch = registration.broker_epoch if registration is not None else -1
+            broker_epoch = self._broker_epoch(image)
             no_news = self._no_news
             positions = [p for p in positions if not no_news(p, broker_epoch, now_ms)]
 
@@ -185,6 +205,14 @@ class _FetchPass:
         self._watch(hosted)
         return True
 
+    def _broker_epoch(self, image: Any) -> int:
+        """The fetching replica's broker epoch (KIP-903): the one the request carries (v15+),
+        else its registration's in our image (-1: unknown)."""
+        if self.replica_epoch >= 0:
+            return self.replica_epoch
+        registration = image.brokers.get(self.replica_id)
+        return registration.broker_epoch if registration is not None else -1
+
     def _read_partition(self, image: Any, item: _Item, position: int,
                         budget_bytes: int, first: bool, now_ms: int) -> tuple[Any, int]:  # fmt: skip
         (topic, partition), fp, cached = item
@@ -192,9 +220,12 @@ class _FetchPass:
         try:
             hosted = self.ctx.replica_manager.leader(topic, partition, image)
             if is_replica:
-                hosted.state.validate_fetch(
-                    self.replica_id, fp.fetch_offset, fp.current_leader_epoch
-                )
+                validation = hosted.state.validate_fetch(
+                    self.replica_id, fp.fetch_offset, fp.current_leader_epoch,
+                    fp.last_fetched_epoch if self.version >= 12 else -1,
+                )  # fmt: skip
+                if validation.diverging_epoch is not None:
+                    return self._diverging(hosted, position, validation.diverging_epoch)
             else:
                 hosted.check_leader_epoch(fp.current_leader_epoch)
             log = hosted.log
@@ -205,21 +236,23 @@ class _FetchPass:
                 min_one_batch=first,
             )
             if is_replica:
-                registration = image.brokers.get(self.replica_id)
                 self.ctx.replica_manager.record_follower_fetch(
                     hosted, self.replica_id, fp.fetch_offset, fp.log_start_offset,
-                    registration.broker_epoch if registration is not None else -1, now_ms,
+                    self._broker_epoch(image), now_ms,
                 )  # fmt: skip
                 if cached is not None:
                     cached.hosted = hosted
                     cached.validated_leader_epoch = hosted.state.leader_epoch
             high_watermark = log.high_watermark
         except KafkaError as exc:
-            self.any_error = True
+            self.answer_now = True
             self.hosted[position] = None
+            hint = NO_HINT
+            if exc.error_code in _HINTED_ERRORS and self.version >= 12:
+                hint = self.hints.current_leader(topic, partition)
             return R.PartitionData(
                 partition_index=partition, error_code=exc.error_code,
-                high_watermark=-1, records=b"",
+                high_watermark=-1, records=b"", current_leader=hint,
             ), 0  # fmt: skip
         self.hosted[position] = hosted
         return R.PartitionData(
@@ -231,6 +264,25 @@ class _FetchPass:
             aborted_transactions=None,
             records=info.records,
         ), len(info.records)
+
+    def _diverging(self, hosted: HostedPartition, position: int, diverging: Any) -> tuple[Any, int]:
+        """A follower whose log diverges from ours (Fetch v12+): no records, its follower state
+        untouched (as Kafka's), the end of its last epoch in our log to truncate to."""
+        self.answer_now = True
+        self.hosted[position] = hosted
+        log = hosted.log
+        return R.PartitionData(
+            partition_index=hosted.partition,
+            error_code=0,
+            high_watermark=log.high_watermark,
+            last_stable_offset=log.high_watermark,
+            log_start_offset=log.log_start_offset,
+            diverging_epoch=R.PartitionData.EpochEndOffset(
+                epoch=diverging.leader_epoch, end_offset=diverging.end_offset
+            ),
+            aborted_transactions=None,
+            records=b"",
+        ), 0
 
     def watch_read(self) -> None:
         """Subscribe the session to every partition this pass found (after the reads)."""
@@ -254,29 +306,87 @@ class _FetchPass:
                 news = cached.must_respond(
                     result.error_code, size, result.high_watermark, result.log_start_offset
                 )
-                if incremental and not news:
+                if incremental and not news and result.diverging_epoch.epoch < 0:
                     continue
             partitions = by_topic.get(topic)
             if partitions is None:
                 partitions = by_topic[topic] = []
-                topics.append(R.FetchableTopicResponse(topic=topic, partitions=partitions))
+                topics.append(R.FetchableTopicResponse(
+                    topic=topic, topic_id=self.topic_ids.get(topic, ZERO_UUID),
+                    partitions=partitions,
+                ))  # fmt: skip
             partitions.append(result)
         return topics
 
 
-def _session_items(body: Any, decision: SessionDecision, now_ms: int) -> list[_Item]:
+@dataclasses.dataclass
+class _Fetch:
+    """A Fetch request as this handler reads it, whatever its version: who fetches (v15+ in
+    the tagged replica_state, with its broker epoch: KIP-903) and its topics by name (v13+
+    names them by id: resolved through the image; ids it does not know are set aside)."""
+
+    body: Any
+    version: int
+    replica_id: int
+    replica_epoch: int
+    topics: list[tuple[str, Any]]  # (name, FetchTopic)
+    forgotten: list[tuple[str, int]]
+    unknown_topic_ids: list[Any]  # FetchTopics naming an id the image does not know
+
+    @classmethod
+    def read(cls, body: Any, version: int, image: Any) -> _Fetch:
+        if version >= 15:
+            replica_id, replica_epoch = (
+                body.replica_state.replica_id,
+                body.replica_state.replica_epoch,
+            )
+        else:
+            replica_id, replica_epoch = body.replica_id, -1
+        forgotten_data = body.forgotten_topics_data or ()
+        if version < 13:
+            topics = [(t.topic, t) for t in body.topics]
+            forgotten = [(t.topic, p) for t in forgotten_data for p in t.partitions]
+            return cls(body, version, replica_id, replica_epoch, topics, forgotten, [])
+        topics, unknown = [], []
+        for t in body.topics:
+            known = image.topics.get(t.topic_id)
+            if known is None:
+                unknown.append(t)
+            else:
+                topics.append((known.name, t))
+        forgotten = [
+            (image.topics[t.topic_id].name, p)
+            for t in forgotten_data
+            if t.topic_id in image.topics
+            for p in t.partitions
+        ]
+        return cls(body, version, replica_id, replica_epoch, topics, forgotten, unknown)
+
+    def unknown_topic_responses(self) -> list[Any]:
+        return [
+            R.FetchableTopicResponse(topic_id=t.topic_id, partitions=[
+                R.PartitionData(partition_index=fp.partition,
+                                error_code=ErrorCode.UNKNOWN_TOPIC_ID, high_watermark=-1)
+                for fp in t.partitions
+            ])
+            for t in self.unknown_topic_ids
+        ]  # fmt: skip
+
+
+def _session_items(fetch: _Fetch, decision: SessionDecision, now_ms: int) -> list[_Item]:
     """Apply the request to its session (if any); the partitions this fetch reads."""
     session = decision.session
     if session is None:
-        return [((t.topic, fp.partition), fp, None) for t in body.topics for fp in t.partitions]
+        return [((name, fp.partition), fp, None) for name, t in fetch.topics for fp in t.partitions]
     requested = [
-        ((t.topic, fp.partition), CachedPartition(
-            fp.fetch_offset, fp.log_start_offset, fp.partition_max_bytes, fp.current_leader_epoch
+        ((name, fp.partition), CachedPartition(
+            fp.fetch_offset, fp.log_start_offset, fp.partition_max_bytes, fp.current_leader_epoch,
+            fp.last_fetched_epoch,
         ))
-        for t in body.topics
+        for name, t in fetch.topics
         for fp in t.partitions
     ]  # fmt: skip
-    forgotten = [(t.topic, p) for t in body.forgotten_topics_data or () for p in t.partitions]
+    forgotten = fetch.forgotten
     update_session(session, requested, forgotten, full=not decision.incremental)
     return _cached_items(session, session.candidates(now_ms))
 
@@ -320,28 +430,43 @@ async def _wait_for_session(fetch_pass: _FetchPass, session: FetchSession,
 
 async def handle_fetch(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    image = ctx.replica_manager.sync()
+    fetch = _Fetch.read(body, request.api_version, image)
+    if fetch.replica_id >= 0 and fetch.replica_epoch >= 0:
+        # KIP-903: a fetch from an incarnation older than the broker's registration in our
+        # image comes from a process that is gone (or lost its disk since): refused.
+        registration = image.brokers.get(fetch.replica_id)
+        if registration is not None and registration.broker_epoch > fetch.replica_epoch:
+            return R(error_code=ErrorCode.STALE_BROKER_EPOCH, session_id=0, responses=[])
     decision = SessionDecision(None)
     if request.api_version >= 7:
         decision = ctx.fetch_sessions.decide(
-            body.session_id, body.session_epoch, may_create=body.replica_id >= 0
+            body.session_id, body.session_epoch, may_create=fetch.replica_id >= 0
         )
         if decision.error != ErrorCode.NONE:
             return R(error_code=decision.error, session_id=0, responses=[])
+        if fetch.unknown_topic_ids and decision.session is not None:
+            # The session holds topics by name, so it would not hold these partitions and the
+            # fetcher's incremental fetches would never name them again: no session. The
+            # fetcher starts over with a full fetch (our image is only behind on a new topic).
+            ctx.fetch_sessions.close(decision.session.session_id)
+            decision = SessionDecision(None)
     fill_order = request.connection_state.get("fetch_fill_order")
     if fill_order is None:
         fill_order = request.connection_state["fetch_fill_order"] = FetchFillOrder()
     session = decision.session
     if session is not None and session.watcher is None:
         session.watcher = SessionWatcher(session)
-    items = _session_items(body, decision, ctx.clock_ms())
-    fetch_pass = _FetchPass(ctx, body, items, fill_order, decision.incremental,
+    items = _session_items(fetch, decision, ctx.clock_ms())
+    fetch_pass = _FetchPass(ctx, fetch, items, fill_order, decision.incremental,
                             session.watcher if session is not None else None)  # fmt: skip
+    fetch_pass.answer_now = bool(fetch.unknown_topic_ids)
     fetch_pass.read()
     fetch_pass.watch_read()
     deadline = trio.current_time() + min(max(body.max_wait_ms, 0), MAX_WAIT_MS) / 1000
     while (
         fetch_pass.total_bytes < body.min_bytes
-        and not fetch_pass.any_error
+        and not fetch_pass.answer_now
         and trio.current_time() < deadline
     ):
         remaining_ms = (deadline - trio.current_time()) * 1000
@@ -358,5 +483,7 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> object:
     return R(
         error_code=0,
         session_id=decision.response_session_id,
-        responses=fetch_pass.response_topics(decision.incremental),
+        responses=fetch_pass.response_topics(decision.incremental)
+        + fetch.unknown_topic_responses(),
+        node_endpoints=fetch_pass.hints.node_endpoints(),
     )

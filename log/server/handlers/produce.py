@@ -30,31 +30,15 @@ from log.protocol.connection import Request
 from log.protocol.produce import PRODUCE_RESPONSE
 from log.replication.replica_manager import AppendResult
 from log.server.broker_context import BrokerContext
-from log.server.handlers.metadata import live_brokers
-from quorum.image import MetadataImage
+from log.server.handlers.leader_hints import LeaderHints
 
 R = PRODUCE_RESPONSE.cls
-NO_HINT = R.PartitionProduceResponse.LeaderIdAndEpoch()  # leader -1, epoch -1: not written
-
-
-def _current_leader(image: MetadataImage, topic: str, partition: int, hinted: set[int]) -> Any:
-    """KIP-951: the partition's leader and leader epoch as this broker's image knows them, for a
-    client told NOT_LEADER_OR_FOLLOWER (v10+), its id added to `hinted` (for node_endpoints);
-    -1 when unknown or leaderless."""
-    known = image.topic(topic)
-    state = known.partitions.get(partition) if known is not None else None
-    if state is None or state.leader < 0:
-        return NO_HINT
-    hinted.add(state.leader)
-    return R.PartitionProduceResponse.LeaderIdAndEpoch(
-        leader_id=state.leader, leader_epoch=state.leader_epoch
-    )
 
 
 async def handle_produce(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     acks = body.acks
-    hints = request.api_version >= 10
+    with_hints = request.api_version >= 10
     entries = [
         (topic_data.name, partition_data.index, partition_data.records)
         for topic_data in body.topic_data
@@ -64,14 +48,15 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
         results = await ctx.replica_manager.append_records(acks, body.timeout_ms, entries)
     else:
         results = [AppendResult(ErrorCode.INVALID_REQUIRED_ACKS, None)] * len(entries)
-    image = ctx.replica_manager.sync()
-    hinted: set[int] = set()  # leaders named in NOT_LEADER answers (v10+)
+    hints = LeaderHints(
+        ctx.replica_manager.sync(), R.PartitionProduceResponse.LeaderIdAndEpoch, R.NodeEndpoint
+    )
     by_topic: dict[str, list] = {}
     for (topic, index, _), result in zip(entries, results, strict=True):
         info = result.info
-        hint = NO_HINT
-        if hints and result.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-            hint = _current_leader(image, topic, index, hinted)
+        hint = hints.no_hint
+        if with_hints and result.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            hint = hints.current_leader(topic, index)
         by_topic.setdefault(topic, []).append(
             R.PartitionProduceResponse(
                 index=index,
@@ -88,17 +73,8 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
             R.TopicProduceResponse(name=name, partition_responses=partitions)
             for name, partitions in by_topic.items()
         ],
-        node_endpoints=_endpoints(ctx, hinted) if hinted else [],
+        node_endpoints=hints.node_endpoints(),
     )
-
-
-def _endpoints(ctx: BrokerContext, broker_ids: set[int]) -> list:
-    """KIP-951's node_endpoints: where the hinted leaders listen (live ones only)."""
-    return [
-        R.NodeEndpoint(node_id=b, host=host, port=port, rack=rack)
-        for b, host, port, rack in live_brokers(ctx.replica_manager.sync())
-        if b in broker_ids
-    ]
 
 
 def has_error(body: Any) -> bool:
