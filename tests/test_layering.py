@@ -66,6 +66,7 @@ SANS_IO = [
     "log/coordinator/consumer_protocol.py",
     "log/coordinator/transaction_log.py",
     "log/coordinator/transaction_state.py",
+    "log/coordinator/transaction_coordinator.py",
     "quorum/records.py",
     "quorum/image.py",
     "quorum/controller.py",
