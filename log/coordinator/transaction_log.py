@@ -190,7 +190,7 @@ def value_for(transit: TxnTransitMetadata) -> TransactionLogValue:
 
 def metadata_from(transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
     """The state a loaded record stands for (Kafka's readTxnRecordValue)."""
-    partitions = set()
+    partitions: set[tuple[str, int]] = set()
     if value.transaction_status != TransactionState.EMPTY:
         for schema in value.transaction_partitions or ():
             partitions.update((schema.topic, p) for p in schema.partition_ids)

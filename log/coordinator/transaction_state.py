@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from log.common.errors import ErrorCode, KafkaError, UnknownServerError
+from log.common.errors import ErrorCode, KafkaError
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -96,9 +96,11 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
 EXPIRATION_ALLOWED = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
 
 
-class IllegalStateTransitionError(UnknownServerError):
+class IllegalStateTransitionError(KafkaError):
     """A transition Kafka's table forbids, or a completion that does not match its preparation.
     A bug in the coordinator, never a client's doing; should it escape, it is UNKNOWN_SERVER_ERROR."""
+
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class ProducerFencedError(KafkaError):
