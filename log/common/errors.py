@@ -122,6 +122,7 @@ class ErrorCode(enum.IntEnum):
     FETCH_SESSION_TOPIC_ID_ERROR = 106
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
+    TRANSACTION_ABORTABLE = 120  # KIP-890: the verify-only AddPartitionsToTxn's answer
 
 
 # Errors a client may retry as-is (Kafka's RetriableException subclasses).
