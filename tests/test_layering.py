@@ -64,6 +64,7 @@ SANS_IO = [
     "log/coordinator/group_coordinator.py",
     "log/coordinator/records.py",
     "log/coordinator/consumer_protocol.py",
+    "log/coordinator/append_errors.py",
     "log/coordinator/transaction_log.py",
     "log/coordinator/transaction_state.py",
     "log/coordinator/transaction_coordinator.py",

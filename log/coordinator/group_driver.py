@@ -31,6 +31,7 @@ import trio
 
 from log.common.errors import CorruptRecordError, ErrorCode, KafkaError
 from log.common.node_config import NodeConfig
+from log.coordinator.append_errors import COORDINATOR_APPEND_ERRORS
 from log.coordinator.group_coordinator import (
     OFFSETS_TOPIC,
     CoordinatorError,
@@ -67,11 +68,7 @@ LOAD_READ_BYTES = 1 << 20
 MAX_MEMBER_ID_CLIENT_BYTES = 200
 
 _APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    **COORDINATOR_APPEND_ERRORS,
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }

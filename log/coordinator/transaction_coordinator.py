@@ -45,6 +45,7 @@ import enum
 from collections.abc import Callable, Iterable
 
 from log.common.errors import ErrorCode, KafkaError
+from log.coordinator.append_errors import COORDINATOR_APPEND_ERRORS
 from log.coordinator.transaction_log import (
     TransactionLogKey,
     decode_key,
@@ -192,12 +193,7 @@ class _PendingComplete:
 
 # Kafka's TransactionStateManager maps log append errors to coordinator errors like this.
 _APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    **COORDINATOR_APPEND_ERRORS,
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
