@@ -78,6 +78,8 @@ class LogDirFailureChannel:
         return True
 
     def is_offline(self, log_dir: str | Path) -> bool:
+        if not self._offline:  # the common case, on hot paths: no lock, no path resolution
+            return False
         with self._lock:
             return str(Path(log_dir).resolve()) in self._offline
 
