@@ -65,7 +65,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("Produce", produce.PRODUCE_REQUEST, produce.PRODUCE_RESPONSE, "0-10", "3-10"),
     _api("Fetch", fetch.FETCH_REQUEST, fetch.FETCH_RESPONSE, "0-17", "4-17"),
     _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-5", "1-5"),
-    _api("Metadata", metadata.METADATA_REQUEST, metadata.METADATA_RESPONSE, "0-8", "1-8"),
+    _api("Metadata", metadata.METADATA_REQUEST, metadata.METADATA_RESPONSE, "0-12", "1-12"),
     _api("OffsetCommit", groups.OFFSET_COMMIT_REQUEST, groups.OFFSET_COMMIT_RESPONSE, "0-7", "2-7"),
     _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-5", "1-5"),
     _api("FindCoordinator", coordinator.FIND_COORDINATOR_REQUEST,

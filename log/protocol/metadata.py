@@ -1,8 +1,10 @@
 """Metadata (3): brokers, controller, cluster id, and topics with partition leaders and replicas.
 
-Declared v0-8 (all non-flexible). v1 nullable topics (null = all topics), rack, controller_id,
-is_internal; v2 cluster_id; v3 throttle; v4 allow_auto_topic_creation; v5 offline_replicas;
-v7 leader_epoch; v8 authorized operations (INT32_MIN = not requested).
+Declared v0-12. v1 nullable topics (null = all topics), rack, controller_id, is_internal; v2
+cluster_id; v3 throttle; v4 allow_auto_topic_creation; v5 offline_replicas; v7 leader_epoch; v8
+authorized operations (INT32_MIN = not requested; the cluster's only through v10); v9 flexible;
+v10 topic ids (KIP-516: a request may name a topic by id, its name null); v12 a topic's name is
+null in the answer when it was asked by an id nobody knows.
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -21,6 +23,7 @@ from log.protocol.schema import (  # noqa: F401
     RECORDS,
     STRING,
     STRUCT,
+    UUID,
     F,
     message,
 )
@@ -29,14 +32,15 @@ from log.protocol.schema import (  # noqa: F401
 METADATA_REQUEST = message(
     "MetadataRequest",
     api_key=3,
-    versions="0-8",
+    versions="0-12",
     flexible_versions="9+",
     fields=(
         F("topics", ARRAY(STRUCT("MetadataRequestTopic",
-                F("name", STRING),
+                F("topic_id", UUID, "10+"),
+                F("name", STRING, nullable="10+"),
             )), nullable="1+"),
         F("allow_auto_topic_creation", BOOL, "4+", default=True),
-        F("include_cluster_authorized_operations", BOOL, "8+"),
+        F("include_cluster_authorized_operations", BOOL, "8-10"),
         F("include_topic_authorized_operations", BOOL, "8+"),
     ),
 )
@@ -44,7 +48,7 @@ METADATA_REQUEST = message(
 METADATA_RESPONSE = message(
     "MetadataResponse",
     api_key=3,
-    versions="0-8",
+    versions="0-12",
     flexible_versions="9+",
     fields=(
         F("throttle_time_ms", INT32, "3+"),
@@ -58,7 +62,8 @@ METADATA_RESPONSE = message(
         F("controller_id", INT32, "1+", default=-1),
         F("topics", ARRAY(STRUCT("MetadataResponseTopic",
                 F("error_code", INT16),
-                F("name", STRING),
+                F("name", STRING, nullable="12+"),
+                F("topic_id", UUID, "10+"),
                 F("is_internal", BOOL, "1+", default=False),
                 F("partitions", ARRAY(STRUCT("MetadataResponsePartition",
                         F("error_code", INT16),
@@ -71,7 +76,7 @@ METADATA_RESPONSE = message(
                     ))),
                 F("topic_authorized_operations", INT32, "8+", default=-2147483648),
             ))),
-        F("cluster_authorized_operations", INT32, "8+", default=-2147483648),
+        F("cluster_authorized_operations", INT32, "8-10", default=-2147483648),
     ),
 )
 # fmt: on

@@ -1,6 +1,6 @@
-"""Fetch v12-v17 through the wire: topic ids (v13+, KIP-516), the leader hint on NOT_LEADER
-(KIP-951, v12+ current_leader, v16+ node_endpoints); replica-side behaviour (diverging epochs,
-KIP-903's replica epoch) is in tests/replication/test_replication_in_process.py."""
+"""Fetch v12-v17 and Metadata v10-v12 through the wire: topic ids (KIP-516), the leader hint
+on NOT_LEADER (KIP-951, v12+ current_leader, v16+ node_endpoints); replica-side behaviour
+(diverging epochs, KIP-903's replica epoch) is in tests/replication/test_replication_in_process.py."""
 
 from __future__ import annotations
 
@@ -79,4 +79,29 @@ async def test_a_session_fetch_naming_an_unknown_topic_id_gets_no_session(broker
     known = dataclasses.replace(session_fetch, topics=by_id(topic_id).topics)
     body = await client.call(1, 17, known)
     assert body.session_id != 0  # a fetch naming known topics opens one as usual
+    await client.aclose()
+
+
+async def test_metadata_v12_gives_topic_ids_and_takes_topics_by_id(broker):
+    from log.protocol.metadata import METADATA_REQUEST
+
+    await broker.create_topic("t", 2)
+    topic_id = broker.quorum.image.topic_ids_by_name["t"]
+    M = METADATA_REQUEST.cls  # noqa: N806
+    client = await WireClient.connect(broker.port)
+    body = await client.call(3, 12, M(topics=[M.MetadataRequestTopic(name="t")]))
+    (topic,) = body.topics
+    assert (topic.error_code, topic.name, topic.topic_id) == (0, "t", topic_id)
+    unknown = uuid.uuid4()
+    body = await client.call(3, 12, M(topics=[
+        M.MetadataRequestTopic(topic_id=topic_id, name=None),
+        M.MetadataRequestTopic(topic_id=unknown, name=None),
+    ], allow_auto_topic_creation=False))  # fmt: skip
+    known, missing = body.topics
+    assert (known.name, known.topic_id, len(known.partitions)) == ("t", topic_id, 2)
+    assert (missing.error_code, missing.name, missing.topic_id) == (
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        None,
+        unknown,
+    )
     await client.aclose()

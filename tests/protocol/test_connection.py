@@ -81,7 +81,7 @@ def test_librdkafka_style_v3_request_is_answered_in_one_round_trip():
     (response,) = client.receive_data(conn.send_response(event, api_versions_body()))
     assert response.api_version == 3 and response.body.error_code == ErrorCode.NONE
     advertised = {k.api_key: (k.min_version, k.max_version) for k in response.body.api_keys}
-    assert advertised[0] == (0, 10) and advertised[1] == (0, 17) and advertised[3] == (0, 8)
+    assert advertised[0] == (0, 10) and advertised[1] == (0, 17) and advertised[3] == (0, 12)
     assert advertised[18] == (0, 3) and advertised[16] == (0, 5)
     assert set(advertised) == DEFAULT_ADVERTISED
     assert 24 not in advertised  # transaction APIs are opt-in
@@ -369,7 +369,7 @@ def test_choose_versions_against_our_own_advertisement():
     from log.protocol.client_codec import choose_versions
 
     chosen = choose_versions(supported_api_versions())
-    assert chosen[0] == 10 and chosen[1] == 17 and chosen[3] == 8 and chosen[22] == 1
+    assert chosen[0] == 10 and chosen[1] == 17 and chosen[3] == 12 and chosen[22] == 1
     entry = APIS[18].response.cls.ApiVersion
     assert choose_versions([entry(api_key=0, min_version=11, max_version=13)]) == {}
     assert choose_versions(

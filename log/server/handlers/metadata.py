@@ -4,6 +4,8 @@ Metadata lists the unfenced brokers with their PLAINTEXT endpoint, and each requ
 partitions (leader, leader_epoch, replicas, isr, offline replicas = replicas not live). An
 unknown topic is auto-created (when `auto.create.topics.enable` and the request allows it)
 through the controller, and answered LEADER_NOT_AVAILABLE as Kafka does; clients retry.
+v10+ answers each topic's id (KIP-516) and takes topics by id too (name null): an id nobody
+knows is answered UNKNOWN_TOPIC_ID; topics are auto-created by name only.
 
 controller_id: clients (kafka-python's admin) send CreateTopics to it, so it must be a broker
 in the list. KRaft brokers answer a live broker there too; we answer the active controller's
@@ -68,8 +70,9 @@ def _topic_metadata(image: MetadataImage, name: str) -> object:
             )
         )
     return M.MetadataResponseTopic(
-        error_code=0, name=name, is_internal=name.startswith("__"), partitions=partitions
-    )
+        error_code=0, name=name, topic_id=topic.topic_id, is_internal=name.startswith("__"),
+        partitions=partitions,
+    )  # fmt: skip
 
 
 async def _auto_create(ctx: BrokerContext, names: list[str]) -> dict[str, ErrorCode]:
@@ -101,10 +104,19 @@ async def _auto_create(ctx: BrokerContext, names: list[str]) -> dict[str, ErrorC
 async def handle_metadata(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     image = ctx.replica_manager.sync()
+    unknown_ids: list = []  # v10+: topics asked by an id nobody knows
     if body.topics is None:
         names = sorted(image.topic_ids_by_name)
     else:
-        names = list(dict.fromkeys(t.name for t in body.topics))
+        names = []
+        for t in body.topics:
+            if t.name is not None:
+                names.append(t.name)
+            elif t.topic_id in image.topics:
+                names.append(image.topics[t.topic_id].name)
+            else:
+                unknown_ids.append(t.topic_id)
+        names = list(dict.fromkeys(names))
     missing = [n for n in names if image.topic(n) is None]
     errors: dict[str, int] = {}
     creatable = []
@@ -124,6 +136,10 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> object:
             topics.append(M.MetadataResponseTopic(error_code=code, name=name, partitions=[]))
         else:
             topics.append(_topic_metadata(image, name))
+    for topic_id in dict.fromkeys(unknown_ids):
+        topics.append(M.MetadataResponseTopic(
+            error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id, partitions=[]
+        ))  # fmt: skip
     return M(
         brokers=[
             M.MetadataResponseBroker(node_id=b, host=host, port=port, rack=rack)
