@@ -23,7 +23,6 @@ from typing import Any
 
 import trio
 
-from log.common.errors import FencedLeaderEpochError, UnknownLeaderEpochError
 from log.replication.partition_state import PartitionState
 from log.storage.log import UnifiedLog
 
@@ -79,19 +78,6 @@ class HostedPartition:
     fetch_waiters: set[FetchWaiter] = dataclasses.field(default_factory=set)
     # Fetch sessions reading this partition (standing; closed ones are dropped when signalled).
     session_watchers: set[SessionWatcher] = dataclasses.field(default_factory=set)
-
-    def check_leader_epoch(self, current_leader_epoch: int) -> None:
-        """Kafka's epoch check for a client that knows the leader epoch (-1: it does not)."""
-        if current_leader_epoch < 0:
-            return
-        if current_leader_epoch < self.leader_epoch:
-            raise FencedLeaderEpochError(
-                f"leader epoch {current_leader_epoch} < current {self.leader_epoch}"
-            )
-        if current_leader_epoch > self.leader_epoch:
-            raise UnknownLeaderEpochError(
-                f"leader epoch {current_leader_epoch} > current {self.leader_epoch}"
-            )
 
     def signal_high_watermark(self) -> None:
         self.high_watermark_changed.set()

@@ -227,7 +227,7 @@ class _FetchPass:
                 if validation.diverging_epoch is not None:
                     return self._diverging(hosted, position, validation.diverging_epoch)
             else:
-                hosted.check_leader_epoch(fp.current_leader_epoch)
+                hosted.state.validate_current_leader_epoch(fp.current_leader_epoch)
             log = hosted.log
             info = log.read(
                 fp.fetch_offset,

@@ -24,7 +24,7 @@ E: Any = OFFSET_FOR_LEADER_EPOCH_RESPONSE.cls
 def _list_offset(ctx: BrokerContext, image, topic: str, p, is_replica: bool) -> object:  # noqa: ANN001
     try:
         hosted = ctx.replica_manager.leader(topic, p.partition_index, image)
-        hosted.check_leader_epoch(p.current_leader_epoch)
+        hosted.state.validate_current_leader_epoch(p.current_leader_epoch)
         log = hosted.log
         if p.timestamp == LATEST_TIMESTAMP:
             offset = log.log_end_offset if is_replica else log.high_watermark
@@ -71,7 +71,7 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> object:
 def _epoch_end_offset(ctx: BrokerContext, image, topic: str, p) -> object:  # noqa: ANN001
     try:
         hosted = ctx.replica_manager.leader(topic, p.partition, image)
-        hosted.check_leader_epoch(p.current_leader_epoch)
+        hosted.state.validate_current_leader_epoch(p.current_leader_epoch)
         epoch, end_offset = hosted.log.end_offset_for_epoch(p.leader_epoch)
     except KafkaError as exc:
         return E.EpochEndOffset(error_code=exc.error_code, partition=p.partition)
