@@ -17,9 +17,8 @@ caller only calls it for `StateChange.NEW_LEADER_EPOCH`). All calls come from th
 
 from __future__ import annotations
 
-import uuid
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -33,6 +32,7 @@ from log.replication.replica_fetcher import (
 )
 from log.replication.unified_replica_log import UnifiedReplicaLog
 from log.storage.log import UnifiedLog
+from quorum.image import MetadataImage
 
 MAX_NUM_REPLICA_FETCHERS = 64
 
@@ -46,7 +46,7 @@ class ReplicaFetcherManager:
         clock_ms: Callable[[], int],
         on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None,
         on_storage_error: Callable[[BaseException], None] = lambda exc: None,
-        topic_ids: Callable[[], Mapping[str, uuid.UUID]] = dict,
+        image: Callable[[], MetadataImage] = MetadataImage,
         broker_epoch: Callable[[], int] = lambda: -1,
     ) -> None:
         assert 0 < num_replica_fetchers <= MAX_NUM_REPLICA_FETCHERS
@@ -56,7 +56,7 @@ class ReplicaFetcherManager:
         self.clock_ms = clock_ms
         self.on_high_watermark = on_high_watermark
         self.on_storage_error = on_storage_error  # a follower append/truncation failed
-        self.topic_ids = topic_ids
+        self.image = image
         self.broker_epoch = broker_epoch
         self.fetchers: dict[tuple[int, int], tuple[ReplicaFetcher, trio.CancelScope]] = {}
         self._fetcher_for: dict[TopicPartition, tuple[int, int]] = {}
@@ -121,7 +121,7 @@ class ReplicaFetcherManager:
             self.clock_ms,
             self.on_high_watermark,
             self.on_storage_error,
-            self.topic_ids,
+            self.image,
             self.broker_epoch,
         )
         cancel_scope = trio.CancelScope()

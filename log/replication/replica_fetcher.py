@@ -48,6 +48,7 @@ from log.replication.follower_state import (
 )
 from log.replication.unified_replica_log import UnifiedReplicaLog
 from log.storage.log import UnifiedLog
+from quorum.image import MetadataImage
 
 logger = logging.getLogger(__name__)
 
@@ -127,12 +128,12 @@ class ReplicaFetcher:
         clock_ms: Callable[[], int],
         on_high_watermark: Callable[[TopicPartition], None] = lambda tp: None,
         on_storage_error: Callable[[BaseException], None] = lambda exc: None,
-        topic_ids: Callable[[], Mapping[str, uuid.UUID]] = dict,
+        image: Callable[[], MetadataImage] = MetadataImage,
         broker_epoch: Callable[[], int] = lambda: -1,
     ) -> None:
         self.config = config
         self.on_storage_error = on_storage_error  # may take the log directory offline
-        self.topic_ids = topic_ids  # topic name -> id in our image (Fetch v13+ names ids)
+        self.image = image  # our metadata image: Fetch v13+ names topics by id
         self.broker_epoch = broker_epoch  # our registration's, sent in every fetch (KIP-903)
         self.state = state
         self.endpoint_for = endpoint_for
@@ -319,9 +320,8 @@ class ReplicaFetcher:
                     partition_max_bytes=fetch.partition_max_bytes,
                 )
             )
-        ids = self.topic_ids()
-        # every topic of the session: an incremental answer may name any of them
-        names_by_id = {ids.get(t, ZERO_UUID): t for t, _ in fetches}
+        image = self.image()  # one image for the request and its answer
+        ids = image.topic_ids_by_name
         body = F(
             replica_state=F.ReplicaState(
                 replica_id=self.config.broker_id, replica_epoch=self.broker_epoch()
@@ -352,9 +352,10 @@ class ReplicaFetcher:
                 return  # the next round sends a full fetch at once
             raise KafkaError(f"fetch failed with {error.name}")
         for topic_response in response.responses:
-            topic = names_by_id.get(topic_response.topic_id)
-            if topic is None:
-                continue  # not a topic we asked for
+            known = image.topics.get(topic_response.topic_id)
+            if known is None:
+                continue  # not a topic we know (any of the session's may be answered)
+            topic = known.name
             for p in topic_response.partitions:
                 tp = (topic, p.partition_index)
                 follower = self.state.partitions.get(tp)

@@ -143,7 +143,7 @@ class ReplicaManager:
             self.endpoint_for,
             clock_ms,
             on_storage_error=self.report_storage_error,
-            topic_ids=lambda: self._image.topic_ids_by_name,
+            image=lambda: self._image,
             broker_epoch=broker_epoch_getter,
         )
         self.isr_manager = IsrManager(
