@@ -100,8 +100,8 @@ class _FetchPass:
         self.results: list[Any] = []
         self.sizes: list[int] = []
         self.hosted: list[HostedPartition | None] = []
-        self.answer_now = False  # an error or a diverging log: no long poll
-        image = ctx.replica_manager.sync()
+        self.answer_now = bool(fetch.unknown_topic_ids)  # an error or a diverging log: no wait
+        image = fetch.image
         self.topic_ids = image.topic_ids_by_name  # v13+ answers name topics by id
         self.hints = LeaderHints(image, R.PartitionData.LeaderIdAndEpoch, R.NodeEndpoint)
         self.add(items, reuse=False)  # a sessionless request may name a partition twice
@@ -326,6 +326,7 @@ class _Fetch:
     names them by id: resolved through the image; ids it does not know are set aside)."""
 
     body: Any
+    image: Any  # the MetadataImage the request was read against
     version: int
     replica_id: int
     replica_epoch: int
@@ -346,7 +347,7 @@ class _Fetch:
         if version < 13:
             topics = [(t.topic, t) for t in body.topics]
             forgotten = [(t.topic, p) for t in forgotten_data for p in t.partitions]
-            return cls(body, version, replica_id, replica_epoch, topics, forgotten, [])
+            return cls(body, image, version, replica_id, replica_epoch, topics, forgotten, [])
         topics, unknown = [], []
         for t in body.topics:
             known = image.topics.get(t.topic_id)
@@ -360,7 +361,7 @@ class _Fetch:
             if t.topic_id in image.topics
             for p in t.partitions
         ]
-        return cls(body, version, replica_id, replica_epoch, topics, forgotten, unknown)
+        return cls(body, image, version, replica_id, replica_epoch, topics, forgotten, unknown)
 
     def unknown_topic_responses(self) -> list[Any]:
         return [
@@ -460,7 +461,6 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> object:
     items = _session_items(fetch, decision, ctx.clock_ms())
     fetch_pass = _FetchPass(ctx, fetch, items, fill_order, decision.incremental,
                             session.watcher if session is not None else None)  # fmt: skip
-    fetch_pass.answer_now = bool(fetch.unknown_topic_ids)
     fetch_pass.read()
     fetch_pass.watch_read()
     deadline = trio.current_time() + min(max(body.max_wait_ms, 0), MAX_WAIT_MS) / 1000
