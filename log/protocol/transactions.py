@@ -1,5 +1,6 @@
 """Transaction APIs, non-flexible versions: AddPartitionsToTxn (24), AddOffsetsToTxn (25),
-EndTxn (26), TxnOffsetCommit (28).
+EndTxn (26), TxnOffsetCommit (28); and WriteTxnMarkers (27, coordinator -> partition leaders,
+v0-1, flexible from v1).
 
 Kafka renamed AddPartitionsToTxn's v0-3 fields with a v3_and_below_ prefix (KIP-890 batched
 v4); the names are kept verbatim.
@@ -141,6 +142,43 @@ TXN_OFFSET_COMMIT_RESPONSE = message(
                 F("partitions", ARRAY(STRUCT("TxnOffsetCommitResponsePartition",
                         F("partition_index", INT32),
                         F("error_code", INT16),
+                    ))),
+            ))),
+    ),
+)
+WRITE_TXN_MARKERS_REQUEST = message(
+    "WriteTxnMarkersRequest",
+    api_key=27,
+    versions="0-1",
+    flexible_versions="1+",
+    fields=(
+        F("markers", ARRAY(STRUCT("WritableTxnMarker",
+                F("producer_id", INT64),
+                F("producer_epoch", INT16),
+                F("transaction_result", BOOL),  # False = ABORT, True = COMMIT
+                F("topics", ARRAY(STRUCT("WritableTxnMarkerTopic",
+                        F("name", STRING),
+                        F("partition_indexes", ARRAY(INT32)),
+                    ))),
+                F("coordinator_epoch", INT32),
+            ))),
+    ),
+)
+
+WRITE_TXN_MARKERS_RESPONSE = message(
+    "WriteTxnMarkersResponse",
+    api_key=27,
+    versions="0-1",
+    flexible_versions="1+",
+    fields=(
+        F("markers", ARRAY(STRUCT("WritableTxnMarkerResult",
+                F("producer_id", INT64),
+                F("topics", ARRAY(STRUCT("WritableTxnMarkerTopicResult",
+                        F("name", STRING),
+                        F("partitions", ARRAY(STRUCT("WritableTxnMarkerPartitionResult",
+                                F("partition_index", INT32),
+                                F("error_code", INT16),
+                            ))),
                     ))),
             ))),
     ),
