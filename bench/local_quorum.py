@@ -16,7 +16,7 @@ from typing import Any
 import trio
 
 from log.common.node_config import NodeConfig
-from quorum import controller
+from quorum import controller, leader_election
 from quorum.broker_lifecycle import MAX_PENDING_IMAGES
 from quorum.image import MetadataImage
 from quorum.records import ActiveControllerRecord, BrokerEndpoint, encode_batch
@@ -110,6 +110,15 @@ class LocalQuorum:
 
     async def allocate_producer_ids(self, request):
         return self._decided(controller.allocate_producer_ids(self.image, request))
+
+    async def elect_leaders(self, request):
+        image = self.image
+        policy = controller.NODE_DEFAULTS
+        return self._decided(
+            leader_election.elect_leaders(
+                image, request, lambda name: controller.election_policy(image, name, policy)
+            )
+        )
 
 
 def node_config(tmp_path, **props) -> NodeConfig:

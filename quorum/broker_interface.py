@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         DeleteTopicsResponse,
     )
     from quorum.image import MetadataImage
+    from quorum.leader_election import ElectLeadersRequest, ElectLeadersResponse
 
 MAX_PENDING_IMAGES = 16  # subscribe() channel size; a subscriber needs only the newest image
 
@@ -93,3 +94,5 @@ class ControllerChannel(Protocol):
     async def allocate_producer_ids(
         self, request: AllocateProducerIdsRequest
     ) -> AllocateProducerIdsResponse: ...
+
+    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse: ...

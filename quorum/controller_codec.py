@@ -20,6 +20,7 @@ from typing import Any
 
 from log.common.errors import ErrorCode, InvalidRequestError
 from quorum import controller as c
+from quorum import leader_election as le
 
 # operation -> (request type, response type)
 OPERATIONS: dict[str, tuple[type, type]] = {
@@ -29,6 +30,7 @@ OPERATIONS: dict[str, tuple[type, type]] = {
     "alter_topic_configs": (c.AlterConfigsRequest, c.AlterConfigsResponse),
     "alter_partitions": (c.AlterPartitionsRequest, c.AlterPartitionsResponse),
     "controlled_shutdown": (c.ControlledShutdownRequest, c.ControlledShutdownResponse),
+    "elect_leaders": (le.ElectLeadersRequest, le.ElectLeadersResponse),
 }
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 _MAX_DEPTH = 8

@@ -54,6 +54,7 @@ from log.protocol import controller_extra as extra
 from log.protocol.framing import FrameDecoder
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
+from quorum import leader_election as le
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
 from quorum.image import MetadataImage
 from quorum.partition_change import ElectionPolicy
@@ -143,6 +144,8 @@ class ControllerService:
                     nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
                     nursery.start_soon(self._activation_loop)
                     nursery.start_soon(self._fence_loop)
+                    if self.config.props["auto.leader.rebalance.enable"]:
+                        nursery.start_soon(self._balance_loop)
                     nursery.start_soon(self._stop_on_raft_failure, raft)
                     task_status.started(port)
             finally:
@@ -256,6 +259,25 @@ class ControllerService:
                 logger.info("broker fenced node=%d broker=%d reason=%s",
                             self.node_id, broker_id, reason)  # fmt: skip
 
+    async def _balance_loop(self) -> None:
+        """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds the
+        active controller moves leadership back to preferred replicas that can take it (at
+        most MAX_ELECTIONS_PER_IMBALANCE per batch, the next batch at once)."""
+        interval_s = self.config.props["leader.imbalance.check.interval.seconds"]
+        while True:
+            await trio.sleep(interval_s)
+            while self.is_active:
+                try:
+                    records = await self._decide(lambda image: (le.balance_leaders(image),) * 2)
+                except KafkaError as exc:
+                    logger.info("node %d: leader balancing failed: %s", self.node_id, exc)
+                    break
+                if records:
+                    logger.info("leader balancing node=%d preferred_leaders_elected=%d",
+                                self.node_id, len(records))  # fmt: skip
+                if len(records) < le.MAX_ELECTIONS_PER_IMBALANCE:
+                    break
+
     def _fence_decision(self, image: Any) -> tuple[list[MetadataRecord], list[tuple[int, str]]]:
         now_ms = _now_ms()
         records, fenced = self.tracker.fence_expired(image, now_ms)
@@ -367,6 +389,9 @@ class ControllerService:
             "alter_topic_configs": c.alter_topic_configs,
             "alter_partitions": lambda image, r: c.alter_partitions(image, r, defaults),
             "controlled_shutdown": lambda image, r: c.controlled_shutdown(image, r, defaults),
+            "elect_leaders": lambda image, r: le.elect_leaders(
+                image, r, lambda name: c.election_policy(image, name, defaults)
+            ),
         }
         decide = decisions[operation]
         return await self._decide(lambda image: decide(image, request))

@@ -33,6 +33,7 @@ from log.protocol.admin import (
     DELETE_TOPICS_REQUEST,
     DESCRIBE_CLUSTER_REQUEST,
     DESCRIBE_CONFIGS_REQUEST,
+    ELECT_LEADERS_REQUEST,
     INCREMENTAL_ALTER_CONFIGS_REQUEST,
 )
 from log.protocol.log_dirs import DESCRIBE_LOG_DIRS_REQUEST
@@ -46,6 +47,7 @@ DELETE_TOPICS_KEY = 20
 DESCRIBE_CONFIGS_KEY = 32
 DESCRIBE_LOG_DIRS_KEY = 35
 CREATE_PARTITIONS_KEY = 37
+ELECT_LEADERS_KEY = 43
 INCREMENTAL_ALTER_CONFIGS_KEY = 44
 DESCRIBE_CLUSTER_KEY = 60
 _READ_ONLY_KEYS = frozenset({METADATA_KEY, DESCRIBE_CONFIGS_KEY, DESCRIBE_CLUSTER_KEY})
@@ -279,6 +281,30 @@ class AdminClient:
         response = await self.request(CREATE_PARTITIONS_KEY, body)
         for result in response.results:
             _check(result.error_code, result.error_message, topic)
+
+    async def elect_leaders(
+        self, election_type: int, partitions: Mapping[str, Sequence[int]] | None
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """ElectLeaders (0 preferred, 1 unclean) for `partitions` (None: every partition; then
+        only the partitions that needed an election are answered): error code per partition."""
+        request: Any = ELECT_LEADERS_REQUEST.cls
+        body = request(
+            election_type=election_type,
+            topic_partitions=None
+            if partitions is None
+            else [
+                request.TopicPartitions(topic=t, partitions=list(p)) for t, p in partitions.items()
+            ],
+            timeout_ms=ADMIN_TIMEOUT_MS,
+        )
+        response = await self.request(ELECT_LEADERS_KEY, body)
+        if response.error_code:
+            raise error_for(response.error_code, "ElectLeaders refused")
+        return {
+            (topic.topic, result.partition_id): ErrorCode(result.error_code)
+            for topic in response.replica_election_results
+            for result in topic.partition_result
+        }
 
     # -- configs --------------------------------------------------------------------------------
 

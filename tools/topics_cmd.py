@@ -1,4 +1,5 @@
-"""`quorumlog topics create|list|describe|alter-config|add-partitions|delete` (kafka-topics.sh).
+"""`quorumlog topics create|list|describe|alter-config|add-partitions|elect-leaders|delete`
+(kafka-topics.sh, and kafka-leader-election.sh for elect-leaders).
 
 Every subcommand talks to any broker through tools.admin_client.AdminClient; the broker
 forwards changes to the active controller and answers once it sees them, so a `describe`
@@ -226,6 +227,54 @@ def add_partitions(bootstrap, topic, partitions):
 
     run_client(main)
     click.echo(f"Topic {topic} now has {partitions} partitions.")
+
+
+@topics.command("elect-leaders")
+@bootstrap_option
+@click.option("--topic", "-t", help="only this topic (default: every topic)")
+@click.option("--partition", "-p", "partitions", type=click.IntRange(0), multiple=True,
+              help="only these partitions of --topic (repeatable)")  # fmt: skip
+@click.option(
+    "--election-type",
+    type=click.Choice(["preferred", "unclean"]),
+    default="preferred",
+    show_default=True,
+    help="preferred: move leadership to each partition's first replica when it is in sync; "
+    "unclean: elect a leader for leaderless partitions, even an out-of-sync replica "
+    "(records only the lost replicas held are gone)",
+)
+@json_option
+def elect_leaders(bootstrap, topic, partitions, election_type, as_json):
+    """Run leader elections (like kafka-leader-election.sh).
+
+    \b
+    Examples:
+      quorumlog topics elect-leaders                       # preferred, every partition
+      quorumlog topics elect-leaders --topic events --partition 0 --partition 3
+      quorumlog topics elect-leaders --topic events --election-type unclean
+    """
+    if partitions and topic is None:
+        raise CommandError("--partition needs --topic")
+
+    async def main() -> dict[tuple[str, int], ErrorCode]:
+        async with AdminClient(bootstrap) as admin:
+            wanted = None
+            if topic is not None:
+                chosen = partitions or range(len((await admin.describe_topic(topic)).partitions))
+                wanted = {topic: list(chosen)}
+            return await admin.elect_leaders(0 if election_type == "preferred" else 1, wanted)
+
+    results = run_client(main)
+    rows = [(t, p, code.name) for (t, p), code in sorted(results.items())]
+    if as_json:
+        echo_json([{"topic": t, "partition": p, "result": r} for t, p, r in rows])
+    elif not rows:
+        click.echo("No partition needed an election.")
+    else:
+        print_table(["TOPIC", "PARTITION", "RESULT"], rows)
+    failed = [r for _, _, r in rows if r not in ("NONE", "ELECTION_NOT_NEEDED")]
+    if failed:
+        raise SystemExit(1)
 
 
 @topics.command("delete")

@@ -53,6 +53,18 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("auto.create.topics.enable", bool, True, "create unknown topics on metadata/produce"),
     ConfigKey("min.insync.replicas", int, 1, "ISR size below which acks=all fails"),
     ConfigKey("unclean.leader.election.enable", bool, False, "elect out-of-ISR replicas"),
+    ConfigKey(
+        "auto.leader.rebalance.enable",
+        bool,
+        True,
+        "move leadership back to preferred replicas (the first replica) periodically",
+    ),
+    ConfigKey(
+        "leader.imbalance.check.interval.seconds",
+        int,
+        300,
+        "how often the active controller moves leaders back to preferred replicas",
+    ),
     ConfigKey("message.max.bytes", int, 1048588, "largest record batch accepted"),
     ConfigKey("socket.request.max.bytes", int, 104857600, "largest request frame accepted"),
     ConfigKey("queued.max.requests", int, 500, "requests queued across connections"),
@@ -326,6 +338,8 @@ class NodeConfig:
                 "broker.heartbeat.interval.ms must be below broker.session.timeout.ms "
                 "(a broker must heartbeat at least once per session)"
             )
+        if p["leader.imbalance.check.interval.seconds"] < 1:
+            raise ConfigError("leader.imbalance.check.interval.seconds must be >= 1")
         if not 0 <= p["broker.disconnect.fence.ms"] <= p["broker.session.timeout.ms"]:
             raise ConfigError("broker.disconnect.fence.ms must be >= 0 and <= "
                               "broker.session.timeout.ms")  # fmt: skip

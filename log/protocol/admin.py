@@ -338,4 +338,37 @@ OFFSET_DELETE_RESPONSE = message(
             ))),
     ),
 )
+ELECT_LEADERS_REQUEST = message(
+    "ElectLeadersRequest",
+    api_key=43,
+    versions="0-2",
+    flexible_versions="2+",
+    fields=(
+        F("election_type", INT8, "1+", default=0),  # 0 PREFERRED, 1 UNCLEAN; v0: preferred
+        F("topic_partitions", ARRAY(STRUCT("TopicPartitions",
+                F("topic", STRING),
+                F("partitions", ARRAY(INT32)),
+            )), nullable="0+"),  # null: every partition
+        F("timeout_ms", INT32, default=60000),
+    ),
+)
+
+ELECT_LEADERS_RESPONSE = message(
+    "ElectLeadersResponse",
+    api_key=43,
+    versions="0-2",
+    flexible_versions="2+",
+    fields=(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16, "1+"),
+        F("replica_election_results", ARRAY(STRUCT("ReplicaElectionResult",
+                F("topic", STRING),
+                F("partition_result", ARRAY(STRUCT("PartitionResult",
+                        F("partition_id", INT32),
+                        F("error_code", INT16),
+                        F("error_message", STRING, nullable="0+"),
+                    ))),
+            ))),
+    ),
+)
 # fmt: on

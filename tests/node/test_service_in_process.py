@@ -14,6 +14,7 @@ from log.common.node_config import NodeConfig
 from log.protocol import controller_extra as extra
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
+from quorum import leader_election as le
 from quorum.broker_lifecycle import BrokerLifecycle
 from quorum.controller_client import ControllerClient
 from quorum.service import ControllerService
@@ -50,6 +51,7 @@ def test_controller_codec_round_trips_every_operation():
             (c.AlterPartitionRequest(1, 5, topic_id, 0, 2, 3, (1, 2)),)
         ),
         "controlled_shutdown": c.ControlledShutdownRequest(2, 9),
+        "elect_leaders": le.ElectLeadersRequest(1, (le.ElectLeadersTopic("t", (0, 3)),)),
     }
     assert set(samples) == set(controller_codec.OPERATIONS)
     for operation, request in samples.items():
@@ -60,6 +62,18 @@ def test_controller_codec_round_trips_every_operation():
     )
     decoded = controller_codec.decode(c.CreateTopicsResponse, controller_codec.encode(response))
     assert decoded == response
+    everything = le.ElectLeadersRequest(0, None)
+    assert controller_codec.decode(le.ElectLeadersRequest, controller_codec.encode(everything)) == (
+        everything
+    )
+    elected = le.ElectLeadersResponse(
+        ErrorCode.NONE,
+        (le.TopicElectionResults("t", (le.PartitionElectionResult(0, ErrorCode.NONE),)),),
+    )
+    assert (
+        controller_codec.decode(le.ElectLeadersResponse, controller_codec.encode(elected))
+        == elected
+    )
 
 
 @pytest.mark.parametrize(

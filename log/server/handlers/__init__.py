@@ -20,6 +20,7 @@ from log.server.handlers.admin import (
     handle_incremental_alter_configs,
 )
 from log.server.handlers.delete_records import handle_delete_records
+from log.server.handlers.elect_leaders import handle_elect_leaders
 from log.server.handlers.fetch import handle_fetch
 from log.server.handlers.groups import (
     handle_delete_groups,
@@ -73,6 +74,7 @@ HANDLERS: dict[int, Handler] = {
     44: handle_incremental_alter_configs,
     47: handle_offset_delete,
     42: handle_delete_groups,
+    43: handle_elect_leaders,
     60: handle_describe_cluster,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
