@@ -54,6 +54,12 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("min.insync.replicas", int, 1, "ISR size below which acks=all fails"),
     ConfigKey("unclean.leader.election.enable", bool, False, "elect out-of-ISR replicas"),
     ConfigKey(
+        "max.request.partition.size.limit",
+        int,
+        2000,
+        "most partitions one DescribeTopicPartitions answer holds (the rest: next page)",
+    ),
+    ConfigKey(
         "auto.leader.rebalance.enable",
         bool,
         True,
@@ -338,6 +344,8 @@ class NodeConfig:
                 "broker.heartbeat.interval.ms must be below broker.session.timeout.ms "
                 "(a broker must heartbeat at least once per session)"
             )
+        if p["max.request.partition.size.limit"] < 1:
+            raise ConfigError("max.request.partition.size.limit must be >= 1")
         if p["leader.imbalance.check.interval.seconds"] < 1:
             raise ConfigError("leader.imbalance.check.interval.seconds must be >= 1")
         if not 0 <= p["broker.disconnect.fence.ms"] <= p["broker.session.timeout.ms"]:

@@ -79,4 +79,52 @@ METADATA_RESPONSE = message(
         F("cluster_authorized_operations", INT32, "8-10", default=-2147483648),
     ),
 )
+DESCRIBE_TOPIC_PARTITIONS_REQUEST = message(
+    "DescribeTopicPartitionsRequest",
+    api_key=75,
+    versions="0",
+    flexible_versions="0+",
+    fields=(
+        F("topics", ARRAY(STRUCT("TopicRequest",
+                F("name", STRING),
+            ))),
+        F("response_partition_limit", INT32, default=2000),
+        F("cursor", STRUCT("Cursor",
+                F("topic_name", STRING),
+                F("partition_index", INT32),
+            ), nullable="0+", default=None),
+    ),
+)
+
+DESCRIBE_TOPIC_PARTITIONS_RESPONSE = message(
+    "DescribeTopicPartitionsResponse",
+    api_key=75,
+    versions="0",
+    flexible_versions="0+",
+    fields=(
+        F("throttle_time_ms", INT32),
+        F("topics", ARRAY(STRUCT("DescribeTopicPartitionsResponseTopic",
+                F("error_code", INT16),
+                F("name", STRING, nullable="0+"),
+                F("topic_id", UUID),
+                F("is_internal", BOOL, default=False),
+                F("partitions", ARRAY(STRUCT("DescribeTopicPartitionsResponsePartition",
+                        F("error_code", INT16),
+                        F("partition_index", INT32),
+                        F("leader_id", INT32),
+                        F("leader_epoch", INT32, default=-1),
+                        F("replica_nodes", ARRAY(INT32)),
+                        F("isr_nodes", ARRAY(INT32)),
+                        F("eligible_leader_replicas", ARRAY(INT32), nullable="0+", default=None),
+                        F("last_known_elr", ARRAY(INT32), nullable="0+", default=None),
+                        F("offline_replicas", ARRAY(INT32)),
+                    ))),
+                F("topic_authorized_operations", INT32, default=-2147483648),
+            ))),
+        F("next_cursor", STRUCT("Cursor",
+                F("topic_name", STRING),
+                F("partition_index", INT32),
+            ), nullable="0+", default=None),
+    ),
+)
 # fmt: on

@@ -378,7 +378,22 @@ def _value_decoder(
     if isinstance(type_, ArrayType):
         return _array_decoder(field, type_, version, flexible, nullable)
     if isinstance(type_, StructType):
-        return _struct_decoder(type_, version, flexible)
+        read_struct = _struct_decoder(type_, version, flexible)
+        if not nullable:
+            return read_struct
+
+        def read_nullable_struct(buf: Any, pos: int) -> tuple[Any, int]:
+            # Kafka's nullable struct: an int8 marker, -1 for null, 1 for a struct that follows
+            if pos >= len(buf):
+                raise InvalidRequestError(f"{what}: struct marker past the end of the frame")
+            marker = buf[pos]
+            if marker == 0xFF:
+                return None, pos + 1
+            if marker != 1:
+                raise InvalidRequestError(f"{what}: bad nullable struct marker {marker}")
+            return read_struct(buf, pos + 1)
+
+        return read_nullable_struct
     if type_ is UUID:
 
         def read_uuid(buf: Any, pos: int) -> tuple[Any, int]:
@@ -450,12 +465,10 @@ def _array_decoder(
             return values, pos + count * size
 
         return read_fixed_array
-    read_element = _value_decoder(field, element, version, flexible)
-    if isinstance(element, Primitive):
-        # Elements of a nullable array are not themselves nullable.
-        read_element = _value_decoder(
-            Field(field.name, element, field.versions), element, version, flexible
-        )
+    # Elements of a nullable array are not themselves nullable.
+    read_element = _value_decoder(
+        Field(field.name, element, field.versions), element, version, flexible
+    )
 
     def read_array(buf: Any, pos: int) -> tuple[Any, int]:
         count, pos = check_count(buf, pos)
@@ -634,7 +647,18 @@ def _value_encoder(
     if isinstance(type_, ArrayType):
         return _array_encoder(field, type_, version, flexible, nullable)
     if isinstance(type_, StructType):
-        return _struct_encoder(type_, version, flexible)
+        write_struct = _struct_encoder(type_, version, flexible)
+        if not nullable:
+            return write_struct
+
+        def write_nullable_struct(value: Any, parts: list) -> None:
+            if value is None:
+                parts.append(b"\xff")
+                return
+            parts.append(b"\x01")
+            write_struct(value, parts)
+
+        return write_nullable_struct
     if type_ is UUID:
 
         def write_uuid(value: Any, parts: list) -> None:

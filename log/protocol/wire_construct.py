@@ -123,6 +123,30 @@ class _Array(c.Construct):
         return obj
 
 
+class _NullableStruct(c.Construct):
+    """A nullable struct: an int8 marker, -1 for null, 1 before a present struct."""
+
+    def __init__(self, subcon: c.Construct) -> None:
+        super().__init__()
+        self.subcon = subcon
+
+    def _parse(self, stream, context, path):
+        marker = c.Int8sb._parsereport(stream, context, path)
+        if marker == -1:
+            return None
+        if marker != 1:
+            raise c.ExplicitError(f"bad nullable struct marker {marker}", path=path)
+        return self.subcon._parsereport(stream, context, path)
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            c.Int8sb._build(-1, stream, context, path)
+            return obj
+        c.Int8sb._build(1, stream, context, path)
+        self.subcon._build(obj, stream, context, path)
+        return obj
+
+
 class _TaggedFields(c.Construct):
     """A tagged-field section: {name: value} of the declared tags (others skipped); built from
     such a dict, writing only values that differ from their field's default."""
@@ -201,7 +225,8 @@ def _value(field: Any, type_: Any, version: int, flexible: bool, nullable: bool)
     if isinstance(type_, ArrayType):
         return _Array(_value(field, type_.element, version, flexible, False), flexible, nullable)
     if isinstance(type_, StructType):
-        return _struct(type_, version, flexible)
+        built = _struct(type_, version, flexible)
+        return _NullableStruct(built) if nullable else built
     assert isinstance(type_, Primitive)
     if type_ in _FIXED:
         return _FIXED[type_]
