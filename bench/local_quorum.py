@@ -16,7 +16,7 @@ from typing import Any
 import trio
 
 from log.common.node_config import NodeConfig
-from quorum import controller, leader_election
+from quorum import controller, leader_election, reassignment
 from quorum.broker_lifecycle import MAX_PENDING_IMAGES
 from quorum.image import MetadataImage
 from quorum.records import ActiveControllerRecord, BrokerEndpoint, encode_batch
@@ -116,6 +116,15 @@ class LocalQuorum:
         policy = controller.NODE_DEFAULTS
         return self._decided(
             leader_election.elect_leaders(
+                image, request, lambda name: controller.election_policy(image, name, policy)
+            )
+        )
+
+    async def alter_partition_reassignments(self, request):
+        image = self.image
+        policy = controller.NODE_DEFAULTS
+        return self._decided(
+            reassignment.alter_partition_reassignments(
                 image, request, lambda name: controller.election_policy(image, name, policy)
             )
         )

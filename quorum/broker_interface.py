@@ -53,6 +53,10 @@ if TYPE_CHECKING:
     )
     from quorum.image import MetadataImage
     from quorum.leader_election import ElectLeadersRequest, ElectLeadersResponse
+    from quorum.reassignment import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+    )
 
 MAX_PENDING_IMAGES = 16  # subscribe() channel size; a subscriber needs only the newest image
 
@@ -96,3 +100,7 @@ class ControllerChannel(Protocol):
     ) -> AllocateProducerIdsResponse: ...
 
     async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse: ...
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> AlterPartitionReassignmentsResponse: ...

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from log.common.errors import ErrorCode
+from quorum import reassignment
 from quorum.image import MAX_PRODUCER_ID, MetadataImage, topic_name_error
 from quorum.partition_change import ElectionPolicy, change_record, partition_change
 from quorum.records import (
@@ -877,10 +878,12 @@ def alter_partition(
     policy = election_policy(image, topic.name, defaults)
     new = partition_change(state, new_isr, image.is_live, policy)
     assert new.leader == state.leader and new.isr == new_isr
+    # the ISR change that brings a reassignment's last target replica in sync completes it
+    new = reassignment.one_change(state, reassignment.maybe_complete(new, image.is_live, policy))
     record = change_record(request.topic_id, request.partition, state, new)
     assert record is not None
     response = AlterPartitionResponse(
-        ErrorCode.NONE, state.leader, state.leader_epoch, new_isr, new.partition_epoch
+        ErrorCode.NONE, new.leader, new.leader_epoch, new.isr, new.partition_epoch
     )
     return [record], response
 

@@ -9,7 +9,7 @@ connect timeout, request timeout); callers still put `trio.fail_after` around ca
 
 `ControllerClient` implements quorum.broker_interface.ControllerChannel (create_topics,
 delete_topics, create_partitions, alter_topic_configs, alter_partition,
-allocate_producer_ids, elect_leaders) plus register / heartbeat / controlled_shutdown / metadata_fetch for
+allocate_producer_ids, elect_leaders, alter_partition_reassignments) plus register / heartbeat / controlled_shutdown / metadata_fetch for
 broker_lifecycle. MetadataFetch may be served by any controller, so `any_controller=True`
 does not chase the leader.
 """
@@ -40,6 +40,7 @@ from log.protocol.framing import FrameDecoder
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
 from quorum import leader_election as le
+from quorum import reassignment as ra
 
 logger = logging.getLogger(__name__)
 
@@ -282,6 +283,11 @@ class ControllerClient:
 
     async def elect_leaders(self, request: le.ElectLeadersRequest) -> le.ElectLeadersResponse:
         return await self._forward("elect_leaders", request)
+
+    async def alter_partition_reassignments(
+        self, request: ra.AlterPartitionReassignmentsRequest
+    ) -> ra.AlterPartitionReassignmentsResponse:
+        return await self._forward("alter_partition_reassignments", request)
 
     async def allocate_producer_ids(
         self, request: c.AllocateProducerIdsRequest

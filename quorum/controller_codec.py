@@ -21,6 +21,7 @@ from typing import Any
 from log.common.errors import ErrorCode, InvalidRequestError
 from quorum import controller as c
 from quorum import leader_election as le
+from quorum import reassignment as ra
 
 # operation -> (request type, response type)
 OPERATIONS: dict[str, tuple[type, type]] = {
@@ -31,6 +32,10 @@ OPERATIONS: dict[str, tuple[type, type]] = {
     "alter_partitions": (c.AlterPartitionsRequest, c.AlterPartitionsResponse),
     "controlled_shutdown": (c.ControlledShutdownRequest, c.ControlledShutdownResponse),
     "elect_leaders": (le.ElectLeadersRequest, le.ElectLeadersResponse),
+    "alter_partition_reassignments": (
+        ra.AlterPartitionReassignmentsRequest,
+        ra.AlterPartitionReassignmentsResponse,
+    ),
 }
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 _MAX_DEPTH = 8

@@ -114,6 +114,18 @@ class PartitionRegistration:
     # every acknowledged record), and the last leader once the isr became empty.
     elr: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
+    # An ongoing reassignment (KIP-455): replicas being added and removed, both in `replicas`.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once the ongoing reassignment completes."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
 
 @dataclass(frozen=True)
@@ -195,6 +207,8 @@ class MetadataImage:
                         s.partition_epoch,
                         s.elr,
                         s.last_known_elr,
+                        s.adding_replicas,
+                        s.removing_replicas,
                     )
                 )
         for resource in sorted(self.configs):
@@ -324,6 +338,14 @@ class _Builder:
             if broker_id not in self.brokers:
                 self.fail(f"replica {broker_id} is not a registered broker")
 
+    def _check_reassignment(
+        self, replicas: tuple[int, ...], adding: tuple[int, ...], removing: tuple[int, ...]
+    ) -> None:
+        if not set(adding) <= set(replicas) or not set(removing) <= set(replicas):
+            self.fail(f"adding {adding} / removing {removing} not among replicas {replicas}")
+        if set(adding) & set(removing) or len(removing) >= len(replicas):
+            self.fail(f"adding {adding} / removing {removing} overlap or remove every replica")
+
     def partition(self, r: PartitionRecord) -> None:
         topic = self.topics.get(r.topic_id)
         if topic is None:
@@ -334,6 +356,7 @@ class _Builder:
         self._check_replicas(r.replicas)
         if r.leader_epoch < 0 or r.partition_epoch < 0:
             self.fail("negative partition epochs")
+        self._check_reassignment(r.replicas, r.adding_replicas, r.removing_replicas)
         state = PartitionRegistration(
             r.replicas,
             r.isr,
@@ -342,6 +365,8 @@ class _Builder:
             r.partition_epoch,
             r.elr,
             r.last_known_elr,
+            r.adding_replicas,
+            r.removing_replicas,
         )
         self._set_partition(topic, r.partition, state)
 
@@ -363,8 +388,19 @@ class _Builder:
         isr = old.isr if r.isr is None else r.isr
         elr = old.elr if r.elr is None else r.elr
         last_known_elr = old.last_known_elr if r.last_known_elr is None else r.last_known_elr
+        adding = old.adding_replicas if r.adding_replicas is None else r.adding_replicas
+        removing = old.removing_replicas if r.removing_replicas is None else r.removing_replicas
+        self._check_reassignment(replicas, adding, removing)
         state = PartitionRegistration(
-            replicas, isr, leader, r.leader_epoch, r.partition_epoch, elr, last_known_elr
+            replicas,
+            isr,
+            leader,
+            r.leader_epoch,
+            r.partition_epoch,
+            elr,
+            last_known_elr,
+            adding,
+            removing,
         )
         self._set_partition(topic, r.partition, state)
 

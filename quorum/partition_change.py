@@ -152,4 +152,10 @@ def change_record(
         replicas=new.replicas if new.replicas != old.replicas else None,
         elr=new.elr if new.elr != old.elr else None,
         last_known_elr=new.last_known_elr if new.last_known_elr != old.last_known_elr else None,
+        adding_replicas=(
+            new.adding_replicas if new.adding_replicas != old.adding_replicas else None
+        ),
+        removing_replicas=(
+            new.removing_replicas if new.removing_replicas != old.removing_replicas else None
+        ),
     )

@@ -123,6 +123,10 @@ class PartitionRecord:
     # still hold every acknowledged record; the last leader once the ISR became empty.
     elr: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
+    # Version 2 (KIP-455 reassignment): replicas being added (not yet in sync) and removed;
+    # both are among `replicas` while a reassignment runs.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,8 @@ class PartitionChangeRecord:
     replicas: tuple[int, ...] | None = None
     elr: tuple[int, ...] | None = None  # version 1 (KIP-966)
     last_known_elr: tuple[int, ...] | None = None  # version 1 (KIP-966)
+    adding_replicas: tuple[int, ...] | None = None  # version 2 (reassignment)
+    removing_replicas: tuple[int, ...] | None = None  # version 2 (reassignment)
 
 
 @dataclass(frozen=True)
@@ -352,13 +358,27 @@ _PAYLOADS: dict[type, tuple[tuple[Reader, Writer], ...]] = {
     FenceBrokerRecord: (_INT32, _INT64),
     UnfenceBrokerRecord: (_INT32, _INT64),
     TopicRecord: (_STRING, _UUID),
-    PartitionRecord: (_UUID, _INT32, _INT32S, _INT32S, _INT32, _INT32, _INT32, _INT32S, _INT32S),
+    PartitionRecord: (
+        _UUID,
+        _INT32,
+        _INT32S,
+        _INT32S,
+        _INT32,
+        _INT32,
+        _INT32,
+        _INT32S,
+        _INT32S,
+        _INT32S,
+        _INT32S,
+    ),
     PartitionChangeRecord: (
         _UUID,
         _INT32,
         _INT32,
         _INT32,
         _optional(_INT32),
+        _optional(_INT32S),
+        _optional(_INT32S),
         _optional(_INT32S),
         _optional(_INT32S),
         _optional(_INT32S),
@@ -380,8 +400,8 @@ RECORD_TYPES: dict[int, tuple[type, int]] = {
     3: (FenceBrokerRecord, 0),
     4: (UnfenceBrokerRecord, 0),
     5: (TopicRecord, 0),
-    6: (PartitionRecord, 1),
-    7: (PartitionChangeRecord, 1),
+    6: (PartitionRecord, 2),
+    7: (PartitionChangeRecord, 2),
     8: (RemoveTopicRecord, 0),
     9: (ConfigRecord, 0),
     10: (ProducerIdsRecord, 0),
@@ -395,8 +415,8 @@ _FIELDS: dict[type, tuple[str, ...]] = {
 }
 # Payload field count of every version of every record (index = record_version).
 RECORD_VERSIONS: dict[type, tuple[int, ...]] = {cls: (len(_FIELDS[cls]),) for cls in _PAYLOADS} | {
-    PartitionRecord: (7, 9),
-    PartitionChangeRecord: (7, 9),
+    PartitionRecord: (7, 9, 11),
+    PartitionChangeRecord: (7, 9, 11),
 }
 _DEFAULTS: dict[type, tuple[Any, ...]] = {
     cls: tuple(f.default for f in dataclasses.fields(cls)) for cls in _PAYLOADS

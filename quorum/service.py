@@ -55,6 +55,7 @@ from log.protocol.framing import FrameDecoder
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
 from quorum import leader_election as le
+from quorum import reassignment as ra
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
 from quorum.image import MetadataImage
 from quorum.partition_change import ElectionPolicy
@@ -390,6 +391,9 @@ class ControllerService:
             "alter_partitions": lambda image, r: c.alter_partitions(image, r, defaults),
             "controlled_shutdown": lambda image, r: c.controlled_shutdown(image, r, defaults),
             "elect_leaders": lambda image, r: le.elect_leaders(
+                image, r, lambda name: c.election_policy(image, name, defaults)
+            ),
+            "alter_partition_reassignments": lambda image, r: ra.alter_partition_reassignments(
                 image, r, lambda name: c.election_policy(image, name, defaults)
             ),
         }

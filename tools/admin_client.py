@@ -29,12 +29,14 @@ import trio
 
 from log.common.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError, error_for
 from log.protocol.admin import (
+    ALTER_PARTITION_REASSIGNMENTS_REQUEST,
     CREATE_PARTITIONS_REQUEST,
     DELETE_TOPICS_REQUEST,
     DESCRIBE_CLUSTER_REQUEST,
     DESCRIBE_CONFIGS_REQUEST,
     ELECT_LEADERS_REQUEST,
     INCREMENTAL_ALTER_CONFIGS_REQUEST,
+    LIST_PARTITION_REASSIGNMENTS_REQUEST,
 )
 from log.protocol.log_dirs import DESCRIBE_LOG_DIRS_REQUEST
 from log.protocol.metadata import METADATA_REQUEST
@@ -48,6 +50,8 @@ DESCRIBE_CONFIGS_KEY = 32
 DESCRIBE_LOG_DIRS_KEY = 35
 CREATE_PARTITIONS_KEY = 37
 ELECT_LEADERS_KEY = 43
+ALTER_PARTITION_REASSIGNMENTS_KEY = 45
+LIST_PARTITION_REASSIGNMENTS_KEY = 46
 INCREMENTAL_ALTER_CONFIGS_KEY = 44
 DESCRIBE_CLUSTER_KEY = 60
 _READ_ONLY_KEYS = frozenset({METADATA_KEY, DESCRIBE_CONFIGS_KEY, DESCRIBE_CLUSTER_KEY})
@@ -304,6 +308,48 @@ class AdminClient:
             (topic.topic, result.partition_id): ErrorCode(result.error_code)
             for topic in response.replica_election_results
             for result in topic.partition_result
+        }
+
+    async def alter_partition_reassignment(
+        self, topic: str, partition: int, replicas: Sequence[int] | None
+    ) -> None:
+        """Move `topic`-`partition` to `replicas` (None: cancel its ongoing reassignment)."""
+        request: Any = ALTER_PARTITION_REASSIGNMENTS_REQUEST.cls
+        body = request(
+            timeout_ms=ADMIN_TIMEOUT_MS,
+            topics=[
+                request.ReassignableTopic(
+                    name=topic,
+                    partitions=[
+                        request.ReassignablePartition(
+                            partition_index=partition,
+                            replicas=None if replicas is None else list(replicas),
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await self.request(ALTER_PARTITION_REASSIGNMENTS_KEY, body)
+        _check(response.error_code, response.error_message, topic)
+        for result in response.responses:
+            for item in result.partitions:
+                _check(item.error_code, item.error_message, f"{topic}-{partition}")
+
+    async def list_partition_reassignments(
+        self,
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """Ongoing reassignments: (topic, partition) -> (replicas, adding, removing)."""
+        body = LIST_PARTITION_REASSIGNMENTS_REQUEST.cls(timeout_ms=ADMIN_TIMEOUT_MS, topics=None)
+        response = await self.request(LIST_PARTITION_REASSIGNMENTS_KEY, body)
+        _check(response.error_code, response.error_message, "")
+        return {
+            (topic.name, p.partition_index): (
+                list(p.replicas),
+                list(p.adding_replicas),
+                list(p.removing_replicas),
+            )
+            for topic in response.topics
+            for p in topic.partitions
         }
 
     # -- configs --------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""`quorumlog topics create|list|describe|alter-config|add-partitions|elect-leaders|delete`
-(kafka-topics.sh, and kafka-leader-election.sh for elect-leaders).
+"""`quorumlog topics create|list|describe|alter-config|add-partitions|elect-leaders|reassign|
+reassignments|delete` (kafka-topics.sh; kafka-leader-election.sh for elect-leaders,
+kafka-reassign-partitions.sh for reassign and reassignments).
 
 Every subcommand talks to any broker through tools.admin_client.AdminClient; the broker
 forwards changes to the active controller and answers once it sees them, so a `describe`
@@ -275,6 +276,70 @@ def elect_leaders(bootstrap, topic, partitions, election_type, as_json):
     failed = [r for _, _, r in rows if r not in ("NONE", "ELECTION_NOT_NEEDED")]
     if failed:
         raise SystemExit(1)
+
+
+def _broker_ids(value: str) -> list[int]:
+    try:
+        ids = [int(part) for part in value.split(",")]
+    except ValueError:
+        raise CommandError(f"--replicas: broker ids separated by commas, not {value!r}") from None
+    if any(i < 0 for i in ids):
+        raise CommandError(f"--replicas: negative broker id in {value!r}")
+    return ids
+
+
+@topics.command("reassign")
+@bootstrap_option
+@click.option("--topic", "-t", required=True)
+@click.option("--partition", "-p", type=click.IntRange(0), required=True)
+@click.option("--replicas", help="the new replica list, e.g. 2,3 (the first is preferred leader)")
+@click.option("--cancel", is_flag=True, help="cancel the partition's ongoing reassignment")
+def reassign(bootstrap, topic, partition, replicas, cancel):
+    """Move a partition's replicas to other brokers (like kafka-reassign-partitions.sh).
+
+    The new replicas copy the log from the leader while writes go on; once they are in sync the
+    old ones are removed (and delete their copy). `reassignments` shows what is still moving.
+
+    \b
+    Examples:
+      quorumlog topics reassign --topic events --partition 0 --replicas 2,3
+      quorumlog topics reassign --topic events --partition 0 --cancel
+    """
+    if cancel == (replicas is not None):
+        raise CommandError("give exactly one of --replicas and --cancel")
+    target = None if cancel else _broker_ids(replicas)
+
+    async def main() -> None:
+        async with AdminClient(bootstrap) as admin:
+            await admin.alter_partition_reassignment(topic, partition, target)
+
+    run_client(main)
+    if target is None:
+        click.echo(f"Cancelled the reassignment of {topic}-{partition}.")
+    else:
+        click.echo(f"Reassigning {topic}-{partition} to {','.join(map(str, target))}.")
+
+
+@topics.command("reassignments")
+@bootstrap_option
+@json_option
+def reassignments(bootstrap, as_json):
+    """List ongoing partition reassignments (replicas, adding, removing)."""
+
+    async def main() -> dict:
+        async with AdminClient(bootstrap) as admin:
+            return await admin.list_partition_reassignments()
+
+    ongoing = run_client(main)
+    rows = [(t, p, *(",".join(map(str, ids)) for ids in lists))
+            for (t, p), lists in sorted(ongoing.items())]  # fmt: skip
+    if as_json:
+        echo_json([{"topic": t, "partition": p, "replicas": r, "adding": a, "removing": m}
+                   for t, p, r, a, m in rows])  # fmt: skip
+    elif not rows:
+        click.echo("No reassignment in progress.")
+    else:
+        print_table(["TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING"], rows)
 
 
 @topics.command("delete")

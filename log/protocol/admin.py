@@ -371,4 +371,75 @@ ELECT_LEADERS_RESPONSE = message(
             ))),
     ),
 )
+ALTER_PARTITION_REASSIGNMENTS_REQUEST = message(
+    "AlterPartitionReassignmentsRequest",
+    api_key=45,
+    versions="0",
+    flexible_versions="0+",
+    fields=(
+        F("timeout_ms", INT32, default=60000),
+        F("topics", ARRAY(STRUCT("ReassignableTopic",
+                F("name", STRING),
+                F("partitions", ARRAY(STRUCT("ReassignablePartition",
+                        F("partition_index", INT32),
+                        F("replicas", ARRAY(INT32), nullable="0+", default=None),  # null: cancel
+                    ))),
+            ))),
+    ),
+)
+
+ALTER_PARTITION_REASSIGNMENTS_RESPONSE = message(
+    "AlterPartitionReassignmentsResponse",
+    api_key=45,
+    versions="0",
+    flexible_versions="0+",
+    fields=(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+"),
+        F("responses", ARRAY(STRUCT("ReassignableTopicResponse",
+                F("name", STRING),
+                F("partitions", ARRAY(STRUCT("ReassignablePartitionResponse",
+                        F("partition_index", INT32),
+                        F("error_code", INT16),
+                        F("error_message", STRING, nullable="0+"),
+                    ))),
+            ))),
+    ),
+)
+
+LIST_PARTITION_REASSIGNMENTS_REQUEST = message(
+    "ListPartitionReassignmentsRequest",
+    api_key=46,
+    versions="0",
+    flexible_versions="0+",
+    fields=(
+        F("timeout_ms", INT32, default=60000),
+        F("topics", ARRAY(STRUCT("ListPartitionReassignmentsTopics",
+                F("name", STRING),
+                F("partition_indexes", ARRAY(INT32)),
+            )), nullable="0+", default=None),  # null: every ongoing reassignment
+    ),
+)
+
+LIST_PARTITION_REASSIGNMENTS_RESPONSE = message(
+    "ListPartitionReassignmentsResponse",
+    api_key=46,
+    versions="0",
+    flexible_versions="0+",
+    fields=(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+"),
+        F("topics", ARRAY(STRUCT("OngoingTopicReassignment",
+                F("name", STRING),
+                F("partitions", ARRAY(STRUCT("OngoingPartitionReassignment",
+                        F("partition_index", INT32),
+                        F("replicas", ARRAY(INT32)),
+                        F("adding_replicas", ARRAY(INT32)),
+                        F("removing_replicas", ARRAY(INT32)),
+                    ))),
+            ))),
+    ),
+)
 # fmt: on

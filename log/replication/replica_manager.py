@@ -480,8 +480,12 @@ class ReplicaManager:
                 hosted.state.make_offline()
                 self._stop_fetching(key)
                 hosted.signal_high_watermark()  # wake waiters: they re-check and fail
-            if state is None or image.topic(topic) is None:
-                self.log_manager.delete_log(topic, partition)
+            # the topic is gone, or a reassignment moved this replica elsewhere (Kafka's
+            # StopReplica with delete): the log goes; also a stray one left from before a restart
+            if state is not None and self.log_manager.get_log(topic, partition) is not None:
+                logger.info("partition %s-%d is no longer assigned to broker %d: deleting its log",
+                            topic, partition, self.broker_id)  # fmt: skip
+            self.log_manager.delete_log(topic, partition)
             return
         if hosted is None:
             config = self._config_for(image, topic)

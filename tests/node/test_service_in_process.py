@@ -15,6 +15,7 @@ from log.protocol import controller_extra as extra
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
 from quorum import leader_election as le
+from quorum import reassignment as ra
 from quorum.broker_lifecycle import BrokerLifecycle
 from quorum.controller_client import ControllerClient
 from quorum.service import ControllerService
@@ -52,6 +53,13 @@ def test_controller_codec_round_trips_every_operation():
         ),
         "controlled_shutdown": c.ControlledShutdownRequest(2, 9),
         "elect_leaders": le.ElectLeadersRequest(1, (le.ElectLeadersTopic("t", (0, 3)),)),
+        "alter_partition_reassignments": ra.AlterPartitionReassignmentsRequest(
+            (
+                ra.ReassignableTopic(
+                    "t", (ra.ReassignablePartition(0, (2, 3)), ra.ReassignablePartition(1, None))
+                ),
+            )
+        ),
     }
     assert set(samples) == set(controller_codec.OPERATIONS)
     for operation, request in samples.items():

@@ -1,7 +1,8 @@
 """The metadata record layout as first written with the `construct` library: the reference the
 hand-written codec in quorum/records.py is checked against byte for byte (that codec replaced
 this one for speed; see its comment). PartitionRecord and PartitionChangeRecord have a version 1
-that appends KIP-966's elr and last_known_elr; version 0 (without them) still decodes."""
+that appends KIP-966's elr and last_known_elr and a version 2 that appends a reassignment's
+adding and removing replicas; older versions (without them) still decode."""
 
 from __future__ import annotations
 
@@ -151,6 +152,21 @@ _PAYLOADS_V1: dict[type, c.Construct] = {
 }
 
 
+# Version 2 (reassignment): version 1's fields, then the replicas being added and removed.
+_PAYLOADS_V2: dict[type, c.Construct] = {
+    PartitionRecord: c.Struct(
+        *_PAYLOADS_V1[PartitionRecord].subcons,
+        "adding_replicas" / _list(_Int32s),
+        "removing_replicas" / _list(_Int32s),
+    ),
+    PartitionChangeRecord: c.Struct(
+        *_PAYLOADS_V1[PartitionChangeRecord].subcons,
+        "adding_replicas" / _OptionalAdapter(_list(_Int32s)),
+        "removing_replicas" / _OptionalAdapter(_list(_Int32s)),
+    ),
+}
+
+
 class _DataclassDefaultsAdapter(_DataclassAdapter):
     """An older version: the fields it does not carry take their defaults."""
 
@@ -164,18 +180,29 @@ def _codec(cls: type, struct: c.Construct, adapter: type = _DataclassAdapter) ->
     return c.FocusedSeq("record", "record" / adapter(cls, struct), c.Terminated)
 
 
-_CODECS: dict[tuple[type, int], c.Construct] = {
-    (cls, 0): _codec(
-        cls, struct, _DataclassDefaultsAdapter if cls in _PAYLOADS_V1 else _DataclassAdapter
-    )
-    for cls, struct in _PAYLOADS.items()
-} | {(cls, 1): _codec(cls, struct) for cls, struct in _PAYLOADS_V1.items()}
+_CODECS: dict[tuple[type, int], c.Construct] = (
+    {
+        (cls, 0): _codec(
+            cls, struct, _DataclassDefaultsAdapter if cls in _PAYLOADS_V1 else _DataclassAdapter
+        )
+        for cls, struct in _PAYLOADS.items()
+    }
+    | {
+        (cls, 1): _codec(cls, struct, _DataclassDefaultsAdapter)
+        for cls, struct in _PAYLOADS_V1.items()
+    }
+    | {(cls, 2): _codec(cls, struct) for cls, struct in _PAYLOADS_V2.items()}
+)
 
 
 def _version(record: Any) -> int:
     if isinstance(record, PartitionRecord):
+        if record.adding_replicas or record.removing_replicas:
+            return 2
         return 1 if record.elr or record.last_known_elr else 0
     if isinstance(record, PartitionChangeRecord):
+        if record.adding_replicas is not None or record.removing_replicas is not None:
+            return 2
         return 0 if record.elr is None and record.last_known_elr is None else 1
     return 0
 

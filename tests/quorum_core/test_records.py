@@ -73,6 +73,34 @@ records = st.one_of(
         st.none() | int_lists,
         st.none() | int_lists,
     ),
+    st.builds(
+        PartitionRecord,
+        uuids,
+        i32,
+        int_lists,
+        int_lists,
+        i32,
+        i32,
+        i32,
+        int_lists,
+        int_lists,
+        int_lists,
+        int_lists,
+    ),  # fmt: skip
+    st.builds(
+        PartitionChangeRecord,
+        uuids,
+        i32,
+        i32,
+        i32,
+        st.none() | i32,
+        st.none() | int_lists,
+        st.none() | int_lists,
+        st.none() | int_lists,
+        st.none() | int_lists,
+        st.none() | int_lists,
+        st.none() | int_lists,
+    ),  # fmt: skip
     st.builds(RemoveTopicRecord, uuids),
     st.builds(ConfigRecord, st.sampled_from([2, 4]), text, text, st.none() | text),
     st.builds(ProducerIdsRecord, i32, i64, i64),
@@ -183,6 +211,17 @@ def test_version_0_partition_records_still_decode_and_re_encode_identically():
     assert records[0].elr == records[0].last_known_elr == ()
     assert records[1].elr is None and records[1].last_known_elr is None
     assert encode_records(records) == raw
+
+
+def test_reassignment_fields_are_written_as_version_2():
+    record = PartitionChangeRecord(_TOPIC_ID, 1, 5, 6, replicas=(1, 2, 3), adding_replicas=(3,))
+    frame = encode_records([record])[4:]
+    assert frame[1] == 2  # record_version
+    assert decode_records(encode_records([record])) == (record,)
+    # finishing a reassignment clears both lists: () is "set to empty", not None ("unchanged")
+    done = PartitionChangeRecord(_TOPIC_ID, 1, 5, 7, adding_replicas=(), removing_replicas=())
+    assert encode_records([done])[5] == 2
+    assert decode_records(encode_records([done])) == (done,)
 
 
 def test_elr_fields_are_written_as_version_1():

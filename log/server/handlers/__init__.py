@@ -45,6 +45,10 @@ from log.server.handlers.metadata import (
 from log.server.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from log.server.handlers.produce import handle_produce
 from log.server.handlers.producer_id import handle_init_producer_id
+from log.server.handlers.reassignments import (
+    handle_alter_partition_reassignments,
+    handle_list_partition_reassignments,
+)
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
@@ -73,6 +77,8 @@ HANDLERS: dict[int, Handler] = {
     35: handle_describe_log_dirs,
     37: handle_create_partitions,
     44: handle_incremental_alter_configs,
+    45: handle_alter_partition_reassignments,
+    46: handle_list_partition_reassignments,
     47: handle_offset_delete,
     42: handle_delete_groups,
     43: handle_elect_leaders,
