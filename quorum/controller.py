@@ -473,6 +473,8 @@ class CreatableTopic:
     num_partitions: int = -1  # -1: the default
     replication_factor: int = -1  # -1: the default
     configs: Mapping[str, str] = field(default_factory=dict)
+    # Explicit replicas of partitions 0..n-1 (then num_partitions and replication_factor are -1)
+    assignments: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -516,12 +518,43 @@ def place_replicas(
 
 
 def _partition_records(
-    topic_id: uuid.UUID, assignments: list[tuple[int, ...]], first_partition: int
+    image: MetadataImage,
+    topic_id: uuid.UUID,
+    assignments: Sequence[tuple[int, ...]],
+    first_partition: int,
 ) -> list[MetadataRecord]:
-    return [
-        PartitionRecord(topic_id, first_partition + i, replicas, replicas, replicas[0], 0, 0)
-        for i, replicas in enumerate(assignments)
-    ]
+    """New partitions: the ISR is the live replicas (all of them when placed round-robin),
+    led by the first; `manual_assignment_error` made sure each has one."""
+    records: list[MetadataRecord] = []
+    for i, replicas in enumerate(assignments):
+        isr = tuple(r for r in replicas if image.is_live(r))
+        records.append(PartitionRecord(topic_id, first_partition + i, replicas, isr, isr[0], 0, 0))
+    return records
+
+
+def manual_assignment_error(
+    image: MetadataImage, assignments: Sequence[tuple[int, ...]], replication_factor: int | None
+) -> str | None:
+    """Why explicit replica lists cannot be used (INVALID_REPLICA_ASSIGNMENT), as Kafka's
+    controller checks them: each non-empty, distinct, registered brokers, one replication factor
+    (the topic's, when it has partitions already), at least one live replica each."""
+    for index, replicas in enumerate(assignments):
+        if not replicas:
+            return f"partition {index}: an empty replica list"
+        if len(set(replicas)) != len(replicas):
+            return f"partition {index}: duplicate brokers in {list(replicas)}"
+        unknown = [r for r in replicas if r not in image.brokers]
+        if unknown:
+            return f"partition {index}: no broker {unknown[0]} is registered"
+        if replication_factor is None:
+            replication_factor = len(replicas)
+        if len(replicas) != replication_factor:
+            return (
+                f"every partition needs {replication_factor} replicas; {index} has {len(replicas)}"
+            )
+        if not any(image.is_live(r) for r in replicas):
+            return f"partition {index}: every broker of {list(replicas)} is fenced"
+    return None
 
 
 def _validate_topic(
@@ -593,6 +626,13 @@ def create_topics(
             if topic.replication_factor == -1
             else topic.replication_factor
         )
+        if topic.assignments:
+            if topic.num_partitions != -1 or topic.replication_factor != -1:
+                message = "with replica assignments, num_partitions and replication_factor are -1"
+                results.append(CreatableTopicResult(topic.name, ErrorCode.INVALID_REQUEST, message))
+                continue
+            num_partitions = len(topic.assignments)
+            replication_factor = len(topic.assignments[0])
         if names.count(topic.name) > 1:
             failure: tuple[ErrorCode, str] | None = (
                 ErrorCode.INVALID_REQUEST,
@@ -601,7 +641,13 @@ def create_topics(
         elif topic_id in used_ids:
             failure = (ErrorCode.INVALID_REQUEST, f"topic id {topic_id} is already used")
         else:
-            failure = _validate_topic(image, topic, num_partitions, replication_factor)
+            # manual assignments may name fenced brokers (not counted as live): checked below
+            checked_rf = 1 if topic.assignments else replication_factor
+            failure = _validate_topic(image, topic, num_partitions, checked_rf)
+        if failure is None and topic.assignments:
+            problem = manual_assignment_error(image, topic.assignments, None)
+            if problem is not None:
+                failure = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
         if failure is not None:
             results.append(CreatableTopicResult(topic.name, failure[0], failure[1]))
             continue
@@ -614,8 +660,10 @@ def create_topics(
         if request.validate_only:
             continue
         records.append(TopicRecord(topic.name, topic_id))
-        assignments = place_replicas(live, 0, num_partitions, replication_factor, start_index)
-        records.extend(_partition_records(topic_id, assignments, 0))
+        assignments = list(topic.assignments) or place_replicas(
+            live, 0, num_partitions, replication_factor, start_index
+        )
+        records.extend(_partition_records(image, topic_id, assignments, 0))
         for key in sorted(topic.configs):
             records.append(ConfigRecord(CONFIG_RESOURCE_TOPIC, topic.name, key, topic.configs[key]))
     return records, CreateTopicsResponse(tuple(results))
@@ -670,6 +718,7 @@ def delete_topics(
 class CreatePartitionsTopic:
     name: str
     count: int  # the new total number of partitions
+    assignments: tuple[tuple[int, ...], ...] | None = None  # replicas of each new partition
 
 
 @dataclass(frozen=True)
@@ -732,8 +781,22 @@ def create_partitions(
                 CreatePartitionsTopicResult(item.name, ErrorCode.INVALID_PARTITIONS, message)
             )
             continue
-        replication_factor = len(topic.partitions[0].replicas) if topic.partitions else 1
-        if replication_factor > len(live):
+        replication_factor = len(topic.partitions[0].target_replicas) if topic.partitions else 1
+        if item.assignments is not None:
+            problem = None
+            if len(item.assignments) != item.count - current:
+                problem = f"{len(item.assignments)} replica lists for {item.count - current} new partitions"
+            problem = problem or manual_assignment_error(
+                image, item.assignments, replication_factor
+            )
+            if problem is not None:
+                results.append(
+                    CreatePartitionsTopicResult(
+                        item.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
+                    )
+                )
+                continue
+        elif replication_factor > len(live):
             message = f"replication factor {replication_factor} with {len(live)} live brokers"
             results.append(
                 CreatePartitionsTopicResult(
@@ -744,10 +807,10 @@ def create_partitions(
         results.append(CreatePartitionsTopicResult(item.name, ErrorCode.NONE))
         if request.validate_only:
             continue
-        assignments = place_replicas(
+        assignments = list(item.assignments or ()) or place_replicas(
             live, current, item.count - current, replication_factor, start_index
         )
-        records.extend(_partition_records(topic.topic_id, assignments, current))
+        records.extend(_partition_records(image, topic.topic_id, assignments, current))
     return records, CreatePartitionsResponse(tuple(results))
 
 

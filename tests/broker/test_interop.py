@@ -210,3 +210,35 @@ async def test_aiokafka(broker):
     await broker.create_topic("aio", 2)
     values = await trio.to_thread.run_sync(_aiokafka, broker.bootstrap)
     assert sorted(values) == sorted(b"aio-%d" % i for i in range(N))
+
+
+def _confluent_replica_assignments(bootstrap: str) -> dict:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    out: dict = {}
+    admin.create_topics([NewTopic("assigned", 2, replica_assignment=[[1], [1]])])[
+        "assigned"
+    ].result(15)
+    grown = admin.create_partitions([NewPartitions("assigned", 3, replica_assignment=[[1]])])
+    grown["assigned"].result(15)
+    metadata = admin.list_topics("assigned", timeout=15).topics["assigned"]
+    out["replicas"] = {p: m.replicas for p, m in metadata.partitions.items()}
+    for name, assignment in (("unknown-broker", [[1, 7]]), ("uneven", [[1], [1, 2]])):
+        try:
+            admin.create_topics([NewTopic(name, len(assignment), replica_assignment=assignment)])[
+                name
+            ].result(15)
+        except KafkaException as exc:
+            out[name] = exc.args[0].name()
+    return out
+
+
+async def test_confluent_replica_assignments(broker):
+    result = await trio.to_thread.run_sync(_confluent_replica_assignments, broker.bootstrap)
+    assert result == {
+        "replicas": {0: [1], 1: [1], 2: [1]},
+        "unknown-broker": "INVALID_REPLICA_ASSIGNMENT",
+        "uneven": "INVALID_REPLICA_ASSIGNMENT",
+    }

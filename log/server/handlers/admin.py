@@ -4,7 +4,9 @@ to the controller), DescribeConfigs.
 Forwarded requests become `quorum.controller` requests; after the controller answers, we wait
 (up to the request's timeout_ms) until this broker's own image shows every successful change,
 so the client's next Metadata (to any broker that caught up, in particular this one) sees it.
-Explicit replica assignments are not supported (INVALID_REPLICA_ASSIGNMENT).
+Explicit replica assignments (CreateTopics, CreatePartitions) are checked as Kafka does:
+INVALID_REPLICA_ASSIGNMENT for empty, duplicate, unregistered or all-fenced replica lists, or
+lists of different lengths; a new partition's ISR is its live replicas, led by the first.
 
 DescribeConfigs: topic resources list every topic config LogConfig models, from the node's
 defaults (config_source 5 DEFAULT_CONFIG) or the topic's overrides (1 TOPIC_CONFIG, plus any
@@ -60,11 +62,16 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> object:
     refused: dict[str, tuple[int, str]] = {}
     topics = []
     for t in body.topics:
-        if t.assignments:
-            refused[t.name] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "assignments unsupported")
-            continue
         configs = {c.name: c.value for c in t.configs if c.value is not None}
-        topics.append(CreatableTopic(t.name, t.num_partitions, t.replication_factor, configs))
+        by_index = {a.partition_index: tuple(a.broker_ids) for a in t.assignments}
+        if sorted(by_index) != list(range(len(t.assignments))):
+            message = "assignments must number the partitions 0..n-1, each once"
+            refused[t.name] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
+            continue
+        assignments = tuple(by_index[i] for i in range(len(by_index)))
+        topics.append(
+            CreatableTopic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
+        )
     results: dict[str, tuple[int, str | None]] = dict(refused)
     if topics:
         response = await ctx.controller.create_topics(
@@ -123,13 +130,15 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> object:
 
 async def handle_create_partitions(ctx: BrokerContext, request: Request) -> object:
     body = request.body
-    refused = {t.name for t in body.topics if t.assignments}
     wanted = tuple(
-        CreatePartitionsTopic(t.name, t.count) for t in body.topics if t.name not in refused
+        CreatePartitionsTopic(
+            t.name,
+            t.count,
+            None if t.assignments is None else tuple(tuple(a.broker_ids) for a in t.assignments),
+        )
+        for t in body.topics
     )
-    results: dict[str, tuple[int, str | None]] = {
-        name: (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "assignments unsupported") for name in refused
-    }
+    results: dict[str, tuple[int, str | None]] = {}
     if wanted:
         response = await ctx.controller.create_partitions(
             CreatePartitionsRequest(wanted, validate_only=body.validate_only)
