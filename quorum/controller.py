@@ -129,8 +129,15 @@ TOPIC_CONFIGS: Mapping[str, Callable[[str], bool]] = {
 }
 
 
+# Accepted and dropped, as Kafka 4 does: message.format.version has no effect since the v2
+# record format is the only one (librdkafka's admin tests still set it).
+IGNORED_TOPIC_CONFIGS = frozenset({"message.format.version"})
+
+
 def topic_config_error(key: str, value: str | None) -> str | None:
     """None when `key=value` is a valid topic config (value None = delete, always valid)."""
+    if key in IGNORED_TOPIC_CONFIGS:
+        return None
     check = TOPIC_CONFIGS.get(key)
     if check is None:
         return f"unknown topic config {key!r}"
@@ -664,7 +671,7 @@ def create_topics(
             live, 0, num_partitions, replication_factor, start_index
         )
         records.extend(_partition_records(image, topic_id, assignments, 0))
-        for key in sorted(topic.configs):
+        for key in sorted(set(topic.configs) - IGNORED_TOPIC_CONFIGS):
             records.append(ConfigRecord(CONFIG_RESOURCE_TOPIC, topic.name, key, topic.configs[key]))
     return records, CreateTopicsResponse(tuple(results))
 
@@ -839,7 +846,7 @@ def alter_topic_configs(
             return [], AlterConfigsResponse(ErrorCode.INVALID_CONFIG, error)
     records: list[MetadataRecord] = [
         ConfigRecord(CONFIG_RESOURCE_TOPIC, request.topic_name, key, request.changes[key])
-        for key in sorted(request.changes)
+        for key in sorted(set(request.changes) - IGNORED_TOPIC_CONFIGS)
     ]
     if request.changes.get("unclean.leader.election.enable") == "true":
         # Enabling it elects, in the same batch, a leader for every leaderless partition that

@@ -87,3 +87,16 @@ def test_bad_assignments():
             start_index=0,
         )
         assert response.results[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT, assignments
+
+
+def test_message_format_version_is_accepted_and_dropped():
+    from quorum.controller import AlterConfigsRequest, alter_topic_configs
+
+    cluster = _cluster()
+    topic = CreatableTopic("t", 1, 1, {"message.format.version": "0.10.0", "retention.ms": "5"})
+    assert _create(cluster, topic) == ErrorCode.NONE
+    assert dict(cluster.image.topic_configs("t")) == {"retention.ms": "5"}
+    records, response = alter_topic_configs(
+        cluster.image, AlterConfigsRequest("t", {"message.format.version": "2.8"})
+    )
+    assert response.error_code == ErrorCode.NONE and records == []

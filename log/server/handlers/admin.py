@@ -31,6 +31,7 @@ from log.protocol.connection import Request
 from log.server.broker_context import MAX_ADMIN_WAIT_MS, BrokerContext
 from log.storage.config import default_log_config_properties
 from quorum.controller import (
+    IGNORED_TOPIC_CONFIGS,
     AlterConfigsRequest,
     CreatableTopic,
     CreatePartitionsRequest,
@@ -281,7 +282,9 @@ async def _alter_topic(
 
     def applied(image: MetadataImage) -> bool:
         configs = image.topic_configs(name)
-        return all(configs.get(k) == v for k, v in changes.items())
+        return all(
+            configs.get(k) == v for k, v in changes.items() if k not in IGNORED_TOPIC_CONFIGS
+        )
 
     if not await ctx.wait_until(applied, MAX_ADMIN_WAIT_MS):
         return ErrorCode.REQUEST_TIMED_OUT, "altered; not yet visible here"
