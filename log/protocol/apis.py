@@ -28,6 +28,7 @@ from log.protocol import (
     offsets,
     produce,
     producer_id,
+    producers,
     transactions,
 )
 from log.protocol.schema import ArrayType, Message, StructType, Versions, in_range, parse_versions
@@ -118,6 +119,8 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          admin.ALTER_PARTITION_REASSIGNMENTS_RESPONSE, "0", "0"),
     _api("ListPartitionReassignments", admin.LIST_PARTITION_REASSIGNMENTS_REQUEST,
          admin.LIST_PARTITION_REASSIGNMENTS_RESPONSE, "0", "0"),
+    _api("DescribeProducers", producers.DESCRIBE_PRODUCERS_REQUEST,
+         producers.DESCRIBE_PRODUCERS_RESPONSE, "0", "0"),
     _api("DescribeTopicPartitions", metadata.DESCRIBE_TOPIC_PARTITIONS_REQUEST,
          metadata.DESCRIBE_TOPIC_PARTITIONS_RESPONSE, "0", "0"),
     # Each broker describes its own replicas (kafka-python's describe_log_dirs; Kafka 4 is 1-5).
@@ -139,7 +142,7 @@ CORE_APIS = frozenset({0, 1, 2, 3, 18, 19, 20, 22, 32, 37, 60})
 GROUP_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42})
 REPLICATION_APIS = frozenset({23})  # OffsetForLeaderEpoch: followers, and clients' epoch checks
 TRANSACTION_APIS = frozenset({24, 25, 26, 27, 28})
-ADMIN_EXTRA_APIS = frozenset({21, 33, 43, 44, 45, 46, 47, 75})
+ADMIN_EXTRA_APIS = frozenset({21, 33, 43, 44, 45, 46, 47, 61, 75})
 CONTROLLER_APIS = frozenset({62, 63, 67})  # broker-to-controller only: never advertise
 LOG_DIR_APIS = frozenset({35})  # DescribeLogDirs
 assert (

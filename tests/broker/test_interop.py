@@ -242,3 +242,36 @@ async def test_confluent_replica_assignments(broker):
         "unknown-broker": "INVALID_REPLICA_ASSIGNMENT",
         "uneven": "INVALID_REPLICA_ASSIGNMENT",
     }
+
+
+def _kafka_python_describe_producers(bootstrap: str) -> tuple[list, str]:
+    from kafka import KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
+    for i in range(5):
+        producer.send("described", b"%d" % i, partition=0)
+    producer.flush(15)
+    producer.close()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    states = admin.describe_producers([TopicPartition("described", 0)])
+    try:
+        admin.describe_producers([TopicPartition("described", 9)], broker_id=1)
+        missing = "answered"
+    except Exception as exc:  # noqa: BLE001 - the error class is the answer
+        missing = type(exc).__name__
+    admin.close()
+    [state] = states.values()
+    return [
+        (p.producer_epoch, p.last_sequence, p.current_transaction_start_offset)
+        for p in state.active_producers
+    ], missing
+
+
+async def test_kafka_python_describe_producers(broker):
+    await broker.create_topic("described", partitions=1)
+    producers, missing = await trio.to_thread.run_sync(
+        _kafka_python_describe_producers, broker.bootstrap
+    )
+    assert producers == [(0, 4, -1)]  # one idempotent producer, sequences 0..4, no transaction
+    assert missing == "UnknownTopicOrPartitionError"

@@ -20,6 +20,7 @@ from log.server.handlers.admin import (
     handle_incremental_alter_configs,
 )
 from log.server.handlers.delete_records import handle_delete_records
+from log.server.handlers.describe_producers import handle_describe_producers
 from log.server.handlers.describe_topic_partitions import handle_describe_topic_partitions
 from log.server.handlers.elect_leaders import handle_elect_leaders
 from log.server.handlers.fetch import handle_fetch
@@ -83,6 +84,7 @@ HANDLERS: dict[int, Handler] = {
     42: handle_delete_groups,
     43: handle_elect_leaders,
     60: handle_describe_cluster,
+    61: handle_describe_producers,
     75: handle_describe_topic_partitions,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
