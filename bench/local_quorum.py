@@ -69,9 +69,12 @@ class LocalQuorum:
             except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
 
-    def register(self, broker_id: int, host: str, port: int) -> None:
+    def register(
+        self, broker_id: int, host: str, port: int, *, more: tuple[BrokerEndpoint, ...] = ()
+    ) -> None:
+        """Register and unfence `broker_id` with its PLAINTEXT endpoint (and `more` listeners)."""
         request = controller.BrokerRegistrationRequest(
-            broker_id, uuid.uuid4(), (BrokerEndpoint("PLAINTEXT", host, port),)
+            broker_id, uuid.uuid4(), (BrokerEndpoint("PLAINTEXT", host, port), *more)
         )
         records, response = controller.register_broker(self.image, request)
         self.commit(records)

@@ -128,7 +128,7 @@ class ControllerService:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        endpoint = self.config.listener("CONTROLLER")
+        endpoint = self.config.listener(self.config.controller_listener_name)
         async with RaftNode(
             raft_config_for(self.config),
             state_machine_factory=MetadataStateMachine,

@@ -43,6 +43,7 @@ from log.server.handlers.metadata import (
 from log.server.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from log.server.handlers.produce import handle_produce
 from log.server.handlers.producer_id import handle_init_producer_id
+from log.server.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
@@ -60,6 +61,7 @@ HANDLERS: dict[int, Handler] = {
     14: handle_sync_group,
     15: handle_describe_groups,
     16: handle_list_groups,
+    17: handle_sasl_handshake,
     18: handle_api_versions,
     19: handle_create_topics,
     20: handle_delete_topics,
@@ -69,6 +71,7 @@ HANDLERS: dict[int, Handler] = {
     32: handle_describe_configs,
     33: handle_alter_configs,
     35: handle_describe_log_dirs,
+    36: handle_sasl_authenticate,
     37: handle_create_partitions,
     44: handle_incremental_alter_configs,
     47: handle_offset_delete,
