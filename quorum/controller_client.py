@@ -39,6 +39,10 @@ from log.protocol.controller import (
 from log.protocol.framing import FrameDecoder
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
+from quorum.scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -278,6 +282,11 @@ class ControllerClient:
         self, request: c.AlterPartitionsRequest
     ) -> c.AlterPartitionsResponse:
         return await self._forward("alter_partitions", request)
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        return await self._forward("alter_user_scram_credentials", request)
 
     async def allocate_producer_ids(
         self, request: c.AllocateProducerIdsRequest

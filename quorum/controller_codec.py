@@ -20,6 +20,7 @@ from typing import Any
 
 from log.common.errors import ErrorCode, InvalidRequestError
 from quorum import controller as c
+from quorum import scram_credentials as scram
 
 # operation -> (request type, response type)
 OPERATIONS: dict[str, tuple[type, type]] = {
@@ -29,6 +30,10 @@ OPERATIONS: dict[str, tuple[type, type]] = {
     "alter_topic_configs": (c.AlterConfigsRequest, c.AlterConfigsResponse),
     "alter_partitions": (c.AlterPartitionsRequest, c.AlterPartitionsResponse),
     "controlled_shutdown": (c.ControlledShutdownRequest, c.ControlledShutdownResponse),
+    "alter_user_scram_credentials": (
+        scram.AlterUserScramCredentialsRequest,
+        scram.AlterUserScramCredentialsResponse,
+    ),
 }
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 _MAX_DEPTH = 8

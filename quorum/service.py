@@ -59,6 +59,7 @@ from quorum.image import MetadataImage
 from quorum.partition_change import ElectionPolicy
 from quorum.raft import RaftConfig, RaftFatalError, RaftNode
 from quorum.records import BrokerEndpoint, MetadataRecord, encode_batch
+from quorum.scram_credentials import alter_user_scram_credentials
 from quorum.state_machine import ApplyResult, MetadataStateMachine
 
 logger = logging.getLogger(__name__)
@@ -367,6 +368,7 @@ class ControllerService:
             "alter_topic_configs": c.alter_topic_configs,
             "alter_partitions": lambda image, r: c.alter_partitions(image, r, defaults),
             "controlled_shutdown": lambda image, r: c.controlled_shutdown(image, r, defaults),
+            "alter_user_scram_credentials": alter_user_scram_credentials,
         }
         decide = decisions[operation]
         return await self._decide(lambda image: decide(image, request))

@@ -121,6 +121,10 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("SaslHandshake", sasl.SASL_HANDSHAKE_REQUEST, sasl.SASL_HANDSHAKE_RESPONSE, "0-1", "1"),
     _api("SaslAuthenticate", sasl.SASL_AUTHENTICATE_REQUEST, sasl.SASL_AUTHENTICATE_RESPONSE,
          "0-2", "0-2"),
+    _api("DescribeUserScramCredentials", sasl.DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
+         sasl.DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE, "0", "0"),
+    _api("AlterUserScramCredentials", sasl.ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
+         sasl.ALTER_USER_SCRAM_CREDENTIALS_RESPONSE, "0", "0"),
     # Broker-to-controller (KRaft) APIs: never advertised to clients.
     _api("BrokerRegistration", controller.BROKER_REGISTRATION_REQUEST,
          controller.BROKER_REGISTRATION_RESPONSE, "0-3", "0-3"),
@@ -140,7 +144,7 @@ TRANSACTION_APIS = frozenset({24, 25, 26, 27, 28})
 ADMIN_EXTRA_APIS = frozenset({21, 33, 44, 47})
 CONTROLLER_APIS = frozenset({62, 63, 67})  # broker-to-controller only: never advertise
 LOG_DIR_APIS = frozenset({35})  # DescribeLogDirs
-SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
+SASL_APIS = frozenset({17, 36, 50, 51})  # SaslHandshake, SaslAuthenticate, SCRAM credentials
 assert (
     CORE_APIS
     | GROUP_APIS

@@ -58,6 +58,7 @@ from log.security.authenticator import (
     SaslServerAuthenticator,
     SaslState,
 )
+from log.security.scram import SCRAM_MECHANISMS, ScramCredential
 from log.server.broker_context import BrokerContext, wall_clock_ms
 from log.server.connection_quotas import ConnectionQuotas
 from log.server.handlers import ADVERTISED_API_KEYS, HANDLED_API_KEYS, HANDLERS
@@ -147,7 +148,7 @@ class KafkaServer:
         # listen_ports: the same per listener name, for the other listeners (tests).
         self.listen_port = listen_port
         self.listen_ports = dict(listen_ports or {})
-        self.security = ListenerSecurity.build_all(config)
+        self.security = ListenerSecurity.build_all(config, self._scram_credential)
         self.failed_authentication_count = 0
         self.broker_epoch_getter = broker_epoch_getter
         self.config = config
@@ -203,6 +204,15 @@ class KafkaServer:
         self.ports: dict[str, int] = {}  # listener name -> bound port
         self.connection_count = 0
         self._register_state_metrics(metadata)
+
+    def _scram_credential(self, mechanism_name: str, user: str) -> ScramCredential | None:
+        """A SCRAM credential from the metadata image (AlterUserScramCredentials)."""
+        key = (user, SCRAM_MECHANISMS[mechanism_name].mechanism_type)
+        record = self.ctx.metadata.image.scram_credentials.get(key)
+        if record is None:
+            return None
+        return ScramCredential(record.salt, record.stored_key, record.server_key,
+                               record.iterations)  # fmt: skip
 
     def _register_state_metrics(self, metadata: MetadataSource) -> None:
         metrics, partitions = self.metrics, self.replica_manager

@@ -24,7 +24,7 @@ import trio
 from log.common.node_config import ConfigError, NodeConfig
 from log.security import tls
 from log.security.authenticator import SUPPORTED_MECHANISMS, SaslServerAuthenticator
-from log.security.credentials import CredentialStore
+from log.security.credentials import CredentialStore, ScramSource
 from log.security.jaas import parse_jaas_config
 from log.security.principal import ANONYMOUS, KafkaPrincipal, principal_from_certificate
 from log.security.scram import SCRAM_MECHANISMS
@@ -62,8 +62,11 @@ class ListenerSecurity:
     reauth_ms: int
 
     @classmethod
-    def build_all(cls, config: NodeConfig) -> dict[str, ListenerSecurity]:
-        """Every client listener's security, by listener name (ConfigError when incomplete)."""
+    def build_all(
+        cls, config: NodeConfig, scram_source: ScramSource | None = None
+    ) -> dict[str, ListenerSecurity]:
+        """Every client listener's security, by listener name (ConfigError when incomplete).
+        `scram_source`: SCRAM credentials from the metadata image, asked first."""
         protocols = {e.listener: config.security_protocol(e.listener)
                      for e in config.broker_listeners}  # fmt: skip
         context = None
@@ -76,7 +79,10 @@ class ListenerSecurity:
             jaas = parse_jaas_config(config.props["sasl.jaas.config"])
             scram = tuple(m for m in mechanisms if m in SCRAM_MECHANISMS)
             credentials = CredentialStore(
-                jaas, lambda: secrets.token_bytes(SALT_BYTES), scram_mechanisms=scram
+                jaas,
+                lambda: secrets.token_bytes(SALT_BYTES),
+                scram_source=scram_source,
+                scram_mechanisms=scram,
             )
         reauth_ms = config.props["connections.max.reauth.ms"]
         return {

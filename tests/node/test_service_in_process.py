@@ -14,6 +14,7 @@ from log.common.node_config import NodeConfig
 from log.protocol import controller_extra as extra
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
+from quorum import scram_credentials as scram
 from quorum.broker_lifecycle import BrokerLifecycle
 from quorum.controller_client import ControllerClient
 from quorum.service import ControllerService
@@ -50,6 +51,10 @@ def test_controller_codec_round_trips_every_operation():
             (c.AlterPartitionRequest(1, 5, topic_id, 0, 2, 3, (1, 2)),)
         ),
         "controlled_shutdown": c.ControlledShutdownRequest(2, 9),
+        "alter_user_scram_credentials": scram.AlterUserScramCredentialsRequest(
+            (scram.ScramCredentialDeletion("a", 1),),
+            (scram.ScramCredentialUpsertion("b", 2, 4096, "c2FsdA==", "aw==", "aw=="),),
+        ),
     }
     assert set(samples) == set(controller_codec.OPERATIONS)
     for operation, request in samples.items():

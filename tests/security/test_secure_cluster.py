@@ -1,4 +1,6 @@
 """`quorumlog up --secure`'s layout on 3 real node processes: every Kafka listener is SASL_SSL,
+a SCRAM user added through AlterUserScramCredentials (forwarded to the active controller, in
+the metadata log) reads the records back on the survivors;
 replica fetchers log in over TLS with SCRAM-SHA-512 as the generated broker user, clients use
 DIR/client.properties. acks=all produce completes only if the followers replicate (over the
 secure inter-broker listener); the partition leader is killed with -9 and every acknowledged
@@ -83,6 +85,21 @@ async def test_secure_cluster_survives_a_leader_kill(tmp_path):
         admin.create_topics([NewTopic(TOPIC, 1, 3)])[TOPIC].result(timeout=30)
 
     await trio.to_thread.run_sync(create)
+
+    def add_user() -> None:  # AlterUserScramCredentials, forwarded to the active controller
+        from confluent_kafka.admin import (
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        admin = AdminClient({"bootstrap.servers": bootstrap, **settings})
+        upsert = UserScramCredentialUpsertion(
+            "reader", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"reader-pw"
+        )
+        admin.alter_user_scram_credentials([upsert])["reader"].result(timeout=30)
+
+    await trio.to_thread.run_sync(add_user)
     await trio.to_thread.run_sync(_produce, bootstrap, settings, 0)
 
     image = await cluster.image_from(1)
@@ -99,7 +116,9 @@ async def test_secure_cluster_survives_a_leader_kill(tmp_path):
     assert await wait_until(new_leader, 30)
     alive = ",".join(f"127.0.0.1:{cluster.layout.kafka_port(n)}" for n in (1, 2, 3) if n != leader)
     await trio.to_thread.run_sync(_produce, alive, settings, N)
-    values = await trio.to_thread.run_sync(_consume, alive, settings, 2 * N)
+    reader = {**settings, "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "reader",
+              "sasl.password": "reader-pw"}  # fmt: skip
+    values = await trio.to_thread.run_sync(_consume, alive, reader, 2 * N)
     assert values == [b"v%d" % i for i in range(2 * N)]
     for node_id in (1, 2, 3):  # no node refused a broker's login
         assert not cluster.log_matches(node_id, "authentication of .* failed"), node_id

@@ -44,6 +44,10 @@ from log.server.handlers.offsets import handle_list_offsets, handle_offset_for_l
 from log.server.handlers.produce import handle_produce
 from log.server.handlers.producer_id import handle_init_producer_id
 from log.server.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from log.server.handlers.scram_credentials import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
@@ -75,6 +79,8 @@ HANDLERS: dict[int, Handler] = {
     37: handle_create_partitions,
     44: handle_incremental_alter_configs,
     47: handle_offset_delete,
+    50: handle_describe_user_scram_credentials,
+    51: handle_alter_user_scram_credentials,
     42: handle_delete_groups,
     60: handle_describe_cluster,
 }
