@@ -12,6 +12,7 @@ import pytest
 
 from bench.local_quorum import NODE_ID, LocalQuorum, node_config
 from log.server.broker import KafkaServer
+from log.server.broker_context import wall_clock_ms
 from log.storage.config import default_log_config
 from log.storage.manager import LogManager
 from quorum import controller
@@ -71,7 +72,9 @@ class SecureBroker:
 LISTENERS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
-async def start_secure_broker(nursery, tmp_path, pki: Pki, **props) -> SecureBroker:
+async def start_secure_broker(
+    nursery, tmp_path, pki: Pki, clock_ms=wall_clock_ms, **props
+) -> SecureBroker:
     values = {
         # ports other than PLAINTEXT's are picked at bind time (listen_ports below)
         "listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093,"
@@ -88,7 +91,7 @@ async def start_secure_broker(nursery, tmp_path, pki: Pki, **props) -> SecureBro
     log_manager = LogManager(config.log_dir, default_log_config(config))
     server = KafkaServer(
         config, log_manager, quorum, quorum,
-        broker_epoch_getter=lambda: quorum.broker_epoch,
+        broker_epoch_getter=lambda: quorum.broker_epoch, clock_ms=clock_ms,
         listen_port=0, listen_ports={name: 0 for name in LISTENERS},
     )  # fmt: skip
     port = await nursery.start(server.run)

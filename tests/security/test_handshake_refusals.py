@@ -209,3 +209,42 @@ async def test_garbage_sasl_tokens(secure_broker, seed):
             break
     await client.aclose()
     await assert_still_serving(secure_broker)
+
+
+async def test_reauthentication_kip_368(nursery, tmp_path, pki):
+    """connections.max.reauth.ms: SaslAuthenticate v1+ tells the session lifetime; the client
+    re-authenticates on the same connection (same principal) and goes on; a request after the
+    session expired closes the connection. The broker's clock is ours to move."""
+    from tests.security.conftest import start_secure_broker
+
+    now_ms = [1_000_000]
+    broker = await start_secure_broker(nursery, tmp_path, pki, clock_ms=lambda: now_ms[0],
+                                       **{"connections.max.reauth.ms": 60_000})  # fmt: skip
+    client = await Client.connect(broker.ports["SASL_PLAINTEXT"])
+    H, A = SASL_HANDSHAKE_REQUEST.cls, SASL_AUTHENTICATE_REQUEST.cls
+    assert (await client.call(17, 1, H(mechanism="PLAIN"))).error_code == 0
+    first = await client.call(36, 1, A(auth_bytes=plain_client_message("alice", USERS["alice"])))
+    assert first.error_code == 0 and first.session_lifetime_ms == 60_000
+    metadata = METADATA_REQUEST.cls(topics=[])
+    assert (await client.call(METADATA, 12, metadata)).brokers
+
+    now_ms[0] += 59_000  # re-authenticate before expiry, as clients do
+    assert (await client.call(17, 1, H(mechanism="PLAIN"))).error_code == 0
+    again = await client.call(36, 2, A(auth_bytes=plain_client_message("alice", USERS["alice"])))
+    assert again.error_code == 0 and again.session_lifetime_ms == 60_000
+    now_ms[0] += 59_000  # within the new session
+    assert (await client.call(METADATA, 12, metadata)).brokers
+
+    other = await Client.connect(broker.ports["SASL_PLAINTEXT"])  # another principal: refused
+    assert (await other.call(17, 1, H(mechanism="PLAIN"))).error_code == 0
+    assert (
+        await other.call(36, 1, A(auth_bytes=plain_client_message("alice", USERS["alice"])))
+    ).error_code == 0
+    assert (await other.call(17, 1, H(mechanism="PLAIN"))).error_code == 0
+    changed = await other.call(36, 1, A(auth_bytes=plain_client_message("bob", USERS["bob"])))
+    assert changed.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert await other.closed_by_broker()
+
+    now_ms[0] += 2_000  # the session expired
+    with pytest.raises(EOFError):
+        await client.call(METADATA, 12, metadata)
