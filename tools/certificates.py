@@ -116,7 +116,7 @@ class CertificateAuthority:
             .issuer_name(self.certificate.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_before(min(now, not_valid_after or now) - datetime.timedelta(days=1))
             .not_valid_after(not_valid_after or now + datetime.timedelta(days=VALID_DAYS))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(

@@ -4,6 +4,7 @@ local CA (tools/certificates.py) for the server and a client certificate."""
 
 from __future__ import annotations
 
+import datetime
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ class Pki:
     client_key: Path
     untrusted_cert: Path
     untrusted_key: Path
+    expired_cert: Path
+    expired_key: Path
 
 
 @pytest.fixture(scope="session")
@@ -47,8 +50,10 @@ def pki(tmp_path_factory) -> Pki:
     client_cert, client_key = ca.issue(directory, "client", [])
     other = CertificateAuthority.create(directory / "other", "someone else's CA")
     untrusted_cert, untrusted_key = other.issue(directory / "other", "intruder", [])
+    yesterday = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=1)
+    expired_cert, expired_key = ca.issue(directory, "expired", [], not_valid_after=yesterday)
     return Pki(ca.certificate_path, server_cert, server_key, client_cert, client_key,
-               untrusted_cert, untrusted_key)  # fmt: skip
+               untrusted_cert, untrusted_key, expired_cert, expired_key)  # fmt: skip
 
 
 class SecureBroker:

@@ -133,13 +133,14 @@ async def test_confluent_bad_credentials_refused(secure_broker, mechanism, user,
     await test_confluent_sasl_plaintext_scram(secure_broker)
 
 
-async def test_confluent_untrusted_certificate_refused(secure_broker):
+@pytest.mark.parametrize("which", ["untrusted", "expired"])
+async def test_confluent_bad_client_certificate_refused(secure_broker, which):
     from confluent_kafka import KafkaError
 
     pki = secure_broker.pki
     conf = {"security.protocol": "SSL", "ssl.ca.location": str(pki.ca),
-            "ssl.certificate.location": str(pki.untrusted_cert),
-            "ssl.key.location": str(pki.untrusted_key)}  # fmt: skip
+            "ssl.certificate.location": str(getattr(pki, f"{which}_cert")),
+            "ssl.key.location": str(getattr(pki, f"{which}_key"))}  # fmt: skip
     errors = await trio.to_thread.run_sync(
         _confluent_auth_error, secure_broker.bootstrap("SSL"), conf
     )
@@ -149,13 +150,17 @@ async def test_confluent_untrusted_certificate_refused(secure_broker):
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
-async def test_kcat_sasl_ssl(secure_broker, mechanism):
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "SSL"])
+async def test_kcat_sasl_ssl_and_ssl(secure_broker, mechanism):
     await secure_broker.create_topic("k")
     options = []
-    for key, value in _sasl_ssl(secure_broker.pki, mechanism).items():
+    settings = _sasl_ssl(secure_broker.pki, mechanism)
+    if mechanism == "SSL":  # a client certificate, no SASL
+        settings = {k: v for k, v in settings.items() if not k.startswith("sasl.")}
+        settings["security.protocol"] = "SSL"
+    for key, value in settings.items():
         options += ["-X", f"{key}={value}"]
-    bootstrap = secure_broker.bootstrap("SASL_SSL")
+    bootstrap = secure_broker.bootstrap("SSL" if mechanism == "SSL" else "SASL_SSL")
 
     def run() -> str:
         subprocess.run(["kcat", "-b", bootstrap, *options, "-P", "-t", "k"],
