@@ -85,6 +85,12 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         'user_NAME="password" (PLAIN users)',
     ),
     ConfigKey("connections.max.reauth.ms", int, 0, "SASL session lifetime (KIP-368), 0 = none"),
+    ConfigKey(
+        "sasl.server.max.receive.size",
+        int,
+        524288,
+        "largest request frame a SASL connection may send before it has authenticated",
+    ),
     ConfigKey("log.dirs", str, "kafka-logs", "partition log directory (relative to node dir)"),
     ConfigKey("metadata.log.dir", str, "metadata", "metadata quorum directory (relative)"),
     ConfigKey("controller.quorum.voters", str, "", "id@host:port of each controller listener"),
@@ -421,6 +427,8 @@ class NodeConfig:
                 raise ConfigError(f"inter.broker.listener.name: no {name} listener")
         if p["ssl.client.auth"] not in ("required", "requested", "none"):
             raise ConfigError("ssl.client.auth must be required, requested or none")
+        if p["sasl.server.max.receive.size"] < 1:
+            raise ConfigError("sasl.server.max.receive.size must be >= 1")
         if p["connections.max.reauth.ms"] < 0:
             raise ConfigError("connections.max.reauth.ms must be >= 0")
 

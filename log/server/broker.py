@@ -199,6 +199,7 @@ class KafkaServer:
             clock_ms=clock_ms,
         )
         self.max_frame_bytes = config.props["socket.request.max.bytes"]
+        self.sasl_max_receive_bytes = config.props["sasl.server.max.receive.size"]
         self.max_in_flight = config.props["max.inflight.requests.per.connection"]
         self.port: int | None = None
         self.ports: dict[str, int] = {}  # listener name -> bound port
@@ -370,6 +371,8 @@ class KafkaServer:
         )
         conn.connection_state["listener"] = listener or self.config.inter_broker_listener_name
         conn.connection_state["principal"] = principal
+        if authenticator is not None:  # small frames only until authenticated
+            conn.limit_frame_bytes(min(self.max_frame_bytes, self.sasl_max_receive_bytes))
         raw_socket = isinstance(stream, trio.SocketStream)  # vectored zero-copy sends
         memory = self.request_memory
         held = 0  # bytes of request_memory held for the request being received / handled
@@ -419,6 +422,8 @@ class KafkaServer:
                 ):  # fmt: skip
                     body, close_after = self._authenticate(event, authenticator, peer)
                     conn.connection_state["principal"] = authenticator.principal
+                    if authenticator.state is SaslState.COMPLETE:
+                        conn.limit_frame_bytes(self.max_frame_bytes)
                 else:
                     body = await self._dispatch(event)
                 if event.expects_response:

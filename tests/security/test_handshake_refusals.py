@@ -248,3 +248,21 @@ async def test_reauthentication_kip_368(nursery, tmp_path, pki):
     now_ms[0] += 2_000  # the session expired
     with pytest.raises(EOFError):
         await client.call(METADATA, 12, metadata)
+
+
+async def test_large_frame_before_sasl_authentication_is_refused(secure_broker):
+    """sasl.server.max.receive.size (512 KiB): an unauthenticated client cannot make the broker
+    buffer a large request; after authentication the usual socket.request.max.bytes applies."""
+    stream = await trio.open_tcp_stream("127.0.0.1", secure_broker.ports["SASL_PLAINTEXT"])
+    await stream.send_all((600_000).to_bytes(4, "big") + b"\x00" * 1000)
+    assert await Client(stream).closed_by_broker()
+
+    client = await Client.connect(secure_broker.ports["SASL_PLAINTEXT"])
+    await scram_login(client, "SCRAM-SHA-256")
+    topics = [METADATA_REQUEST.cls.MetadataRequestTopic(name=f"t{i:06d}" * 10)
+              for i in range(10_000)]  # fmt: skip
+    body = METADATA_REQUEST.cls(topics=topics, allow_auto_topic_creation=False)
+    assert len(ClientCodec(client_id="size").encode_request(METADATA, 12, body)) > 600_000
+    response = await client.call(METADATA, 12, body)
+    assert len(response.topics) == 10_000
+    await assert_still_serving(secure_broker)
