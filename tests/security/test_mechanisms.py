@@ -8,6 +8,8 @@ import ssl
 
 import pytest
 import trio
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from log.common.node_config import ConfigError
 from log.security.jaas import parse_jaas_config
@@ -130,3 +132,43 @@ async def test_principal_from_a_client_certificate(pki):
     principal = principal_from_certificate(server.getpeercert())
     assert str(principal) == "User:CN=client,O=quorumlog"
     assert principal_from_certificate(None) is ANONYMOUS
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("handshake"), st.sampled_from(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", ""])),
+            st.tuples(st.just("authenticate"), st.binary(max_size=300)),
+            st.tuples(st.just("scram-shaped"), st.lists(st.sampled_from(
+                ["n,,", "n=alice", "r=x", "c=biws", "p=AAAA", "s=c2FsdA==", "i=4096", "a=bob", ",", "="]
+            ), max_size=8).map("".join)),
+        ),
+        max_size=8,
+    )
+)  # fmt: skip
+@example([("handshake", "PLAIN"), ("authenticate", b"\x00alice\x00pw"), ("handshake", "PLAIN")])
+def test_authenticator_never_raises_and_admits_only_when_complete(steps):
+    """Any sequence of SASL requests with any bytes: typed answers only, and no request other
+    than the SASL ones passes unless the exchange completed."""
+    from log.security.authenticator import SaslServerAuthenticator, SaslState
+    from log.security.credentials import CredentialStore
+    from log.security.jaas import JaasConfig
+
+    store = CredentialStore(JaasConfig(users={"alice": "pw"}), lambda: b"salt")
+    authenticator = SaslServerAuthenticator(
+        ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), store, lambda: "nonce", reauth_ms=0
+    )
+    for kind, value in steps:
+        if kind == "handshake":
+            result = authenticator.handshake(value)
+            if result.close:
+                break
+        else:
+            data = value if isinstance(value, bytes) else value.encode()
+            answer = authenticator.authenticate(data, now_ms=0)
+            assert answer.error_code in (0, 34, 58)  # NONE, ILLEGAL_SASL_STATE, AUTH_FAILED
+            if answer.close:
+                break
+        complete = authenticator.state is SaslState.COMPLETE
+        assert authenticator.admits(3, 0) == complete
