@@ -8,7 +8,8 @@ Kafka's default `ssl.principal.mapping.rules`); SASL gives the authenticated use
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from cryptography import x509
 
 USER_TYPE = "User"
 
@@ -24,36 +25,13 @@ class KafkaPrincipal:
 
 ANONYMOUS = KafkaPrincipal(USER_TYPE, "ANONYMOUS")
 
-# ssl.getpeercert()'s attribute names -> the short names of RFC 2253.
-_SHORT_NAMES = {
-    "commonName": "CN",
-    "organizationalUnitName": "OU",
-    "organizationName": "O",
-    "localityName": "L",
-    "stateOrProvinceName": "ST",
-    "countryName": "C",
-    "streetAddress": "STREET",
-    "domainComponent": "DC",
-    "userId": "UID",
-}
 
-
-def _escape(value: str) -> str:
-    escaped = "".join("\\" + ch if ch in ',+"\\<>;=' else ch for ch in value)
-    if escaped.startswith((" ", "#")):
-        escaped = "\\" + escaped
-    if escaped.endswith(" ") and not escaped.endswith("\\ "):
-        escaped = escaped[:-1] + "\\ "
-    return escaped
-
-
-def principal_from_certificate(peer_cert: dict[str, Any] | None) -> KafkaPrincipal:
-    """The principal of a verified client certificate (`SSLObject.getpeercert()`), or
-    ANONYMOUS when the client sent none. RFC 2253 lists the RDNs most specific first: the
-    reverse of the certificate's order."""
-    if not peer_cert or not peer_cert.get("subject"):
+def principal_from_certificate(der: bytes | None) -> KafkaPrincipal:
+    """The principal of a verified client certificate (`getpeercert(binary_form=True)`), or
+    ANONYMOUS when the client sent none: the subject as RFC 4514 (RFC 2253's successor, the
+    same string for ordinary names: most specific first, `CN=alice,O=example`), which
+    `cryptography` renders."""
+    if not der:
         return ANONYMOUS
-    rdns = []
-    for rdn in reversed(peer_cert["subject"]):
-        rdns.append("+".join(f"{_SHORT_NAMES.get(k, k)}={_escape(v)}" for k, v in rdn))
-    return KafkaPrincipal(USER_TYPE, ",".join(rdns))
+    subject = x509.load_der_x509_certificate(der).subject
+    return KafkaPrincipal(USER_TYPE, subject.rfc4514_string()) if subject else ANONYMOUS

@@ -112,7 +112,7 @@ class ListenerSecurity:
             raise TlsHandshakeFailed("TLS handshake timed out") from None
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             raise TlsHandshakeFailed(f"TLS handshake failed: {exc.__cause__ or exc}") from None
-        return ssl_stream, principal_from_certificate(ssl_stream.getpeercert())
+        return ssl_stream, principal_from_certificate(ssl_stream.getpeercert(binary_form=True))
 
     def new_authenticator(self) -> SaslServerAuthenticator | None:
         if not self.uses_sasl:

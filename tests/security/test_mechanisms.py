@@ -129,7 +129,7 @@ async def test_principal_from_a_client_certificate(pki):
     async with trio.open_nursery() as nursery:
         nursery.start_soon(server.do_handshake)
         nursery.start_soon(client.do_handshake)
-    principal = principal_from_certificate(server.getpeercert())
+    principal = principal_from_certificate(server.getpeercert(binary_form=True))
     assert str(principal) == "User:CN=client,O=quorumlog"
     assert principal_from_certificate(None) is ANONYMOUS
 
