@@ -68,7 +68,13 @@ command_config_option = click.option(
 
 @click.group("users")
 def users() -> None:
-    """SCRAM users of the cluster (stored in the metadata log, never the password)."""
+    """SCRAM users of the cluster (stored in the metadata log, never the password).
+
+    \b
+    Examples:
+      quorumlog users add alice --command-config DIR/client.properties
+      quorumlog users list --command-config DIR/client.properties
+    """
 
 
 @users.command("add")
@@ -80,7 +86,13 @@ def users() -> None:
 @bootstrap_option
 @command_config_option
 def add(name, password, mechanism, iterations, bootstrap, command_config) -> None:
-    """Add NAME (or replace its password) for SCRAM-SHA-256/-512."""
+    """Add NAME (or replace its password) for SCRAM-SHA-256/-512.
+
+    \b
+    Examples:
+      quorumlog users add alice --command-config DIR/client.properties   # prompts
+      quorumlog users add svc --password s3cret --mechanism SCRAM-SHA-512 -b host:9094
+    """
     from confluent_kafka.admin import ScramCredentialInfo, UserScramCredentialUpsertion
 
     operations = [
@@ -101,7 +113,13 @@ def add(name, password, mechanism, iterations, bootstrap, command_config) -> Non
 @bootstrap_option
 @command_config_option
 def delete(name, mechanism, bootstrap, command_config) -> None:
-    """Delete NAME's SCRAM credentials."""
+    """Delete NAME's SCRAM credentials.
+
+    \b
+    Examples:
+      quorumlog users delete alice --command-config DIR/client.properties
+      quorumlog users delete alice --mechanism SCRAM-SHA-256 --command-config F
+    """
     from confluent_kafka.admin import UserScramCredentialDeletion
 
     admin = _admin(bootstrap, command_config)
@@ -140,7 +158,13 @@ def _describe(admin: Any, names: list[str] | None) -> dict[str, list[tuple[str, 
 @command_config_option
 @json_option
 def list_users(bootstrap, command_config, as_json) -> None:
-    """Every SCRAM user with its mechanisms and iteration counts."""
+    """Every SCRAM user with its mechanisms and iteration counts.
+
+    \b
+    Examples:
+      quorumlog users list --command-config DIR/client.properties
+      quorumlog users list --json --command-config DIR/client.properties
+    """
     described = _describe(_admin(bootstrap, command_config), None)
     if as_json:
         echo_json({user: dict(infos) for user, infos in sorted(described.items())})
