@@ -20,6 +20,7 @@ from quorum import controller, leader_election, reassignment
 from quorum.broker_lifecycle import MAX_PENDING_IMAGES
 from quorum.image import MetadataImage
 from quorum.records import ActiveControllerRecord, BrokerEndpoint, encode_batch
+from quorum.scram_credentials import alter_user_scram_credentials
 from quorum.state_machine import MetadataStateMachine
 
 NODE_ID = 1
@@ -69,9 +70,12 @@ class LocalQuorum:
             except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
 
-    def register(self, broker_id: int, host: str, port: int) -> None:
+    def register(
+        self, broker_id: int, host: str, port: int, *, more: tuple[BrokerEndpoint, ...] = ()
+    ) -> None:
+        """Register and unfence `broker_id` with its PLAINTEXT endpoint (and `more` listeners)."""
         request = controller.BrokerRegistrationRequest(
-            broker_id, uuid.uuid4(), (BrokerEndpoint("PLAINTEXT", host, port),)
+            broker_id, uuid.uuid4(), (BrokerEndpoint("PLAINTEXT", host, port), *more)
         )
         records, response = controller.register_broker(self.image, request)
         self.commit(records)
@@ -107,6 +111,9 @@ class LocalQuorum:
 
     async def alter_partitions(self, request):
         return self._decided(controller.alter_partitions(self.image, request))
+
+    async def alter_user_scram_credentials(self, request):
+        return self._decided(alter_user_scram_credentials(self.image, request))
 
     async def allocate_producer_ids(self, request):
         return self._decided(controller.allocate_producer_ids(self.image, request))

@@ -57,6 +57,10 @@ if TYPE_CHECKING:
         AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse,
     )
+    from quorum.scram_credentials import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+    )
 
 MAX_PENDING_IMAGES = 16  # subscribe() channel size; a subscriber needs only the newest image
 
@@ -94,6 +98,10 @@ class ControllerChannel(Protocol):
     async def alter_partitions(
         self, request: AlterPartitionsRequest
     ) -> AlterPartitionsResponse: ...
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse: ...
 
     async def allocate_producer_ids(
         self, request: AllocateProducerIdsRequest

@@ -125,7 +125,7 @@ class BrokerLifecycle:
         endpoints = tuple(
             BrokerEndpoint(e.listener, e.host, e.port)
             for e in self.config.advertised_listeners
-            if e.listener != "CONTROLLER"
+            if e.listener != self.config.controller_listener_name
         )
         return c.BrokerRegistrationRequest(
             self.broker_id, self.incarnation_id, endpoints,

@@ -41,6 +41,10 @@ from quorum import controller as c
 from quorum import controller_auth, controller_codec
 from quorum import leader_election as le
 from quorum import reassignment as ra
+from quorum.scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -288,6 +292,11 @@ class ControllerClient:
         self, request: ra.AlterPartitionReassignmentsRequest
     ) -> ra.AlterPartitionReassignmentsResponse:
         return await self._forward("alter_partition_reassignments", request)
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        return await self._forward("alter_user_scram_credentials", request)
 
     async def allocate_producer_ids(
         self, request: c.AllocateProducerIdsRequest

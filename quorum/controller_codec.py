@@ -22,6 +22,7 @@ from log.common.errors import ErrorCode, InvalidRequestError
 from quorum import controller as c
 from quorum import leader_election as le
 from quorum import reassignment as ra
+from quorum import scram_credentials as scram
 
 # operation -> (request type, response type)
 OPERATIONS: dict[str, tuple[type, type]] = {
@@ -35,6 +36,10 @@ OPERATIONS: dict[str, tuple[type, type]] = {
     "alter_partition_reassignments": (
         ra.AlterPartitionReassignmentsRequest,
         ra.AlterPartitionReassignmentsResponse,
+    ),
+    "alter_user_scram_credentials": (
+        scram.AlterUserScramCredentialsRequest,
+        scram.AlterUserScramCredentialsResponse,
     ),
 }
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024

@@ -60,13 +60,16 @@ from quorum.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialsRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialsRecord,
 )
 
 MAX_PRODUCER_ID = 2**63 - 1
 MAX_TOPIC_NAME_CHARS = 249
+SCRAM_MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # Kafka's ScramMechanism.type()
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
@@ -144,6 +147,10 @@ class MetadataImage:
     topic_ids_by_name: Mapping[str, uuid.UUID] = field(default_factory=dict)
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=dict)
     next_producer_id: int = 0  # first id of the next block the controller hands out
+    # (user name, SCRAM mechanism type) -> the credential the SCRAM server checks against
+    scram_credentials: Mapping[tuple[str, int], UserScramCredentialsRecord] = field(
+        default_factory=dict
+    )
     controller_id: int = -1
     controller_epoch: int = -1
     last_offset: int = -1
@@ -216,6 +223,7 @@ class MetadataImage:
                 records.append(
                     ConfigRecord(resource[0], resource[1], key, self.configs[resource][key])
                 )
+        records.extend(self.scram_credentials[key] for key in sorted(self.scram_credentials))
         return records
 
 
@@ -233,6 +241,7 @@ class _Builder:
         self.topic_ids_by_name = dict(image.topic_ids_by_name)
         self.configs = dict(image.configs)
         self.next_producer_id = image.next_producer_id
+        self.scram_credentials = dict(image.scram_credentials)
         self.controller_id = image.controller_id
         self.controller_epoch = image.controller_epoch
         self.touched: set[tuple[uuid.UUID, int]] = set()
@@ -255,6 +264,7 @@ class _Builder:
             topic_ids_by_name=self.topic_ids_by_name,
             configs=self.configs,
             next_producer_id=self.next_producer_id,
+            scram_credentials=self.scram_credentials,
             controller_id=self.controller_id,
             controller_epoch=self.controller_epoch,
             last_offset=last_offset,
@@ -430,6 +440,15 @@ class _Builder:
         else:
             self.configs.pop(resource, None)
 
+    def scram_credential(self, r: UserScramCredentialsRecord) -> None:
+        if not r.name or r.mechanism not in SCRAM_MECHANISM_TYPES:
+            self.fail(f"bad SCRAM credential record for {r.name!r} mechanism {r.mechanism}")
+        self.scram_credentials[(r.name, r.mechanism)] = r
+
+    def remove_scram_credential(self, r: RemoveUserScramCredentialsRecord) -> None:
+        if self.scram_credentials.pop((r.name, r.mechanism), None) is None:
+            self.fail(f"no SCRAM credential for {r.name!r} mechanism {r.mechanism}")
+
     def producer_ids(self, r: ProducerIdsRecord) -> None:
         if r.next_producer_id <= self.next_producer_id:
             self.fail(f"next_producer_id {r.next_producer_id} <= {self.next_producer_id}")
@@ -514,6 +533,8 @@ _DISPATCH: dict[type[MetadataRecord], Callable[[_Builder, Any], None]] = {
     ActiveControllerRecord: _Builder.active_controller,
     BrokerRegistrationOffsetRecord: _Builder.registration_offset,
     NoOpRecord: lambda builder, record: None,
+    UserScramCredentialsRecord: _Builder.scram_credential,
+    RemoveUserScramCredentialsRecord: _Builder.remove_scram_credential,
 }
 
 

@@ -191,6 +191,26 @@ class BrokerRegistrationOffsetRecord:
     registered_offset: int
 
 
+@dataclass(frozen=True)
+class UserScramCredentialsRecord:
+    """A user's SCRAM credential for one mechanism (Kafka's UserScramCredentialsRecord): what a
+    server needs to check a SCRAM login, never the password. mechanism: 1 = SCRAM-SHA-256,
+    2 = SCRAM-SHA-512 (Kafka's ScramMechanism type)."""
+
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True)
+class RemoveUserScramCredentialsRecord:
+    name: str
+    mechanism: int
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -205,6 +225,8 @@ MetadataRecord = (
     | ActiveControllerRecord
     | NoOpRecord
     | BrokerRegistrationOffsetRecord
+    | UserScramCredentialsRecord
+    | RemoveUserScramCredentialsRecord
 )
 
 
@@ -259,6 +281,21 @@ def _write_string(value: str, out: list) -> None:
     data = value.encode("utf-8")
     out.append(_U16.pack(len(data)))
     out.append(data)
+
+
+def _read_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
+    (length,) = _U16.unpack_from(buf, pos)
+    end = pos + 2 + length
+    if end > len(buf):
+        raise MetadataRecordError("bytes run past the end of their record")
+    return bytes(buf[pos + 2 : end]), end
+
+
+def _write_bytes(value: bytes, out: list) -> None:
+    if len(value) > 0xFFFF:
+        raise MetadataRecordError("bytes field too long")
+    out.append(_U16.pack(len(value)))
+    out.append(bytes(value))
 
 
 def _read_uuid(buf: bytes, pos: int) -> tuple[uuid.UUID, int]:
@@ -346,6 +383,7 @@ def _optional(codec: tuple[Reader, Writer]) -> tuple[Reader, Writer]:
 
 _INT8, _INT32, _INT64 = _fixed(_I8), _fixed(_I32), _fixed(_I64)
 _STRING = (_read_string, _write_string)
+_BYTES = (_read_bytes, _write_bytes)
 _UUID = (_read_uuid, _write_uuid)
 _FLAG = (_read_flag, _write_flag)
 _INT32S = (_read_int32s, _write_int32s)
@@ -390,6 +428,8 @@ _PAYLOADS: dict[type, tuple[tuple[Reader, Writer], ...]] = {
     ActiveControllerRecord: (_INT32, _INT32),
     NoOpRecord: (),
     BrokerRegistrationOffsetRecord: (_INT32, _INT64),
+    UserScramCredentialsRecord: (_STRING, _INT8, _BYTES, _BYTES, _BYTES, _INT32),
+    RemoveUserScramCredentialsRecord: (_STRING, _INT8),
 }
 
 # record_type byte -> (dataclass, newest record_version). Type numbers are forever: append,
@@ -408,6 +448,8 @@ RECORD_TYPES: dict[int, tuple[type, int]] = {
     11: (ActiveControllerRecord, 0),
     12: (NoOpRecord, 0),
     13: (BrokerRegistrationOffsetRecord, 0),
+    14: (UserScramCredentialsRecord, 0),
+    15: (RemoveUserScramCredentialsRecord, 0),
 }
 _TYPE_OF: dict[type, int] = {cls: type_id for type_id, (cls, _) in RECORD_TYPES.items()}
 _FIELDS: dict[type, tuple[str, ...]] = {

@@ -61,6 +61,7 @@ from quorum.image import MetadataImage
 from quorum.partition_change import ElectionPolicy
 from quorum.raft import RaftConfig, RaftFatalError, RaftNode
 from quorum.records import BrokerEndpoint, MetadataRecord, encode_batch
+from quorum.scram_credentials import alter_user_scram_credentials
 from quorum.state_machine import ApplyResult, MetadataStateMachine
 
 logger = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ class ControllerService:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        endpoint = self.config.listener("CONTROLLER")
+        endpoint = self.config.listener(self.config.controller_listener_name)
         async with RaftNode(
             raft_config_for(self.config),
             state_machine_factory=MetadataStateMachine,
@@ -396,6 +397,7 @@ class ControllerService:
             "alter_partition_reassignments": lambda image, r: ra.alter_partition_reassignments(
                 image, r, lambda name: c.election_policy(image, name, defaults)
             ),
+            "alter_user_scram_credentials": alter_user_scram_credentials,
         }
         decide = decisions[operation]
         return await self._decide(lambda image: decide(image, request))

@@ -30,19 +30,21 @@ ALLOWED: dict[str, set[str]] = {
     "log.records": COMMON,
     "log.protocol": COMMON | {"log.records"},
     "log.storage": COMMON | {"log.records"},
+    "log.security": COMMON,  # TLS contexts, SASL mechanisms, principals
     "quorum": COMMON | {"log.records", "log.protocol"},
-    "log.replication": COMMON | {"log.records", "log.protocol", "log.storage", "quorum"},
+    "log.replication": COMMON
+    | {"log.records", "log.protocol", "log.storage", "log.security", "quorum"},
     "log.coordinator": COMMON
     | {"log.records", "log.protocol", "log.storage", "log.replication", "quorum"},
     "log.server": COMMON
     | {"log.records", "log.protocol", "log.storage", "log.replication", "log.coordinator"}
-    | {"quorum"},
+    | {"log.security", "quorum"},
     "producer": COMMON | {"log.records", "log.protocol"},
     "spark": COMMON | {"log.records", "log.protocol", "producer"},
     "tools": {"log.common", "log.records", "log.protocol", "log.storage", "log.replication"}
-    | {"log.coordinator", "log.server", "quorum", "producer", "spark"},
+    | {"log.coordinator", "log.server", "log.security", "quorum", "producer", "spark"},
     "bench": {"log.common", "log.records", "log.protocol", "log.storage", "log.replication"}
-    | {"log.coordinator", "log.server", "quorum", "producer", "spark", "tools"},
+    | {"log.coordinator", "log.server", "log.security", "quorum", "producer", "spark", "tools"},
 }
 
 IO_MODULES = {"trio", "socket", "time", "os", "threading", "asyncio", "selectors", "pysyncobj"}
@@ -68,6 +70,13 @@ SANS_IO = [
     "log/coordinator/transaction_log.py",
     "log/coordinator/transaction_state.py",
     "log/coordinator/transaction_coordinator.py",
+    "log/security/principal.py",
+    "log/security/jaas.py",
+    "log/security/sasl_exchange.py",
+    "log/security/plain.py",
+    "log/security/scram.py",
+    "log/security/credentials.py",
+    "log/security/authenticator.py",
     "quorum/records.py",
     "quorum/image.py",
     "quorum/controller.py",

@@ -50,3 +50,6 @@ main.add_command(groups)
 from tools.nemesis_cmd import nemesis  # noqa: E402
 
 main.add_command(nemesis)
+from tools.users_cmd import users  # noqa: E402
+
+main.add_command(users)

@@ -7,6 +7,8 @@ and Raft on raft_base_port + i - 1, Prometheus /metrics on metrics_base_port + i
 session timeout) are added to every node's config. Every node is a combined controller+broker
 up to `max_controllers` (3, a quorum that survives one failure); further nodes are brokers only.
 Formatting an already formatted directory changes nothing, so `up` restarts the same cluster.
+`secure` (up --secure) makes every node's Kafka listener SASL_SSL with a generated CA and users
+(tools/secure_cluster.py); the listener keeps the node's Kafka port.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from log.common.node_config import NODE_CONFIG_FILE, NodeConfig, to_toml
+from tools.secure_cluster import secure_properties
 
 MAX_CONTROLLERS = 3
 HOST = "127.0.0.1"
@@ -34,6 +37,7 @@ class ClusterLayout:
     raft_base_port: int | None = None
     metrics_base_port: int | None = None
     extra_properties: tuple[tuple[str, object], ...] = ()
+    secure: bool = False
 
     def __post_init__(self) -> None:
         if self.node_count < 1:
@@ -73,9 +77,16 @@ class ClusterLayout:
     def bootstrap_servers(self) -> str:
         return ",".join(f"{HOST}:{self.kafka_port(i)}" for i in self.node_ids)
 
-    def node_properties(self, node_id: int, cluster_id: str, password: str) -> dict[str, object]:
+    def node_properties(
+        self,
+        node_id: int,
+        cluster_id: str,
+        password: str,
+        security: dict[str, object] | None = None,
+    ) -> dict[str, object]:
         is_controller = node_id in self.controller_ids
-        listeners = f"PLAINTEXT://{HOST}:{self.kafka_port(node_id)}"
+        kafka_listener = "SASL_SSL" if security else "PLAINTEXT"
+        listeners = f"{kafka_listener}://{HOST}:{self.kafka_port(node_id)}"
         if is_controller:
             listeners += f",CONTROLLER://{HOST}:{self.controller_port(node_id)}"
         voters = ",".join(f"{i}@{HOST}:{self.controller_port(i)}" for i in self.controller_ids)
@@ -93,6 +104,7 @@ class ClusterLayout:
             "offsets.topic.num.partitions": LOCAL_OFFSETS_TOPIC_PARTITIONS,
             # as Kafka's quickstart server.properties: no 3 s wait for a group's first members
             "group.initial.rebalance.delay.ms": 0,
+            **(security or {}),
             **dict(self.extra_properties),
         }
 
@@ -107,13 +119,16 @@ def format_cluster(layout: ClusterLayout) -> list[NodeConfig]:
         password = first.props["controller.quorum.password"]
     cluster_id = cluster_id or uuid.uuid4().hex
     password = password or secrets.token_hex(16)
+    security: dict[int, dict[str, object]] = {}
+    if layout.secure and not existing:
+        security = secure_properties(layout.data_dir, layout.node_ids)
     configs = []
     for node_id in layout.node_ids:
         node_dir = layout.node_dir(node_id)
         path = node_dir / NODE_CONFIG_FILE
         if not path.exists():
             node_dir.mkdir(parents=True, exist_ok=True)
-            props = layout.node_properties(node_id, cluster_id, password)
+            props = layout.node_properties(node_id, cluster_id, password, security.get(node_id))
             NodeConfig.from_properties(node_dir, props)  # validate before writing
             tmp = path.with_suffix(".tmp")
             tmp.write_text(to_toml(props))

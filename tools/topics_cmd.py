@@ -324,7 +324,13 @@ def reassign(bootstrap, topic, partition, replicas, cancel):
 @bootstrap_option
 @json_option
 def reassignments(bootstrap, as_json):
-    """List ongoing partition reassignments (replicas, adding, removing)."""
+    """List ongoing partition reassignments (replicas, adding, removing).
+
+    \b
+    Examples:
+      quorumlog topics reassignments
+      quorumlog topics reassignments --json
+    """
 
     async def main() -> dict:
         async with AdminClient(bootstrap) as admin:

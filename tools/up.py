@@ -24,6 +24,7 @@ import click
 import trio
 
 from tools.cluster_layout import ClusterLayout, format_cluster
+from tools.secure_cluster import CLIENT_PROPERTIES, client_settings
 
 READY_LINE = b"READY"
 STOP_GRACE_S = 30.0
@@ -225,6 +226,11 @@ async def run_cluster(layout: ClusterLayout, echo=click.echo) -> int:
                             f"{len(cluster.nodes)} nodes in {layout.data_dir}"
                         )
                         echo(f"bootstrap servers: {layout.bootstrap_servers}")
+                        settings = client_settings(layout.data_dir)
+                        if settings:
+                            echo(f"client settings ({layout.data_dir / CLIENT_PROPERTIES}):")
+                            for name, value in settings.items():
+                                echo(f"  {name}={value}")
                         ready.set()
                         await trio.sleep_forever()
                 except ClusterNotReadyError:
@@ -259,18 +265,26 @@ async def run_cluster(layout: ClusterLayout, echo=click.echo) -> int:
 @click.option("--base-port", default=9092, show_default=True, help="Kafka port of node 1")
 @click.option("--controller-base-port", type=int, help="controller port of node 1 [base+100]")
 @click.option("--raft-base-port", type=int, help="Raft port of node 1 [base+200]")
-def up(node_count, data_dir, base_port, controller_base_port, raft_base_port) -> None:
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="format the cluster with SASL_SSL listeners, a generated CA and an admin user "
+    "(first start only; prints the client settings)",
+)
+def up(node_count, data_dir, base_port, controller_base_port, raft_base_port, secure) -> None:
     """Start a local cluster, one process per node, in the foreground.
 
     \b
     Examples:
       quorumlog up                      # 3 nodes in ./data, Kafka on 9092-9094
       quorumlog up --nodes 1 --data-dir /tmp/ql --base-port 19092
+      quorumlog up --secure --data-dir /tmp/qls  # TLS + SASL/SCRAM, prints client settings
     """
     try:
         layout = ClusterLayout(
-            data_dir.resolve(), node_count, base_port, controller_base_port, raft_base_port
-        )
+            data_dir.resolve(), node_count, base_port, controller_base_port, raft_base_port,
+            secure=secure,
+        )  # fmt: skip
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     sys.exit(trio.run(run_cluster, layout))

@@ -6,8 +6,14 @@ TOML nests and we flatten back). Every key is declared once below with its type,
 meaning; an unknown key or a value of the wrong type is a `ConfigError` naming the key, so a typo
 never silently falls back to a default.
 
-Listeners: `listeners` is Kafka's `PLAINTEXT://host:port` (clients) plus `CONTROLLER://host:port`
-(controller RPCs from brokers) on controller nodes. The Raft transport (pysyncobj, its own wire
+Listeners: `listeners` is Kafka's `NAME://host:port,...` (clients and replica fetchers: one or
+more listeners, each on its own port) plus the controller listener (`controller.listener.names`,
+default CONTROLLER: controller RPCs from brokers, our own HMAC handshake) on controller nodes.
+`listener.security.protocol.map` gives each client listener its security protocol (PLAINTEXT,
+SSL, SASL_PLAINTEXT, SASL_SSL; Kafka's default map names each protocol after itself);
+`inter.broker.listener.name` is the one replica fetchers connect to (default PLAINTEXT when
+there is one, else the first client listener). TLS and SASL settings (`ssl.*`, `sasl.*`) are
+read by log/security/. The Raft transport (pysyncobj, its own wire
 format) needs a port of its own: `controller.quorum.raft.voters`, `id@host:port` like Kafka's
 `controller.quorum.voters`, which lists the CONTROLLER listeners.
 """
@@ -43,6 +49,48 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("cluster.id", str, None, "the cluster's id, written at format time (required)"),
     ConfigKey("listeners", str, "PLAINTEXT://127.0.0.1:9092", "listeners, NAME://host:port,..."),
     ConfigKey("advertised.listeners", str, "", "what clients are told (default: listeners)"),
+    ConfigKey(
+        "listener.security.protocol.map",
+        str,
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        "LISTENER:PROTOCOL,... (a listener named after a protocol needs no entry)",
+    ),
+    ConfigKey("inter.broker.listener.name", str, "", "listener replica fetchers connect to"),
+    ConfigKey("controller.listener.names", str, "CONTROLLER", "the controller listener's name"),
+    # TLS (log/security/tls.py): PEM files
+    ConfigKey("ssl.certificate.location", str, "", "PEM certificate chain of this node"),
+    ConfigKey("ssl.key.location", str, "", "PEM private key of this node"),
+    ConfigKey("ssl.key.password", str, "", "password of an encrypted private key"),
+    ConfigKey("ssl.ca.location", str, "", "PEM CA certificates trusted for peers"),
+    ConfigKey("ssl.client.auth", str, "none", "required, requested or none (mTLS)"),
+    ConfigKey(
+        "ssl.endpoint.identification.algorithm",
+        str,
+        "https",
+        "inter-broker TLS: https checks the peer's host name, empty does not",
+    ),
+    # SASL (log/security/)
+    ConfigKey(
+        "sasl.enabled.mechanisms",
+        str,
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "mechanisms SASL listeners offer",
+    ),
+    ConfigKey("sasl.mechanism.inter.broker.protocol", str, "PLAIN", "replica fetchers' mechanism"),
+    ConfigKey(
+        "sasl.jaas.config",
+        str,
+        "",
+        'PlainLoginModule-style: username="..." password="..." (this broker\'s own) and '
+        'user_NAME="password" (PLAIN users)',
+    ),
+    ConfigKey("connections.max.reauth.ms", int, 0, "SASL session lifetime (KIP-368), 0 = none"),
+    ConfigKey(
+        "sasl.server.max.receive.size",
+        int,
+        524288,
+        "largest request frame a SASL connection may send before it has authenticated",
+    ),
     ConfigKey("log.dirs", str, "kafka-logs", "partition log directory (relative to node dir)"),
     ConfigKey("metadata.log.dir", str, "metadata", "metadata quorum directory (relative)"),
     ConfigKey("controller.quorum.voters", str, "", "id@host:port of each controller listener"),
@@ -192,6 +240,24 @@ def parse_listeners(value: str, key: str = "listeners") -> tuple[Endpoint, ...]:
     return tuple(endpoints)
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def parse_security_protocol_map(value: str) -> dict[str, str]:
+    """`listener.security.protocol.map`: "NAME:PROTOCOL,..." -> {NAME: PROTOCOL}."""
+    protocols: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        name, sep, protocol = item.partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or not name.strip() or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL "
+                f"(PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)})"
+            )
+        protocols[name.strip().upper()] = protocol
+    return protocols
+
+
 def parse_voters(value: str, key: str) -> tuple[Voter, ...]:
     voters = []
     for item in filter(None, (part.strip() for part in value.split(","))):
@@ -309,11 +375,12 @@ class NodeConfig:
         if not roles or not roles <= {"broker", "controller"}:
             raise ConfigError(f"process.roles: {p['process.roles']!r} is not broker/controller")
         listeners = {e.listener for e in self.listeners}
-        if "broker" in roles and "PLAINTEXT" not in listeners:
-            raise ConfigError("listeners: a broker needs a PLAINTEXT listener")
+        self._validate_listeners(roles)
         if "controller" in roles:
-            if "CONTROLLER" not in listeners:
-                raise ConfigError("listeners: a controller needs a CONTROLLER listener")
+            if self.controller_listener_name not in listeners:
+                raise ConfigError(
+                    f"listeners: a controller needs a {self.controller_listener_name} listener"
+                )
             if self.node_id not in {v.node_id for v in self.raft_voters}:
                 raise ConfigError("controller.quorum.raft.voters must list this node")
             if not p["controller.quorum.password"]:
@@ -361,7 +428,59 @@ class NodeConfig:
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         _validate_group_keys(p)
 
+    def _validate_listeners(self, roles: set[str]) -> None:
+        p = self.props
+        names = [n.strip().upper() for n in p["controller.listener.names"].split(",") if n.strip()]
+        if len(names) != 1:
+            raise ConfigError("controller.listener.names: exactly one name is supported")
+        protocols = self.security_protocol_map  # validates the map
+        broker_listeners = self.broker_listeners
+        for endpoint in broker_listeners:
+            if self.security_protocol(endpoint.listener) not in SECURITY_PROTOCOLS:
+                raise ConfigError(
+                    f"listener.security.protocol.map: no security protocol for listener "
+                    f"{endpoint.listener} (have {sorted(protocols)})"
+                )
+        if "broker" in roles:
+            if not broker_listeners:
+                raise ConfigError("listeners: a broker needs a client listener (PLAINTEXT://...)")
+            name = self.inter_broker_listener_name
+            if name not in {e.listener for e in broker_listeners}:
+                raise ConfigError(f"inter.broker.listener.name: no {name} listener")
+        if p["ssl.client.auth"] not in ("required", "requested", "none"):
+            raise ConfigError("ssl.client.auth must be required, requested or none")
+        if p["sasl.server.max.receive.size"] < 1:
+            raise ConfigError("sasl.server.max.receive.size must be >= 1")
+        if p["connections.max.reauth.ms"] < 0:
+            raise ConfigError("connections.max.reauth.ms must be >= 0")
+
     # Convenience views -------------------------------------------------------------------
+    @property
+    def controller_listener_name(self) -> str:
+        return self.props["controller.listener.names"].split(",")[0].strip().upper()
+
+    @property
+    def broker_listeners(self) -> tuple[Endpoint, ...]:
+        """The client listeners (every listener but the controller's), in declaration order."""
+        name = self.controller_listener_name
+        return tuple(e for e in self.listeners if e.listener != name)
+
+    @property
+    def security_protocol_map(self) -> dict[str, str]:
+        return parse_security_protocol_map(self.props["listener.security.protocol.map"])
+
+    def security_protocol(self, listener_name: str) -> str:
+        """The security protocol of `listener_name`: the map's entry, else its own name."""
+        return self.security_protocol_map.get(listener_name, listener_name)
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        name = self.props["inter.broker.listener.name"].strip().upper()
+        if name:
+            return name
+        names = [e.listener for e in self.broker_listeners]
+        return "PLAINTEXT" if "PLAINTEXT" in names or not names else names[0]
+
     @property
     def node_id(self) -> int:
         return self.props["node.id"]

@@ -29,6 +29,7 @@ from log.protocol import (
     produce,
     producer_id,
     producers,
+    sasl,
     transactions,
 )
 from log.protocol.schema import ArrayType, Message, StructType, Versions, in_range, parse_versions
@@ -126,6 +127,14 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # Each broker describes its own replicas (kafka-python's describe_log_dirs; Kafka 4 is 1-5).
     _api("DescribeLogDirs", log_dirs.DESCRIBE_LOG_DIRS_REQUEST,
          log_dirs.DESCRIBE_LOG_DIRS_RESPONSE, "0-5", "0-5"),
+    # SASL (log/security/authenticator.py): handshake v0's raw tokens are not spoken.
+    _api("SaslHandshake", sasl.SASL_HANDSHAKE_REQUEST, sasl.SASL_HANDSHAKE_RESPONSE, "0-1", "1"),
+    _api("SaslAuthenticate", sasl.SASL_AUTHENTICATE_REQUEST, sasl.SASL_AUTHENTICATE_RESPONSE,
+         "0-2", "0-2"),
+    _api("DescribeUserScramCredentials", sasl.DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
+         sasl.DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE, "0", "0"),
+    _api("AlterUserScramCredentials", sasl.ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
+         sasl.ALTER_USER_SCRAM_CREDENTIALS_RESPONSE, "0", "0"),
     # Broker-to-controller (KRaft) APIs: never advertised to clients.
     _api("BrokerRegistration", controller.BROKER_REGISTRATION_REQUEST,
          controller.BROKER_REGISTRATION_RESPONSE, "0-3", "0-3"),
@@ -145,6 +154,7 @@ TRANSACTION_APIS = frozenset({24, 25, 26, 27, 28})
 ADMIN_EXTRA_APIS = frozenset({21, 33, 43, 44, 45, 46, 47, 61, 75})
 CONTROLLER_APIS = frozenset({62, 63, 67})  # broker-to-controller only: never advertise
 LOG_DIR_APIS = frozenset({35})  # DescribeLogDirs
+SASL_APIS = frozenset({17, 36, 50, 51})  # SaslHandshake, SaslAuthenticate, SCRAM credentials
 assert (
     CORE_APIS
     | GROUP_APIS
@@ -153,6 +163,7 @@ assert (
     | ADMIN_EXTRA_APIS
     | CONTROLLER_APIS
     | LOG_DIR_APIS
+    | SASL_APIS
 ) == set(APIS)
 DEFAULT_ADVERTISED: frozenset[int] = CORE_APIS | GROUP_APIS | REPLICATION_APIS
 

@@ -152,6 +152,12 @@ class ServerConnection:
         """The announced size of the request being received (0 when none is half-way)."""
         return self._frames.pending_frame_bytes
 
+    def limit_frame_bytes(self, max_frame_bytes: int) -> None:
+        """Change the largest frame accepted from now on (at most the constructor's): a SASL
+        connection accepts only small frames until it has authenticated."""
+        assert 0 < max_frame_bytes <= self._max_buffered_bytes
+        self._frames.max_frame_bytes = max_frame_bytes
+
     @property
     def reading_paused(self) -> bool:
         """True while max_in_flight requests are unanswered: do not read the socket."""

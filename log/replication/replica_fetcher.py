@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
@@ -74,6 +74,9 @@ class FetcherConfig:
     replica_fetch_min_bytes: int = 1
     replica_fetch_backoff_ms: int = 1000
     request_timeout_ms: int = 30_000
+    # How to reach the leader: inter_broker_connector.py (TLS/SASL per the inter-broker
+    # listener); None is plain TCP.
+    connect: Callable[[str, int], Awaitable[Any]] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         assert self.broker_id >= 0
@@ -90,15 +93,22 @@ class ConnectionLostError(KafkaError):
 class LeaderConnection:
     """One TCP connection to the source broker; one request at a time."""
 
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        connect: Callable[[str, int], Awaitable[Any]] | None = None,
+    ) -> None:
         self.host, self.port = host, port
+        self._connect = connect or trio.open_tcp_stream
         self._codec = ClientCodec(client_id=client_id, max_in_flight=1)
-        self._stream: trio.SocketStream | None = None
+        self._stream: Any = None  # a trio SocketStream, or SSLStream around one
 
     async def request(self, api_key: int, api_version: int, body: Any) -> Any:
         try:
             if self._stream is None:
-                self._stream = await trio.open_tcp_stream(self.host, self.port)
+                self._stream = await self._connect(self.host, self.port)
             await self._stream.send_all(self._codec.encode_request(api_key, api_version, body))
             while True:
                 data = await self._stream.receive_some(MAX_READ_BYTES)
@@ -221,7 +231,9 @@ class ReplicaFetcher:
             if endpoint is None:
                 raise ConnectionLostError(f"no endpoint for broker {self.state.source_broker_id}")
             self._connection = LeaderConnection(
-                *endpoint, client_id=f"replica-fetcher-{self.config.broker_id}"
+                *endpoint,
+                client_id=f"replica-fetcher-{self.config.broker_id}",
+                connect=self.config.connect,
             )
         with trio.fail_after(self.config.request_timeout_ms / 1000):
             return await self._connection.request(api_key, api_version, body)

@@ -66,6 +66,7 @@ from log.common.errors import (
 )
 from log.common.node_config import NodeConfig
 from log.replication.fetcher_manager import ReplicaFetcherManager
+from log.replication.inter_broker_connector import inter_broker_connector
 from log.replication.isr_manager import IsrManager
 from log.replication.partition import HostedPartition
 from log.replication.partition_state import PartitionState, StateChange
@@ -119,6 +120,7 @@ class ReplicaManager:
         self.default_config = default_log_config(config)
         self._on_isr_change = on_isr_change  # (ISR size before, after): the node's metrics
         self._image = MetadataImage()
+        self._inter_broker_listener = config.inter_broker_listener_name
         self._replication_notes: dict[str, list[str]] = {"under": [], "whole": []}
         # Partitions whose last change failed (a storage error: a full or failing disk), tried
         # again every RETRY_FAILED_INTERVAL_MS against the newest image until one works.
@@ -138,6 +140,7 @@ class ReplicaManager:
                 replica_fetch_min_bytes=props["replica.fetch.min.bytes"],
                 replica_fetch_backoff_ms=props["replica.fetch.backoff.ms"],
                 request_timeout_ms=max(30_000, props["replica.fetch.wait.max.ms"] + 10_000),
+                connect=inter_broker_connector(config),
             ),
             props["num.replica.fetchers"],
             self.endpoint_for,
@@ -590,12 +593,12 @@ class ReplicaManager:
         self._on_isr_change(before_count, len(hosted.isr))
 
     def endpoint_for(self, broker_id: int) -> tuple[str, int] | None:
-        """The PLAINTEXT endpoint of `broker_id` in the image last applied here."""
+        """`broker_id`'s endpoint on the inter-broker listener, in the image last applied here."""
         registration = self._image.brokers.get(broker_id)
         if registration is None:
             return None
         for endpoint in registration.endpoints:
-            if endpoint.name == "PLAINTEXT":
+            if endpoint.name == self._inter_broker_listener:
                 return endpoint.host, endpoint.port
         return None
 

@@ -3,7 +3,8 @@
     server = KafkaServer(config, log_manager, metadata, controller, broker_epoch_getter=...)
     port = await nursery.start(server.run)
 
-`run` binds the PLAINTEXT listener (port 0 picks a free port; `task_status.started(port)`),
+`run` binds every client listener (`listeners` but the controller's; the inter-broker one's
+port 0 picks a free port; `task_status.started(port)` reports that one),
 runs the ReplicaManager (which follows the metadata image) and the group coordinator, drives
 `LogManager.tick` (sleeping until the next due job), serves connections until cancelled, and
 on the way out shuts the LogManager down (flush, checkpoints, clean-shutdown marker) --
@@ -18,6 +19,12 @@ request is processed): that keeps an idempotent producer's pipelined batches in 
 Responses are written with one vectored send, so Fetch records go from the log's read buffer to
 the socket without a copy.
 
+Security (log/server/listener_security.py): an SSL / SASL_SSL listener runs the TLS handshake
+first; a SASL_* connection's SaslServerAuthenticator answers SaslHandshake/SaslAuthenticate and
+closes the connection on any other request before it is authenticated (or after its session
+expired). The listener name and the principal go into the connection's `connection_state`
+(`listener`, `principal`): Metadata answers the endpoints of the listener the client used.
+
 Failures: a KafkaError from a handler answers the whole request with its code
 (`error_response_body`); any other exception is logged with its traceback and answered
 UNKNOWN_SERVER_ERROR; a BadRequest is answered and/or closes; an invalid frame closes; a
@@ -28,6 +35,7 @@ cancellation.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import time
@@ -41,12 +49,21 @@ from log.common.node_config import NodeConfig, parse_overrides
 from log.coordinator.group_driver import GroupCoordinatorDriver
 from log.protocol.apis import error_response_body
 from log.protocol.connection import NEED_DATA, PAUSED, BadRequest, Request, ServerConnection
+from log.protocol.sasl import SASL_AUTHENTICATE_RESPONSE, SASL_HANDSHAKE_RESPONSE
 from log.replication.fetch_session import FetchSessionCache
 from log.replication.replica_manager import ReplicaManager
+from log.security.authenticator import (
+    SASL_AUTHENTICATE_KEY,
+    SASL_HANDSHAKE_KEY,
+    SaslServerAuthenticator,
+    SaslState,
+)
+from log.security.scram import SCRAM_MECHANISMS, ScramCredential
 from log.server.broker_context import BrokerContext, wall_clock_ms
 from log.server.connection_quotas import ConnectionQuotas
 from log.server.handlers import ADVERTISED_API_KEYS, HANDLED_API_KEYS, HANDLERS
 from log.server.handlers.produce import has_error
+from log.server.listener_security import ListenerSecurity, TlsHandshakeFailed
 from log.server.metrics import NodeMetrics
 from log.server.producer_ids import ProducerIdDriver
 from log.server.repeat_limiter import RepeatLimiter
@@ -123,11 +140,16 @@ class KafkaServer:
         broker_epoch_getter: Callable[[], int] = lambda: -1,
         clock_ms: Callable[[], int] = wall_clock_ms,
         listen_port: int | None = None,
+        listen_ports: dict[str, int] | None = None,
         metrics: NodeMetrics | None = None,
     ) -> None:
-        # listen_port: None binds the PLAINTEXT listener's port; 0 any free port (tests, bench:
-        # NodeConfig refuses port 0), reported through task_status.started.
+        # listen_port: None binds the inter-broker listener's port; 0 any free port (tests,
+        # bench: NodeConfig refuses port 0), reported through task_status.started.
+        # listen_ports: the same per listener name, for the other listeners (tests).
         self.listen_port = listen_port
+        self.listen_ports = dict(listen_ports or {})
+        self.security = ListenerSecurity.build_all(config, self._scram_credential)
+        self.failed_authentication_count = 0
         self.broker_epoch_getter = broker_epoch_getter
         self.config = config
         self.log_manager = log_manager
@@ -177,10 +199,21 @@ class KafkaServer:
             clock_ms=clock_ms,
         )
         self.max_frame_bytes = config.props["socket.request.max.bytes"]
+        self.sasl_max_receive_bytes = config.props["sasl.server.max.receive.size"]
         self.max_in_flight = config.props["max.inflight.requests.per.connection"]
         self.port: int | None = None
+        self.ports: dict[str, int] = {}  # listener name -> bound port
         self.connection_count = 0
         self._register_state_metrics(metadata)
+
+    def _scram_credential(self, mechanism_name: str, user: str) -> ScramCredential | None:
+        """A SCRAM credential from the metadata image (AlterUserScramCredentials)."""
+        key = (user, SCRAM_MECHANISMS[mechanism_name].mechanism_type)
+        record = self.ctx.metadata.image.scram_credentials.get(key)
+        if record is None:
+            return None
+        return ScramCredential(record.salt, record.stored_key, record.server_key,
+                               record.iterations)  # fmt: skip
 
     def _register_state_metrics(self, metadata: MetadataSource) -> None:
         metrics, partitions = self.metrics, self.replica_manager
@@ -195,6 +228,11 @@ class KafkaServer:
             lambda: self.acks_all_waiting_count,
         )
         metrics.gauge("connections", "Open Kafka connections", lambda: self.connection_count)
+        metrics.counter(
+            "failed_authentications",
+            "Connections refused by TLS or SASL (bad handshake, certificate or credentials)",
+            lambda: self.failed_authentication_count,
+        )
         metrics.gauge(
             "request_memory_bytes",
             "Bytes reserved for requests being received (queued.max.request.bytes bounds it)",
@@ -223,10 +261,25 @@ class KafkaServer:
         elif after_count > before_count:
             self.metrics.isr_expands.inc()
 
+    async def _open_listeners(self) -> dict[str, list[trio.SocketListener]]:
+        inter_broker = self.config.inter_broker_listener_name
+        opened: dict[str, list[trio.SocketListener]] = {}
+        for endpoint in self.config.broker_listeners:
+            port = self.listen_ports.get(endpoint.listener, endpoint.port)
+            if endpoint.listener == inter_broker and self.listen_port is not None:
+                port = self.listen_port
+            try:
+                opened[endpoint.listener] = await trio.open_tcp_listeners(port, host=endpoint.host)
+            except BaseException:
+                for listeners in opened.values():
+                    for listener in listeners:
+                        await listener.aclose()
+                raise
+        return opened
+
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        endpoint = self.config.listener("PLAINTEXT")
-        port = endpoint.port if self.listen_port is None else self.listen_port
-        listeners = await trio.open_tcp_listeners(port, host=endpoint.host)
+        by_name = await self._open_listeners()
+        listeners = [listener for group in by_name.values() for listener in group]
         try:
             async with trio.open_nursery() as nursery:
                 self.producer_ids.nursery = nursery
@@ -235,10 +288,15 @@ class KafkaServer:
                 if self.log_manager.cleaner is not None:  # compaction, in the background
                     await nursery.start(self.log_manager.cleaner.run, self.ctx.clock_ms)
                 await nursery.start(self.group_coordinator.run)
-                self.port = listeners[0].socket.getsockname()[1]
-                nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
-                logger.info("broker %s listening on %s:%s", self.config.node_id,
-                            endpoint.host, self.port)  # fmt: skip
+                for endpoint in self.config.broker_listeners:
+                    group = by_name[endpoint.listener]
+                    port = self.ports[endpoint.listener] = group[0].socket.getsockname()[1]
+                    serve = functools.partial(self._serve_connection, listener=endpoint.listener)
+                    nursery.start_soon(trio.serve_listeners, serve, group)
+                    logger.info("broker %s listening on %s://%s:%s (%s)", self.config.node_id,
+                                endpoint.listener, endpoint.host, port,
+                                self.security[endpoint.listener].security_protocol)  # fmt: skip
+                self.port = self.ports[self.config.inter_broker_listener_name]
                 task_status.started(self.port)
         finally:
             for listener in listeners:
@@ -254,7 +312,7 @@ class KafkaServer:
 
     # -- connections -------------------------------------------------------------------------
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+    async def _serve_connection(self, stream: trio.SocketStream, *, listener: str = "") -> None:
         """One client connection. What clients do at the socket level (reset, vanish mid-frame,
         send garbage) is expected: DEBUG/INFO once per connection with the peer address. Only
         a bug of ours is an ERROR with its traceback."""
@@ -268,9 +326,22 @@ class KafkaServer:
                 await stream.aclose()
             return
         self.connection_count += 1
+        listener = listener or self.config.inter_broker_listener_name
         try:
             async with stream:
-                await self._connection_loop(stream, peer)
+                security = self.security[listener]
+                try:
+                    secured, principal = await security.secure(stream)
+                except TlsHandshakeFailed as exc:
+                    self.failed_authentication_count += 1
+                    self._refusals.log(logger, logging.INFO, ("tls", ip),
+                                       "connection from %s to %s refused: %s", peer, listener,
+                                       exc)  # fmt: skip
+                    return
+                await self._connection_loop(
+                    secured, peer, listener=listener, principal=principal,
+                    authenticator=security.new_authenticator(),
+                )  # fmt: skip
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             # The peer reset or closed while we read or wrote (OSError: our vectored sends use
             # the raw socket, whose EPIPE / ECONNRESET are not wrapped by trio).
@@ -281,7 +352,16 @@ class KafkaServer:
             self.connection_count -= 1
             self.quotas.close(ip)
 
-    async def _connection_loop(self, stream: trio.SocketStream, peer: str = "?") -> None:
+    async def _connection_loop(
+        self,
+        stream: Any,
+        peer: str = "?",
+        *,
+        listener: str = "",
+        principal: Any = None,
+        authenticator: SaslServerAuthenticator | None = None,
+    ) -> None:
+        """Serve one connection's requests; `stream` is a SocketStream or an SSLStream."""
         conn = ServerConnection(
             max_frame_bytes=self.max_frame_bytes,
             max_in_flight=self.max_in_flight,
@@ -289,6 +369,11 @@ class KafkaServer:
             accepted_api_keys=HANDLED_API_KEYS,
             max_read_bytes=MAX_READ_BYTES,
         )
+        conn.connection_state["listener"] = listener or self.config.inter_broker_listener_name
+        conn.connection_state["principal"] = principal
+        if authenticator is not None:  # small frames only until authenticated
+            conn.limit_frame_bytes(min(self.max_frame_bytes, self.sasl_max_receive_bytes))
+        raw_socket = isinstance(stream, trio.SocketStream)  # vectored zero-copy sends
         memory = self.request_memory
         held = 0  # bytes of request_memory held for the request being received / handled
         try:
@@ -324,11 +409,32 @@ class KafkaServer:
                         return
                     continue
                 assert isinstance(event, Request)
-                body = await self._dispatch(event)
+                close_after = False
+                if authenticator is not None and not authenticator.admits(
+                    event.api_key, self.ctx.clock_ms()
+                ):
+                    logger.info("closing connection from %s: %s before SASL authentication "
+                                "(or after its session expired)", peer,
+                                event.api.name)  # fmt: skip
+                    return
+                if authenticator is not None and event.api_key in (
+                    SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY
+                ):  # fmt: skip
+                    body, close_after = self._authenticate(event, authenticator, peer)
+                    conn.connection_state["principal"] = authenticator.principal
+                    if authenticator.state is SaslState.COMPLETE:
+                        conn.limit_frame_bytes(self.max_frame_bytes)
+                else:
+                    body = await self._dispatch(event)
                 if event.expects_response:
                     parts = conn.send_response_parts(event, body)
                     self.metrics.bytes_out.inc(sum(len(part) for part in parts))
-                    await send_parts(stream, parts)
+                    if raw_socket:
+                        await send_parts(stream, parts)
+                    else:
+                        await stream.send_all(b"".join(parts))
+                    if close_after:
+                        return
                 else:
                     pending = conn.no_response(event)
                     if pending:
@@ -339,6 +445,35 @@ class KafkaServer:
                 held = 0
         finally:
             memory.release(held)
+
+    def _authenticate(
+        self, request: Request, authenticator: SaslServerAuthenticator, peer: str
+    ) -> tuple[Any, bool]:
+        """Answer SaslHandshake / SaslAuthenticate on a SASL connection: (body, close after)."""
+        if request.api_key == SASL_HANDSHAKE_KEY:
+            handshake = authenticator.handshake(request.body.mechanism)
+            close = handshake.close
+            body = SASL_HANDSHAKE_RESPONSE.cls(
+                error_code=handshake.error_code, mechanisms=handshake.mechanisms
+            )
+            reason = f"SaslHandshake {request.body.mechanism!r}: {handshake.error_code.name}"
+        else:
+            result = authenticator.authenticate(bytes(request.body.auth_bytes),
+                                                self.ctx.clock_ms())  # fmt: skip
+            close = result.close
+            body = SASL_AUTHENTICATE_RESPONSE.cls(
+                error_code=result.error_code, error_message=result.error_message,
+                auth_bytes=result.auth_bytes, session_lifetime_ms=result.session_lifetime_ms,
+            )  # fmt: skip
+            reason = f"{result.error_code.name}: {result.error_message}"
+            if authenticator.state is SaslState.COMPLETE:
+                logger.debug("connection from %s authenticated as %s (%s)", peer,
+                             authenticator.principal, authenticator.mechanism)  # fmt: skip
+        if close:
+            self.failed_authentication_count += 1
+            self._refusals.log(logger, logging.INFO, ("sasl", peer.rpartition(":")[0]),
+                               "authentication of %s failed: %s", peer, reason)  # fmt: skip
+        return body, close
 
     async def _dispatch(self, request: Request) -> Any:
         start_s = time.perf_counter()

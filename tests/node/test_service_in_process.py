@@ -16,6 +16,7 @@ from quorum import controller as c
 from quorum import controller_auth, controller_codec
 from quorum import leader_election as le
 from quorum import reassignment as ra
+from quorum import scram_credentials as scram
 from quorum.broker_lifecycle import BrokerLifecycle
 from quorum.controller_client import ControllerClient
 from quorum.service import ControllerService
@@ -59,6 +60,10 @@ def test_controller_codec_round_trips_every_operation():
                     "t", (ra.ReassignablePartition(0, (2, 3)), ra.ReassignablePartition(1, None))
                 ),
             )
+        ),
+        "alter_user_scram_credentials": scram.AlterUserScramCredentialsRequest(
+            (scram.ScramCredentialDeletion("a", 1),),
+            (scram.ScramCredentialUpsertion("b", 2, 4096, "c2FsdA==", "aw==", "aw=="),),
         ),
     }
     assert set(samples) == set(controller_codec.OPERATIONS)

@@ -26,9 +26,11 @@ from quorum.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialsRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialsRecord,
 )
 
 
@@ -135,6 +137,15 @@ _PAYLOADS: dict[type, c.Construct] = {
     ActiveControllerRecord: c.Struct("controller_id" / _Int32s, "controller_epoch" / _Int32s),
     NoOpRecord: c.Struct(),
     BrokerRegistrationOffsetRecord: c.Struct("broker_id" / _Int32s, "registered_offset" / _Int64s),
+    UserScramCredentialsRecord: c.Struct(
+        "name" / _String,
+        "mechanism" / c.Int8sb,
+        "salt" / c.Prefixed(c.Int16ub, c.GreedyBytes),
+        "stored_key" / c.Prefixed(c.Int16ub, c.GreedyBytes),
+        "server_key" / c.Prefixed(c.Int16ub, c.GreedyBytes),
+        "iterations" / _Int32s,
+    ),
+    RemoveUserScramCredentialsRecord: c.Struct("name" / _String, "mechanism" / c.Int8sb),
 }
 
 # Version 1 (KIP-966): version 0's fields, then the eligible leader replicas.

@@ -16,9 +16,11 @@ from quorum.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialsRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialsRecord,
     decode_batch,
     decode_records,
     encode_batch,
@@ -106,6 +108,16 @@ records = st.one_of(
     st.builds(ProducerIdsRecord, i32, i64, i64),
     st.builds(ActiveControllerRecord, i32, i32),
     st.just(NoOpRecord()),
+    st.builds(
+        UserScramCredentialsRecord,
+        text,
+        st.integers(-128, 127),
+        st.binary(max_size=40),
+        st.binary(max_size=64),
+        st.binary(max_size=64),
+        i32,
+    ),  # fmt: skip
+    st.builds(RemoveUserScramCredentialsRecord, text, st.integers(-128, 127)),
 )
 
 

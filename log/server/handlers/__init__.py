@@ -50,6 +50,11 @@ from log.server.handlers.reassignments import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
 )
+from log.server.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from log.server.handlers.scram_credentials import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
@@ -67,6 +72,7 @@ HANDLERS: dict[int, Handler] = {
     14: handle_sync_group,
     15: handle_describe_groups,
     16: handle_list_groups,
+    17: handle_sasl_handshake,
     18: handle_api_versions,
     19: handle_create_topics,
     20: handle_delete_topics,
@@ -76,11 +82,14 @@ HANDLERS: dict[int, Handler] = {
     32: handle_describe_configs,
     33: handle_alter_configs,
     35: handle_describe_log_dirs,
+    36: handle_sasl_authenticate,
     37: handle_create_partitions,
     44: handle_incremental_alter_configs,
     45: handle_alter_partition_reassignments,
     46: handle_list_partition_reassignments,
     47: handle_offset_delete,
+    50: handle_describe_user_scram_credentials,
+    51: handle_alter_user_scram_credentials,
     42: handle_delete_groups,
     43: handle_elect_leaders,
     60: handle_describe_cluster,

@@ -62,6 +62,7 @@ from log.replication.fetch_session import (
 from log.replication.partition import FetchWaiter, HostedPartition, SessionWatcher
 from log.server.broker_context import BrokerContext
 from log.server.handlers.leader_hints import LeaderHints
+from log.server.handlers.metadata import listener_of
 
 R = FETCH_RESPONSE.cls
 NO_HINT = R.PartitionData.LeaderIdAndEpoch()  # leader -1, epoch -1: not written
@@ -461,6 +462,7 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> object:
     items = _session_items(fetch, decision, ctx.clock_ms())
     fetch_pass = _FetchPass(ctx, fetch, items, fill_order, decision.incremental,
                             session.watcher if session is not None else None)  # fmt: skip
+    fetch_pass.hints.listener = listener_of(request)
     fetch_pass.read()
     fetch_pass.watch_read()
     deadline = trio.current_time() + min(max(body.max_wait_ms, 0), MAX_WAIT_MS) / 1000

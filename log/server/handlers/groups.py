@@ -38,7 +38,7 @@ from log.protocol.groups import (
     SYNC_GROUP_RESPONSE,
 )
 from log.server.broker_context import BrokerContext
-from log.server.handlers.metadata import live_brokers
+from log.server.handlers.metadata import listener_of, live_brokers
 from quorum.records import NO_LEADER
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> objec
     state = topic.partitions.get(partition_for(body.key, groups.num_partitions))
     if state is None or state.leader == NO_LEADER:
         return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader")
-    for broker_id, host, port, _rack in live_brokers(image):
+    for broker_id, host, port, _rack in live_brokers(image, listener_of(request)):
         if broker_id == state.leader:
             return FC(error_code=0, error_message=None, node_id=broker_id, host=host, port=port)
     return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "coordinator not live")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from log.server.handlers.metadata import live_brokers
+from log.server.handlers.metadata import LISTENER, live_brokers
 from quorum.image import MetadataImage
 
 
@@ -25,6 +25,7 @@ class LeaderHints:
         self.endpoint_cls = endpoint_cls  # the response's NodeEndpoint struct
         self.no_hint = leader_cls()  # leader -1, epoch -1: not written
         self.hinted: set[int] = set()  # leaders named so far
+        self.listener = LISTENER  # whose endpoints to name: the request's listener
 
     def current_leader(self, topic: str, partition: int) -> Any:
         known = self.image.topic(topic)
@@ -39,6 +40,6 @@ class LeaderHints:
             return []
         return [
             self.endpoint_cls(node_id=b, host=host, port=port, rack=rack)
-            for b, host, port, rack in live_brokers(self.image)
+            for b, host, port, rack in live_brokers(self.image, self.listener)
             if b in self.hinted
         ]

@@ -1,6 +1,7 @@
 """ApiVersions, Metadata, DescribeCluster: what clients learn about the cluster.
 
-Metadata lists the unfenced brokers with their PLAINTEXT endpoint, and each requested topic's
+Metadata lists the unfenced brokers with their endpoint on the listener the client connected
+to (Kafka's rule: a client on SASL_SSL://...:9094 is told every broker's SASL_SSL endpoint), and each requested topic's
 partitions (leader, leader_epoch, replicas, isr, offline replicas = replicas not live). An
 unknown topic is auto-created (when `auto.create.topics.enable` and the request allows it)
 through the controller, and answered LEADER_NOT_AVAILABLE as Kafka does; clients retry.
@@ -30,20 +31,27 @@ from quorum.records import NO_LEADER
 logger = logging.getLogger(__name__)
 
 M: Any = METADATA_RESPONSE.cls  # made at run time by schema.py: untyped
-LISTENER = "PLAINTEXT"
+LISTENER = "PLAINTEXT"  # the listener of a request that did not come through KafkaServer
+
+
+def listener_of(request: Request) -> str:
+    """The listener name `request` arrived on (set by the broker's connection loop)."""
+    return request.connection_state.get("listener", LISTENER)
 
 
 async def handle_api_versions(ctx: BrokerContext, request: Request) -> object:
     return api_versions_body(ctx.advertised_api_keys)
 
 
-def live_brokers(image: MetadataImage) -> list[tuple[int, str, int, str | None]]:
-    """(broker_id, host, port, rack) of every unfenced broker with a PLAINTEXT endpoint."""
+def live_brokers(
+    image: MetadataImage, listener: str = LISTENER
+) -> list[tuple[int, str, int, str | None]]:
+    """(broker_id, host, port, rack) of every unfenced broker with an endpoint on `listener`."""
     brokers = []
     for broker_id in image.live_broker_ids():
         registration = image.brokers[broker_id]
         for endpoint in registration.endpoints:
-            if endpoint.name == LISTENER:
+            if endpoint.name == listener:
                 brokers.append((broker_id, endpoint.host, endpoint.port, registration.rack))
     return brokers
 
@@ -143,7 +151,7 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> object:
     return M(
         brokers=[
             M.MetadataResponseBroker(node_id=b, host=host, port=port, rack=rack)
-            for b, host, port, rack in live_brokers(image)
+            for b, host, port, rack in live_brokers(image, listener_of(request))
         ],
         cluster_id=ctx.cluster_id,
         controller_id=visible_controller_id(ctx, image),
@@ -160,6 +168,6 @@ async def handle_describe_cluster(ctx: BrokerContext, request: Request) -> objec
         controller_id=visible_controller_id(ctx, image),
         brokers=[
             D.DescribeClusterBroker(broker_id=b, host=host, port=port, rack=rack)
-            for b, host, port, rack in live_brokers(image)
+            for b, host, port, rack in live_brokers(image, listener_of(request))
         ],
     )

@@ -31,6 +31,7 @@ from log.protocol.produce import PRODUCE_RESPONSE
 from log.replication.replica_manager import AppendResult
 from log.server.broker_context import BrokerContext
 from log.server.handlers.leader_hints import LeaderHints
+from log.server.handlers.metadata import listener_of
 
 R = PRODUCE_RESPONSE.cls
 
@@ -51,6 +52,7 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
     hints = LeaderHints(
         ctx.replica_manager.sync(), R.PartitionProduceResponse.LeaderIdAndEpoch, R.NodeEndpoint
     )
+    hints.listener = listener_of(request)
     by_topic: dict[str, list] = {}
     for (topic, index, _), result in zip(entries, results, strict=True):
         info = result.info

@@ -1,0 +1,72 @@
+"""TLS contexts from a node's `ssl.*` settings (PEM files), Python's `ssl` module.
+
+    ssl.certificate.location   PEM: this node's certificate (chain, leaf first)
+    ssl.key.location           PEM: its private key (may be the same file as the certificate)
+    ssl.key.password           the key's password, when it is encrypted
+    ssl.ca.location            PEM: the CA certificates trusted for peers (client certificates
+                               on our listeners; other brokers' certificates for replica fetchers)
+    ssl.client.auth            required | requested | none (Kafka's names; mTLS)
+
+TLS 1.2 is the minimum on both sides. A listener's principal comes from the client
+certificate's subject when one was verified (principal.py).
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping
+from typing import Any
+
+from log.common.node_config import ConfigError
+
+_VERIFY_MODES = {
+    "required": ssl.CERT_REQUIRED,
+    "requested": ssl.CERT_OPTIONAL,
+    "none": ssl.CERT_NONE,
+}
+
+
+def server_context(props: Mapping[str, Any]) -> ssl.SSLContext:
+    """The context of an SSL / SASL_SSL listener; ConfigError names what is missing or bad."""
+    cert, key = props["ssl.certificate.location"], props["ssl.key.location"]
+    if not cert:
+        raise ConfigError("ssl.certificate.location is required for an SSL or SASL_SSL listener")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    _load_chain(context, props, cert, key)
+    client_auth = props["ssl.client.auth"]
+    if client_auth != "none":
+        if not props["ssl.ca.location"]:
+            raise ConfigError(f"ssl.client.auth={client_auth} needs ssl.ca.location")
+        _load_ca(context, props["ssl.ca.location"])
+    context.verify_mode = _VERIFY_MODES[client_auth]
+    return context
+
+
+def client_context(props: Mapping[str, Any]) -> ssl.SSLContext:
+    """The context a broker connects to another broker's SSL / SASL_SSL listener with: trusts
+    ssl.ca.location (else the system's CAs), presents this node's certificate when it has one
+    (the peer may require it), checks the host name when ssl.endpoint.identification.algorithm
+    is https (Kafka's default)."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if props["ssl.ca.location"]:
+        _load_ca(context, props["ssl.ca.location"])
+    if props["ssl.certificate.location"]:
+        _load_chain(context, props, props["ssl.certificate.location"], props["ssl.key.location"])
+    context.check_hostname = props["ssl.endpoint.identification.algorithm"].lower() == "https"
+    return context
+
+
+def _load_chain(context: ssl.SSLContext, props: Mapping[str, Any], cert: str, key: str) -> None:
+    try:
+        context.load_cert_chain(cert, key or None, password=props["ssl.key.password"] or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"ssl.certificate.location / ssl.key.location: {exc}") from None
+
+
+def _load_ca(context: ssl.SSLContext, path: str) -> None:
+    try:
+        context.load_verify_locations(cafile=path)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"ssl.ca.location: {exc}") from None

@@ -1,0 +1,124 @@
+"""`quorumlog up --secure`'s layout on 3 real node processes: every Kafka listener is SASL_SSL,
+a SCRAM user added through AlterUserScramCredentials (forwarded to the active controller, in
+the metadata log) reads the records back on the survivors;
+replica fetchers log in over TLS with SCRAM-SHA-512 as the generated broker user, clients use
+DIR/client.properties. acks=all produce completes only if the followers replicate (over the
+secure inter-broker listener); the partition leader is killed with -9 and every acknowledged
+record is still read afterwards, from the survivors."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from log.common.node_config import NODE_CONFIG_FILE, to_toml
+from tests.node import cluster_harness
+from tests.node.cluster_harness import PASSWORD, TEST_PROPS, Cluster, free_base_port, wait_until
+from tools.cluster_layout import ClusterLayout
+from tools.secure_cluster import client_settings, secure_properties
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+TOPIC = "secure"
+N = 100
+
+
+@pytest.fixture(autouse=True)
+def _kill_node_processes():
+    yield
+    cluster_harness.kill_started()
+
+
+def secure_cluster(tmp_path) -> Cluster:
+    layout = ClusterLayout(tmp_path, 3, free_base_port(3), secure=True)
+    security = secure_properties(tmp_path, layout.node_ids)
+    for node_id in layout.node_ids:
+        node_dir = layout.node_dir(node_id)
+        node_dir.mkdir(parents=True)
+        props = layout.node_properties(node_id, "test-cluster", PASSWORD, security[node_id])
+        (node_dir / NODE_CONFIG_FILE).write_text(to_toml({**props, **TEST_PROPS}))
+    return Cluster(tmp_path, 3, base_port=layout.base_port)
+
+
+def _produce(bootstrap: str, settings: dict, start: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **settings})
+    failures: list = []
+    for i in range(start, start + N):
+        producer.produce(TOPIC, value=b"v%d" % i,
+                         on_delivery=lambda err, msg: err and failures.append(err))  # fmt: skip
+    assert producer.flush(60) == 0 and not failures, failures
+
+
+def _consume(bootstrap: str, settings: dict, count: int) -> list[bytes]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+                         "topic.metadata.refresh.interval.ms": 500, **settings})  # fmt: skip
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    values: list[bytes] = []
+    try:
+        for _ in range(600):
+            for msg in consumer.consume(500, 0.1):
+                if msg.error() is None:
+                    values.append(msg.value())
+            if len(values) >= count:
+                break
+    finally:
+        consumer.close()
+    return values
+
+
+async def test_secure_cluster_survives_a_leader_kill(tmp_path):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster = secure_cluster(tmp_path)
+    cluster.start_all()
+    settings = client_settings(tmp_path)
+    assert settings["security.protocol"] == "SASL_SSL"
+    bootstrap = cluster.layout.bootstrap_servers
+
+    def create() -> None:
+        admin = AdminClient({"bootstrap.servers": bootstrap, **settings})
+        admin.create_topics([NewTopic(TOPIC, 1, 3)])[TOPIC].result(timeout=30)
+
+    await trio.to_thread.run_sync(create)
+
+    def add_user() -> None:  # AlterUserScramCredentials, forwarded to the active controller
+        from confluent_kafka.admin import (
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        admin = AdminClient({"bootstrap.servers": bootstrap, **settings})
+        upsert = UserScramCredentialUpsertion(
+            "reader", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"reader-pw"
+        )
+        admin.alter_user_scram_credentials([upsert])["reader"].result(timeout=30)
+
+    await trio.to_thread.run_sync(add_user)
+    await trio.to_thread.run_sync(_produce, bootstrap, settings, 0)
+
+    image = await cluster.image_from(1)
+    state = image.topic(TOPIC).partitions[0]  # type: ignore[union-attr]
+    assert sorted(state.isr) == [1, 2, 3]  # the followers fetched over SASL_SSL
+    leader = state.leader
+    cluster.kill9(leader)
+    survivor = next(n for n in (1, 2, 3) if n != leader)
+
+    async def new_leader() -> bool:
+        image = await cluster.image_from(survivor)
+        return image.topic(TOPIC).partitions[0].leader not in (leader, -1)  # type: ignore[union-attr]
+
+    assert await wait_until(new_leader, 30)
+    alive = ",".join(f"127.0.0.1:{cluster.layout.kafka_port(n)}" for n in (1, 2, 3) if n != leader)
+    await trio.to_thread.run_sync(_produce, alive, settings, N)
+    reader = {**settings, "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "reader",
+              "sasl.password": "reader-pw"}  # fmt: skip
+    values = await trio.to_thread.run_sync(_consume, alive, reader, 2 * N)
+    assert values == [b"v%d" % i for i in range(2 * N)]
+    for node_id in (1, 2, 3):  # no node refused a broker's login
+        assert not cluster.log_matches(node_id, "authentication of .* failed"), node_id
