@@ -1,7 +1,9 @@
 """Request handlers, one module per API family: `async def handle_x(ctx, request) -> body`.
 
 HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions reports: everything
-handled (FindCoordinator and the group APIs included). FindCoordinator must be advertised in any
+handled (FindCoordinator and the group APIs included) except NOT_YET_ADVERTISED_API_KEYS:
+WriteTxnMarkers is served (to the brokers' transaction coordinators) while the transaction API
+family is not yet offered to clients. FindCoordinator must be advertised in any
 case: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in range and otherwise
 silently produces uncompressed batches (tests/broker/test_old_librdkafka.py).
 """
@@ -43,6 +45,7 @@ from log.server.handlers.metadata import (
 from log.server.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from log.server.handlers.produce import handle_produce
 from log.server.handlers.producer_id import handle_init_producer_id
+from log.server.handlers.txn_markers import handle_write_txn_markers
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
@@ -66,6 +69,7 @@ HANDLERS: dict[int, Handler] = {
     21: handle_delete_records,
     22: handle_init_producer_id,
     23: handle_offset_for_leader_epoch,
+    27: handle_write_txn_markers,
     32: handle_describe_configs,
     33: handle_alter_configs,
     35: handle_describe_log_dirs,
@@ -76,4 +80,5 @@ HANDLERS: dict[int, Handler] = {
     60: handle_describe_cluster,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
-ADVERTISED_API_KEYS = HANDLED_API_KEYS
+NOT_YET_ADVERTISED_API_KEYS = frozenset({27})  # until the transaction coordinator is served
+ADVERTISED_API_KEYS = HANDLED_API_KEYS - NOT_YET_ADVERTISED_API_KEYS
