@@ -324,6 +324,10 @@ class ProducerStateManager:
         return first
 
     @property
+    def ongoing_txn_count(self) -> int:
+        return len(self._ongoing_txns)
+
+    @property
     def ongoing_txns(self) -> dict[int, int]:
         """first offset -> producer id of every open transaction, oldest first."""
         return dict(self._ongoing_txns)
