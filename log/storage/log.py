@@ -736,8 +736,10 @@ class UnifiedLog:
             base = old_segments[0]
             segment = LogSegment(self.dir_path, base.base_offset, self.config, base.created_ms)
             segment.load_from_spans(spans)
-            for entry in aborted:  # the markers stay (the cleaner keeps them), so do these
+            for entry in aborted:  # kept for markers still there; harmless for removed ones
                 segment.update_txn_index(entry)
+            if aborted:
+                segment.txn_index.flush()  # below the recovery point: never rebuilt by replay
             replacement.append(segment)
         self._segments[first:end] = replacement
         self._base_offsets[first:end] = [s.base_offset for s in replacement]
