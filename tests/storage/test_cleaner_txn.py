@@ -4,12 +4,16 @@ horizon (stamped in the batch header), nothing at or past the last stable offset
 
 from __future__ import annotations
 
+import shutil
+
 from log.records.batch_header import DELETE_HORIZON_FLAG, iter_batches
 from log.records.builder import Record, build_batch
 from log.records.control import ControlRecordType, build_control_batch, read_end_txn_marker
 from log.records.reader import iter_records
 from log.storage.append_origin import AppendOrigin
+from log.storage.cleaner_swap import commit_cleaned_file
 from log.storage.log import UnifiedLog
+from log.storage.log_cleaner import build_cleaned_segments
 from tests.storage.test_cleaner_log import (
     DELETE_RETENTION_MS,
     TOPIC,
@@ -140,4 +144,58 @@ def test_clean_removes_aborted_data_then_markers_after_their_horizon(tmp_path):
     assert "ABORT(31)" not in contents
     # "a=1" is superseded by the committed "a=open" now.
     assert contents[:4] == ["c=1", "COMMIT(32)", "d=open", "a=open"]
+    manager.shutdown()
+
+
+def committed_view(log: UnifiedLog) -> list[str]:
+    """What a read_committed consumer reading from the start gets: records outside the aborted
+    transactions the log reports (Kafka's consumer-side filter, applied to the whole log)."""
+    aborted = log.collect_aborted_transactions(log.log_start_offset, log.log_end_offset)
+    out = []
+    for _, batch in batches(log):
+        header = next(iter_batches(batch))[1]
+        if header.is_control:
+            continue
+        if any(
+            t.producer_id == header.producer_id
+            and t.first_offset <= header.base_offset < t.last_offset
+            for t in aborted
+        ):
+            continue
+        out.extend(f"{r.key.decode()}={r.value.decode()}" for r in iter_records(batch))
+    return out
+
+
+def test_a_crash_after_the_swap_commit_keeps_the_read_committed_view(tmp_path):
+    """Killed between the swap's commit point and the old segments' deletion: the load
+    finishes the swap and recovers the swapped segment, whose .txnindex replay rebuilds for
+    the aborted data still in it; a read_committed reader sees what it saw before the clean,
+    minus superseded values."""
+    live = tmp_path / "live"
+    manager = open_manager(live, compacted_config(segment_bytes=300))
+    log = manager.get_or_create_log(TOPIC, 0)
+    w = Writer(log)
+    for round_ in range(6):
+        w.data(COMMITTED, (f"k{round_}", "c"))
+        w.data(ABORTED, (f"k{round_}", "aborted"))
+        w.end(ABORTED, commit=False)
+        w.end(COMMITTED, commit=True)
+    for i in range(6):
+        w.data(PLAIN, (f"x{i}", "1"))
+    before = committed_view(log)
+    assert before[:2] == ["k0=c", "k1=c"] and not any("aborted" in v for v in before)
+    plan = manager.cleaner.plan(now_ms=0)
+    result = build_cleaned_segments(plan)
+    groups = [g for g in result.groups if g.cleaned_path is not None]
+    assert groups and len(groups[0].sources) >= 2
+    for group in groups:
+        commit_cleaned_file(group.cleaned_path)  # the commit point; then the "crash"
+    crashed_dir = tmp_path / "crashed"
+    shutil.copytree(live, crashed_dir)
+    crashed = open_manager(crashed_dir, compacted_config(segment_bytes=300))
+    recovered = crashed.get_log(TOPIC, 0)
+    contents = view(recovered)
+    assert "k0=aborted" not in contents and "ABORT(31)" in contents
+    assert committed_view(recovered) == before
+    crashed.shutdown()
     manager.shutdown()
