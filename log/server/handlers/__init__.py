@@ -1,9 +1,10 @@
 """Request handlers, one module per API family: `async def handle_x(ctx, request) -> body`.
 
 HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions reports: everything
-handled (FindCoordinator and the group APIs included) except NOT_YET_ADVERTISED_API_KEYS:
-WriteTxnMarkers is served (to the brokers' transaction coordinators) while the transaction API
-family is not yet offered to clients. FindCoordinator must be advertised in any
+handled (FindCoordinator and the group APIs included), except the APIs of a family
+(log/protocol/apis.py) not handled whole: a client must not see half of it. So WriteTxnMarkers
+is served (to the brokers' transaction coordinators) but the transaction family is advertised
+only once its every API is handled. FindCoordinator must be advertised in any
 case: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in range and otherwise
 silently produces uncompressed batches (tests/broker/test_old_librdkafka.py).
 """
@@ -13,6 +14,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from log.protocol.apis import (
+    ADMIN_EXTRA_APIS,
+    CORE_APIS,
+    GROUP_APIS,
+    LOG_DIR_APIS,
+    REPLICATION_APIS,
+    TRANSACTION_APIS,
+)
 from log.server.handlers.admin import (
     handle_alter_configs,
     handle_create_partitions,
@@ -80,5 +89,9 @@ HANDLERS: dict[int, Handler] = {
     60: handle_describe_cluster,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
-NOT_YET_ADVERTISED_API_KEYS = frozenset({27})  # until the transaction coordinator is served
-ADVERTISED_API_KEYS = HANDLED_API_KEYS - NOT_YET_ADVERTISED_API_KEYS
+_FAMILIES = (CORE_APIS, GROUP_APIS, REPLICATION_APIS, TRANSACTION_APIS, ADMIN_EXTRA_APIS,
+             LOG_DIR_APIS)  # fmt: skip
+PARTLY_HANDLED_API_KEYS: frozenset[int] = frozenset().union(
+    *(family for family in _FAMILIES if not family <= HANDLED_API_KEYS)
+)
+ADVERTISED_API_KEYS = HANDLED_API_KEYS - PARTLY_HANDLED_API_KEYS
