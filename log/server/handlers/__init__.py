@@ -1,7 +1,10 @@
 """Request handlers, one module per API family: `async def handle_x(ctx, request) -> body`.
 
 HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions reports: everything
-handled (FindCoordinator and the group APIs included). FindCoordinator must be advertised in any
+handled (FindCoordinator and the group APIs included), except the APIs of a family
+(log/protocol/apis.py) not handled whole: a client must not see half of it. So WriteTxnMarkers
+is served (to the brokers' transaction coordinators) but the transaction family is advertised
+only once its every API is handled. FindCoordinator must be advertised in any
 case: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in range and otherwise
 silently produces uncompressed batches (tests/broker/test_old_librdkafka.py).
 """
@@ -11,6 +14,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from log.protocol.apis import (
+    ADMIN_EXTRA_APIS,
+    CORE_APIS,
+    GROUP_APIS,
+    LOG_DIR_APIS,
+    REPLICATION_APIS,
+    TRANSACTION_APIS,
+)
 from log.server.handlers.admin import (
     handle_alter_configs,
     handle_create_partitions,
@@ -55,6 +66,7 @@ from log.server.handlers.scram_credentials import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
 )
+from log.server.handlers.txn_markers import handle_write_txn_markers
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
@@ -79,6 +91,7 @@ HANDLERS: dict[int, Handler] = {
     21: handle_delete_records,
     22: handle_init_producer_id,
     23: handle_offset_for_leader_epoch,
+    27: handle_write_txn_markers,
     32: handle_describe_configs,
     33: handle_alter_configs,
     35: handle_describe_log_dirs,
@@ -97,4 +110,9 @@ HANDLERS: dict[int, Handler] = {
     75: handle_describe_topic_partitions,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
-ADVERTISED_API_KEYS = HANDLED_API_KEYS
+_FAMILIES = (CORE_APIS, GROUP_APIS, REPLICATION_APIS, TRANSACTION_APIS, ADMIN_EXTRA_APIS,
+             LOG_DIR_APIS)  # fmt: skip
+PARTLY_HANDLED_API_KEYS: frozenset[int] = frozenset().union(
+    *(family for family in _FAMILIES if not family <= HANDLED_API_KEYS)
+)
+ADVERTISED_API_KEYS = HANDLED_API_KEYS - PARTLY_HANDLED_API_KEYS
