@@ -39,6 +39,7 @@ import trio
 from log.common.errors import ErrorCode, KafkaError
 from log.common.node_config import NodeConfig, parse_overrides
 from log.coordinator.group_driver import GroupCoordinatorDriver
+from log.coordinator.transaction_driver import TransactionCoordinatorDriver
 from log.protocol.apis import error_response_body
 from log.protocol.connection import NEED_DATA, PAUSED, BadRequest, Request, ServerConnection
 from log.replication.fetch_session import FetchSessionCache
@@ -161,6 +162,16 @@ class KafkaServer:
         self.producer_ids = ProducerIdDriver(
             config.node_id, controller, broker_epoch_getter, clock_ms
         )
+        self.transaction_coordinator = TransactionCoordinatorDriver(
+            config,
+            self.replica_manager,
+            metadata,
+            controller,
+            clock_ms,
+            allocate_producer_id=self.producer_ids.generate_producer_id_now,
+            ensure_producer_id=self.producer_ids.ensure_producer_id,
+            group_partition_for=self.group_coordinator.partition_for,
+        )
         self.ctx = BrokerContext(
             config=config,
             log_manager=log_manager,
@@ -169,6 +180,7 @@ class KafkaServer:
             replica_manager=self.replica_manager,
             group_coordinator=self.group_coordinator,
             producer_ids=self.producer_ids,
+            transaction_coordinator=self.transaction_coordinator,
             fetch_sessions=FetchSessionCache(
                 props["max.incremental.fetch.session.cache.slots"],
                 sweep_interval_ms=max(props["replica.lag.time.max.ms"] // 4, 1),
@@ -235,6 +247,7 @@ class KafkaServer:
                 if self.log_manager.cleaner is not None:  # compaction, in the background
                     await nursery.start(self.log_manager.cleaner.run, self.ctx.clock_ms)
                 await nursery.start(self.group_coordinator.run)
+                await nursery.start(self.transaction_coordinator.run)
                 self.port = listeners[0].socket.getsockname()[1]
                 nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
                 logger.info("broker %s listening on %s:%s", self.config.node_id,

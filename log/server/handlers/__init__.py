@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from log.protocol.apis import TRANSACTION_APIS
 from log.server.handlers.admin import (
     handle_alter_configs,
     handle_create_partitions,
@@ -43,6 +44,12 @@ from log.server.handlers.metadata import (
 from log.server.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from log.server.handlers.produce import handle_produce
 from log.server.handlers.producer_id import handle_init_producer_id
+from log.server.handlers.transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_end_txn,
+    handle_txn_offset_commit,
+)
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
@@ -66,6 +73,10 @@ HANDLERS: dict[int, Handler] = {
     21: handle_delete_records,
     22: handle_init_producer_id,
     23: handle_offset_for_leader_epoch,
+    24: handle_add_partitions_to_txn,
+    25: handle_add_offsets_to_txn,
+    26: handle_end_txn,
+    28: handle_txn_offset_commit,
     32: handle_describe_configs,
     33: handle_alter_configs,
     35: handle_describe_log_dirs,
@@ -76,4 +87,6 @@ HANDLERS: dict[int, Handler] = {
     60: handle_describe_cluster,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
-ADVERTISED_API_KEYS = HANDLED_API_KEYS
+# The transaction APIs are handled (the coordinator side) but advertised only once partition
+# leaders write transaction markers (WriteTxnMarkers): clients check ApiVersions first.
+ADVERTISED_API_KEYS = HANDLED_API_KEYS - TRANSACTION_APIS
