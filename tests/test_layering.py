@@ -52,6 +52,7 @@ SANS_IO = [
     "log/records/*.py",
     "log/protocol/*.py",
     "log/storage/retention.py",
+    "log/storage/append_origin.py",
     "log/storage/cleaner.py",
     "log/storage/cleaner_manager.py",
     "log/replication/partition_state.py",

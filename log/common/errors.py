@@ -270,6 +270,18 @@ class KafkaStorageError(KafkaError):
     error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
+class InvalidTxnStateError(KafkaError):
+    """A non-transactional batch from a producer whose transaction is still open."""
+
+    error_code = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker from a coordinator epoch older than the one the partition saw."""
+
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
 class UnknownProducerIdError(KafkaError):
     error_code = ErrorCode.UNKNOWN_PRODUCER_ID
 

@@ -22,6 +22,7 @@ from construct import ConstructError, GreedyBytes, Int16sb, Int32sb, Struct
 from log.common.errors import CorruptRecordError
 from log.records.batch_header import NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE
 from log.records.builder import Record, build_batch
+from log.records.reader import iter_records
 
 CONTROL_KEY = Struct("version" / Int16sb, "type" / Int16sb, "extra" / GreedyBytes)
 END_TXN_MARKER_VALUE = Struct(
@@ -67,6 +68,21 @@ def parse_control_record(key: bytes | None, value: bytes | None) -> EndTransacti
         raise CorruptRecordError(f"control record type {control_type} is not a marker")
     parsed = _parse(END_TXN_MARKER_VALUE, value, "value")
     return EndTransactionMarker(ControlRecordType(control_type), parsed.coordinator_epoch)
+
+
+def read_end_txn_marker(
+    batch: bytes | bytearray | memoryview, position: int = 0
+) -> EndTransactionMarker | None:
+    """The end-transaction marker of the control batch at `position`; None when the batch is
+    empty (the cleaner removed its marker) or holds another control type (KRaft's own).
+    CorruptRecordError for a marker that cannot be parsed. The CRC is the caller's business
+    (every path that gets here validated the batch already)."""
+    for record in iter_records(batch, position, check_crc=False):
+        _, control_type = parse_control_key(record.key)
+        if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            return None
+        return parse_control_record(record.key, record.value)
+    return None
 
 
 def build_control_key(control_type: ControlRecordType) -> bytes:

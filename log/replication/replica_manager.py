@@ -5,6 +5,8 @@ the coordinators call and which calls only downwards:
 
     Produce handler, group coordinator  -> append_records / append_to_local_log,
                                            await_high_watermark (acks=-1)
+    WriteTxnMarkers handler             -> append_txn_markers (origin COORDINATOR, acks=-1),
+                                           then the transaction completion listeners
     Fetch handler (replica fetches)     -> record_follower_fetch
     DeleteRecords handler               -> delete_records_on_local_log, await_low_watermark
     metadata images (run / sync)        -> apply_image: become leader / follower / offline
@@ -65,12 +67,14 @@ from log.common.errors import (
     UnknownTopicOrPartitionError,
 )
 from log.common.node_config import NodeConfig
+from log.records.control import ControlRecordType, build_control_batch
 from log.replication.fetcher_manager import ReplicaFetcherManager
 from log.replication.isr_manager import IsrManager
 from log.replication.partition import HostedPartition
 from log.replication.partition_state import PartitionState, StateChange
 from log.replication.replica_fetcher import FetcherConfig
 from log.replication.unified_replica_log import UnifiedReplicaLog
+from log.storage.append_origin import AppendOrigin
 from log.storage.config import LogConfig, default_log_config, topic_log_config
 from log.storage.log import LogAppendInfo
 from log.storage.log_dir_failure_channel import LogDirFailedError
@@ -83,6 +87,21 @@ LISTED_REPLICATION_CHANGES = 5  # more under-replicated/whole partitions at once
 RETRY_FAILED_INTERVAL_MS = 1000  # how often a partition whose change failed is tried again
 MAX_ACKS_WAIT_MS = 300_000  # the longest an append or DeleteRecords waits, whatever asked
 HIGH_WATERMARK_OFFSET = -1  # DeleteRecords' "up to the high watermark"
+
+# cb(topic, partition, producer_id, committed): a transaction marker is durable (HW past it).
+TransactionCompletionListener = Callable[[str, int, int, bool], None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TxnMarkerEntry:
+    """One partition's transaction marker of a WriteTxnMarkers request."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    committed: bool
 
 
 @dataclasses.dataclass
@@ -158,6 +177,7 @@ class ReplicaManager:
             on_batch_applied=self.report_replication,
         )
         self._fetching = False  # follower partitions go to the fetchers once they run
+        self._txn_completion_listeners: list[TransactionCompletionListener] = []
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Run the replica fetchers and the ISR manager, follow the metadata image (every new
@@ -269,7 +289,13 @@ class ReplicaManager:
     # -- appends (clients and coordinators) ----------------------------------------------------
 
     def append_to_local_log(
-        self, topic: str, partition: int, records: memoryview, acks: int, image: MetadataImage
+        self,
+        topic: str,
+        partition: int,
+        records: memoryview | bytes,
+        acks: int,
+        image: MetadataImage,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> tuple[HostedPartition, LogAppendInfo]:
         """Append one record batch as leader, now (Kafka's appendToLocalLog): the leader
         check, the min.insync.replicas check for acks=-1 (nothing appended when it fails), the
@@ -280,7 +306,9 @@ class ReplicaManager:
         if not records:
             raise InvalidRecordError("an append needs one record batch")
         try:
-            info = hosted.log.append_as_leader(records, hosted.leader_epoch, self.clock_ms())
+            info = hosted.log.append_as_leader(
+                records, hosted.leader_epoch, self.clock_ms(), origin
+            )
         except KafkaStorageError as exc:
             self.report_storage_error(exc)
             raise
@@ -332,6 +360,60 @@ class ReplicaManager:
         for result, hosted, required_offset in waits:
             result.error_code = await self.await_high_watermark(hosted, required_offset, timeout_ms)
         return results
+
+    # -- transaction markers -------------------------------------------------------------------
+
+    def add_transaction_completion_listener(self, listener: TransactionCompletionListener) -> None:
+        """Call `listener(topic, partition, producer_id, committed)` after every transaction
+        marker this broker appended as leader is durable (the high watermark passed it)."""
+        self._txn_completion_listeners.append(listener)
+
+    async def append_txn_markers(
+        self, entries: list[TxnMarkerEntry], timeout_ms: int
+    ) -> list[ErrorCode]:
+        """Append each marker as a control batch (origin COORDINATOR: producer and coordinator
+        epochs are checked, sequences are not), all first, then wait for each as acks=-1 does,
+        concurrently; a durable one is announced to the completion listeners. One error code
+        per entry."""
+        image = self.sync()
+        codes: list[ErrorCode] = []
+        waits: list[tuple[int, HostedPartition, int]] = []
+        now_ms = self.clock_ms()
+        for entry in entries:
+            batch = build_control_batch(
+                ControlRecordType.COMMIT if entry.committed else ControlRecordType.ABORT,
+                producer_id=entry.producer_id,
+                producer_epoch=entry.producer_epoch,
+                coordinator_epoch=entry.coordinator_epoch,
+                timestamp_ms=now_ms,
+            )
+            try:
+                hosted, info = self.append_to_local_log(
+                    entry.topic, entry.partition, batch, -1, image, AppendOrigin.COORDINATOR
+                )
+            except KafkaError as exc:
+                codes.append(ErrorCode(exc.error_code))
+                continue
+            waits.append((len(codes), hosted, info.last_offset + 1))
+            codes.append(ErrorCode.NONE)
+
+        async def wait_one(index: int, hosted: HostedPartition, required_offset: int) -> None:
+            codes[index] = await self.await_high_watermark(hosted, required_offset, timeout_ms)
+
+        async with trio.open_nursery() as nursery:
+            for index, hosted, required_offset in waits:
+                nursery.start_soon(wait_one, index, hosted, required_offset)
+        for index, _, _ in waits:
+            if codes[index] == ErrorCode.NONE:
+                self._notify_txn_completion(entries[index])
+        return codes
+
+    def _notify_txn_completion(self, entry: TxnMarkerEntry) -> None:
+        for listener in self._txn_completion_listeners:
+            try:
+                listener(entry.topic, entry.partition, entry.producer_id, entry.committed)
+            except Exception:  # one listener's bug must not fail the marker or the others
+                logger.exception("transaction completion listener %r failed", listener)
 
     # -- follower fetches ----------------------------------------------------------------------
 

@@ -60,12 +60,14 @@ from log.records.batch_header import (
     validate_batch_fields,
 )
 from log.records.compression import decompress
+from log.records.control import EndTransactionMarker, read_end_txn_marker
 from log.records.reader import iter_records
 from log.records.varint import decode_varint
+from log.storage.append_origin import AppendOrigin
 from log.storage.cleaner_swap import finish_swap
 from log.storage.config import LogConfig
 from log.storage.leader_epoch_cache import LeaderEpochFileCache
-from log.storage.producer_state import BatchMetadata, ProducerStateManager
+from log.storage.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from log.storage.retention import SegmentSummary, deletable_segment_count, roll_reason
 from log.storage.segment import (
     BatchSpan,
@@ -205,6 +207,17 @@ class UnifiedLog:
         return self._high_watermark
 
     @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read (Kafka's lastStableOffset): the first offset
+        of the oldest transaction that is open or whose marker is not yet below the high
+        watermark (never below the log start offset), if that is below the high watermark;
+        else the high watermark."""
+        first_unstable = self.producer_state_manager.first_unstable_offset()
+        if first_unstable is not None and first_unstable < self._high_watermark:
+            return max(first_unstable, self._log_start_offset)
+        return self._high_watermark
+
+    @property
     def recovery_point(self) -> int:
         return self._recovery_point
 
@@ -228,9 +241,13 @@ class UnifiedLog:
         produce/fetch requests)."""
         new = min(max(offset, self._log_start_offset), self.log_end_offset)
         if new > self._high_watermark:
-            self._high_watermark = new
+            self._set_high_watermark(new)
             return True
         return False
+
+    def _set_high_watermark(self, offset: int) -> None:
+        self._high_watermark = offset
+        self.producer_state_manager.on_high_watermark_updated(offset)
 
     # -- appends ------------------------------------------------------------------------------
 
@@ -246,13 +263,19 @@ class UnifiedLog:
             )
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Validate, deduplicate, assign offsets and `leader_epoch`, and append `records`.
 
         A v2 produce request carries exactly one batch per partition (Kafka's LogValidator).
         The header is one struct unpack into a tuple; a BatchHeader is built only for batches
         with a producer id (the producer state needs one) and on the LogAppendTime path.
+        Control batches (transaction markers) come only from the COORDINATOR origin, which
+        skips the sequence checks but not the producer and coordinator epoch checks.
         """
         assert not self.is_closed
         if not records:
@@ -284,7 +307,14 @@ class UnifiedLog:
             raise InvalidRecordError(
                 f"record count {record_count} disagrees with last offset delta {last_offset_delta}"
             )
-        if producer_id >= 0 and base_sequence < 0 and not attributes & CONTROL_FLAG:
+        marker: EndTransactionMarker | None = None
+        if attributes & CONTROL_FLAG:
+            if origin is AppendOrigin.CLIENT:
+                raise InvalidRecordError("Clients are not allowed to write control records")
+            marker = read_end_txn_marker(records)
+            if marker is None or producer_id < 0:
+                raise InvalidRecordError("a control batch must hold a transaction marker")
+        elif producer_id >= 0 and base_sequence < 0:
             raise InvalidRecordError("batch with a producer id but no base sequence")
         if config.compact and not attributes & CONTROL_FLAG:
             _check_keys_for_compaction(records)
@@ -307,7 +337,10 @@ class UnifiedLog:
             parts = (prefix, memoryview(records)[CRC_OFFSET:])
             if producer_id >= 0:
                 header = BatchHeader(base_offset, batch_length, leader_epoch, *fields[3:])
-        if header is not None:  # a producer id: duplicate, producer epoch and sequence checks
+        if marker is not None:
+            assert header is not None
+            self.producer_state_manager.check_end_txn_marker(header, marker)
+        elif header is not None:  # a producer id: duplicate, producer epoch and sequence checks
             duplicate = self.producer_state_manager.check_append(header, now_ms)
             if duplicate is not None:
                 return self._duplicate_append_info(duplicate)
@@ -332,7 +365,9 @@ class UnifiedLog:
             segment = self.roll(now_ms, expected_next_offset=base_offset)
         segment.append_batch(parts, base_offset, last_offset, max_timestamp, size_bytes)
         if header is not None:
-            self.producer_state_manager.on_batch_appended(header)
+            completed = self.producer_state_manager.on_batch_appended(header, marker)
+            if completed is not None:
+                self._on_txn_completed(segment, completed)
         else:  # a batch without a producer id only moves the state's map end offset
             self.producer_state_manager.advance_map_end_offset(last_offset + 1)
         if last_offset + 1 - self._recovery_point >= config.flush_messages:
@@ -393,7 +428,12 @@ class UnifiedLog:
                 # The cache ignores a repeat of its latest epoch (maybeAssignEpochStartOffset).
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
         spans = [batch_span(position, header) for position, header in batches]
-        self._append((records,), spans, [h for _, h in batches], now_ms)
+        markers = {
+            header.base_offset: read_end_txn_marker(records, position)
+            for position, header in batches
+            if header.is_control and header.producer_id >= 0
+        }
+        self._append((records,), spans, [h for _, h in batches], now_ms, markers)
         max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, first.base_offset
         for _, header in batches:
             if header.max_timestamp > max_timestamp:
@@ -417,9 +457,11 @@ class UnifiedLog:
         spans: Sequence[BatchSpan],
         headers: Sequence[BatchHeader],
         now_ms: int,
+        markers: dict[int, EndTransactionMarker | None] | None = None,
     ) -> None:
         """Roll if needed, write, and record the batches in the producer state. `headers` need
-        only hold the batches with a producer id (final offsets)."""
+        only hold the batches with a producer id (final offsets); `markers` maps a control
+        batch's base offset to its decoded transaction marker."""
         max_timestamp = max(span[3] for span in spans) if len(spans) > 1 else spans[0][3]
         size_bytes = spans[-1][0] + spans[-1][4]
         segment = self._maybe_roll(size_bytes, max_timestamp, spans[0][1], spans[-1][2], now_ms)
@@ -427,12 +469,18 @@ class UnifiedLog:
         producer_state_manager = self.producer_state_manager
         for header in headers:
             if header.producer_id >= 0:
-                producer_state_manager.on_batch_appended(header)
+                marker = markers.get(header.base_offset) if markers else None
+                completed = producer_state_manager.on_batch_appended(header, marker)
+                if completed is not None:
+                    self._on_txn_completed(segment, completed)
         # Batches without a producer id only move the state's map end offset.
         if producer_state_manager.map_end_offset < spans[-1][2] + 1:
             producer_state_manager.update_map_end_offset(spans[-1][2] + 1)
         if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
             self.flush(now_ms=now_ms)
+
+    def _on_txn_completed(self, segment: LogSegment, completed: CompletedTxn) -> None:
+        """A marker in `segment` completed a transaction that held data."""
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(
@@ -668,8 +716,10 @@ class UnifiedLog:
         if offset <= self._log_start_offset:
             return
         self._log_start_offset = offset
-        self._high_watermark = max(self._high_watermark, offset)
+        if offset > self._high_watermark:
+            self._set_high_watermark(offset)
         self._recovery_point = max(self._recovery_point, offset)
+        self.producer_state_manager.on_log_start_offset_incremented(offset)
         self.leader_epoch_cache.truncate_from_start(offset)
         self.producer_state_manager.delete_snapshots_before(self._segments[0].base_offset)
 
@@ -757,9 +807,15 @@ class UnifiedLog:
         start = self.producer_state_manager.map_end_offset
         if start >= self.log_end_offset:
             return
-        for _, _, header in self.iter_batch_headers(start):
+        for segment, position, header in self.iter_batch_headers(start):
             if header.base_offset >= start:
-                self.producer_state_manager.on_batch_appended(header)
+                marker = None
+                if header.is_control and header.producer_id >= 0:
+                    marker = _marker_or_none(segment.read_batch(position, header))
+                completed = self.producer_state_manager.on_batch_appended(header, marker)
+                if completed is not None:
+                    self._on_txn_completed(segment, completed)
+        self.producer_state_manager.on_high_watermark_updated(self._high_watermark)
 
     # -- durability and lifecycle -------------------------------------------------------------
 
@@ -805,6 +861,15 @@ class UnifiedLog:
             f"UnifiedLog({self.dir_path!r}, log_start_offset={self._log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, high_watermark={self._high_watermark})"
         )
+
+
+def _marker_or_none(batch: bytes) -> EndTransactionMarker | None:
+    """A control batch's marker when replaying the log; an unparseable one (its CRC passed)
+    counts as empty rather than stopping recovery."""
+    try:
+        return read_end_txn_marker(batch)
+    except CorruptRecordError:
+        return None
 
 
 def _check_keys_for_compaction(records: bytes | bytearray | memoryview) -> None:

@@ -21,6 +21,21 @@ After the log has assigned offsets, `on_batch_appended(header)` records the batc
 log recovery call only `on_batch_appended` (no validation: the leader already decided).
 Batches must be checked and recorded one at a time, in log order.
 
+Transactions (Kafka's ProducerAppendInfo / ProducerStateManager). A producer's first
+transactional batch opens its transaction (`current_txn_first_offset`); while it is open a
+non-transactional batch from it is INVALID_TXN_STATE. A transaction marker (a control batch the
+transaction coordinator has the leader append, `check_end_txn_marker`: a producer epoch below the
+producer's -> INVALID_PRODUCER_EPOCH, a coordinator epoch below the one recorded for the producer
+-> TRANSACTION_COORDINATOR_FENCED) closes it and yields a CompletedTxn. A completed transaction
+still bounds the *first unstable offset* until the high watermark has passed its marker
+(`on_high_watermark_updated`): before that a consumer could read the transaction's data without
+the marker that says whether it was aborted. So
+
+    first_unstable_offset = min(first offset of every ongoing transaction,
+                                first offset of every completed, not yet replicated one)
+
+and the log's last stable offset is min(first_unstable_offset, high watermark).
+
 Snapshots. `take_snapshot()` writes the state as of `map_end_offset` to
 `<map_end_offset:020d>.snapshot` in the partition directory; on restart `load()` reads the
 newest valid snapshot at or below the log end offset (skipping and deleting corrupt ones) and
@@ -56,11 +71,14 @@ import crc32c
 from log.common.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTxnStateError,
     KafkaStorageError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
 from log.common.files import fsync_directory
 from log.records.batch_header import NO_SEQUENCE, BatchHeader
+from log.records.control import ControlRecordType, EndTransactionMarker
 from log.storage.checkpoint_file import atomic_write_bytes
 
 NUM_BATCHES_TO_RETAIN = 5  # max.in.flight.requests.per.connection with idempotence
@@ -119,6 +137,21 @@ class BatchMetadata:
     @property
     def offset_delta(self) -> int:
         return self.last_offset - self.first_offset
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction whose marker was just appended (Kafka's CompletedTxn).
+
+    `last_offset` is the marker's offset; `last_stable_offset` is where the partition was
+    stable when it completed (the first offset of the next other ongoing transaction, else
+    last_offset + 1), which the transaction index records for an aborted one."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+    last_stable_offset: int
 
 
 @dataclass(slots=True)
@@ -259,6 +292,11 @@ class ProducerStateManager:
         self.partition_dir = Path(partition_dir) if partition_dir is not None else None
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
+        # first offset -> producer id of every open transaction, in first-offset order (they
+        # are opened in log order; a snapshot load inserts them sorted).
+        self._ongoing_txns: dict[int, int] = {}
+        # first offset -> completed transactions whose marker is not yet below the HW.
+        self._unreplicated_txns: dict[int, CompletedTxn] = {}
         self._map_end_offset = 0
         self._last_snapshot_offset = 0
 
@@ -277,13 +315,32 @@ class ProducerStateManager:
         return self._producers.get(producer_id)
 
     def first_unstable_offset(self) -> int | None:
-        """The first offset of the oldest ongoing transaction (bounds the last stable offset)."""
-        offsets = [
-            e.current_txn_first_offset
-            for e in self._producers.values()
-            if e.current_txn_first_offset is not None
-        ]
-        return min(offsets) if offsets else None
+        """The first offset of the oldest transaction that is open or whose marker is not yet
+        replicated (bounds the last stable offset); None when there is none."""
+        first = next(iter(self._ongoing_txns), None)
+        if self._unreplicated_txns:
+            unreplicated = min(self._unreplicated_txns)
+            first = unreplicated if first is None else min(first, unreplicated)
+        return first
+
+    @property
+    def ongoing_txns(self) -> dict[int, int]:
+        """first offset -> producer id of every open transaction, oldest first."""
+        return dict(self._ongoing_txns)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Completed transactions whose marker is below the high watermark stop bounding the
+        first unstable offset."""
+        self._remove_unreplicated_txns(high_watermark)
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        self._remove_unreplicated_txns(log_start_offset)
+
+    def _remove_unreplicated_txns(self, offset: int) -> None:
+        if self._unreplicated_txns:
+            for first_offset, txn in list(self._unreplicated_txns.items()):
+                if txn.last_offset < offset:
+                    del self._unreplicated_txns[first_offset]
 
     def is_producer_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
         return (
@@ -327,13 +384,36 @@ class ProducerStateManager:
                     f"producer {header.producer_id}: new epoch {header.producer_epoch} must "
                     f"start at sequence 0, got {header.base_sequence}"
                 )
-            return None
-        if not in_sequence(entry.last_seq, header.base_sequence):
+        elif not in_sequence(entry.last_seq, header.base_sequence):
             raise OutOfOrderSequenceError(
                 f"producer {header.producer_id} epoch {header.producer_epoch}: expected "
                 f"sequence {next_sequence(entry.last_seq)}, got {header.base_sequence}"
             )
+        if entry.current_txn_first_offset is not None and not header.is_transactional:
+            raise InvalidTxnStateError(
+                f"producer {header.producer_id}: a non-transactional batch while its "
+                f"transaction from offset {entry.current_txn_first_offset} is open"
+            )
         return None
+
+    def check_end_txn_marker(self, header: BatchHeader, marker: EndTransactionMarker) -> None:
+        """Validate a transaction marker the coordinator has the leader append (Kafka's
+        appendEndTxnMarker, origin COORDINATOR): no sequence checks, but a producer epoch
+        below the producer's -> InvalidProducerEpochError, a coordinator epoch below the one
+        recorded for the producer -> TransactionCoordinatorFencedError."""
+        entry = self._producers.get(header.producer_id)
+        if entry is None:
+            return
+        if header.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"producer {header.producer_id}: marker epoch {header.producer_epoch} is older "
+                f"than the current epoch {entry.producer_epoch}"
+            )
+        if marker.coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"producer {header.producer_id}: coordinator epoch {marker.coordinator_epoch} "
+                f"is older than {entry.coordinator_epoch}"
+            )
 
     @staticmethod
     def _check_sequence_present(header: BatchHeader) -> None:
@@ -342,31 +422,30 @@ class ProducerStateManager:
                 f"producer {header.producer_id}: batch has a producer id but no base sequence"
             )
 
-    def on_batch_appended(self, header: BatchHeader, coordinator_epoch: int | None = None) -> None:
+    def on_batch_appended(
+        self, header: BatchHeader, marker: EndTransactionMarker | None = None
+    ) -> CompletedTxn | None:
         """Record a batch now in the log (final base_offset); leader, follower and recovery.
 
-        Also advances map_end_offset past the batch. `coordinator_epoch` is the transaction
-        coordinator epoch from a control batch's end-transaction marker, when the caller
-        decoded it.
+        Also advances map_end_offset past the batch. `marker` is a control batch's decoded
+        end-transaction marker (None for an empty control batch: the cleaner removed it, it
+        changes nothing). Returns the transaction a marker completed, if it held data.
         """
         assert header.base_offset >= self._map_end_offset, (
             f"batch at {header.base_offset} below map end offset {self._map_end_offset}: "
             "batches must be applied once, in log order"
         )
         self._map_end_offset = max(self._map_end_offset, header.next_offset)
-        if not header.has_producer_id:
-            return
+        if not header.has_producer_id or (header.is_control and marker is None):
+            return None
         entry = self._producers.get(header.producer_id)
         if entry is None:
             entry = ProducerStateEntry(header.producer_id, header.producer_epoch)
             self._producers[header.producer_id] = entry
         entry.maybe_update_producer_epoch(header.producer_epoch)
         entry.last_timestamp_ms = header.max_timestamp
-        if header.is_control:
-            entry.current_txn_first_offset = None  # the end-transaction marker closes it
-            if coordinator_epoch is not None:
-                entry.coordinator_epoch = coordinator_epoch
-            return
+        if marker is not None:
+            return self._complete_txn(entry, header.base_offset, marker)
         entry.batches.append(
             BatchMetadata(
                 first_seq=header.base_sequence,
@@ -378,6 +457,30 @@ class ProducerStateManager:
         )
         if header.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = header.base_offset
+            self._ongoing_txns[header.base_offset] = header.producer_id
+        return None
+
+    def _complete_txn(
+        self, entry: ProducerStateEntry, marker_offset: int, marker: EndTransactionMarker
+    ) -> CompletedTxn | None:
+        """The marker at `marker_offset` ends the entry's transaction (Kafka: only a
+        transaction that holds data yields a CompletedTxn)."""
+        entry.coordinator_epoch = marker.coordinator_epoch
+        first_offset = entry.current_txn_first_offset
+        if first_offset is None:
+            return None
+        entry.current_txn_first_offset = None
+        self._ongoing_txns.pop(first_offset, None)
+        next_other = next(iter(self._ongoing_txns), None)  # the producer's own one is gone
+        completed = CompletedTxn(
+            producer_id=entry.producer_id,
+            first_offset=first_offset,
+            last_offset=marker_offset,
+            is_aborted=marker.control_type == ControlRecordType.ABORT,
+            last_stable_offset=marker_offset + 1 if next_other is None else next_other,
+        )
+        self._unreplicated_txns[first_offset] = completed
+        return completed
 
     def update_map_end_offset(self, offset: int) -> None:
         self._map_end_offset = offset
@@ -441,7 +544,7 @@ class ProducerStateManager:
         for snapshot_offset in self.snapshot_offsets():
             if snapshot_offset > log_end_offset:
                 self._delete_snapshot(snapshot_offset)
-        self._producers.clear()
+        self._clear()
         self._load_from_snapshot(log_start_offset, now_ms)
 
     def truncate_and_reload(
@@ -457,18 +560,23 @@ class ProducerStateManager:
             if snapshot_offset > log_end_offset or snapshot_offset <= log_start_offset:
                 self._delete_snapshot(snapshot_offset)
         if log_end_offset != self._map_end_offset:
-            self._producers.clear()
+            self._clear()
             self._load_from_snapshot(log_start_offset, now_ms)
         elif self._map_end_offset < log_start_offset:
             self._map_end_offset = log_start_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """The log was emptied and restarts at `offset`: no producers, no snapshots."""
-        self._producers.clear()
+        self._clear()
         for snapshot_offset in self.snapshot_offsets():
             self._delete_snapshot(snapshot_offset)
         self._last_snapshot_offset = 0
         self._map_end_offset = offset
+
+    def _clear(self) -> None:
+        self._producers.clear()
+        self._ongoing_txns.clear()
+        self._unreplicated_txns.clear()
 
     def _load_from_snapshot(self, log_start_offset: int, now_ms: int | None) -> None:
         for snapshot_offset in reversed(self.snapshot_offsets()):
@@ -481,6 +589,12 @@ class ProducerStateManager:
             for entry in entries:
                 if now_ms is None or not self.is_producer_expired(entry, now_ms):
                     self._producers[entry.producer_id] = entry
+            open_txns = sorted(
+                (e.current_txn_first_offset, e.producer_id)
+                for e in self._producers.values()
+                if e.current_txn_first_offset is not None
+            )
+            self._ongoing_txns = dict(open_txns)
             self._last_snapshot_offset = snapshot_offset
             self._map_end_offset = max(snapshot_offset, log_start_offset)
             return

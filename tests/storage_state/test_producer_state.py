@@ -17,9 +17,11 @@ from log.common.errors import (
 )
 from log.records.batch_header import read_header
 from log.records.builder import Record, build_batch
+from log.records.control import ControlRecordType, EndTransactionMarker
 from log.storage.producer_state import (
     MAX_SEQUENCE,
     BatchMetadata,
+    CompletedTxn,
     CorruptSnapshotError,
     ProducerStateManager,
     decode_snapshot,
@@ -177,9 +179,17 @@ def test_transactions_track_first_unstable_offset():
     assert manager.first_unstable_offset() == 10
     marker = header(base_offset=13, base_sequence=-1, is_transactional=True, is_control=True)
     assert manager.check_append(marker, NOW_MS) is None
-    manager.on_batch_appended(marker, coordinator_epoch=3)
+    completed = manager.on_batch_appended(
+        marker, EndTransactionMarker(ControlRecordType.COMMIT, coordinator_epoch=3)
+    )
+    assert completed == CompletedTxn(1000, 10, 13, is_aborted=False, last_stable_offset=12)
     assert manager.last_entry(1000).current_txn_first_offset is None
     assert manager.last_entry(1000).coordinator_epoch == 3
+    # The completed transaction bounds the first unstable offset until its marker is below
+    # the high watermark: before that a consumer could not know whether it was aborted.
+    manager.on_high_watermark_updated(13)
+    assert manager.first_unstable_offset() == 10
+    manager.on_high_watermark_updated(14)
     assert manager.first_unstable_offset() == 12
 
 

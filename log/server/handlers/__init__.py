@@ -1,7 +1,9 @@
 """Request handlers, one module per API family: `async def handle_x(ctx, request) -> body`.
 
 HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions reports: everything
-handled (FindCoordinator and the group APIs included). FindCoordinator must be advertised in any
+handled (FindCoordinator and the group APIs included) except NOT_YET_ADVERTISED_API_KEYS:
+WriteTxnMarkers is served (to the brokers' transaction coordinators) while the transaction API
+family is not yet offered to clients. FindCoordinator must be advertised in any
 case: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in range and otherwise
 silently produces uncompressed batches (tests/broker/test_old_librdkafka.py).
 """
@@ -50,6 +52,7 @@ from log.server.handlers.transactions import (
     handle_end_txn,
     handle_txn_offset_commit,
 )
+from log.server.handlers.txn_markers import handle_write_txn_markers
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
@@ -76,6 +79,7 @@ HANDLERS: dict[int, Handler] = {
     24: handle_add_partitions_to_txn,
     25: handle_add_offsets_to_txn,
     26: handle_end_txn,
+    27: handle_write_txn_markers,
     28: handle_txn_offset_commit,
     32: handle_describe_configs,
     33: handle_alter_configs,
@@ -87,6 +91,6 @@ HANDLERS: dict[int, Handler] = {
     60: handle_describe_cluster,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
-# The transaction APIs are handled (the coordinator side) but advertised only once partition
-# leaders write transaction markers (WriteTxnMarkers): clients check ApiVersions first.
-ADVERTISED_API_KEYS = HANDLED_API_KEYS - TRANSACTION_APIS
+# The transaction APIs are handled but advertised only once they work end to end.
+NOT_YET_ADVERTISED_API_KEYS = TRANSACTION_APIS
+ADVERTISED_API_KEYS = HANDLED_API_KEYS - NOT_YET_ADVERTISED_API_KEYS
