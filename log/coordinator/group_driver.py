@@ -54,8 +54,10 @@ from log.coordinator.records import (
 )
 from log.records.batch_header import iter_batches
 from log.records.builder import Record, build_batch
+from log.records.control import ControlRecordType, read_end_txn_marker
 from log.records.reader import iter_records
 from log.replication.replica_manager import ReplicaManager
+from log.storage.append_origin import AppendOrigin
 from quorum.broker_interface import ControllerChannel, MetadataSource
 from quorum.controller import CreatableTopic, CreateTopicsRequest
 
@@ -187,8 +189,13 @@ class GroupCoordinatorDriver:
             buf = bytes(data.records)
             for position, header in iter_batches(buf):
                 if header.is_control:
-                    committed = _control_committed(buf, position)
-                    if committed is not None:
+                    try:
+                        marker = read_end_txn_marker(buf, position)
+                    except CorruptRecordError as exc:
+                        logger.warning("%s-%s: %s", OFFSETS_TOPIC, hosted.partition, exc)
+                        continue
+                    if marker is not None:
+                        committed = marker.control_type == ControlRecordType.COMMIT
                         self.core.complete_txn(header.producer_id, hosted.partition, committed)
                     continue
                 producer_id = header.producer_id if header.is_transactional else None
@@ -469,9 +476,6 @@ class GroupCoordinatorDriver:
         if not offsets:
             return ErrorCode.NONE
         partition = partition_for(group_id, self.num_partitions)
-        hosted = self.replica_manager.get(OFFSETS_TOPIC, partition)
-        if hosted is None:
-            return ErrorCode.NOT_COORDINATOR
         now_ms = self.clock_ms()
         records = [
             Record(
@@ -489,22 +493,21 @@ class GroupCoordinatorDriver:
             )
             for (topic, p), o in offsets.items()
         ]
-        # Kafka appends these with the coordinator's origin, which skips the sequence check;
-        # our log checks sequences of every producer batch, so continue the producer's own.
-        entry = hosted.log.producer_state_manager.last_entry(producer_id)
-        base_sequence = 0
-        if entry is not None and entry.producer_epoch == producer_epoch and entry.last_seq >= 0:
-            base_sequence = (entry.last_seq + 1) & 0x7FFFFFFF
         batch = build_batch(
             records,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
+            base_sequence=0,  # the COORDINATOR origin checks the producer epoch, not sequences
             is_transactional=True,
         )
         try:
             hosted, info = self.replica_manager.append_to_local_log(
-                OFFSETS_TOPIC, partition, memoryview(bytearray(batch)), -1, self.metadata.image
+                OFFSETS_TOPIC,
+                partition,
+                memoryview(bytearray(batch)),
+                -1,
+                self.metadata.image,
+                AppendOrigin.COORDINATOR,
             )
         except KafkaError as exc:
             code = exc.error_code
@@ -644,22 +647,3 @@ class GroupCoordinatorDriver:
                 except Exception:
                     logger.exception("group coordinator ownership sync failed")
                 self._wakeup.set()
-
-
-CONTROL_KEY_BYTES = 4  # version int16, type int16 (Kafka's ControlRecordType key)
-CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT = 0, 1
-
-
-def _control_committed(buf: bytes, position: int) -> bool | None:
-    """A control batch's marker: True for COMMIT, False for ABORT, None for anything else."""
-    for record in iter_records(buf, position):
-        key = record.key
-        if key is None or len(key) < CONTROL_KEY_BYTES:
-            return None
-        control_type = int.from_bytes(bytes(key[2:4]), "big", signed=True)
-        if control_type == CONTROL_TYPE_COMMIT:
-            return True
-        if control_type == CONTROL_TYPE_ABORT:
-            return False
-        return None
-    return None

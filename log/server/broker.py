@@ -162,6 +162,9 @@ class KafkaServer:
         self.producer_ids = ProducerIdDriver(
             config.node_id, controller, broker_epoch_getter, clock_ms
         )
+        self.replica_manager.add_transaction_completion_listener(
+            self.group_coordinator.on_transaction_completed
+        )
         self.transaction_coordinator = TransactionCoordinatorDriver(
             config,
             self.replica_manager,
