@@ -1,9 +1,8 @@
 """Request handlers, one module per API family: `async def handle_x(ctx, request) -> body`.
 
 HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions reports: everything
-handled (FindCoordinator and the group APIs included) except NOT_YET_ADVERTISED_API_KEYS:
-WriteTxnMarkers is served (to the brokers' transaction coordinators) while the transaction API
-family is not yet offered to clients. FindCoordinator must be advertised in any
+handled (FindCoordinator, the group and transaction APIs included) except
+NOT_YET_ADVERTISED_API_KEYS (none now). FindCoordinator must be advertised in any
 case: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in range and otherwise
 silently produces uncompressed batches (tests/broker/test_old_librdkafka.py).
 """
@@ -13,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from log.protocol.apis import TRANSACTION_APIS
 from log.server.handlers.admin import (
     handle_alter_configs,
     handle_create_partitions,
@@ -91,6 +89,6 @@ HANDLERS: dict[int, Handler] = {
     60: handle_describe_cluster,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
-# The transaction APIs are handled but advertised only once they work end to end.
-NOT_YET_ADVERTISED_API_KEYS = TRANSACTION_APIS
+# Everything handled is advertised (the transaction family since the coordinator is served).
+NOT_YET_ADVERTISED_API_KEYS: frozenset[int] = frozenset()
 ADVERTISED_API_KEYS = HANDLED_API_KEYS - NOT_YET_ADVERTISED_API_KEYS

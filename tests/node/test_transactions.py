@@ -1,0 +1,243 @@
+"""Transactions on 3 real nodes with unmodified clients: confluent-kafka's transactional
+producer (commit, abort, send_offsets_to_transaction with a consumer group) read back by a
+read_committed consumer; kill -9 of the transaction coordinator mid-transaction; a producer
+killed mid-transaction is aborted after its timeout."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import trio
+from cluster_harness import Cluster, wait_until
+
+from log.coordinator.transaction_driver import TRANSACTION_STATE_TOPIC
+from log.coordinator.transaction_log import partition_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+TOPIC = "txn-out"
+SOURCE = "txn-in"
+
+
+def _producer(bootstrap: str, transactional_id: str, timeout_ms: int = 60_000):
+    from confluent_kafka import Producer
+
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": timeout_ms,
+            "topic.metadata.refresh.interval.ms": 500,
+        }
+    )
+
+
+def _read_committed(bootstrap: str, topic: str, expected: int, timeout_s: float = 60) -> list:
+    """Every value a read_committed consumer sees in `topic`, once it saw `expected` of them
+    and then nothing more for a while (or the timeout passed)."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{time.monotonic_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    quiet_until = None
+    while time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            values.append(msg.value())
+            quiet_until = None
+        if len(values) >= expected:
+            quiet_until = quiet_until or time.monotonic() + 2
+            if time.monotonic() > quiet_until:
+                break
+    consumer.close()
+    return values
+
+
+def _create_topics(bootstrap: str, *names: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(n, num_partitions=2, replication_factor=3) for n in names]
+    )
+    for future in futures.values():
+        future.result(timeout=30)
+
+
+async def test_commit_abort_and_offsets_with_confluent_kafka(tmp_path):
+    from confluent_kafka import Consumer, TopicPartition
+
+    cluster = Cluster(tmp_path, 3)
+    cluster.start_all()
+    bootstrap = cluster.layout.bootstrap_servers
+
+    def run() -> tuple[list, dict]:
+        _create_topics(bootstrap, TOPIC, SOURCE)
+        producer = _producer(bootstrap, "copier-1")
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce(TOPIC, value=b"c%d" % i, partition=i % 2)
+        producer.commit_transaction(60)
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(TOPIC, value=b"a%d" % i, partition=i % 2)
+        producer.flush(30)
+        producer.abort_transaction(60)
+        # consume-transform-produce: offsets committed with the transaction
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "copier-group",
+                             "enable.auto.commit": False})  # fmt: skip
+        producer.begin_transaction()
+        producer.produce(TOPIC, value=b"o0", partition=0)
+        offsets = [TopicPartition(SOURCE, 0, 7), TopicPartition(SOURCE, 1, 3)]
+        producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
+        producer.commit_transaction(60)
+        # commit_transaction returns once PrepareCommit is written; the offsets become visible
+        # when the COMMIT marker lands on __consumer_offsets, a moment later (as in Kafka:
+        # OffsetFetch v7's require_stable, which we do not advertise, would wait for it).
+        deadline = time.monotonic() + 30
+        while True:
+            committed = consumer.committed([TopicPartition(SOURCE, p) for p in (0, 1)], 30)
+            if all(tp.offset >= 0 for tp in committed) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        consumer.close()
+        # an aborted send_offsets_to_transaction leaves the committed offsets alone
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "copier-group",
+                             "enable.auto.commit": False})  # fmt: skip
+        producer.begin_transaction()
+        producer.produce(TOPIC, value=b"a-offsets", partition=1)
+        producer.send_offsets_to_transaction(
+            [TopicPartition(SOURCE, 0, 99)], consumer.consumer_group_metadata(), 60
+        )
+        producer.abort_transaction(60)
+        after_abort = consumer.committed([TopicPartition(SOURCE, 0)], 30)
+        consumer.close()
+        values = _read_committed(bootstrap, TOPIC, 11)
+        return values, {
+            "committed": {tp.partition: tp.offset for tp in committed},
+            "after_abort": after_abort[0].offset,
+        }
+
+    values, offsets = await trio.to_thread.run_sync(run)
+    assert offsets == {"committed": {0: 7, 1: 3}, "after_abort": 7}
+    assert sorted(values) == sorted([b"c%d" % i for i in range(10)] + [b"o0"])
+
+
+async def test_coordinator_killed_mid_transaction_client_recovers(tmp_path):
+    """kill -9 the leader of the transactional id's __transaction_state partition while the
+    transaction is open: the client finds the new coordinator (which replayed the partition)
+    and commits; a read_committed consumer sees every record once."""
+    cluster = Cluster(tmp_path, 3)
+    cluster.start_all()
+    bootstrap = cluster.layout.bootstrap_servers
+    num_partitions = cluster.config(1).props["transaction.state.log.num.partitions"]
+    tid = "failover-txn"
+    producer = None
+
+    def first_half() -> None:
+        nonlocal producer
+        _create_topics(bootstrap, TOPIC)
+        producer = _producer(bootstrap, tid)
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        for i in range(20):
+            producer.produce(TOPIC, value=b"v%d" % i, partition=i % 2)
+        assert producer.flush(30) == 0
+
+    await trio.to_thread.run_sync(first_half)
+    image = await cluster.image_from(1)
+    topic = image.topic(TRANSACTION_STATE_TOPIC)
+    assert topic is not None
+    coordinator = topic.partitions[partition_for(tid, num_partitions)].leader
+    cluster.kill9(coordinator)
+    survivor = next(i for i in (1, 2, 3) if i != coordinator)
+
+    async def moved() -> bool:
+        state = (await cluster.image_from(survivor)).topic(TRANSACTION_STATE_TOPIC)
+        part = state.partitions[partition_for(tid, num_partitions)]
+        return part.leader not in (coordinator, -1)
+
+    await wait_until(moved, 60)
+
+    def second_half() -> list:
+        assert producer is not None
+        for i in range(20, 30):
+            producer.produce(TOPIC, value=b"v%d" % i, partition=i % 2)
+        producer.commit_transaction(90)
+        return _read_committed(bootstrap, TOPIC, 30)
+
+    values = await trio.to_thread.run_sync(second_half)
+    assert sorted(values) == sorted(b"v%d" % i for i in range(30))
+
+
+PRODUCER_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": "doomed",
+                  "transaction.timeout.ms": 3000})
+    p.init_transactions(60)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(sys.argv[2], value=b"doomed-%d" % i, partition=0)
+    p.flush(30)
+    print("OPEN", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+async def test_killed_producer_transaction_is_aborted_after_its_timeout(tmp_path):
+    cluster = Cluster(tmp_path, 3)
+    cluster.start_all()
+    bootstrap = cluster.layout.bootstrap_servers
+    await trio.to_thread.run_sync(_create_topics, bootstrap, TOPIC)
+    process = subprocess.Popen(
+        [sys.executable, "-c", PRODUCER_SCRIPT, bootstrap, TOPIC],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        assert process.stdout is not None
+        line = await trio.to_thread.run_sync(process.stdout.readline)
+        assert line.strip() == b"OPEN"
+    finally:
+        process.kill()
+        process.wait()
+
+    async def aborted() -> bool:
+        return any(
+            cluster.log_matches(i, "aborting timed-out transaction doomed") for i in (1, 2, 3)
+        )
+
+    # transaction.timeout.ms 3 s, checked every 10 s (Kafka's default interval)
+    await wait_until(aborted, 60)
+
+    def after() -> list:
+        # A later transaction on the same partition commits; read_committed reaches it only once
+        # the dead producer's transaction is aborted (the LSO moves past it), never its records.
+        producer = _producer(bootstrap, "survivor")
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        producer.produce(TOPIC, value=b"after", partition=0)
+        producer.commit_transaction(60)
+        return _read_committed(bootstrap, TOPIC, 1, timeout_s=90)
+
+    values = await trio.to_thread.run_sync(after)
+    assert values == [b"after"]
