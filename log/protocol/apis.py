@@ -28,6 +28,7 @@ from log.protocol import (
     offsets,
     produce,
     producer_id,
+    transaction_admin,
     transactions,
 )
 from log.protocol.schema import ArrayType, Message, StructType, Versions, in_range, parse_versions
@@ -98,6 +99,11 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # Coordinator -> partition leaders (inter-broker): advertised once handled.
     _api("WriteTxnMarkers", transactions.WRITE_TXN_MARKERS_REQUEST,
          transactions.WRITE_TXN_MARKERS_RESPONSE, "0-1", "0-1"),
+    # kafka-transactions.sh: each broker answers for the transactional ids it coordinates.
+    _api("DescribeTransactions", transaction_admin.DESCRIBE_TRANSACTIONS_REQUEST,
+         transaction_admin.DESCRIBE_TRANSACTIONS_RESPONSE, "0", "0"),
+    _api("ListTransactions", transaction_admin.LIST_TRANSACTIONS_REQUEST,
+         transaction_admin.LIST_TRANSACTIONS_RESPONSE, "0-1", "0-1"),
     _api("DescribeConfigs", admin.DESCRIBE_CONFIGS_REQUEST, admin.DESCRIBE_CONFIGS_RESPONSE,
          "0-2", "0-2"),
     _api("CreatePartitions", admin.CREATE_PARTITIONS_REQUEST, admin.CREATE_PARTITIONS_RESPONSE,
@@ -131,7 +137,7 @@ API_VERSIONS_KEY = 18
 CORE_APIS = frozenset({0, 1, 2, 3, 18, 19, 20, 22, 32, 37, 60})
 GROUP_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42})
 REPLICATION_APIS = frozenset({23})  # OffsetForLeaderEpoch: followers, and clients' epoch checks
-TRANSACTION_APIS = frozenset({24, 25, 26, 27, 28})
+TRANSACTION_APIS = frozenset({24, 25, 26, 27, 28, 65, 66})
 ADMIN_EXTRA_APIS = frozenset({21, 33, 44, 47})
 CONTROLLER_APIS = frozenset({62, 63, 67})  # broker-to-controller only: never advertise
 LOG_DIR_APIS = frozenset({35})  # DescribeLogDirs

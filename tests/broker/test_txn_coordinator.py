@@ -273,3 +273,41 @@ async def test_txn_offsets_appear_at_commit_and_vanish_at_abort(nursery, tmp_pat
     assert markers(broker, "out", 0) == [(p.producer_id, p.producer_epoch, True),
                                          (p.producer_id, p.producer_epoch, False)]  # fmt: skip
     await client.aclose()
+
+
+async def test_describe_and_list_transactions(nursery, tmp_path):
+    from log.protocol.transaction_admin import (
+        DESCRIBE_TRANSACTIONS_REQUEST,
+        LIST_TRANSACTIONS_REQUEST,
+    )
+
+    DT = DESCRIBE_TRANSACTIONS_REQUEST.cls
+    LT = LIST_TRANSACTIONS_REQUEST.cls
+    broker = await start_broker(nursery, tmp_path, **PROPS)
+    await broker.create_topic("out", partitions=2)
+    client = await WireClient.connect(broker.port)
+    await find_coordinator(client, "d1")
+    p1 = await init(client, "d1", timeout_ms=30_000)
+    await init(client, "d2")
+    body = await client.call(24, 1, add_partitions("d1", p1.producer_id, p1.producer_epoch, "out",
+                                                   [1, 0]))  # fmt: skip
+    assert partition_codes(body) == {("out", 0): 0, ("out", 1): 0}
+    body = await client.call(65, 0, DT(transactional_ids=["d1", "d2", "nobody"]))
+    d1, d2, nobody = body.transaction_states
+    assert (d1.error_code, d1.transaction_state, d1.producer_id, d1.producer_epoch) == (
+        0, "Ongoing", p1.producer_id, p1.producer_epoch,
+    )  # fmt: skip
+    assert d1.transaction_timeout_ms == 30_000 and d1.transaction_start_time_ms > 0
+    assert [(t.topic, t.partitions) for t in d1.topics] == [("out", [0, 1])]
+    assert (d2.error_code, d2.transaction_state, d2.topics) == (0, "Empty", [])
+    assert nobody.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    body = await client.call(66, 1, LT(state_filters=[], producer_id_filters=[]))
+    listed = {(t.transactional_id, t.transaction_state) for t in body.transaction_states}
+    assert listed == {("d1", "Ongoing"), ("d2", "Empty")}
+    body = await client.call(66, 0, LT(state_filters=["Ongoing", "Bogus"], producer_id_filters=[]))
+    assert [t.transactional_id for t in body.transaction_states] == ["d1"]
+    assert body.unknown_state_filters == ["Bogus"]
+    body = await client.call(66, 1, LT(state_filters=[], producer_id_filters=[p1.producer_id],
+                                       duration_filter=3_600_000))  # fmt: skip
+    assert body.transaction_states == []
+    await client.aclose()

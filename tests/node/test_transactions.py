@@ -5,6 +5,7 @@ killed mid-transaction is aborted after its timeout."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,7 @@ import time
 
 import pytest
 import trio
-from cluster_harness import Cluster, wait_until
+from cluster_harness import REPO, Cluster, wait_until
 
 from log.coordinator.transaction_driver import TRANSACTION_STATE_TOPIC
 from log.coordinator.transaction_log import partition_for
@@ -184,6 +185,25 @@ async def test_coordinator_killed_mid_transaction_client_recovers(tmp_path):
 
     values = await trio.to_thread.run_sync(second_half)
     assert sorted(values) == sorted(b"v%d" % i for i in range(30))
+    # The tools see it on the new coordinator, completed.
+    described = json.loads(_quorumlog(bootstrap, "transactions", "describe", tid, "--json"))
+    assert described["coordinator"] != coordinator
+    assert described["state"] == "CompleteCommit" and described["partitions"] == []
+    listed = json.loads(_quorumlog(bootstrap, "transactions", "list", "--json"))
+    assert [(t["transactional_id"], t["state"]) for t in listed] == [(tid, "CompleteCommit")]
+
+
+def _quorumlog(bootstrap: str, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "tools", *args, "--bootstrap", bootstrap],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 PRODUCER_SCRIPT = textwrap.dedent(

@@ -47,7 +47,9 @@ from log.server.handlers.producer_id import handle_init_producer_id
 from log.server.handlers.transactions import (
     handle_add_offsets_to_txn,
     handle_add_partitions_to_txn,
+    handle_describe_transactions,
     handle_end_txn,
+    handle_list_transactions,
     handle_txn_offset_commit,
 )
 from log.server.handlers.txn_markers import handle_write_txn_markers
@@ -87,6 +89,8 @@ HANDLERS: dict[int, Handler] = {
     47: handle_offset_delete,
     42: handle_delete_groups,
     60: handle_describe_cluster,
+    65: handle_describe_transactions,
+    66: handle_list_transactions,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
 # Everything handled is advertised (the transaction family since the coordinator is served).

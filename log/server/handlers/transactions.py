@@ -1,7 +1,7 @@
 """The transaction APIs at the coordinators: FindCoordinator key_type 1, InitProducerId with a
-transactional id, AddPartitionsToTxn (v0-2), AddOffsetsToTxn, EndTxn (transaction coordinator,
-log/coordinator/transaction_driver.py) and TxnOffsetCommit (group coordinator,
-group_driver.py).
+transactional id, AddPartitionsToTxn (v0-2), AddOffsetsToTxn, EndTxn, DescribeTransactions and
+ListTransactions (transaction coordinator, log/coordinator/transaction_driver.py), and
+TxnOffsetCommit (group coordinator, group_driver.py).
 
 Thin: each handler turns the request body into one driver call and the result into the response
 body. The transaction APIs are answered at the versions declared in log/protocol/transactions.py
@@ -15,9 +15,14 @@ from collections.abc import Iterable
 from log.common.errors import ErrorCode
 from log.coordinator.group_coordinator import OFFSET_METADATA_MAX_BYTES, OffsetAndMetadata
 from log.coordinator.transaction_driver import TRANSACTION_STATE_TOPIC, TransactionCoordinatorDriver
+from log.coordinator.transaction_state import TransactionState
 from log.protocol.connection import Request
 from log.protocol.coordinator import FIND_COORDINATOR_RESPONSE
 from log.protocol.producer_id import INIT_PRODUCER_ID_RESPONSE
+from log.protocol.transaction_admin import (
+    DESCRIBE_TRANSACTIONS_RESPONSE,
+    LIST_TRANSACTIONS_RESPONSE,
+)
 from log.protocol.transactions import (
     ADD_OFFSETS_TO_TXN_RESPONSE,
     ADD_PARTITIONS_TO_TXN_RESPONSE,
@@ -33,6 +38,8 @@ AP = ADD_PARTITIONS_TO_TXN_RESPONSE.cls
 AO = ADD_OFFSETS_TO_TXN_RESPONSE.cls
 ET = END_TXN_RESPONSE.cls
 TO = TXN_OFFSET_COMMIT_RESPONSE.cls
+DT = DESCRIBE_TRANSACTIONS_RESPONSE.cls
+LT = LIST_TRANSACTIONS_RESPONSE.cls
 
 
 def _for_version(code: int, version: int, fenced_since: int) -> int:
@@ -176,4 +183,76 @@ async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> obje
             )
             for name, parts in by_topic.items()
         ]
+    )
+
+
+async def handle_describe_transactions(ctx: BrokerContext, request: Request) -> object:
+    """DescribeTransactions: per id, its state here (NOT_COORDINATOR when another broker
+    coordinates it, TRANSACTIONAL_ID_NOT_FOUND when it has none)."""
+    txn = driver(ctx)
+    states = []
+    for transactional_id in request.body.transactional_ids:
+        code, md = txn.describe(transactional_id)
+        if md is None:
+            states.append(
+                DT.TransactionState(
+                    error_code=code,
+                    transactional_id=transactional_id,
+                    transaction_state="",
+                    transaction_timeout_ms=0,
+                    transaction_start_time_ms=-1,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    topics=[],
+                )  # fmt: skip
+            )
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(md.topic_partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        states.append(
+            DT.TransactionState(
+                error_code=0,
+                transactional_id=transactional_id,
+                transaction_state=md.state.kafka_name,
+                transaction_timeout_ms=md.txn_timeout_ms,
+                transaction_start_time_ms=md.txn_start_timestamp_ms,
+                producer_id=md.producer_id,
+                producer_epoch=md.producer_epoch,
+                topics=[DT.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            )
+        )
+    return DT(transaction_states=states)
+
+
+async def handle_list_transactions(ctx: BrokerContext, request: Request) -> object:
+    """ListTransactions: the ids this broker coordinates, filtered as Kafka's
+    TransactionStateManager.listTransactionStates (Dead never listed)."""
+    body = request.body
+    known = {state.kafka_name for state in TransactionState}
+    state_filters = set(body.state_filters)
+    producer_filters = set(body.producer_id_filters)
+    duration_ms = getattr(body, "duration_filter", -1)
+    now_ms = ctx.clock_ms()
+    listed = []
+    for md in driver(ctx).transactions():
+        if md.state == TransactionState.DEAD:
+            continue
+        if producer_filters and md.producer_id not in producer_filters:
+            continue
+        if state_filters and md.state.kafka_name not in state_filters:
+            continue
+        if duration_ms >= 0 and now_ms - md.txn_start_timestamp_ms <= duration_ms:
+            continue
+        listed.append(
+            LT.TransactionState(
+                transactional_id=md.transactional_id,
+                producer_id=md.producer_id,
+                transaction_state=md.state.kafka_name,
+            )
+        )
+    return LT(
+        error_code=0,
+        unknown_state_filters=sorted(state_filters - known),
+        transaction_states=listed,
     )
