@@ -311,3 +311,48 @@ async def test_describe_and_list_transactions(nursery, tmp_path):
                                        duration_filter=3_600_000))  # fmt: skip
     assert body.transaction_states == []
     await client.aclose()
+
+
+async def test_offsets_partition_replay_applies_committed_and_drops_aborted(nursery, tmp_path):
+    """The group coordinator reloads __consumer_offsets (as a new leader would): offsets of a
+    committed transaction are there, of an aborted one not, of an open one still pending."""
+    from log.coordinator.group_coordinator import partition_for as group_partition
+
+    broker = await start_broker(nursery, tmp_path, **PROPS)
+    await broker.create_topic("in", partitions=3)
+    client = await WireClient.connect(broker.port)
+    assert (await find_coordinator(client, "grp", key_type=0)).error_code == 0
+    await find_coordinator(client, "r")
+    groups = broker.server.ctx.group_coordinator
+
+    async def transaction(tid: str, partition: int, offset: int, end: bool | None) -> None:
+        p = await init(client, tid)
+        body = await client.call(25, 1, AO(transactional_id=tid, producer_id=p.producer_id,
+                                           producer_epoch=p.producer_epoch, group_id="grp"))  # fmt: skip
+        assert body.error_code == 0
+        commit = TO(transactional_id=tid, group_id="grp", producer_id=p.producer_id,
+                    producer_epoch=p.producer_epoch, topics=[TO.TxnOffsetCommitRequestTopic(
+                        name="in", partitions=[
+                            TO.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                                partition_index=partition, committed_offset=offset,
+                                committed_metadata="")])])  # fmt: skip
+        assert (await client.call(28, 2, commit)).topics[0].partitions[0].error_code == 0
+        if end is None:
+            return
+        body = await client.call(26, 1, ET(transactional_id=tid, producer_id=p.producer_id,
+                                           producer_epoch=p.producer_epoch, committed=end))  # fmt: skip
+        assert body.error_code == 0
+        while groups.core.pending_txn_offsets.get(p.producer_id):
+            await trio.sleep(0.02)
+
+    await transaction("r1", 0, 5, True)
+    await transaction("r2", 1, 6, False)
+    await transaction("r3", 2, 7, None)
+    partition = group_partition("grp", PROPS["offsets.topic.num.partitions"])
+    groups.core.unload(partition)
+    groups.sync_ownership()  # leads it still: replays the log
+    assert await fetch_offset(client, "grp", "in", 0) == 5
+    assert await fetch_offset(client, "grp", "in", 1) == -1
+    assert await fetch_offset(client, "grp", "in", 2) == -1
+    assert groups.core.has_pending_txn_offsets("grp")
+    await client.aclose()
