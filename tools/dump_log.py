@@ -10,6 +10,9 @@ by its name:
     *.log                       batches (and records with --records), CRC checked
     *.index                     offset index: 8-byte entries (relative_offset u32, position u32)
     *.timeindex                 time index: 12-byte entries (timestamp i64, relative_offset u32)
+    *.txnindex                  transaction index: the segment's aborted transactions (34-byte
+                                entries: version, producerId, firstOffset, lastOffset,
+                                lastStableOffset); control batches' markers show with --records
     *.snapshot                  producer state snapshot
     leader-epoch-checkpoint     leader epoch entries
     *-checkpoint                offset checkpoints (topic partition offset)
@@ -49,6 +52,7 @@ from log.records.reader import iter_records
 from log.storage.checkpoint_file import OffsetCheckpointFile
 from log.storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
 from log.storage.producer_state import read_snapshot_file
+from log.storage.transaction_index import ABORTED_TXN_VERSION, ENTRY_BYTES, decode_entries
 from tools.cli_support import EXIT_ERROR
 
 OFFSET_INDEX_ENTRY = struct.Struct(">II")  # relative_offset, position
@@ -336,6 +340,27 @@ def _report(path: Path, problems: list[str]) -> None:
         raise DumpError(f"{len(problems)} index problem(s)")
 
 
+def dump_txn_index(path: Path, out: Output) -> None:
+    """Kafka's dumpTxnIndex lines; a torn tail or an unknown entry version is an error."""
+    data = _read_file(path)
+    problems = []
+    for entry in decode_entries(data):
+        out.entry(
+            f"version: {entry.version} producerId: {entry.producer_id} "
+            f"firstOffset: {entry.first_offset} lastOffset: {entry.last_offset} "
+            f"lastStableOffset: {entry.last_stable_offset}",
+            "txn_index_entry",
+            {"version": entry.version, "producer_id": entry.producer_id,
+             "first_offset": entry.first_offset, "last_offset": entry.last_offset,
+             "last_stable_offset": entry.last_stable_offset},
+        )  # fmt: skip
+        if entry.version != ABORTED_TXN_VERSION:
+            problems.append(f"entry of producer {entry.producer_id}: version {entry.version}")
+    if len(data) % ENTRY_BYTES:
+        problems.append(f"{len(data) % ENTRY_BYTES} trailing bytes (a torn entry)")
+    _report(path, problems)
+
+
 def dump_snapshot(path: Path, out: Output) -> None:
     for entry in read_snapshot_file(path):
         last = entry.batches[-1] if entry.batches else None
@@ -374,6 +399,8 @@ def dump_path(path: Path, print_records: bool, verify_index: bool, out: Output) 
         dump_offset_index(path, verify_index, out)
     elif name.endswith(".timeindex"):
         dump_time_index(path, verify_index, out)
+    elif name.endswith(".txnindex"):
+        dump_txn_index(path, out)
     elif name.endswith(".snapshot"):
         dump_snapshot(path, out)
     elif name == LEADER_EPOCH_CHECKPOINT_FILE:
@@ -392,13 +419,14 @@ def dump_path(path: Path, print_records: bool, verify_index: bool, out: Output) 
             )
     else:
         raise DumpError(
-            "unknown file type (expected .log, .index, .timeindex, .snapshot or a checkpoint)"
+            "unknown file type (expected .log, .index, .timeindex, .txnindex, .snapshot or a "
+            "checkpoint)"
         )
 
 
 def _is_dumpable(path: Path) -> bool:
     name = path.name
-    return name.endswith((".log", ".index", ".timeindex", ".snapshot", "-checkpoint"))
+    return name.endswith((".log", ".index", ".timeindex", ".txnindex", ".snapshot", "-checkpoint"))
 
 
 def _expand(paths: tuple[Path, ...]) -> list[Path]:

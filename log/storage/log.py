@@ -75,6 +75,7 @@ from log.storage.segment import (
     LogSegment,
     batch_span,
 )
+from log.storage.transaction_index import AbortedTxn
 
 # Kafka's ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1
@@ -480,7 +481,33 @@ class UnifiedLog:
             self.flush(now_ms=now_ms)
 
     def _on_txn_completed(self, segment: LogSegment, completed: CompletedTxn) -> None:
-        """A marker in `segment` completed a transaction that held data."""
+        """A marker in `segment` completed a transaction that held data: an aborted one goes
+        into the segment's transaction index (Kafka's updateTxnIndex)."""
+        if completed.is_aborted:
+            segment.update_txn_index(
+                AbortedTxn(
+                    completed.producer_id,
+                    completed.first_offset,
+                    completed.last_offset,
+                    completed.last_stable_offset,
+                )
+            )
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound_offset), from the
+        segment holding start_offset on, until an entry's LSO reaches the upper bound
+        (Kafka's collectAbortedTransactions)."""
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._segment_index_for(start_offset) :]:
+            entries, complete = segment.txn_index.collect_aborted_txns(
+                start_offset, upper_bound_offset
+            )
+            found.extend(entries)
+            if complete:
+                break
+        return found
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(
@@ -697,6 +724,7 @@ class UnifiedLog:
         end = first + len(old_segments)
         assert end < len(self._segments), "the active segment is never cleaned"
         assert all(a is b for a, b in zip(self._segments[first:end], old_segments, strict=True))
+        aborted = [entry for s in old_segments for entry in s.txn_index.entries]
         for segment in old_segments:
             segment.delete()
         replacement: list[LogSegment] = []
@@ -705,6 +733,8 @@ class UnifiedLog:
             base = old_segments[0]
             segment = LogSegment(self.dir_path, base.base_offset, self.config, base.created_ms)
             segment.load_from_spans(spans)
+            for entry in aborted:  # the markers stay (the cleaner keeps them), so do these
+                segment.update_txn_index(entry)
             replacement.append(segment)
         self._segments[first:end] = replacement
         self._base_offsets[first:end] = [s.base_offset for s in replacement]
@@ -795,11 +825,13 @@ class UnifiedLog:
         if self.truncated_to_offset is None or offset < self.truncated_to_offset:
             self.truncated_to_offset = offset
 
-    def rebuild_producer_state(self, now_ms: int = 0) -> None:
-        """Load the producer state from its newest snapshot at or below the log end offset and
-        replay the batches after it (Kafka's rebuildProducerState; the loader calls it once the
-        segments are recovered)."""
-        self.producer_state_manager.load(self._log_start_offset, self.log_end_offset, now_ms)
+    def rebuild_producer_state(self, now_ms: int = 0, replay_from: int | None = None) -> None:
+        """Load the producer state from its newest snapshot at or below the log end offset (and
+        at or below `replay_from`: the loader's first recovered segment) and replay the batches
+        after it (Kafka's rebuildProducerState; the loader calls it once the segments are
+        recovered). The replay also rebuilds recovered segments' transaction indexes."""
+        end = self.log_end_offset if replay_from is None else min(replay_from, self.log_end_offset)
+        self.producer_state_manager.load(self._log_start_offset, end, now_ms)
         self._replay_producer_state()
 
     def _replay_producer_state(self) -> None:

@@ -14,7 +14,9 @@ directory). Theory of operation, Kafka's LogLoader:
    deleted. Recovered data is then fsynced and the recovery point moves to the log end.
 4. Files ending before the checkpointed log start offset: restart empty at the log start.
 5. The leader-epoch cache drops entries past the log end / before the log start; producer state
-   loads its newest snapshot at or below the log end and the log replays the batches after it.
+   loads its newest snapshot at or below the log end -- and at or below the first recovered
+   segment, whose `.txnindex` recovery emptied -- and the log replays the batches after it,
+   which appends the aborted transactions to the recovered segments' `.txnindex` again.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from log.storage.segment import (
     TIME_INDEX_FILE_SUFFIX,
     LogSegment,
 )
+from log.storage.transaction_index import TXN_INDEX_FILE_SUFFIX
 
 
 def remove_temporary_files(dir_path: str) -> None:
@@ -46,7 +49,7 @@ def remove_temporary_files(dir_path: str) -> None:
     recover_swap_files(dir_path)
     logs = {n[: -len(LOG_FILE_SUFFIX)] for n in os.listdir(dir_path) if n.endswith(LOG_FILE_SUFFIX)}
     for name in os.listdir(dir_path):
-        for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
+        for suffix in (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX):
             if name.endswith(suffix) and name[: -len(suffix)] not in logs:
                 os.remove(os.path.join(dir_path, name))
 
@@ -98,8 +101,13 @@ def load_log(
             leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
 
     kept: list[LogSegment] = []
+    first_recovered: int | None = None
     for index, segment in enumerate(segments):
-        truncated = segment.recover(on_batch) if needs_recovery[index] else 0
+        truncated = 0
+        if needs_recovery[index]:
+            truncated = segment.recover(on_batch)
+            if first_recovered is None:
+                first_recovered = segment.base_offset
         if kept and segment.base_offset < kept[-1].next_offset:
             truncated = -1  # overlaps its predecessor: this one and later ones go
         else:
@@ -132,7 +140,7 @@ def load_log(
         log.flush(now_ms=now_ms)  # the recovered prefix is now durable
     log.leader_epoch_cache.truncate_from_end(log.log_end_offset)
     log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
-    log.rebuild_producer_state(now_ms)
+    log.rebuild_producer_state(now_ms, replay_from=first_recovered)
     return log
 
 

@@ -5,6 +5,8 @@ Files, named by the segment's base offset as 20 zero-padded digits (Kafka's name
     00000000000000000000.log        batches exactly as received (after the leader's patching)
     00000000000000000000.index      OffsetIndex: (relative offset u32, position u32)
     00000000000000000000.timeindex  TimeIndex:   (timestamp i64, relative offset u32)
+    00000000000000000000.txnindex   TransactionIndex: the aborted transactions whose ABORT
+                                    marker is in this segment (created with its first entry)
 
 Appends write the batch bytes at the end of the `.log` with `os.pwrite`, then, batch by batch
 (only headers, never records), add an index entry when more than `index.interval.bytes` were
@@ -40,6 +42,7 @@ from log.storage.clean_shutdown import note_io_error
 from log.storage.config import LogConfig
 from log.storage.offset_index import OffsetIndex
 from log.storage.time_index import TimeIndex
+from log.storage.transaction_index import TXN_INDEX_FILE_SUFFIX, AbortedTxn, TransactionIndex
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
@@ -98,6 +101,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             prefix + TIME_INDEX_FILE_SUFFIX, base_offset, config.segment_index_bytes
         )
+        self.txn_index = TransactionIndex(prefix + TXN_INDEX_FILE_SUFFIX, base_offset)
         self.next_offset = base_offset  # last batch's last offset + 1, or base when empty
         self.max_timestamp_so_far = NO_TIMESTAMP
         self.offset_of_max_timestamp_so_far = base_offset
@@ -116,7 +120,12 @@ class LogSegment:
     @classmethod
     def create(cls, dir_path: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
         """A new, empty segment (any leftover files at that name are replaced)."""
-        for suffix in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX):
+        for suffix in (
+            LOG_FILE_SUFFIX,
+            INDEX_FILE_SUFFIX,
+            TIME_INDEX_FILE_SUFFIX,
+            TXN_INDEX_FILE_SUFFIX,
+        ):
             path = os.path.join(dir_path, filename_prefix(base_offset) + suffix)
             if os.path.exists(path):
                 os.remove(path)
@@ -130,6 +139,7 @@ class LogSegment:
         try:
             self.offset_index.load()
             self.time_index.load()
+            self.txn_index.sanity_check()
         except CorruptIndexError:
             return False
         return self._sanity_check()
@@ -160,6 +170,9 @@ class LogSegment:
             return False
         if last_entry is not None and last_entry[1] >= self.next_offset:
             return False  # the time index names an offset the log does not hold
+        last_aborted = self.txn_index.last_offset
+        if last_aborted is not None and last_aborted >= self.next_offset:
+            return False  # an aborted transaction whose marker the log does not hold
         first = self._header_at(0)
         self.first_batch_timestamp = first.max_timestamp if first is not None else None
         self.bytes_since_last_index_entry = self.size_bytes - position
@@ -486,11 +499,13 @@ class LogSegment:
         """Re-validate every batch, rebuild both indexes, cut the file at the first bad batch.
 
         Returns the number of bytes truncated. `on_batch` sees each valid header in order
-        (producer state and leader-epoch cache rebuild from it).
+        (producer state and leader-epoch cache rebuild from it). The transaction index is
+        emptied: the log's producer-state replay appends its entries again.
         """
         self._forget_tail()
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self.next_offset = self.base_offset
         self.max_timestamp_so_far = NO_TIMESTAMP
         self.offset_of_max_timestamp_so_far = self.base_offset
@@ -531,6 +546,7 @@ class LogSegment:
         self._forget_tail()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         os.ftruncate(self._fd, position)
         self.size_bytes = position
         self.next_offset = self.base_offset
@@ -553,6 +569,7 @@ class LogSegment:
             os.fsync(self._fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         except OSError as exc:
             note_io_error(self.dir_path, exc)
             raise KafkaStorageError(f"fsync of {self.log_path} failed: {exc}") from exc
@@ -571,6 +588,7 @@ class LogSegment:
         self.time_index.flush()
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         os.close(self._fd)
         self.is_open = False
 
@@ -580,6 +598,7 @@ class LogSegment:
         rebuilds what it needs."""
         if not self.is_open:
             return
+        self.txn_index.close()
         os.close(self._fd)
         self.is_open = False
 
@@ -597,7 +616,17 @@ class LogSegment:
             raise KafkaStorageError(f"{self.log_path} vanished") from exc
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         os.remove(deleted_path)
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def update_txn_index(self, entry: AbortedTxn) -> None:
+        """Record an aborted transaction whose marker is in this segment, unless the index
+        already has it (a producer-state replay over an intact segment)."""
+        last = self.txn_index.last_offset
+        if last is None or entry.last_offset > last:
+            self.txn_index.append(entry)
 
     def __repr__(self) -> str:
         return (

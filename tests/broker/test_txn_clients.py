@@ -1,108 +1,127 @@
-"""kafka-python's and aiokafka's transactional producers against a real KafkaServer: a
-committed transaction with send_offsets_to_transaction, then an aborted one. Checked where
-they land: COMMIT then ABORT markers on the partition, the group's offsets visible after the
-commit only, the transactional id CompleteAbort at the coordinator."""
+"""Real consumers read a partition holding committed, aborted and open transactions.
+
+The partition is written over the wire as a transactional producer and the transaction
+coordinator would (Produce with transactional batches, WriteTxnMarkers); then confluent-kafka's
+Consumer and kcat read it: with isolation.level=read_committed exactly the committed records
+(and the plain ones) up to the last stable offset, with read_uncommitted everything.
+"""
 
 from __future__ import annotations
 
-import asyncio
+import shutil
+import time
 
+import pytest
 import trio
 
-from log.records.batch_header import iter_batches
-from log.records.control import ControlRecordType, read_end_txn_marker
-from tests.broker.conftest import WireClient, start_broker
-from tests.broker.test_txn_coordinator import PROPS, fetch_offset, find_coordinator
+from log.common.errors import ErrorCode
+from log.records.builder import Record, build_batch
+from tests.broker.conftest import WireClient, produce_body
+from tests.broker.test_txn_markers import codes, markers_body
 
-TOPIC = "txn-clients"
+pytestmark = pytest.mark.interop
+
+COMMITTED, ABORTED, OPEN = 11, 12, 13  # producer ids
 
 
-def _kafka_python(bootstrap: str) -> None:
-    from kafka import KafkaProducer, TopicPartition
-    from kafka.structs import OffsetAndMetadata
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-txn")
-    producer.init_transactions()
-    producer.begin_transaction()
-    for i in range(3):
-        producer.send(TOPIC, value=b"c%d" % i, partition=0)
-    producer.send_offsets_to_transaction(
-        {TopicPartition("source", 0): OffsetAndMetadata(11, "", -1)}, "kp-group"
+def batch(values: list[str], producer_id: int = -1, sequence: int = -1) -> bytes:
+    now_ms = int(time.time() * 1000)
+    return build_batch(
+        [Record(v.encode(), timestamp_ms=now_ms) for v in values],
+        producer_id=producer_id,
+        producer_epoch=0 if producer_id >= 0 else -1,
+        base_sequence=sequence,
+        is_transactional=producer_id >= 0,
     )
-    producer.commit_transaction()
-    producer.begin_transaction()
-    producer.send(TOPIC, value=b"a0", partition=0)
-    producer.send_offsets_to_transaction(
-        {TopicPartition("source", 0): OffsetAndMetadata(99, "", -1)}, "kp-group"
-    )
-    producer.flush()
-    producer.abort_transaction()
-    producer.close()
 
 
-def _aiokafka(bootstrap: str) -> None:
-    from aiokafka import AIOKafkaProducer, TopicPartition
+async def write_partition(port: int, topic: str) -> tuple[list[str], list[str]]:
+    """(what read_committed must see, what read_uncommitted must see), in offset order."""
+    client = await WireClient.connect(port)
+    committed: list[str] = []
+    everything: list[str] = []
 
-    async def main() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aio-txn")
-        await producer.start()
-        try:
-            async with asyncio.timeout(60):
-                async with producer.transaction():
-                    for i in range(3):
-                        await producer.send_and_wait(TOPIC, b"c%d" % i, partition=0)
-                    await producer.send_offsets_to_transaction(
-                        {TopicPartition("source", 0): 11}, "aio-group"
-                    )
-                await producer.begin_transaction()
-                await producer.send_and_wait(TOPIC, b"a0", partition=0)
-                await producer.send_offsets_to_transaction(
-                    {TopicPartition("source", 0): 99}, "aio-group"
-                )
-                await producer.abort_transaction()
-        finally:
-            await producer.stop()
+    async def produce(values: list[str], producer_id: int = -1, sequence: int = -1) -> None:
+        body = await client.call(
+            0, 8, produce_body(topic, 0, batch(values, producer_id, sequence), acks=-1)
+        )
+        assert body.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        everything.extend(values)
 
-    asyncio.run(main())
+    async def end(producer_id: int, commit: bool) -> None:
+        body = await client.call(27, 1, markers_body((producer_id, 0, commit, 0, {topic: [0]})))
+        assert set(codes(body).values()) == {ErrorCode.NONE}
 
-
-def _markers(broker) -> list[bool]:
-    log = broker.server.ctx.replica_manager.get(TOPIC, 0).log
-    data = bytes(log.read(0, 1 << 20).records)
-    found = []
-    for position, header in iter_batches(data):
-        if header.is_control:
-            marker = read_end_txn_marker(data, position)
-            assert marker is not None
-            found.append(marker.control_type == ControlRecordType.COMMIT)
-    return found
-
-
-async def _check(broker, transactional_id: str, group: str) -> None:
-    state = broker.server.ctx.transaction_coordinator.core.transaction(transactional_id)
-    assert state is not None
-    # The abort's markers are written after the client's answer: wait for the Complete record
-    # (written once every marker is durable).
-    while state.state.kafka_name != "CompleteAbort":
-        await trio.sleep(0.02)
-    assert _markers(broker) == [True, False]
-    client = await WireClient.connect(broker.port)
-    assert (await find_coordinator(client, group, key_type=0)).error_code == 0
-    assert await fetch_offset(client, group, "source", 0) == 11  # not 99: that one aborted
+    await produce(["c1-0", "c1-1", "c1-2"], COMMITTED, 0)
+    await end(COMMITTED, True)
+    committed += ["c1-0", "c1-1", "c1-2"]
+    await produce(["a2-0", "a2-1"], ABORTED, 0)  # interleaved with a committed transaction
+    await produce(["c3-0"], COMMITTED, 3)
+    await produce(["a2-2"], ABORTED, 2)
+    await produce(["c3-1"], COMMITTED, 4)
+    await end(ABORTED, False)
+    await produce(["plain-0", "plain-1"])
+    await end(COMMITTED, True)
+    committed += ["c3-0", "c3-1", "plain-0", "plain-1"]
+    await produce(["open-0", "open-1"], OPEN, 0)  # never ended: bounds the LSO
+    await produce(["plain-2"])  # above the LSO: read_committed must not see it yet
     await client.aclose()
+    return committed, everything
 
 
-async def test_kafka_python_transactions(nursery, tmp_path):
-    broker = await start_broker(nursery, tmp_path, **PROPS)
-    await broker.create_topic(TOPIC)
-    await broker.create_topic("source")
-    await trio.to_thread.run_sync(_kafka_python, broker.bootstrap)
-    await _check(broker, "kp-txn", "kp-group")
+def confluent_read(bootstrap: str, topic: str, isolation_level: str) -> list[str]:
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation_level,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values: list[str] = []
+    try:
+        for _ in range(200):
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                return values
+            values.append(msg.value().decode())
+        raise AssertionError(f"no end of partition after {values}")
+    finally:
+        consumer.close()
 
 
-async def test_aiokafka_transactions(nursery, tmp_path):
-    broker = await start_broker(nursery, tmp_path, **PROPS)
-    await broker.create_topic(TOPIC)
-    await broker.create_topic("source")
-    await trio.to_thread.run_sync(_aiokafka, broker.bootstrap)
-    await _check(broker, "aio-txn", "aio-group")
+async def test_confluent_consumer_read_committed_skips_aborted_and_open(broker):
+    await broker.create_topic("txn", 1)
+    committed, everything = await write_partition(broker.port, "txn")
+    with trio.fail_after(60):
+        seen = await trio.to_thread.run_sync(
+            confluent_read, broker.bootstrap, "txn", "read_committed"
+        )
+        assert seen == committed
+        seen = await trio.to_thread.run_sync(
+            confluent_read, broker.bootstrap, "txn", "read_uncommitted"
+        )
+        assert seen == everything
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+async def test_kcat_read_committed(broker):
+    await broker.create_topic("txn", 1)
+    committed, everything = await write_partition(broker.port, "txn")
+    for isolation_level, expected in (("read_committed", committed),
+                                      ("read_uncommitted", everything)):  # fmt: skip
+        with trio.fail_after(30):
+            consumed = await trio.run_process(
+                ["kcat", "-C", "-b", broker.bootstrap, "-t", "txn", "-o", "beginning", "-e",
+                 "-q", "-X", f"isolation.level={isolation_level}", "-f", "%s\n"],
+                capture_stdout=True,
+            )  # fmt: skip
+        assert consumed.stdout.decode().splitlines() == expected, isolation_level

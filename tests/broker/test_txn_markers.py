@@ -6,10 +6,15 @@ coordinator does; the log is then read back with Fetch to see the control batche
 
 from __future__ import annotations
 
+import dataclasses
 import time
+
+import trio
+import trio.testing
 
 from log.common.errors import ErrorCode
 from log.protocol.api_versions import API_VERSIONS_REQUEST
+from log.protocol.offsets import LIST_OFFSETS_REQUEST
 from log.protocol.transactions import WRITE_TXN_MARKERS_REQUEST
 from log.records.batch_header import iter_batches
 from log.records.builder import Record, build_batch
@@ -174,4 +179,87 @@ async def test_produce_refuses_control_batches_and_mixed_transactions(broker):
     body = await client.call(27, 1, markers_body((PRODUCER_ID, 0, True, 0, {"t": [0]})))
     assert codes(body) == {(PRODUCER_ID, "t", 0): ErrorCode.NONE}
     assert await produce(client, "t", 0, plain) == ErrorCode.NONE
+    await client.aclose()
+
+
+def fetch_committed(topic: str, partition: int, offset: int, *, read_committed=True, **kwargs):
+    body = fetch_body(topic, partition, offset, **kwargs)
+    return dataclasses.replace(body, isolation_level=1 if read_committed else 0)
+
+
+def batch_offsets(data) -> list[tuple[int, bool]]:
+    return [(h.base_offset, h.is_control) for _, h in iter_batches(bytes(data.records))]
+
+
+def producer_batch(producer_id: int, sequence: int, n: int = 2) -> bytes:
+    now_ms = int(time.time() * 1000)
+    records = [Record(b"p%d-%d" % (producer_id, sequence + i), timestamp_ms=now_ms)
+               for i in range(n)]  # fmt: skip
+    return build_batch(
+        records, producer_id=producer_id, producer_epoch=0, base_sequence=sequence,
+        is_transactional=True,
+    )  # fmt: skip
+
+
+async def list_latest(client: WireClient, topic: str, isolation_level: int) -> int:
+    L = LIST_OFFSETS_REQUEST.cls
+    body = await client.call(2, 5, L(
+        replica_id=-1, isolation_level=isolation_level,
+        topics=[L.ListOffsetsTopic(name=topic, partitions=[
+            L.ListOffsetsPartition(partition_index=0, timestamp=-1)])],
+    ))  # fmt: skip
+    partition = body.topics[0].partitions[0]
+    assert partition.error_code == 0
+    return partition.offset
+
+
+async def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(broker):
+    await broker.create_topic("t", 1)
+    client = await WireClient.connect(broker.port)
+    a, b = 7001, 7002
+    assert await produce(client, "t", 0, producer_batch(a, 0)) == 0  # offsets 0-1
+    assert await produce(client, "t", 0, producer_batch(b, 0)) == 0  # 2-3
+    body = await client.call(27, 1, markers_body((a, 0, False, 1, {"t": [0]})))  # abort at 4
+    assert codes(body) == {(a, "t", 0): 0}
+
+    body = await client.call(1, 11, fetch_committed("t", 0, 0))
+    data = body.responses[0].partitions[0]
+    assert (data.high_watermark, data.last_stable_offset) == (5, 2)  # b still open at 2
+    assert batch_offsets(data) == [(0, False)]
+    assert [(t.producer_id, t.first_offset) for t in data.aborted_transactions] == [(a, 0)]
+    assert await list_latest(client, "t", 1) == 2
+    assert await list_latest(client, "t", 0) == 5
+
+    body = await client.call(1, 11, fetch_committed("t", 0, 0, read_committed=False))
+    data = body.responses[0].partitions[0]
+    assert data.last_stable_offset == 2 and data.aborted_transactions is None
+    assert batch_offsets(data) == [(0, False), (2, False), (4, True)]
+
+    # A read_committed long poll from the LSO waits until b's commit moves it.
+    results = []
+
+    async def long_poll() -> None:
+        poller = await WireClient.connect(broker.port)
+        results.append(await poller.call(1, 11, fetch_committed("t", 0, 2, max_wait_ms=8000)))
+        await poller.aclose()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(long_poll)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not results
+        body = await client.call(27, 1, markers_body((b, 0, True, 1, {"t": [0]})))  # at 5
+        assert codes(body) == {(b, "t", 0): 0}
+    data = results[0].responses[0].partitions[0]
+    assert (data.high_watermark, data.last_stable_offset) == (6, 6)
+    assert batch_offsets(data) == [(2, False), (4, True), (5, True)]
+    # a's marker (4) is in the returned range: its transaction is listed (Kafka's rule: every
+    # aborted transaction whose marker is at or after the fetch offset and that starts below
+    # the end of what was returned).
+    assert [(t.producer_id, t.first_offset) for t in data.aborted_transactions] == [(a, 0)]
+
+    body = await client.call(1, 11, fetch_committed("t", 0, 0))
+    data = body.responses[0].partitions[0]
+    assert batch_offsets(data) == [(0, False), (2, False), (4, True), (5, True)]
+    assert [(t.producer_id, t.first_offset) for t in data.aborted_transactions] == [(a, 0)]
+    assert await list_latest(client, "t", 1) == 6
     await client.aclose()

@@ -317,3 +317,46 @@ def test_partition_directory_dumps_every_known_file(tmp_path):
         "00000000000000000100.log",
         "leader-epoch-checkpoint",
     ]
+
+
+def test_txn_index_entries_from_a_real_log(tmp_path):
+    from log.records.control import ControlRecordType, build_control_batch
+    from log.storage.append_origin import AppendOrigin
+    from log.storage.config import LogConfig
+    from log.storage.log_loader import load_log
+
+    log = load_log(str(tmp_path / "txn-0"), LogConfig())
+    for sequence, producer_id in ((0, 5), (0, 6), (1, 5)):
+        log.append_as_leader(
+            build_batch([Record(b"x", timestamp_ms=10)], producer_id=producer_id,
+                        producer_epoch=0, base_sequence=sequence, is_transactional=True),
+            0, 10,
+        )  # fmt: skip
+        if sequence == 0 and producer_id == 6:
+            continue
+        marker = build_control_batch(
+            ControlRecordType.ABORT,
+            producer_id=producer_id,
+            producer_epoch=0,
+            coordinator_epoch=4,
+            timestamp_ms=10,
+        )
+        log.append_as_leader(marker, 0, 10, AppendOrigin.COORDINATOR)  # fmt: skip
+    log.close()
+    path = tmp_path / "txn-0" / "00000000000000000000.txnindex"
+    result = run(path)
+    assert result.exit_code == 0, result.output
+    # 0: 5's data, 1: its ABORT (nothing else open: LSO 2), 2: 6's data (left open), 3: 5's
+    # second transaction, 4: its ABORT (LSO then: 6's open transaction at 2).
+    assert result.stdout.splitlines()[1:] == [
+        "version: 0 producerId: 5 firstOffset: 0 lastOffset: 1 lastStableOffset: 2",
+        "version: 0 producerId: 5 firstOffset: 3 lastOffset: 4 lastStableOffset: 2",
+    ]
+    result = run(path.parent, "--records")
+    assert "endTxnMarker: ABORT coordinatorEpoch: 4" in result.stdout
+    assert "00000000000000000000.txnindex" in result.stdout
+
+    path.write_bytes(path.read_bytes()[:40])
+    result = run(path)
+    assert result.exit_code == 1
+    assert "6 trailing bytes (a torn entry)" in result.stderr

@@ -12,7 +12,12 @@ KIP-951).
 Per partition: unknown -> UNKNOWN_TOPIC_OR_PARTITION; not the leader -> NOT_LEADER_OR_FOLLOWER;
 current_leader_epoch older/newer than ours -> FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH;
 fetch_offset outside [log_start_offset, log_end_offset] -> OFFSET_OUT_OF_RANGE. Consumers read
-below the high watermark (read_committed is the same: no transactions yet); replica fetches
+below the high watermark (read_uncommitted) or below the last stable offset (read_committed,
+isolation_level 1, v4+), and a read_committed answer lists the aborted transactions overlapping
+the returned batches (`UnifiedLog.collect_aborted_transactions`: producer id, first offset) so
+the consumer drops their records; every answer carries the last stable offset. A
+read_committed long poll wakes when the LSO moves: it moves only with the high watermark or a
+marker's append, both of which signal the partition. Replica fetches
 (replica_id >= 0) are checked by `PartitionState.validate_fetch` (the replica must be a follower
 of ours in the same leader epoch), read to the log end offset, and then recorded
 (`ReplicaManager.record_follower_fetch`: the follower's log end offset is its fetch offset),
@@ -93,6 +98,9 @@ class _FetchPass:
         self.replica_epoch = fetch.replica_epoch
         self.version = fetch.version
         self.max_bytes = fetch.body.max_bytes
+        self.read_committed = (
+            fetch.replica_id < 0 and fetch.version >= 4 and fetch.body.isolation_level == 1
+        )
         self.items: list[_Item] = []
         self.keys: list[tuple[str, int]] = []
         self.fill_order = fill_order
@@ -229,12 +237,30 @@ class _FetchPass:
             else:
                 hosted.state.validate_current_leader_epoch(fp.current_leader_epoch)
             log = hosted.log
+            if is_replica:
+                upper_bound_offset = None
+            elif self.read_committed:
+                upper_bound_offset = log.last_stable_offset
+            else:
+                upper_bound_offset = log.high_watermark
             info = log.read(
                 fp.fetch_offset,
                 min(max(fp.partition_max_bytes, 0), budget_bytes),
-                upper_bound_offset=None if is_replica else log.high_watermark,
+                upper_bound_offset=upper_bound_offset,
                 min_one_batch=first,
             )
+            aborted = None
+            if self.read_committed:
+                aborted = []
+                if info.records:
+                    aborted = [
+                        R.PartitionData.AbortedTransaction(
+                            producer_id=txn.producer_id, first_offset=txn.first_offset
+                        )
+                        for txn in log.collect_aborted_transactions(
+                            fp.fetch_offset, info.next_fetch_offset
+                        )
+                    ]
             if is_replica:
                 self.ctx.replica_manager.record_follower_fetch(
                     hosted, self.replica_id, fp.fetch_offset, fp.log_start_offset,
@@ -244,6 +270,7 @@ class _FetchPass:
                     cached.hosted = hosted
                     cached.validated_leader_epoch = hosted.state.leader_epoch
             high_watermark = log.high_watermark
+            last_stable_offset = log.last_stable_offset
         except KafkaError as exc:
             self.answer_now = True
             self.hosted[position] = None
@@ -259,9 +286,9 @@ class _FetchPass:
             partition_index=partition,
             error_code=0,
             high_watermark=high_watermark,
-            last_stable_offset=high_watermark,
+            last_stable_offset=last_stable_offset,
             log_start_offset=log.log_start_offset,
-            aborted_transactions=None,
+            aborted_transactions=aborted,
             records=info.records,
         ), len(info.records)
 
@@ -275,7 +302,7 @@ class _FetchPass:
             partition_index=hosted.partition,
             error_code=0,
             high_watermark=log.high_watermark,
-            last_stable_offset=log.high_watermark,
+            last_stable_offset=log.last_stable_offset,
             log_start_offset=log.log_start_offset,
             diverging_epoch=R.PartitionData.EpochEndOffset(
                 epoch=diverging.leader_epoch, end_offset=diverging.end_offset

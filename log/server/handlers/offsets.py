@@ -1,8 +1,9 @@
 """ListOffsets and OffsetForLeaderEpoch, answered by the partition leader.
 
-ListOffsets: -2 earliest (log_start_offset), -1 latest (the high watermark for consumers: what
-they can read; the log end offset for replicas), -3 max timestamp, else the first offset whose
-timestamp >= the given one (offset -1 when none). Leader epoch of the returned offset from the
+ListOffsets: -2 earliest (log_start_offset), -1 latest (what the asker can read: the high
+watermark for read_uncommitted consumers, the last stable offset for read_committed ones
+(isolation_level 1, v2+), the log end offset for replicas), -3 max timestamp, else the first
+offset whose timestamp >= the given one, below that same bound (offset -1 when none). Leader epoch of the returned offset from the
 epoch cache (v4+). OffsetForLeaderEpoch: `UnifiedLog.end_offset_for_epoch`.
 """
 
@@ -21,13 +22,20 @@ L: Any = LIST_OFFSETS_RESPONSE.cls
 E: Any = OFFSET_FOR_LEADER_EPOCH_RESPONSE.cls
 
 
-def _list_offset(ctx: BrokerContext, image, topic: str, p, is_replica: bool) -> object:  # noqa: ANN001
+def _list_offset(ctx: BrokerContext, image, topic: str, p, is_replica: bool,  # noqa: ANN001
+                 read_committed: bool) -> object:  # fmt: skip
     try:
         hosted = ctx.replica_manager.leader(topic, p.partition_index, image)
         hosted.state.validate_current_leader_epoch(p.current_leader_epoch)
         log = hosted.log
+        if is_replica:
+            last_fetchable_offset = log.log_end_offset
+        elif read_committed:
+            last_fetchable_offset = log.last_stable_offset
+        else:
+            last_fetchable_offset = log.high_watermark
         if p.timestamp == LATEST_TIMESTAMP:
-            offset = log.log_end_offset if is_replica else log.high_watermark
+            offset = last_fetchable_offset
             epoch = log.latest_epoch
             return L.ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=0, timestamp=-1, offset=offset,
@@ -37,7 +45,7 @@ def _list_offset(ctx: BrokerContext, image, topic: str, p, is_replica: bool) -> 
             found = log.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP)
         else:
             found = log.fetch_offset_by_timestamp(p.timestamp)
-            if found is not None and not is_replica and found.offset >= log.high_watermark:
+            if found is not None and found.offset >= last_fetchable_offset:
                 found = None
     except KafkaError as exc:
         return L.ListOffsetsPartitionResponse(
@@ -57,11 +65,15 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     image = ctx.replica_manager.sync()
     is_replica = body.replica_id >= 0
+    read_committed = request.api_version >= 2 and body.isolation_level == 1
     return L(
         topics=[
             L.ListOffsetsTopicResponse(
                 name=t.name,
-                partitions=[_list_offset(ctx, image, t.name, p, is_replica) for p in t.partitions],
+                partitions=[
+                    _list_offset(ctx, image, t.name, p, is_replica, read_committed)
+                    for p in t.partitions
+                ],
             )
             for t in body.topics
         ]
