@@ -53,6 +53,7 @@ from log.coordinator.transaction_state import (
     TopicPartition,
     TransactionMetadata,
     TransactionResult,
+    TransactionState,
     TransactionVersion,
 )
 from log.protocol.transactions import WRITE_TXN_MARKERS_REQUEST
@@ -286,6 +287,18 @@ class TransactionCoordinatorDriver:
         """The transactional ids this broker coordinates (ListTransactions)."""
         self.sync_ownership()
         return sorted(self.core.transactions(), key=lambda md: md.transactional_id)
+
+    def open_transaction_count(self) -> int:
+        """Transactions coordinated here that are not finished (Ongoing or being ended): the
+        metric `transactions_open`."""
+        finished = (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT,
+                    TransactionState.COMPLETE_ABORT, TransactionState.DEAD)  # fmt: skip
+        return sum(md.state not in finished for md in self.core.transactions())
+
+    @property
+    def queued_marker_count(self) -> int:
+        """Markers waiting to be sent or resent (a stuck partition leader shows here)."""
+        return len(self._markers)
 
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
         """DescribeTransactions of one id: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS /

@@ -209,6 +209,17 @@ class KafkaServer:
             "Produce requests with acks=all in progress (waiting for the ISR to reach the high watermark)",
             lambda: self.acks_all_waiting_count,
         )
+        txn = self.transaction_coordinator
+        metrics.gauge(
+            "transactions_open",
+            "Transactions this broker coordinates that are Ongoing or being committed/aborted",
+            txn.open_transaction_count,
+        )
+        metrics.gauge(
+            "transaction_markers_queued",
+            "Transaction markers waiting to be sent to partition leaders (WriteTxnMarkers)",
+            lambda: txn.queued_marker_count,
+        )
         metrics.gauge("connections", "Open Kafka connections", lambda: self.connection_count)
         metrics.gauge(
             "request_memory_bytes",
