@@ -2,8 +2,8 @@
 
 HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions reports: everything
 handled (FindCoordinator, the group and transaction APIs included) except
-NOT_YET_ADVERTISED_API_KEYS (none now). FindCoordinator must be advertised in any
-case: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in range and otherwise
+NOT_YET_ADVERTISED_API_KEYS (WriteTxnMarkers, inter-broker only). FindCoordinator must be
+advertised in any case: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in range and otherwise
 silently produces uncompressed batches (tests/broker/test_old_librdkafka.py).
 """
 
@@ -93,6 +93,7 @@ HANDLERS: dict[int, Handler] = {
     66: handle_list_transactions,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
-# Everything handled is advertised (the transaction family since the coordinator is served).
-NOT_YET_ADVERTISED_API_KEYS: frozenset[int] = frozenset()
+# WriteTxnMarkers is inter-broker: served (our transaction coordinators send it at v0 without
+# asking ApiVersions) but not offered to clients.
+NOT_YET_ADVERTISED_API_KEYS: frozenset[int] = frozenset({27})
 ADVERTISED_API_KEYS = HANDLED_API_KEYS - NOT_YET_ADVERTISED_API_KEYS
