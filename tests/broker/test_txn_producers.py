@@ -1,4 +1,5 @@
-"""kafka-python's and aiokafka's transactional producers against a real KafkaServer: a
+"""kafka-python's, aiokafka's and the old confluent-kafka 2.3's transactional producers against
+a real KafkaServer. kafka-python and aiokafka: a
 committed transaction with send_offsets_to_transaction, then an aborted one. Checked where
 they land: COMMIT then ABORT markers on the partition, the group's offsets visible after the
 commit only, the transactional id CompleteAbort at the coordinator."""
@@ -6,7 +7,9 @@ commit only, the transactional id CompleteAbort at the coordinator."""
 from __future__ import annotations
 
 import asyncio
+import json
 
+import pytest
 import trio
 
 from log.records.batch_header import iter_batches
@@ -106,3 +109,57 @@ async def test_aiokafka_transactions(nursery, tmp_path):
     await broker.create_topic("source")
     await trio.to_thread.run_sync(_aiokafka, broker.bootstrap)
     await _check(broker, "aio-txn", "aio-group")
+
+
+OLD_CONFLUENT_SCRIPT = """
+import json, sys, time
+import confluent_kafka
+from confluent_kafka import Consumer, Producer
+bootstrap, topic = sys.argv[1], sys.argv[2]
+p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ck23-txn"})
+p.init_transactions(30)
+p.begin_transaction()
+for i in range(3):
+    p.produce(topic, value=b"c%d" % i, partition=0)
+p.commit_transaction(30)
+p.begin_transaction()
+p.produce(topic, value=b"a0", partition=0)
+p.flush(30)
+p.abort_transaction(30)
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ck23-reader",
+              "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+c.subscribe([topic])
+values, deadline = [], time.monotonic() + 30
+while len(values) < 3 and time.monotonic() < deadline:
+    m = c.poll(0.2)
+    if m is not None and m.error() is None:
+        values.append(m.value().decode())
+end = time.monotonic() + 1
+while time.monotonic() < end:  # anything aborted would show up here
+    m = c.poll(0.2)
+    if m is not None and m.error() is None:
+        values.append(m.value().decode())
+c.close()
+print(json.dumps({"version": confluent_kafka.libversion()[0], "values": values}))
+"""
+
+
+async def test_old_confluent_kafka_transactions(nursery, tmp_path):
+    """confluent-kafka 2.3.0 (librdkafka 2.3.0, the old venv): commit, abort, read_committed."""
+    from tests.broker.test_old_librdkafka import CK23_PYTHON
+
+    if not CK23_PYTHON.exists():
+        pytest.skip(f"no old-librdkafka venv at {CK23_PYTHON}")
+    broker = await start_broker(nursery, tmp_path, **PROPS)
+    await broker.create_topic(TOPIC)
+    with trio.fail_after(120):
+        done = await trio.run_process(
+            [str(CK23_PYTHON), "-c", OLD_CONFLUENT_SCRIPT, broker.bootstrap, TOPIC],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:]
+    result = json.loads(done.stdout)
+    assert result["version"].startswith("2.3."), result
+    assert result["values"] == ["c0", "c1", "c2"]
