@@ -359,3 +359,36 @@ async def test_offsets_partition_replay_applies_committed_and_drops_aborted(nurs
     assert await fetch_offset(client, "grp", "in", 2) == -1
     assert groups.core.has_pending_txn_offsets("grp")
     await client.aclose()
+
+
+async def test_init_producer_id_v3_plus_bumps_the_callers_own_epoch(nursery, tmp_path):
+    """KIP-360 (v3+): a producer naming its current producer id and epoch gets the epoch
+    bumped (how librdkafka recovers from an abortable error); naming an older epoch is fenced
+    (PRODUCER_FENCED from v4, INVALID_PRODUCER_EPOCH before); the previous epoch is a retry."""
+    broker = await start_broker(nursery, tmp_path, **PROPS)
+    client = await WireClient.connect(broker.port)
+    await find_coordinator(client, "k")
+    first = await init(client, "k", version=4)
+    assert (first.error_code, first.producer_epoch) == (0, 0)
+
+    async def init_expecting(version: int, producer_id: int, producer_epoch: int):
+        while True:
+            body = await client.call(22, version, IP(
+                transactional_id="k", transaction_timeout_ms=60_000, producer_id=producer_id,
+                producer_epoch=producer_epoch))  # fmt: skip
+            if body.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
+                return body
+
+    bumped = await init_expecting(4, first.producer_id, 0)
+    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (
+        0, first.producer_id, 1,
+    )  # fmt: skip
+    # The same request again is a retry (the epoch before the bump): answered as the first.
+    retry = await init_expecting(4, first.producer_id, 0)
+    assert (retry.error_code, retry.producer_epoch) == (0, 1)
+    assert (await init_expecting(4, first.producer_id, 1)).producer_epoch == 2
+    stale = await init_expecting(4, first.producer_id, 0)
+    assert stale.error_code == ErrorCode.PRODUCER_FENCED
+    stale = await init_expecting(3, first.producer_id, 0)
+    assert stale.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+    await client.aclose()

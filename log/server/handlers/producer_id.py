@@ -3,8 +3,8 @@
 Ids come from the broker's ProducerIdDriver (blocks of 1000 from the controller, prefetched at
 90 %); producer_epoch starts at 0. A transactional_id asks for transactions: it is
 handled by the transaction coordinator (handlers/transactions.py).
-v3+ (KIP-360 epoch bump of an existing id) is implemented but not advertised: a non-transactional
-re-init simply gets a fresh id, which Kafka allows as well.
+v3+ (KIP-360): a transactional producer naming its producer id and epoch gets its epoch bumped
+by the coordinator; a non-transactional one simply gets a fresh id, as Kafka does.
 """
 
 from __future__ import annotations
