@@ -71,7 +71,9 @@ logger = logging.getLogger(__name__)
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 LOAD_READ_BYTES = 1 << 20
 RETRY_BACKOFF_MS = 100  # Kafka's retry.backoff.ms: markers and Complete records are retried
-MARKER_REQUEST_TIMEOUT_MS = 30_000  # request.timeout.ms of the inter-broker marker requests
+# A partition leader waits up to request.timeout.ms (30 s) for a marker's replicas: wait longer
+# for its answer than that, or a slow ISR turns into a dropped connection.
+MARKER_REQUEST_TIMEOUT_MS = 40_000
 WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION = 27, 0
 MAX_QUEUED_MARKERS = 100_000  # one per partition of every transaction being completed
 MAX_BACKGROUND_STEPS = 10_000  # appends and marker answers processed off the request path
@@ -403,6 +405,9 @@ class TransactionCoordinatorDriver:
             by_broker: dict[int, list[TxnMarker]] = {}
             while self._markers:
                 marker = self._markers.popleft()
+                txn_partition = self.core.partition_for(marker.transactional_id)
+                if self._loaded_epochs.get(txn_partition) != marker.coordinator_epoch:
+                    continue  # we no longer coordinate it (Kafka's removeMarkersForTxnTopicPartition)
                 topic_name, partition = marker.topic_partition
                 topic = image.topic(topic_name)
                 state = topic.partitions.get(partition) if topic is not None else None

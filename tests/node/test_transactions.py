@@ -261,3 +261,51 @@ async def test_killed_producer_transaction_is_aborted_after_its_timeout(tmp_path
 
     values = await trio.to_thread.run_sync(after)
     assert values == [b"after"]
+
+
+async def test_partition_leader_killed_before_commit_markers_reach_the_new_leader(tmp_path):
+    """kill -9 the leader of a partition of an open transaction (not the coordinator): the
+    client's commit is answered and the coordinator's markers go to the partition's new leader,
+    so read_committed readers see the records."""
+    cluster = Cluster(tmp_path, 3)
+    cluster.start_all()
+    bootstrap = cluster.layout.bootstrap_servers
+    num_partitions = cluster.config(1).props["transaction.state.log.num.partitions"]
+    tid = "leader-bounce"
+    producer = None
+
+    def begin() -> None:
+        nonlocal producer
+        _create_topics(bootstrap, TOPIC)
+        producer = _producer(bootstrap, tid)
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        for i in range(20):
+            producer.produce(TOPIC, value=b"v%d" % i, partition=i % 2)
+        assert producer.flush(30) == 0
+
+    await trio.to_thread.run_sync(begin)
+    image = await cluster.image_from(1)
+    coordinator = (
+        image.topic(TRANSACTION_STATE_TOPIC).partitions[partition_for(tid, num_partitions)].leader
+    )
+    leaders = {p: state.leader for p, state in image.topic(TOPIC).partitions.items()}
+    victim = next((leader for leader in leaders.values() if leader != coordinator), None)
+    if victim is None:  # the coordinator leads both partitions: kill it instead
+        victim = coordinator
+    cluster.kill9(victim)
+    survivor = next(i for i in (1, 2, 3) if i != victim)
+
+    async def moved() -> bool:
+        topic = (await cluster.image_from(survivor)).topic(TOPIC)
+        return all(state.leader not in (victim, -1) for state in topic.partitions.values())
+
+    await wait_until(moved, 60)
+
+    def commit() -> list:
+        assert producer is not None
+        producer.commit_transaction(90)
+        return _read_committed(bootstrap, TOPIC, 20)
+
+    values = await trio.to_thread.run_sync(commit)
+    assert sorted(values) == sorted(b"v%d" % i for i in range(20))
