@@ -309,3 +309,85 @@ async def test_partition_leader_killed_before_commit_markers_reach_the_new_leade
 
     values = await trio.to_thread.run_sync(commit)
     assert sorted(values) == sorted(b"v%d" % i for i in range(20))
+
+
+async def test_prepared_commit_completes_on_the_new_coordinator(tmp_path):
+    """A commit is prepared (PrepareCommit replicated, the client answered) but its marker
+    cannot be written: the only replica of the partition (broker 4, not a controller) is down.
+    Then the coordinator is killed: the new one replays PrepareCommit and, once broker 4 is
+    back, writes the marker and completes the transaction; read_committed sees the records."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster = Cluster(tmp_path, 4)
+    cluster.start_all()
+    bootstrap = cluster.layout.bootstrap_servers
+    num_partitions = cluster.config(1).props["transaction.state.log.num.partitions"]
+    rf1 = "rf1"
+
+    def create() -> None:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(rf1, num_partitions=8, replication_factor=1)])[rf1].result(30)
+        warm = _producer(bootstrap, "warm-up")  # creates __transaction_state
+        warm.init_transactions(60)
+
+    await trio.to_thread.run_sync(create)
+    image = await cluster.image_from(1)
+    partition = next(p for p, s in sorted(image.topic(rf1).partitions.items()) if s.leader == 4)
+    txn_leaders = {p: s.leader for p, s in image.topic(TRANSACTION_STATE_TOPIC).partitions.items()}
+    tid = next(f"prep-{i}" for i in range(1000)
+               if txn_leaders[partition_for(f"prep-{i}", num_partitions)] != 4)  # fmt: skip
+    coordinator = txn_leaders[partition_for(tid, num_partitions)]
+    producer = None
+
+    def begin() -> None:
+        nonlocal producer
+        producer = _producer(bootstrap, tid)
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce(rf1, value=b"p%d" % i, partition=partition)
+        assert producer.flush(30) == 0
+
+    await trio.to_thread.run_sync(begin)
+    cluster.kill9(4)
+
+    def commit() -> None:
+        assert producer is not None
+        producer.commit_transaction(60)  # answered at PrepareCommit
+
+    await trio.to_thread.run_sync(commit)
+    described = json.loads(_quorumlog(bootstrap_without(cluster, 4), "transactions", "describe",
+                                      tid, "--json"))  # fmt: skip
+    assert (described["state"], described["coordinator"]) == ("PrepareCommit", coordinator)
+    cluster.kill9(coordinator)
+    alive = [i for i in (1, 2, 3) if i != coordinator]
+
+    async def moved() -> bool:
+        state = (await cluster.image_from(alive[0])).topic(TRANSACTION_STATE_TOPIC)
+        return state.partitions[partition_for(tid, num_partitions)].leader in alive
+
+    await wait_until(moved, 60)
+    bootstrap_alive = ",".join(f"127.0.0.1:{cluster.layout.kafka_port(i)}" for i in alive)
+    described = await trio.to_thread.run_sync(
+        lambda: json.loads(_quorumlog(bootstrap_alive, "transactions", "describe", tid, "--json"))
+    )
+    assert described["state"] == "PrepareCommit" and described["coordinator"] in alive
+    assert described["partitions"] == [{"topic": rf1, "partition": partition}]
+    cluster.start(4)
+    cluster.wait_ready(4)
+
+    async def completed() -> bool:
+        out = await trio.to_thread.run_sync(
+            lambda: _quorumlog(bootstrap_alive, "transactions", "describe", tid, "--json")
+        )
+        return json.loads(out)["state"] == "CompleteCommit"
+
+    await wait_until(completed, 60, interval_s=0.5)
+    values = await trio.to_thread.run_sync(_read_committed, bootstrap_alive, rf1, 10)
+    assert sorted(values) == sorted(b"p%d" % i for i in range(10))
+
+
+def bootstrap_without(cluster: Cluster, node_id: int) -> str:
+    return ",".join(
+        f"127.0.0.1:{cluster.layout.kafka_port(i)}" for i in cluster.layout.node_ids if i != node_id
+    )
