@@ -222,6 +222,22 @@ class KafkaServer:
         )
         metrics.gauge("connections", "Open Kafka connections", lambda: self.connection_count)
         metrics.gauge(
+            "ongoing_transactions",
+            "Open transactions in led partitions (a transaction spanning N partitions counts N)",
+            lambda: sum(
+                h.log.producer_state_manager.ongoing_txn_count for h in partitions.leaders()
+            ),
+        )
+        metrics.gauge(
+            "last_stable_offset_lag_max",
+            "Largest high watermark minus last stable offset over led partitions (how far "
+            "read_committed consumers trail read_uncommitted ones)",
+            lambda: max(
+                (h.log.high_watermark - h.log.last_stable_offset for h in partitions.leaders()),
+                default=0,
+            ),
+        )
+        metrics.gauge(
             "request_memory_bytes",
             "Bytes reserved for requests being received (queued.max.request.bytes bounds it)",
             lambda: self.request_memory.used_bytes,

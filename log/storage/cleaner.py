@@ -22,7 +22,17 @@ Theory of operation, for one log whose cleanable range is `[log start, first unc
    appear. A batch that loses every record is dropped, except the last batch of an active
    producer, which is kept as an *empty* batch (61-byte header, recordCount 0), like Kafka, so
    idempotence state rebuilt from the log after a restart still knows the producer's last
-   sequence. Control batches are kept as they are (we have no transactions to abort).
+   sequence.
+   Transactions (Kafka's CleanedTransactionMetadata, `TransactionCleaning`): the cleanable range
+   lies below the last stable offset, so every transaction in it has ended. The log hands the
+   aborted transactions overlapping the range (from its `.txnindex`); their data batches are
+   removed whole (and never enter the offset map, where an aborted value would supersede a
+   committed one). A marker goes once nothing of its transaction is left before it: an ABORT
+   whose data this pass saw stays (consumers still need it to skip that data), a COMMIT whose
+   data this pass saw stays; otherwise the marker is *discardable*: the first clean that finds
+   it so stamps a delete horizon into it (attribute bit 6, the horizon in baseTimestamp:
+   now + delete.retention.ms, Kafka 3.x), and a clean after the horizon drops it, so a consumer
+   reading from the start has delete.retention.ms to see the marker before it goes.
 4. `group_cleaned_segments` groups consecutive cleaned outputs into one segment each, bounded
    by segment.bytes and the 32-bit relative offset range (seed 001 §1.2.4 step 4), so many
    small cleaned segments become few.
@@ -43,9 +53,11 @@ from dataclasses import dataclass, field
 
 import crc32c
 
+from log.common.errors import CorruptRecordError
 from log.records.batch_header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
+    DELETE_HORIZON_FLAG,
     HEADER_BYTES,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
@@ -56,6 +68,7 @@ from log.records.batch_header import (
 )
 from log.records.builder import encode_record
 from log.records.compression import compress
+from log.records.control import ControlRecordType, read_end_txn_marker
 from log.records.reader import iter_records
 
 # Kafka bounds its map by log.cleaner.dedupe.buffer.size (128 MiB, 24 bytes per entry).
@@ -82,18 +95,73 @@ class OffsetMap:
         return self.offsets.get(key)
 
 
+@dataclass(slots=True)
+class TransactionCleaning:
+    """Where one pass over the cleanable range stands with transactions (Kafka's
+    CleanedTransactionMetadata). `aborted` are (producer id, first offset) of the aborted
+    transactions overlapping the range, any order; batches must be fed in log order."""
+
+    aborted: list[tuple[int, int]] = field(default_factory=list)
+    # producer id -> whether this pass saw data of its ongoing aborted transaction
+    ongoing_aborted: dict[int, bool] = field(default_factory=dict)
+    ongoing_committed: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.aborted = sorted(self.aborted, key=lambda t: (t[1], t[0]), reverse=True)
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        while self.aborted and self.aborted[-1][1] <= offset:
+            producer_id, _ = self.aborted.pop()
+            self.ongoing_aborted.setdefault(producer_id, False)
+
+    def on_batch(self, header: BatchHeader) -> bool:
+        """A data batch; True when it belongs to an aborted transaction (remove it)."""
+        self._consume_aborted_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        if header.producer_id in self.ongoing_aborted:
+            self.ongoing_aborted[header.producer_id] = True
+            return True
+        self.ongoing_committed.add(header.producer_id)
+        return False
+
+    def on_control_batch(self, buf: bytes, position: int, header: BatchHeader) -> bool:
+        """A control batch; True when it may be discarded (nothing of its transaction is
+        left before it)."""
+        self._consume_aborted_up_to(header.last_offset)
+        try:
+            marker = read_end_txn_marker(buf, position)
+        except CorruptRecordError:
+            return False  # not ours to judge: keep it
+        if header.record_count == 0:
+            return True  # already emptied
+        if marker is None:
+            return False
+        if marker.control_type == ControlRecordType.ABORT:
+            saw_data = self.ongoing_aborted.pop(header.producer_id, False)
+            return not saw_data
+        if header.producer_id in self.ongoing_committed:
+            self.ongoing_committed.discard(header.producer_id)
+            return False
+        return True
+
+
 def build_offset_map(
     segments: Iterable[tuple[int, bytes]],
     start_offset: int,
     end_offset: int,
     max_keys: int = MAX_OFFSET_MAP_KEYS,
+    aborted_txns: Sequence[tuple[int, int]] = (),
 ) -> OffsetMap:
-    """The map over `(base_offset, bytes)` dirty segments, in offset order, below `end_offset`.
+    """The map over `(base_offset, bytes)` dirty segments, in offset order, below `end_offset`,
+    skipping the records of the aborted transactions `aborted_txns` (producer id, first
+    offset).
 
     Stops before a segment whose records could push the map past `max_keys` (the first
     segment always goes in): the map's `end_offset` is then that segment's base offset.
     """
     assert max_keys > 0
+    txns = TransactionCleaning(list(aborted_txns))
     offset_map = OffsetMap(start_offset, end_offset)
     for index, (base_offset, buf) in enumerate(segments):
         if base_offset >= end_offset:
@@ -104,8 +172,13 @@ def build_offset_map(
             offset_map.end_offset = base_offset
             break
         for position, header in headers:
-            if header.is_control or header.base_offset >= end_offset:
+            if header.base_offset >= end_offset:
                 continue
+            if header.is_control:
+                txns.on_control_batch(buf, position, header)
+                continue
+            if txns.on_batch(header):
+                continue  # an aborted transaction's records supersede nothing
             for record in iter_records(buf, position, check_crc=False):
                 if record.key is not None and start_offset <= record.offset < end_offset:
                     offset_map.offsets[bytes(record.key)] = record.offset
@@ -129,16 +202,27 @@ def clean_batches(
     now_ms: int,
     delete_retention_ms: int,
     retained_batch_last_offsets: frozenset[int] = frozenset(),
+    txns: TransactionCleaning | None = None,
 ) -> tuple[bytes, list[BatchSpan]]:
-    """The segment bytes `buf` without superseded records and expired tombstones.
+    """The segment bytes `buf` without superseded records, expired tombstones, aborted
+    transactions' data and markers past their delete horizon.
 
     `retained_batch_last_offsets`: last offsets of the active producers' last batches, kept
-    (possibly empty) for idempotence state. Offsets of kept records never change.
+    (possibly empty) for idempotence state. Offsets of kept records never change. `txns`
+    carries the pass's transaction state from segment to segment (None: no transactions).
     """
+    if txns is None:
+        txns = TransactionCleaning()
     out = bytearray()
     spans: list[BatchSpan] = []
     for position, header in iter_batches(buf):
-        batch = _clean_batch(buf, position, header, offset_map, now_ms, delete_retention_ms)
+        batch: bytes | None
+        if header.is_control:
+            batch = _clean_control_batch(buf, position, header, txns, now_ms, delete_retention_ms)
+        elif txns.on_batch(header):
+            batch = None  # aborted data
+        else:
+            batch = _clean_batch(buf, position, header, offset_map, now_ms, delete_retention_ms)
         if batch is None and header.has_producer_id:
             if header.last_offset in retained_batch_last_offsets:
                 batch = _pack_batch(header, b"", 0, header.max_timestamp, header.max_timestamp)
@@ -149,6 +233,37 @@ def clean_batches(
         )
         out += batch
     return bytes(out), spans
+
+
+def _clean_control_batch(
+    buf: bytes,
+    position: int,
+    header: BatchHeader,
+    txns: TransactionCleaning,
+    now_ms: int,
+    delete_retention_ms: int,
+) -> bytes | None:
+    """A control batch kept as is, stamped with its delete horizon, or dropped past it."""
+    whole = buf[position : position + header.size_bytes]
+    if not txns.on_control_batch(buf, position, header):
+        return whole
+    if header.attributes & DELETE_HORIZON_FLAG:
+        return None if header.base_timestamp <= now_ms else whole
+    horizon_ms = now_ms + delete_retention_ms
+    body = bytearray()
+    for r in iter_records(buf, position, check_crc=False):
+        encode_record(
+            body, r.offset - header.base_offset, r.timestamp_ms - horizon_ms, r.key, r.value,
+            r.headers,
+        )  # fmt: skip
+    return _pack_batch(
+        header,
+        bytes(body),
+        header.record_count,
+        horizon_ms,
+        header.max_timestamp,
+        attributes=header.attributes | DELETE_HORIZON_FLAG,
+    )
 
 
 def _clean_batch(
@@ -205,9 +320,13 @@ def _pack_batch(
     record_count: int,
     base_timestamp_ms: int,
     max_timestamp_ms: int,
+    *,
+    attributes: int | None = None,
 ) -> bytes:
-    """A batch with `header`'s offsets and producer fields around new records."""
-    attributes = header.attributes
+    """A batch with `header`'s offsets and producer fields around new records (and its
+    attributes unless `attributes` is given)."""
+    if attributes is None:
+        attributes = header.attributes
     if record_count:
         payload = compress(header.compression_type, records_bytes)
     else:  # Kafka's empty batch header: no records, no compression

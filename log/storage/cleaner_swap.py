@@ -29,7 +29,7 @@ from log.records.batch_header import read_header
 CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
 _LOG = ".log"
-_SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
+_SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")  # rebuilt: recovery, replay
 _HEADER_READ_BYTES = 61
 
 

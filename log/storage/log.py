@@ -276,7 +276,8 @@ class UnifiedLog:
         The header is one struct unpack into a tuple; a BatchHeader is built only for batches
         with a producer id (the producer state needs one) and on the LogAppendTime path.
         Control batches (transaction markers) come only from the COORDINATOR origin, which
-        skips the sequence checks but not the producer and coordinator epoch checks.
+        skips the sequence checks (its data batches, a transactional offset commit, may carry
+        no sequence) but not the producer and coordinator epoch checks.
         """
         assert not self.is_closed
         if not records:
@@ -315,7 +316,7 @@ class UnifiedLog:
             marker = read_end_txn_marker(records)
             if marker is None or producer_id < 0:
                 raise InvalidRecordError("a control batch must hold a transaction marker")
-        elif producer_id >= 0 and base_sequence < 0:
+        elif producer_id >= 0 and base_sequence < 0 and origin is AppendOrigin.CLIENT:
             raise InvalidRecordError("batch with a producer id but no base sequence")
         if config.compact and not attributes & CONTROL_FLAG:
             _check_keys_for_compaction(records)
@@ -341,6 +342,8 @@ class UnifiedLog:
         if marker is not None:
             assert header is not None
             self.producer_state_manager.check_end_txn_marker(header, marker)
+        elif header is not None and origin is AppendOrigin.COORDINATOR:
+            self.producer_state_manager.check_coordinator_append(header)
         elif header is not None:  # a producer id: duplicate, producer epoch and sequence checks
             duplicate = self.producer_state_manager.check_append(header, now_ms)
             if duplicate is not None:
@@ -733,8 +736,10 @@ class UnifiedLog:
             base = old_segments[0]
             segment = LogSegment(self.dir_path, base.base_offset, self.config, base.created_ms)
             segment.load_from_spans(spans)
-            for entry in aborted:  # the markers stay (the cleaner keeps them), so do these
+            for entry in aborted:  # kept for markers still there; harmless for removed ones
                 segment.update_txn_index(entry)
+            if aborted:
+                segment.txn_index.flush()  # below the recovery point: never rebuilt by replay
             replacement.append(segment)
         self._segments[first:end] = replacement
         self._base_offsets[first:end] = [s.base_offset for s in replacement]

@@ -3,8 +3,9 @@
 One round (`clean_filthiest_log`), in three phases:
 
 1. plan, on the caller's (trio) thread, instant: LogCleanerManager picks the dirtiest log
-   (cleaner_manager.py); the plan snapshots the segments below its first uncleanable offset
-   (objects, paths, sizes) and the last batch offsets of its active producers.
+   (cleaner_manager.py: never past the last stable offset); the plan snapshots the segments
+   below its first uncleanable offset (objects, paths, sizes), the last batch offsets of its
+   active producers and the aborted transactions overlapping the range (its `.txnindex`).
 2. clean, in a worker thread (`trio.to_thread.run_sync`): `build_cleaned_segments` opens its
    own file descriptors on the snapshotted segment files (never the active segment), builds
    the offset map over the dirty ones, cleans every segment below the map's end, groups the
@@ -42,6 +43,7 @@ from log.storage.cleaner import (
     MAX_OFFSET_MAP_KEYS,
     BatchSpan,
     CleanedSegment,
+    TransactionCleaning,
     build_offset_map,
     clean_batches,
     concatenate_group,
@@ -108,6 +110,7 @@ class CleanPlan:
     delete_retention_ms: int
     segment_bytes: int
     max_offset_map_keys: int
+    aborted_txns: tuple[tuple[int, int], ...] = ()  # (producer id, first offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +144,7 @@ def cleanable_log(log: UnifiedLog) -> CleanableLog:
         log_start_offset=log.log_start_offset,
         log_end_offset=log.log_end_offset,
         high_watermark=log.high_watermark,
-        last_stable_offset=log.producer_state_manager.first_unstable_offset(),
+        last_stable_offset=log.last_stable_offset,
         compact=log.config.compact,
         min_cleanable_dirty_ratio=log.config.min_cleanable_dirty_ratio,
         min_compaction_lag_ms=log.config.min_compaction_lag_ms,
@@ -165,6 +168,12 @@ def plan_clean(
         for entry in log.producer_state_manager.active_producers.values()
         if entry.last_data_offset >= 0
     )
+    aborted = tuple(
+        (txn.producer_id, txn.first_offset)
+        for txn in log.collect_aborted_transactions(
+            log.log_start_offset, to_clean.first_uncleanable_offset
+        )
+    )
     return CleanPlan(
         to_clean,
         log.dir_path,
@@ -174,6 +183,7 @@ def plan_clean(
         log.config.delete_retention_ms,
         log.config.segment_bytes,
         max_offset_map_keys,
+        aborted,
     )
 
 
@@ -197,8 +207,9 @@ def build_cleaned_segments(plan: CleanPlan) -> CleanResult:
     offset_map = build_offset_map(
         ((s.base_offset, _read_source(s)) for s in dirty),
         to_clean.first_dirty_offset, to_clean.first_uncleanable_offset,
-        plan.max_offset_map_keys,
+        plan.max_offset_map_keys, plan.aborted_txns,
     )  # fmt: skip
+    txns = TransactionCleaning(list(plan.aborted_txns))
     by_base = {s.base_offset: s for s in plan.sources}
     groups: list[CleanedGroup] = []
     pending: list[CleanedSegment] = []
@@ -221,6 +232,7 @@ def build_cleaned_segments(plan: CleanPlan) -> CleanResult:
                 now_ms=plan.now_ms,
                 delete_retention_ms=plan.delete_retention_ms,
                 retained_batch_last_offsets=plan.retained_batch_last_offsets,
+                txns=txns,
             )
             cleaned = CleanedSegment(source.base_offset, source.next_offset, records, tuple(spans))
             bytes_after += len(records)

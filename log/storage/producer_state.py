@@ -324,6 +324,10 @@ class ProducerStateManager:
         return first
 
     @property
+    def ongoing_txn_count(self) -> int:
+        return len(self._ongoing_txns)
+
+    @property
     def ongoing_txns(self) -> dict[int, int]:
         """first offset -> producer id of every open transaction, oldest first."""
         return dict(self._ongoing_txns)
@@ -395,6 +399,24 @@ class ProducerStateManager:
                 f"transaction from offset {entry.current_txn_first_offset} is open"
             )
         return None
+
+    def check_coordinator_append(self, header: BatchHeader) -> None:
+        """Validate a data batch a coordinator appends (a transactional offset commit): no
+        duplicate or sequence checks (it carries no sequence), but a producer epoch below the
+        producer's -> InvalidProducerEpochError, and INVALID_TXN_STATE as for clients."""
+        entry = self._producers.get(header.producer_id)
+        if entry is None:
+            return
+        if header.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"producer {header.producer_id}: epoch {header.producer_epoch} is older than "
+                f"the current epoch {entry.producer_epoch}"
+            )
+        if entry.current_txn_first_offset is not None and not header.is_transactional:
+            raise InvalidTxnStateError(
+                f"producer {header.producer_id}: a non-transactional batch while its "
+                f"transaction from offset {entry.current_txn_first_offset} is open"
+            )
 
     def check_end_txn_marker(self, header: BatchHeader, marker: EndTransactionMarker) -> None:
         """Validate a transaction marker the coordinator has the leader append (Kafka's

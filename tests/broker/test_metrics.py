@@ -62,3 +62,26 @@ async def test_leadership_change_logs_one_structured_line(broker, caplog):
     assert len(lines) == 2, lines
     assert all("node=1 topic=logged" in line and "role=leader" in line for line in lines), lines
     assert any("partition=1 " in line for line in lines)
+
+
+async def test_transaction_gauges(broker):
+    from tests.broker.test_txn_markers import codes, markers_body, txn_batch
+
+    await broker.create_topic("t", 1)
+    client = await WireClient.connect(broker.port)
+    await client.call(0, 8, produce_body("t", 0, txn_batch(0)))  # offsets 0-1, left open
+    await client.call(0, 8, produce_body("t", 0, batch(3)))  # 2-4
+    metrics = broker.server.metrics
+    port = metrics.serve("127.0.0.1", 0)
+    try:
+        samples = await trio.to_thread.run_sync(scrape, port)
+        assert samples[("quorumlog_ongoing_transactions", ())] == 1
+        assert samples[("quorumlog_last_stable_offset_lag_max", ())] == 5  # HW 5, LSO 0
+        body = await client.call(27, 1, markers_body((4000, 0, True, 0, {"t": [0]})))
+        assert set(codes(body).values()) == {0}
+        samples = await trio.to_thread.run_sync(scrape, port)
+        assert samples[("quorumlog_ongoing_transactions", ())] == 0
+        assert samples[("quorumlog_last_stable_offset_lag_max", ())] == 0
+    finally:
+        metrics.close()
+        await client.aclose()

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from log.common.errors import InvalidProducerEpochError, InvalidRecordError
 from log.records.builder import Record, build_batch
 from log.records.control import ControlRecordType, build_control_batch
 from log.storage.abstract_index import CorruptIndexError
@@ -317,3 +318,32 @@ def test_lso_and_aborted_transactions_match_a_model(tmp_path_factory, ops):
     reloaded = load_log(str(directory / "t-0"), CONFIG, high_watermark=log.high_watermark)
     assert aborted(reloaded) == expected
     reloaded.close()
+
+
+def test_coordinator_data_batches_skip_sequences_but_not_epochs(tmp_path):
+    """A transactional offset commit: the group coordinator appends a transactional batch with
+    no sequence (origin COORDINATOR); a client may not."""
+    log = load_log(str(tmp_path / "t-0"), CONFIG)
+
+    def offset_commit(producer_epoch: int) -> bytes:
+        return build_batch(
+            [Record(b"offset", key=b"group", timestamp_ms=TS)],
+            producer_id=1,
+            producer_epoch=producer_epoch,
+            base_sequence=-1,
+            is_transactional=True,
+        )
+
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(offset_commit(2), 0, TS)
+    log.append_as_leader(offset_commit(2), 0, TS, AppendOrigin.COORDINATOR)
+    log.append_as_leader(offset_commit(2), 0, TS, AppendOrigin.COORDINATOR)
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(offset_commit(1), 0, TS, AppendOrigin.COORDINATOR)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 0
+    marker = build_control_batch(ControlRecordType.COMMIT, producer_id=1, producer_epoch=2,
+                                 coordinator_epoch=0, timestamp_ms=TS)  # fmt: skip
+    log.append_as_leader(marker, 0, TS, AppendOrigin.COORDINATOR)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == log.log_end_offset == 3
