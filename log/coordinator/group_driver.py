@@ -497,8 +497,7 @@ class GroupCoordinatorDriver:
             records,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
-            base_sequence=self._next_offsets_sequence(partition, producer_id, producer_epoch),
-            is_transactional=True,
+            is_transactional=True,  # no sequence: the COORDINATOR origin checks only epochs
         )
         try:
             hosted, info = self.replica_manager.append_to_local_log(
@@ -516,21 +515,6 @@ class GroupCoordinatorDriver:
         for (topic, p), o in offsets.items():
             self.core.store_pending_txn_offset(producer_id, group_id, topic, p, o)
         return await self._await_appended((hosted, info.last_offset + 1))
-
-    def _next_offsets_sequence(self, partition: int, producer_id: int, producer_epoch: int) -> int:
-        """The base sequence continuing the producer's batches on the offsets partition.
-
-        Kafka skips sequence checks for the coordinator's own appends; our log checks the
-        sequence of every non-control batch with a producer id (also with the COORDINATOR
-        origin), so the commit continues the producer's sequence there. Read and append happen
-        with no await in between, so two commits cannot take the same sequence."""
-        hosted = self.replica_manager.get(OFFSETS_TOPIC, partition)
-        if hosted is None:
-            return 0  # not hosted: the append fails with NOT_LEADER_OR_FOLLOWER
-        entry = hosted.log.producer_state_manager.last_entry(producer_id)
-        if entry is None or entry.producer_epoch != producer_epoch or entry.last_seq < 0:
-            return 0
-        return (entry.last_seq + 1) & 0x7FFFFFFF
 
     def on_transaction_completed(
         self, topic: str, partition: int, producer_id: int, committed: bool
