@@ -311,6 +311,7 @@ class GroupCoordinator:
                 )
                 and group_id not in self.offsets
                 and group_id not in self.pending_commits
+                and not self.has_pending_txn_offsets(group_id)  # Kafka's hasOffsets counts them
             )
             if removed and group is not None:
                 assert not group.mark_dead(), "an Empty group has nobody waiting"
