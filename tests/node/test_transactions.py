@@ -391,3 +391,56 @@ def bootstrap_without(cluster: Cluster, node_id: int) -> str:
     return ",".join(
         f"127.0.0.1:{cluster.layout.kafka_port(i)}" for i in cluster.layout.node_ids if i != node_id
     )
+
+
+async def test_zombie_producer_is_fenced_and_its_writes_never_visible(tmp_path):
+    """Two instances with one transactional.id: the second's init_transactions aborts the
+    first's open transaction and fences it; the first's commit fails as fenced; read_committed
+    readers see only the second's records. A broker that does not coordinate the id answers
+    NOT_COORDINATOR."""
+    from confluent_kafka import KafkaException
+
+    from log.common.errors import ErrorCode
+    from log.protocol.producer_id import INIT_PRODUCER_ID_REQUEST
+    from tests.broker.conftest import WireClient
+
+    cluster = Cluster(tmp_path, 3)
+    cluster.start_all()
+    bootstrap = cluster.layout.bootstrap_servers
+    num_partitions = cluster.config(1).props["transaction.state.log.num.partitions"]
+    tid = "zombie"
+
+    def run() -> tuple[str, list]:
+        _create_topics(bootstrap, TOPIC)
+        zombie = _producer(bootstrap, tid)
+        zombie.init_transactions(60)
+        zombie.begin_transaction()
+        for i in range(5):
+            zombie.produce(TOPIC, value=b"z%d" % i, partition=i % 2)
+        assert zombie.flush(30) == 0
+        successor = _producer(bootstrap, tid)
+        successor.init_transactions(60)
+        successor.begin_transaction()
+        successor.produce(TOPIC, value=b"s0", partition=0)
+        successor.commit_transaction(60)
+        try:
+            zombie.produce(TOPIC, value=b"z-late", partition=1)
+            zombie.commit_transaction(30)
+            outcome = "committed"
+        except KafkaException as exc:
+            outcome = exc.args[0].name()
+        return outcome, _read_committed(bootstrap, TOPIC, 1)
+
+    outcome, values = await trio.to_thread.run_sync(run)
+    assert outcome == "_FENCED", outcome  # librdkafka: "the producer has been fenced"
+    assert values == [b"s0"]
+    image = await cluster.image_from(1)
+    coordinator = (
+        image.topic(TRANSACTION_STATE_TOPIC).partitions[partition_for(tid, num_partitions)].leader
+    )
+    other = next(i for i in (1, 2, 3) if i != coordinator)
+    client = await WireClient.connect(cluster.layout.kafka_port(other))
+    body = await client.call(22, 1, INIT_PRODUCER_ID_REQUEST.cls(transactional_id=tid,
+                                                               transaction_timeout_ms=60_000))  # fmt: skip
+    assert body.error_code == ErrorCode.NOT_COORDINATOR
+    await client.aclose()
