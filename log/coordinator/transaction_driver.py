@@ -292,7 +292,7 @@ class TransactionCoordinatorDriver:
 
     def open_transaction_count(self) -> int:
         """Transactions coordinated here that are not finished (Ongoing or being ended): the
-        metric `transactions_open`."""
+        metric `txn_coordinator_open_transactions`."""
         finished = (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT,
                     TransactionState.COMPLETE_ABORT, TransactionState.DEAD)  # fmt: skip
         return sum(md.state not in finished for md in self.core.transactions())

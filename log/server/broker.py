@@ -211,12 +211,12 @@ class KafkaServer:
         )
         txn = self.transaction_coordinator
         metrics.gauge(
-            "transactions_open",
+            "txn_coordinator_open_transactions",
             "Transactions this broker coordinates that are Ongoing or being committed/aborted",
             txn.open_transaction_count,
         )
         metrics.gauge(
-            "transaction_markers_queued",
+            "txn_coordinator_markers_queued",
             "Transaction markers waiting to be sent to partition leaders (WriteTxnMarkers)",
             lambda: txn.queued_marker_count,
         )

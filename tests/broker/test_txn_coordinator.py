@@ -293,8 +293,10 @@ async def test_describe_and_list_transactions(nursery, tmp_path):
                                                    [1, 0]))  # fmt: skip
     assert partition_codes(body) == {("out", 0): 0, ("out", 1): 0}
     exposition = broker.server.metrics.exposition().decode()
-    assert "\nquorumlog_transactions_open 1.0\n" in exposition  # d1 Ongoing, d2 Empty
-    assert "\nquorumlog_transaction_markers_queued 0.0\n" in exposition
+    assert (
+        "\nquorumlog_txn_coordinator_open_transactions 1.0\n" in exposition
+    )  # d1 Ongoing, d2 Empty
+    assert "\nquorumlog_txn_coordinator_markers_queued 0.0\n" in exposition
     body = await client.call(65, 0, DT(transactional_ids=["d1", "d2", "nobody"]))
     d1, d2, nobody = body.transaction_states
     assert (d1.error_code, d1.transaction_state, d1.producer_id, d1.producer_epoch) == (
