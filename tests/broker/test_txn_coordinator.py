@@ -91,8 +91,15 @@ async def test_find_coordinator_creates_the_log_and_init_bumps_the_epoch(nursery
     assert body.error_code == ErrorCode.NOT_COORDINATOR
     body = await find_coordinator(client, "t1")
     assert (body.error_code, body.node_id, body.port) == (0, 1, broker.port)
-    topic = broker.server.ctx.image.topic("__transaction_state")
+    image = broker.server.ctx.image
+    topic = image.topic("__transaction_state")
     assert topic is not None and len(topic.partitions) == 3
+    assert {len(p.replicas) for p in topic.partitions.values()} == {1}  # min(3, live brokers)
+    assert dict(image.topic_configs("__transaction_state")) == {
+        "cleanup.policy": "compact",
+        "min.insync.replicas": "1",  # min(transaction.state.log.min.isr 2, replication factor)
+        "segment.bytes": "104857600",
+    }
     first = await init(client, "t1")
     assert first.error_code == 0 and first.producer_id >= 0 and first.producer_epoch == 0
     again = await init(client, "t1")

@@ -164,7 +164,9 @@ async def test_coordinator_killed_mid_transaction_client_recovers(tmp_path):
     await trio.to_thread.run_sync(first_half)
     image = await cluster.image_from(1)
     topic = image.topic(TRANSACTION_STATE_TOPIC)
-    assert topic is not None
+    assert topic is not None and len(topic.partitions) == num_partitions == 5  # local clusters
+    assert {len(p.replicas) for p in topic.partitions.values()} == {3}
+    assert image.topic_configs(TRANSACTION_STATE_TOPIC)["min.insync.replicas"] == "2"
     coordinator = topic.partitions[partition_for(tid, num_partitions)].leader
     cluster.kill9(coordinator)
     survivor = next(i for i in (1, 2, 3) if i != coordinator)
