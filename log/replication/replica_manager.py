@@ -380,6 +380,9 @@ class ReplicaManager:
         waits: list[tuple[int, HostedPartition, int]] = []
         now_ms = self.clock_ms()
         for entry in entries:
+            if entry.producer_id < 0:  # a marker belongs to a producer: bad input
+                codes.append(ErrorCode.INVALID_RECORD)
+                continue
             batch = build_control_batch(
                 ControlRecordType.COMMIT if entry.committed else ControlRecordType.ABORT,
                 producer_id=entry.producer_id,

@@ -222,7 +222,7 @@ class KafkaServer:
         )
         metrics.gauge("connections", "Open Kafka connections", lambda: self.connection_count)
         metrics.gauge(
-            "ongoing_transactions",
+            "partition_open_transactions",
             "Open transactions in led partitions (a transaction spanning N partitions counts N)",
             lambda: sum(
                 h.log.producer_state_manager.ongoing_txn_count for h in partitions.leaders()

@@ -15,7 +15,7 @@ for a gauge). `close()` shuts the thread's server down.
 Metric names (prefix `quorumlog_`): request_latency_seconds{api}, requests_total{api} (the
 histogram's _count), bytes_in_total, bytes_out_total, produce_acks_all_waiting,
 under_replicated_partitions, isr_shrinks_total, isr_expands_total, leader_changes_total,
-metadata_offset, metadata_lag, controller_commit_latency_seconds, ongoing_transactions,
+metadata_offset, metadata_lag, controller_commit_latency_seconds, partition_open_transactions,
 last_stable_offset_lag_max.
 """
 

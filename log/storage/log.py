@@ -14,6 +14,12 @@ Theory of operation (Kafka's `UnifiedLog` + `LocalLog`, minus tiered storage):
   original offsets.
 * `append_as_follower` keeps the leader's offsets (they must not go below the log end offset) and
   takes leader epochs from the batches.
+* Transactions: the leader's appends come from clients (Produce) or from coordinators
+  (`AppendOrigin.COORDINATOR`: transaction markers, transactional offset commits; no sequence
+  checks). Every path -- leader, follower, recovery replay -- feeds the producer state, which
+  tracks open transactions; a marker that ends an aborted one adds an entry to its segment's
+  `.txnindex`. `last_stable_offset` bounds read_committed reads; aborted transactions of a
+  fetched range come from `collect_aborted_transactions`.
 * Retention deletes whole segments below the high watermark (retention.py) and advances
   `log_start_offset`; truncation (follower divergence) cuts at batch boundaries and truncates the
   leader-epoch cache and producer state with it.

@@ -75,12 +75,12 @@ async def test_transaction_gauges(broker):
     port = metrics.serve("127.0.0.1", 0)
     try:
         samples = await trio.to_thread.run_sync(scrape, port)
-        assert samples[("quorumlog_ongoing_transactions", ())] == 1
+        assert samples[("quorumlog_partition_open_transactions", ())] == 1
         assert samples[("quorumlog_last_stable_offset_lag_max", ())] == 5  # HW 5, LSO 0
         body = await client.call(27, 1, markers_body((4000, 0, True, 0, {"t": [0]})))
         assert set(codes(body).values()) == {0}
         samples = await trio.to_thread.run_sync(scrape, port)
-        assert samples[("quorumlog_ongoing_transactions", ())] == 0
+        assert samples[("quorumlog_partition_open_transactions", ())] == 0
         assert samples[("quorumlog_last_stable_offset_lag_max", ())] == 0
     finally:
         metrics.close()

@@ -263,3 +263,24 @@ async def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(br
     assert [(t.producer_id, t.first_offset) for t in data.aborted_transactions] == [(a, 0)]
     assert await list_latest(client, "t", 1) == 6
     await client.aclose()
+
+
+async def test_bad_markers_get_error_codes_and_the_broker_lives(broker):
+    await broker.create_topic("t", 1)
+    client = await WireClient.connect(broker.port)
+    body = await client.call(
+        27,
+        1,
+        markers_body(
+            (-1, 0, True, 0, {"t": [0]}),
+            (5, -3, False, -7, {"t": [-1, 0], "": [0]}),
+        ),
+    )
+    assert codes(body) == {
+        (-1, "t", 0): ErrorCode.INVALID_RECORD,
+        (5, "t", -1): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        (5, "t", 0): ErrorCode.NONE,  # a producer the partition never saw: nothing to fence
+        (5, "", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    assert await produce(client, "t", 0, txn_batch(0)) == ErrorCode.NONE
+    await client.aclose()

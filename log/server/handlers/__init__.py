@@ -1,9 +1,11 @@
 """Request handlers, one module per API family: `async def handle_x(ctx, request) -> body`.
 
 HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions reports: everything
-handled (FindCoordinator, the group and transaction APIs included) except
-NOT_YET_ADVERTISED_API_KEYS (WriteTxnMarkers, inter-broker only). FindCoordinator must be
-advertised in any case: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in range and otherwise
+handled (FindCoordinator, the group and transaction APIs included), except the APIs of a family
+(log/protocol/apis.py) not handled whole (a client must not see half of one) and the
+inter-broker WriteTxnMarkers (served to the brokers' transaction coordinators, which send it at
+v0 without asking ApiVersions). FindCoordinator must be advertised in any
+case: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in range and otherwise
 silently produces uncompressed batches (tests/broker/test_old_librdkafka.py).
 """
 
@@ -12,6 +14,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from log.protocol.apis import (
+    ADMIN_EXTRA_APIS,
+    CORE_APIS,
+    GROUP_APIS,
+    LOG_DIR_APIS,
+    REPLICATION_APIS,
+    TRANSACTION_APIS,
+)
 from log.server.handlers.admin import (
     handle_alter_configs,
     handle_create_partitions,
@@ -93,7 +103,10 @@ HANDLERS: dict[int, Handler] = {
     66: handle_list_transactions,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
-# WriteTxnMarkers is inter-broker: served (our transaction coordinators send it at v0 without
-# asking ApiVersions) but not offered to clients.
-NOT_YET_ADVERTISED_API_KEYS: frozenset[int] = frozenset({27})
-ADVERTISED_API_KEYS = HANDLED_API_KEYS - NOT_YET_ADVERTISED_API_KEYS
+_FAMILIES = (CORE_APIS, GROUP_APIS, REPLICATION_APIS, TRANSACTION_APIS, ADMIN_EXTRA_APIS,
+             LOG_DIR_APIS)  # fmt: skip
+PARTLY_HANDLED_API_KEYS: frozenset[int] = frozenset().union(
+    *(family for family in _FAMILIES if not family <= HANDLED_API_KEYS)
+)
+INTER_BROKER_API_KEYS = frozenset({27})  # WriteTxnMarkers: never offered to clients
+ADVERTISED_API_KEYS = HANDLED_API_KEYS - PARTLY_HANDLED_API_KEYS - INTER_BROKER_API_KEYS
