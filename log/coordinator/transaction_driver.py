@@ -222,7 +222,8 @@ class TransactionCoordinatorDriver:
                 for record in iter_records(buf, position):
                     if record.key is None:
                         raise CorruptRecordError("a __transaction_state record without a key")
-                    records.append((bytes(record.key), _bytes_or_none(record.value)))
+                    value = None if record.value is None else bytes(record.value)
+                    records.append((bytes(record.key), value))
             assert data.next_fetch_offset > offset
             offset = data.next_fetch_offset
         return records
@@ -553,7 +554,3 @@ def _markers_request(markers: Sequence[TxnMarker]) -> object:
             for (producer_id, producer_epoch, result, coordinator_epoch), topics in grouped.items()
         ]
     )
-
-
-def _bytes_or_none(value: object) -> bytes | None:
-    return None if value is None else bytes(value)  # type: ignore[call-overload]  # memoryview
