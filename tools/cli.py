@@ -47,6 +47,9 @@ main.add_command(demo)
 from tools.groups_cmd import groups  # noqa: E402
 
 main.add_command(groups)
+from tools.transactions_cmd import transactions  # noqa: E402
+
+main.add_command(transactions)
 from tools.nemesis_cmd import nemesis  # noqa: E402
 
 main.add_command(nemesis)

@@ -26,6 +26,7 @@ HOST = "127.0.0.1"
 
 
 LOCAL_OFFSETS_TOPIC_PARTITIONS = 5  # __consumer_offsets partitions of a local cluster
+LOCAL_TRANSACTION_STATE_PARTITIONS = 5  # __transaction_state partitions of a local cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,7 @@ class ClusterLayout:
             "metrics.port": self.metrics_port(node_id),
             # Kafka's 50 partitions x 3 replicas is a lot of logs for a laptop cluster
             "offsets.topic.num.partitions": LOCAL_OFFSETS_TOPIC_PARTITIONS,
+            "transaction.state.log.num.partitions": LOCAL_TRANSACTION_STATE_PARTITIONS,
             # as Kafka's quickstart server.properties: no 3 s wait for a group's first members
             "group.initial.rebalance.delay.ms": 0,
             **(security or {}),

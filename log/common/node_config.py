@@ -180,6 +180,33 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("offsets.topic.num.partitions", int, 50, "partitions of __consumer_offsets"),
     ConfigKey("offsets.topic.replication.factor", int, 3, "replication of __consumer_offsets"),
     ConfigKey("offsets.topic.segment.bytes", int, 104857600, "segment.bytes of __consumer_offsets"),
+    # transactions (log/coordinator/transaction_driver.py): Kafka's names and defaults
+    ConfigKey("transaction.state.log.num.partitions", int, 50, "partitions of __transaction_state"),
+    ConfigKey(
+        "transaction.state.log.replication.factor",
+        int,
+        3,
+        "replication of __transaction_state (min(this, live brokers) when it is created)",
+    ),
+    ConfigKey(
+        "transaction.state.log.min.isr",
+        int,
+        2,
+        "min.insync.replicas of __transaction_state (at most its replication factor)",
+    ),
+    ConfigKey(
+        "transaction.state.log.segment.bytes",
+        int,
+        104857600,
+        "segment.bytes of __transaction_state",
+    ),
+    ConfigKey("transaction.max.timeout.ms", int, 900000, "largest transaction.timeout.ms allowed"),
+    ConfigKey(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        int,
+        10000,
+        "how often transactions open longer than their timeout are aborted",
+    ),
     # consumer groups (log/coordinator): Kafka's names and defaults
     ConfigKey(
         "group.initial.rebalance.delay.ms", int, 3000, "wait for more members of an Empty group"
@@ -331,6 +358,16 @@ def _validate_group_keys(p: Mapping[str, Any]) -> None:
             raise ConfigError(f"{name} must be >= 1")
     if p["offset.metadata.max.bytes"] < 0:
         raise ConfigError("offset.metadata.max.bytes must be >= 0")
+    for name in (
+        "transaction.state.log.num.partitions",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "transaction.state.log.segment.bytes",
+        "transaction.max.timeout.ms",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    ):
+        if p[name] < 1:
+            raise ConfigError(f"{name} must be >= 1")
 
 
 @dataclass(frozen=True)

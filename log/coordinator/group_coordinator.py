@@ -108,6 +108,11 @@ class GroupCoordinator:
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         # (topic, partition)s with a commit appended but not yet replicated: never expired
         self.pending_commits: dict[str, dict[tuple[str, int], int]] = {}
+        # TxnOffsetCommit: offsets written in a transaction, applied when its COMMIT marker
+        # lands on their __consumer_offsets partition, dropped at ABORT (Kafka's
+        # pendingTransactionalOffsetCommits). producer id -> group -> (topic, partition) -> offset
+        self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]]
+        self.pending_txn_offsets = {}
         self.loaded_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
         # every partition is ours when nobody drives leadership (tests, single-node use)
@@ -150,6 +155,13 @@ class GroupCoordinator:
             g for g in self.offsets if partition_for(g, self.num_partitions) == partition
         ]:
             del self.offsets[group_id]
+        for producer_id, groups in list(self.pending_txn_offsets.items()):
+            for group_id in [
+                g for g in groups if partition_for(g, self.num_partitions) == partition
+            ]:
+                del groups[group_id]
+            if not groups:
+                del self.pending_txn_offsets[producer_id]
         return replies
 
     # -- group records -------------------------------------------------------------------------
@@ -238,6 +250,37 @@ class GroupCoordinator:
         else:
             offsets[(topic, partition)] = value
 
+    def store_pending_txn_offset(
+        self, producer_id: int, group_id: str, topic: str, partition: int, value: OffsetAndMetadata
+    ) -> None:
+        """A transactional offset (TxnOffsetCommit, or its record on replay): invisible to
+        OffsetFetch until `complete_txn` commits it."""
+        groups = self.pending_txn_offsets.setdefault(producer_id, {})
+        groups.setdefault(group_id, {})[(topic, partition)] = value
+
+    def complete_txn(self, producer_id: int, offsets_partition: int, committed: bool) -> int:
+        """The transaction marker of `producer_id` landed on __consumer_offsets partition
+        `offsets_partition`: apply (COMMIT) or drop (ABORT) that producer's pending offsets of
+        the groups on it. Returns how many offsets were applied or dropped."""
+        groups = self.pending_txn_offsets.get(producer_id)
+        if groups is None:
+            return 0
+        count = 0
+        for group_id in [
+            g for g in groups if partition_for(g, self.num_partitions) == offsets_partition
+        ]:
+            pending = groups.pop(group_id)
+            count += len(pending)
+            if committed:
+                for (topic, partition), value in pending.items():
+                    self.store_offset(group_id, topic, partition, value)
+        if not groups:
+            del self.pending_txn_offsets[producer_id]
+        return count
+
+    def has_pending_txn_offsets(self, group_id: str) -> bool:
+        return any(group_id in groups for groups in self.pending_txn_offsets.values())
+
     def begin_commit(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
         pending = self.pending_commits.setdefault(group_id, {})
         for tp in partitions:
@@ -268,6 +311,7 @@ class GroupCoordinator:
                 )
                 and group_id not in self.offsets
                 and group_id not in self.pending_commits
+                and not self.has_pending_txn_offsets(group_id)  # Kafka's hasOffsets counts them
             )
             if removed and group is not None:
                 assert not group.mark_dead(), "an Empty group has nobody waiting"

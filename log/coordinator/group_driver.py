@@ -54,8 +54,10 @@ from log.coordinator.records import (
 )
 from log.records.batch_header import iter_batches
 from log.records.builder import Record, build_batch
+from log.records.control import ControlRecordType, read_end_txn_marker
 from log.records.reader import iter_records
 from log.replication.replica_manager import ReplicaManager
+from log.storage.append_origin import AppendOrigin
 from quorum.broker_interface import ControllerChannel, MetadataSource
 from quorum.controller import CreatableTopic, CreateTopicsRequest
 
@@ -120,6 +122,10 @@ class GroupCoordinatorDriver:
         self._wakeup = trio.Event()
         self._creating = False
 
+    def partition_for(self, group_id: str) -> int:
+        """The group's __consumer_offsets partition (AddOffsetsToTxn adds it to a transaction)."""
+        return partition_for(group_id, self.num_partitions)
+
     # -- the internal topic and ownership --------------------------------------------------------
 
     async def ensure_offsets_topic(self) -> bool:
@@ -183,16 +189,33 @@ class GroupCoordinatorDriver:
             buf = bytes(data.records)
             for position, header in iter_batches(buf):
                 if header.is_control:
+                    try:
+                        marker = read_end_txn_marker(buf, position)
+                    except CorruptRecordError as exc:
+                        logger.warning("%s-%s: %s", OFFSETS_TOPIC, hosted.partition, exc)
+                        continue
+                    if marker is not None:
+                        committed = marker.control_type == ControlRecordType.COMMIT
+                        self.core.complete_txn(header.producer_id, hosted.partition, committed)
                     continue
+                producer_id = header.producer_id if header.is_transactional else None
                 for record in iter_records(buf, position):
                     try:
-                        self._replay(record.key, record.value, now_ms)
+                        self._replay(record.key, record.value, now_ms, producer_id)
                     except CorruptRecordError as exc:  # skip it: one bad record, not the rest
                         logger.warning("%s-%s: %s", OFFSETS_TOPIC, hosted.partition, exc)
             assert data.next_fetch_offset > offset
             offset = data.next_fetch_offset
 
-    def _replay(self, key_bytes: bytes | None, value: bytes | None, now_ms: int) -> None:
+    def _replay(
+        self,
+        key_bytes: bytes | None,
+        value: bytes | None,
+        now_ms: int,
+        producer_id: int | None = None,
+    ) -> None:
+        """One record of __consumer_offsets; `producer_id` for a transactional batch's (its
+        offsets wait for the transaction's marker)."""
         if key_bytes is None:
             return
         key = decode_key(key_bytes)
@@ -204,6 +227,11 @@ class GroupCoordinatorDriver:
                     v.offset, v.leader_epoch, v.metadata, v.commit_timestamp_ms,
                     v.expire_timestamp_ms,
                 )  # fmt: skip
+            if producer_id is not None and stored is not None:
+                self.core.store_pending_txn_offset(
+                    producer_id, key.group, key.topic, key.partition, stored
+                )
+                return
             self.core.store_offset(key.group, key.topic, key.partition, stored)
             return
         group_value = None if value is None else decode_group_value(value)
@@ -429,6 +457,77 @@ class GroupCoordinatorDriver:
         for (topic, partition), o in offsets.items():
             self.core.store_offset(group_id, topic, partition, o)
         return ErrorCode.NONE
+
+    async def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+    ) -> int:
+        """TxnOffsetCommit (v0-2): write `offsets` as one transactional batch of the producer
+        to the group's __consumer_offsets partition (acks=all); they stay pending, invisible to
+        OffsetFetch, until the transaction's marker lands there (`on_transaction_completed`).
+        The partition's producer state fences an older producer epoch. One error code."""
+        try:
+            self.check_group(group_id)
+        except CoordinatorError as exc:
+            return exc.error_code
+        if not offsets:
+            return ErrorCode.NONE
+        partition = partition_for(group_id, self.num_partitions)
+        now_ms = self.clock_ms()
+        records = [
+            Record(
+                encode_offset_value(
+                    OffsetCommitValue(
+                        o.offset,
+                        o.leader_epoch,
+                        o.metadata,
+                        o.commit_timestamp_ms,
+                        o.expire_timestamp_ms,
+                    )  # fmt: skip
+                ),
+                key=encode_key(OffsetCommitKey(group_id, topic, p)),
+                timestamp_ms=now_ms,
+            )
+            for (topic, p), o in offsets.items()
+        ]
+        batch = build_batch(
+            records,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            is_transactional=True,  # no sequence: the COORDINATOR origin checks only epochs
+        )
+        try:
+            hosted, info = self.replica_manager.append_to_local_log(
+                OFFSETS_TOPIC,
+                partition,
+                memoryview(bytearray(batch)),
+                -1,
+                self.metadata.image,
+                AppendOrigin.COORDINATOR,
+            )
+        except KafkaError as exc:
+            code = exc.error_code
+            return _APPEND_ERRORS.get(code, code)
+        # Pending from the append on, as Kafka: a marker cannot precede the commit's answer.
+        for (topic, p), o in offsets.items():
+            self.core.store_pending_txn_offset(producer_id, group_id, topic, p, o)
+        return await self._await_appended((hosted, info.last_offset + 1))
+
+    def on_transaction_completed(
+        self, topic: str, partition: int, producer_id: int, committed: bool
+    ) -> None:
+        """A transaction marker is durable on a partition we lead (the ReplicaManager's
+        transaction completion listener): a __consumer_offsets one applies or drops the
+        producer's pending transactional offsets there."""
+        if topic != OFFSETS_TOPIC:
+            return
+        count = self.core.complete_txn(producer_id, partition, committed)
+        if count:
+            logger.debug("%s-%d: producer %d %s %d offsets", OFFSETS_TOPIC, partition, producer_id,
+                         "committed" if committed else "aborted", count)  # fmt: skip
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None

@@ -30,6 +30,7 @@ from log.protocol import (
     producer_id,
     producers,
     sasl,
+    transaction_admin,
     transactions,
 )
 from log.protocol.schema import ArrayType, Message, StructType, Versions, in_range, parse_versions
@@ -84,10 +85,10 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          "0-3", "0-3"),
     _api("CreateTopics", admin.CREATE_TOPICS_REQUEST, admin.CREATE_TOPICS_RESPONSE, "0-4", "0-4"),
     _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-3", "0-3"),
-    # v2-4 are flexible and v3+ bump the epoch (KIP-360): implemented, advertised up to 1 only
-    # (research: all three clients work with 0-1).
+    # v2-4 are flexible and v3+ let a transactional producer bump its own epoch (KIP-360):
+    # librdkafka needs v3 to recover from an abortable transaction error instead of failing.
     _api("InitProducerId", producer_id.INIT_PRODUCER_ID_REQUEST,
-         producer_id.INIT_PRODUCER_ID_RESPONSE, "0-1", "0-4"),
+         producer_id.INIT_PRODUCER_ID_RESPONSE, "0-4", "0-4"),
     _api("OffsetForLeaderEpoch", offsets.OFFSET_FOR_LEADER_EPOCH_REQUEST,
          offsets.OFFSET_FOR_LEADER_EPOCH_RESPONSE, "0-3", "0-3"),
     _api("AddPartitionsToTxn", transactions.ADD_PARTITIONS_TO_TXN_REQUEST,
@@ -100,6 +101,11 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # Coordinator -> partition leaders (inter-broker): advertised once handled.
     _api("WriteTxnMarkers", transactions.WRITE_TXN_MARKERS_REQUEST,
          transactions.WRITE_TXN_MARKERS_RESPONSE, "0-1", "0-1"),
+    # kafka-transactions.sh: each broker answers for the transactional ids it coordinates.
+    _api("DescribeTransactions", transaction_admin.DESCRIBE_TRANSACTIONS_REQUEST,
+         transaction_admin.DESCRIBE_TRANSACTIONS_RESPONSE, "0", "0"),
+    _api("ListTransactions", transaction_admin.LIST_TRANSACTIONS_REQUEST,
+         transaction_admin.LIST_TRANSACTIONS_RESPONSE, "0-1", "0-1"),
     _api("DescribeConfigs", admin.DESCRIBE_CONFIGS_REQUEST, admin.DESCRIBE_CONFIGS_RESPONSE,
          "0-2", "0-2"),
     _api("CreatePartitions", admin.CREATE_PARTITIONS_REQUEST, admin.CREATE_PARTITIONS_RESPONSE,
@@ -150,7 +156,7 @@ API_VERSIONS_KEY = 18
 CORE_APIS = frozenset({0, 1, 2, 3, 18, 19, 20, 22, 32, 37, 60})
 GROUP_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42})
 REPLICATION_APIS = frozenset({23})  # OffsetForLeaderEpoch: followers, and clients' epoch checks
-TRANSACTION_APIS = frozenset({24, 25, 26, 27, 28})
+TRANSACTION_APIS = frozenset({24, 25, 26, 27, 28, 65, 66})
 ADMIN_EXTRA_APIS = frozenset({21, 33, 43, 44, 45, 46, 47, 61, 75})
 CONTROLLER_APIS = frozenset({62, 63, 67})  # broker-to-controller only: never advertise
 LOG_DIR_APIS = frozenset({35})  # DescribeLogDirs

@@ -148,6 +148,9 @@ class ReplicaManager:
         self._partitions: dict[tuple[str, int], HostedPartition] = {}
         self.leader_change_count = 0  # became leader/follower of a new leader epoch/offline
         props = config.props
+        # How this broker reaches the others (TLS/SASL of the inter-broker listener): replica
+        # fetchers and the transaction coordinator's marker channel alike.
+        self.inter_broker_connect = inter_broker_connector(config)
         self.fetcher_manager = ReplicaFetcherManager(
             FetcherConfig(
                 broker_id=config.node_id,
@@ -159,7 +162,7 @@ class ReplicaManager:
                 replica_fetch_min_bytes=props["replica.fetch.min.bytes"],
                 replica_fetch_backoff_ms=props["replica.fetch.backoff.ms"],
                 request_timeout_ms=max(30_000, props["replica.fetch.wait.max.ms"] + 10_000),
-                connect=inter_broker_connector(config),
+                connect=self.inter_broker_connect,
             ),
             props["num.replica.fetchers"],
             self.endpoint_for,

@@ -47,6 +47,7 @@ import trio
 from log.common.errors import ErrorCode, KafkaError
 from log.common.node_config import NodeConfig, parse_overrides
 from log.coordinator.group_driver import GroupCoordinatorDriver
+from log.coordinator.transaction_driver import TransactionCoordinatorDriver
 from log.protocol.apis import error_response_body
 from log.protocol.connection import NEED_DATA, PAUSED, BadRequest, Request, ServerConnection
 from log.protocol.sasl import SASL_AUTHENTICATE_RESPONSE, SASL_HANDSHAKE_RESPONSE
@@ -183,6 +184,19 @@ class KafkaServer:
         self.producer_ids = ProducerIdDriver(
             config.node_id, controller, broker_epoch_getter, clock_ms
         )
+        self.replica_manager.add_transaction_completion_listener(
+            self.group_coordinator.on_transaction_completed
+        )
+        self.transaction_coordinator = TransactionCoordinatorDriver(
+            config,
+            self.replica_manager,
+            metadata,
+            controller,
+            clock_ms,
+            allocate_producer_id=self.producer_ids.generate_producer_id_now,
+            ensure_producer_id=self.producer_ids.ensure_producer_id,
+            group_partition_for=self.group_coordinator.partition_for,
+        )
         self.ctx = BrokerContext(
             config=config,
             log_manager=log_manager,
@@ -191,6 +205,7 @@ class KafkaServer:
             replica_manager=self.replica_manager,
             group_coordinator=self.group_coordinator,
             producer_ids=self.producer_ids,
+            transaction_coordinator=self.transaction_coordinator,
             fetch_sessions=FetchSessionCache(
                 props["max.incremental.fetch.session.cache.slots"],
                 sweep_interval_ms=max(props["replica.lag.time.max.ms"] // 4, 1),
@@ -226,6 +241,17 @@ class KafkaServer:
             "produce_acks_all_waiting",
             "Produce requests with acks=all in progress (waiting for the ISR to reach the high watermark)",
             lambda: self.acks_all_waiting_count,
+        )
+        txn = self.transaction_coordinator
+        metrics.gauge(
+            "txn_coordinator_open_transactions",
+            "Transactions this broker coordinates that are Ongoing or being committed/aborted",
+            txn.open_transaction_count,
+        )
+        metrics.gauge(
+            "txn_coordinator_markers_queued",
+            "Transaction markers waiting to be sent to partition leaders (WriteTxnMarkers)",
+            lambda: txn.queued_marker_count,
         )
         metrics.gauge("connections", "Open Kafka connections", lambda: self.connection_count)
         metrics.counter(
@@ -304,6 +330,7 @@ class KafkaServer:
                 if self.log_manager.cleaner is not None:  # compaction, in the background
                     await nursery.start(self.log_manager.cleaner.run, self.ctx.clock_ms)
                 await nursery.start(self.group_coordinator.run)
+                await nursery.start(self.transaction_coordinator.run)
                 for endpoint in self.config.broker_listeners:
                     group = by_name[endpoint.listener]
                     port = self.ports[endpoint.listener] = group[0].socket.getsockname()[1]

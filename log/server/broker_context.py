@@ -1,5 +1,5 @@
 """BrokerContext: what every request handler gets -- config, logs, metadata, controller, the
-replica manager and the coordinators. KafkaServer builds it whole, once, before it serves.
+replica manager and the coordinators (group and transaction). KafkaServer builds it whole, once, before it serves.
 
 Handlers are plain `async def handle_x(ctx, request) -> response body` functions; a handler
 raises a `KafkaError` to fail the whole request with that code (broker.py answers it through
@@ -16,6 +16,7 @@ import trio
 
 from log.common.node_config import NodeConfig
 from log.coordinator.group_driver import GroupCoordinatorDriver
+from log.coordinator.transaction_driver import TransactionCoordinatorDriver
 from log.replication.fetch_session import FetchSessionCache
 from log.replication.replica_manager import ReplicaManager
 from log.server.producer_ids import ProducerIdDriver
@@ -39,6 +40,7 @@ class BrokerContext:
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinatorDriver
     producer_ids: ProducerIdDriver
+    transaction_coordinator: TransactionCoordinatorDriver
     fetch_sessions: FetchSessionCache
     advertised_api_keys: frozenset[int]
     clock_ms: Callable[[], int] = wall_clock_ms

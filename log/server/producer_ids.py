@@ -74,3 +74,28 @@ class ProducerIdDriver:
             else:
                 await self._allocate(action)
         return producer_id
+
+    def has_producer_id(self) -> bool:
+        """True when `generate_producer_id_now` would succeed."""
+        manager = self.manager
+        block = manager.current_block
+        current = block is not None and manager.next_producer_id < block.next_block_first_id
+        return current or manager.next_block is not None
+
+    async def ensure_producer_id(self) -> None:
+        """Allocate the first block inline when none is here (the transaction coordinator's
+        core takes ids synchronously, `generate_producer_id_now`, after this)."""
+        if self.has_producer_id():
+            return
+        action = self._poll()
+        if action is not None:
+            await self._allocate(action)
+
+    def generate_producer_id_now(self) -> int:
+        """The next id without waiting (CoordinatorLoadInProgressError when no block is here);
+        prefetches the next block in the background as `generate_producer_id` does."""
+        producer_id = self.manager.generate_producer_id()
+        action = self._poll()
+        if action is not None and self.nursery is not None:
+            self.nursery.start_soon(self._allocate, action)
+        return producer_id

@@ -14,7 +14,8 @@ from tools.cli import main
 
 READ_COMMANDS = [
     "topics list", "topics describe", "status", "metadata", "groups list", "groups describe",
-    "consume", "dump-log", "perf produce", "perf consume",
+    "consume", "dump-log", "perf produce", "perf consume", "transactions list",
+    "transactions describe",
 ]  # fmt: skip
 UNREACHABLE = "127.0.0.1:1"  # nobody listens on port 1
 UNREACHABLE_LIMIT_S = 10
@@ -79,6 +80,7 @@ def test_bad_arguments_are_usage_errors(args, needle):
     "args",
     [
         ["groups", "list", "-b", UNREACHABLE],
+        ["transactions", "describe", "t", "-b", UNREACHABLE],
         ["consume", "-t", "x", "--group", "g", "-b", UNREACHABLE],
         ["perf", "produce", "--bootstrap", UNREACHABLE, "--topic", "t", "--records", "10"],
         ["perf", "consume", "--bootstrap", UNREACHABLE, "--topic", "t"],

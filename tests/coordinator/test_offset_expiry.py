@@ -206,3 +206,24 @@ def test_offset_delete_of_a_group_with_members_of_another_protocol_is_non_empty(
     )  # fmt: skip
     c.store_offset("g", "t", 0, offset(5, 0))
     assert c.delete_offsets("g", [("t", 0)]) == (ErrorCode.NON_EMPTY_GROUP, {})
+
+
+def test_transactional_offsets_pending_keep_an_empty_group_alive():
+    """A group whose offsets are only pending in a transaction (TxnOffsetCommit, no marker yet)
+    is not removed; the committed offsets then expire as usual."""
+    from log.coordinator.group_coordinator import partition_for
+
+    c = coordinator()
+    member = one_member_group(c, 0)
+    c.groups["g"].leave(member_id=member, now_ms=0)
+    assert c.groups["g"].state is GroupState.EMPTY
+    c.store_pending_txn_offset(7, "g", "t", 0, offset(5, 0))
+    assert c.expire_offsets(10 * RETENTION_MS) == []
+    assert "g" in c.groups
+    assert c.fetch_offsets("g", None) == {}
+    # The COMMIT marker lands on the group's __consumer_offsets partition (another is ignored).
+    other = (partition_for("g", 50) + 1) % 50
+    assert c.complete_txn(7, other, committed=True) == 0
+    assert c.complete_txn(7, partition_for("g", 50), committed=True) == 1
+    assert c.fetch_offsets("g", None) == {("t", 0): offset(5, 0)}
+    assert c.expire_offsets(10 * RETENTION_MS) == [GroupCleanup("g", (("t", 0),), True)]

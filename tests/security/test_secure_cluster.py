@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 TOPIC = "secure"
 N = 100
+TXN = 10  # records of the committed transaction
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +50,20 @@ def _produce(bootstrap: str, settings: dict, start: int) -> None:
         producer.produce(TOPIC, value=b"v%d" % i,
                          on_delivery=lambda err, msg: err and failures.append(err))  # fmt: skip
     assert producer.flush(60) == 0 and not failures, failures
+
+
+def _transaction(bootstrap: str, settings: dict) -> None:
+    """A committed transaction: the coordinator's markers travel over the secure inter-broker
+    listener like replica fetches; a read_committed reader sees its records."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "secure-txn",
+                         **settings})  # fmt: skip
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for i in range(N, N + TXN):
+        producer.produce(TOPIC, value=b"v%d" % i)
+    producer.commit_transaction(60)
 
 
 def _consume(bootstrap: str, settings: dict, count: int) -> list[bytes]:
@@ -101,6 +116,7 @@ async def test_secure_cluster_survives_a_leader_kill(tmp_path):
 
     await trio.to_thread.run_sync(add_user)
     await trio.to_thread.run_sync(_produce, bootstrap, settings, 0)
+    await trio.to_thread.run_sync(_transaction, bootstrap, settings)
 
     image = await cluster.image_from(1)
     state = image.topic(TOPIC).partitions[0]  # type: ignore[union-attr]
@@ -115,10 +131,11 @@ async def test_secure_cluster_survives_a_leader_kill(tmp_path):
 
     assert await wait_until(new_leader, 30)
     alive = ",".join(f"127.0.0.1:{cluster.layout.kafka_port(n)}" for n in (1, 2, 3) if n != leader)
-    await trio.to_thread.run_sync(_produce, alive, settings, N)
+    await trio.to_thread.run_sync(_produce, alive, settings, N + TXN)
     reader = {**settings, "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "reader",
               "sasl.password": "reader-pw"}  # fmt: skip
-    values = await trio.to_thread.run_sync(_consume, alive, reader, 2 * N)
-    assert values == [b"v%d" % i for i in range(2 * N)]
+    reader["isolation.level"] = "read_committed"
+    values = await trio.to_thread.run_sync(_consume, alive, reader, 2 * N + TXN)
+    assert values == [b"v%d" % i for i in range(2 * N + TXN)]
     for node_id in (1, 2, 3):  # no node refused a broker's login
         assert not cluster.log_matches(node_id, "authentication of .* failed"), node_id

@@ -1,10 +1,10 @@
 """Request handlers, one module per API family: `async def handle_x(ctx, request) -> body`.
 
 HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions reports: everything
-handled (FindCoordinator and the group APIs included), except the APIs of a family
-(log/protocol/apis.py) not handled whole: a client must not see half of it. So WriteTxnMarkers
-is served (to the brokers' transaction coordinators) but the transaction family is advertised
-only once its every API is handled. FindCoordinator must be advertised in any
+handled (FindCoordinator, the group and transaction APIs included), except the APIs of a family
+(log/protocol/apis.py) not handled whole (a client must not see half of one) and the
+inter-broker WriteTxnMarkers (served to the brokers' transaction coordinators, which send it at
+v0 without asking ApiVersions). FindCoordinator must be advertised in any
 case: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in range and otherwise
 silently produces uncompressed batches (tests/broker/test_old_librdkafka.py).
 """
@@ -66,6 +66,14 @@ from log.server.handlers.scram_credentials import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
 )
+from log.server.handlers.transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_list_transactions,
+    handle_txn_offset_commit,
+)
 from log.server.handlers.txn_markers import handle_write_txn_markers
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
@@ -91,7 +99,11 @@ HANDLERS: dict[int, Handler] = {
     21: handle_delete_records,
     22: handle_init_producer_id,
     23: handle_offset_for_leader_epoch,
+    24: handle_add_partitions_to_txn,
+    25: handle_add_offsets_to_txn,
+    26: handle_end_txn,
     27: handle_write_txn_markers,
+    28: handle_txn_offset_commit,
     32: handle_describe_configs,
     33: handle_alter_configs,
     35: handle_describe_log_dirs,
@@ -107,6 +119,8 @@ HANDLERS: dict[int, Handler] = {
     43: handle_elect_leaders,
     60: handle_describe_cluster,
     61: handle_describe_producers,
+    65: handle_describe_transactions,
+    66: handle_list_transactions,
     75: handle_describe_topic_partitions,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
@@ -115,4 +129,5 @@ _FAMILIES = (CORE_APIS, GROUP_APIS, REPLICATION_APIS, TRANSACTION_APIS, ADMIN_EX
 PARTLY_HANDLED_API_KEYS: frozenset[int] = frozenset().union(
     *(family for family in _FAMILIES if not family <= HANDLED_API_KEYS)
 )
-ADVERTISED_API_KEYS = HANDLED_API_KEYS - PARTLY_HANDLED_API_KEYS
+INTER_BROKER_API_KEYS = frozenset({27})  # WriteTxnMarkers: never offered to clients
+ADVERTISED_API_KEYS = HANDLED_API_KEYS - PARTLY_HANDLED_API_KEYS - INTER_BROKER_API_KEYS

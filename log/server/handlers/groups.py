@@ -6,8 +6,7 @@ Thin: each handler turns the request body into calls on the broker's GroupCoordi
 
 FindCoordinator (key_type 0, group): creates __consumer_offsets on first use (answering
 COORDINATOR_NOT_AVAILABLE until it exists, clients retry), then answers the leader of partition
-`partition_for(group_id)`. Transaction coordinators (key_type 1) do not exist yet:
-COORDINATOR_NOT_AVAILABLE.
+`partition_for(group_id)`. Transaction coordinators (key_type 1): handlers/transactions.py.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from log.protocol.groups import (
 )
 from log.server.broker_context import BrokerContext
 from log.server.handlers.metadata import listener_of, live_brokers
+from log.server.handlers.transactions import find_transaction_coordinator
 from quorum.records import NO_LEADER
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ OF = OFFSET_FETCH_RESPONSE.cls
 DG = DESCRIBE_GROUPS_RESPONSE.cls
 LG = LEAVE_GROUP_RESPONSE.cls
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 MAX_DESCRIBE_GROUPS = 1_000
 
 
@@ -65,10 +66,11 @@ def _no_coordinator(code: int, message: str) -> object:
 
 async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> object:
     body = request.body
-    if getattr(body, "key_type", KEY_TYPE_GROUP) != KEY_TYPE_GROUP:
-        return _no_coordinator(
-            ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet"
-        )
+    key_type = getattr(body, "key_type", KEY_TYPE_GROUP)
+    if key_type == KEY_TYPE_TRANSACTION:
+        return await find_transaction_coordinator(ctx, request, body.key)
+    if key_type != KEY_TYPE_GROUP:
+        return _no_coordinator(ErrorCode.INVALID_REQUEST, f"unknown key_type {key_type}")
     if not body.key:
         return _no_coordinator(ErrorCode.INVALID_GROUP_ID, "empty group id")
     groups = driver(ctx)

@@ -1,11 +1,10 @@
 """InitProducerId: a new producer id for an idempotent (non-transactional) producer.
 
 Ids come from the broker's ProducerIdDriver (blocks of 1000 from the controller, prefetched at
-90 %); producer_epoch starts at 0. A transactional_id asks for transactions, which are not
-supported yet: answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a non-retriable error that every
-client surfaces as fatal at once (rather than retrying a coordinator that will never exist).
-v3+ (KIP-360 epoch bump of an existing id) is implemented but not advertised: a non-transactional
-re-init simply gets a fresh id, which Kafka allows as well.
+90 %); producer_epoch starts at 0. A transactional_id asks for transactions: it is
+handled by the transaction coordinator (handlers/transactions.py).
+v3+ (KIP-360): a transactional producer naming its producer id and epoch gets its epoch bumped
+by the coordinator; a non-transactional one simply gets a fresh id, as Kafka does.
 """
 
 from __future__ import annotations
@@ -14,16 +13,13 @@ from log.common.errors import ErrorCode
 from log.protocol.connection import Request
 from log.protocol.producer_id import INIT_PRODUCER_ID_RESPONSE
 from log.server.broker_context import BrokerContext
+from log.server.handlers.transactions import init_transactional_producer_id
 
 R = INIT_PRODUCER_ID_RESPONSE.cls
 
 
 async def handle_init_producer_id(ctx: BrokerContext, request: Request) -> object:
     if request.body.transactional_id is not None:
-        return R(
-            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+        return await init_transactional_producer_id(ctx, request)
     producer_id = await ctx.producer_ids.generate_producer_id()
     return R(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)

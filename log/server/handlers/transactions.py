@@ -1,0 +1,263 @@
+"""The transaction APIs at the coordinators: FindCoordinator key_type 1, InitProducerId with a
+transactional id, AddPartitionsToTxn (v0-2), AddOffsetsToTxn, EndTxn, DescribeTransactions and
+ListTransactions (transaction coordinator, log/coordinator/transaction_driver.py), and
+TxnOffsetCommit (group coordinator, group_driver.py).
+
+Thin: each handler turns the request body into one driver call and the result into the response
+body. The transaction APIs are answered at the versions declared in log/protocol/transactions.py
+(v0-2, transaction version 0: KIP-98 semantics, no epoch bump per transaction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from log.common.errors import ErrorCode
+from log.coordinator.group_coordinator import OFFSET_METADATA_MAX_BYTES, OffsetAndMetadata
+from log.coordinator.transaction_driver import TRANSACTION_STATE_TOPIC, TransactionCoordinatorDriver
+from log.coordinator.transaction_state import TransactionState
+from log.protocol.connection import Request
+from log.protocol.coordinator import FIND_COORDINATOR_RESPONSE
+from log.protocol.producer_id import INIT_PRODUCER_ID_RESPONSE
+from log.protocol.transaction_admin import (
+    DESCRIBE_TRANSACTIONS_RESPONSE,
+    LIST_TRANSACTIONS_RESPONSE,
+)
+from log.protocol.transactions import (
+    ADD_OFFSETS_TO_TXN_RESPONSE,
+    ADD_PARTITIONS_TO_TXN_RESPONSE,
+    END_TXN_RESPONSE,
+    TXN_OFFSET_COMMIT_RESPONSE,
+)
+from log.server.broker_context import BrokerContext
+from log.server.handlers.metadata import listener_of, live_brokers
+
+FC = FIND_COORDINATOR_RESPONSE.cls
+IP = INIT_PRODUCER_ID_RESPONSE.cls
+AP = ADD_PARTITIONS_TO_TXN_RESPONSE.cls
+AO = ADD_OFFSETS_TO_TXN_RESPONSE.cls
+ET = END_TXN_RESPONSE.cls
+TO = TXN_OFFSET_COMMIT_RESPONSE.cls
+DT = DESCRIBE_TRANSACTIONS_RESPONSE.cls
+LT = LIST_TRANSACTIONS_RESPONSE.cls
+
+
+def _for_version(code: int, version: int, fenced_since: int) -> int:
+    """Before `fenced_since` clients do not know PRODUCER_FENCED: INVALID_PRODUCER_EPOCH, as
+    Kafka's KafkaApis answers them."""
+    if code == ErrorCode.PRODUCER_FENCED and version < fenced_since:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
+def driver(ctx: BrokerContext) -> TransactionCoordinatorDriver:
+    assert ctx.transaction_coordinator is not None, "KafkaServer sets the transaction coordinator"
+    return ctx.transaction_coordinator
+
+
+def _no_coordinator(code: int, message: str) -> object:
+    return FC(error_code=code, error_message=message, node_id=-1, host="", port=-1)
+
+
+async def find_transaction_coordinator(
+    ctx: BrokerContext, request: Request, transactional_id: str
+) -> object:
+    """FindCoordinator key_type 1: the leader of the id's __transaction_state partition
+    (created on first use; COORDINATOR_NOT_AVAILABLE until then, clients retry), at its
+    endpoint on the listener the request came in on."""
+    if not transactional_id:
+        return _no_coordinator(ErrorCode.INVALID_REQUEST, "empty transactional id")
+    txn = driver(ctx)
+    if not await txn.ensure_topic():
+        return _no_coordinator(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {TRANSACTION_STATE_TOPIC}"
+        )
+    code, leader = txn.coordinator_for(transactional_id)
+    if code:
+        return _no_coordinator(code, "no leader")
+    for broker_id, host, port, _rack in live_brokers(
+        ctx.replica_manager.sync(), listener_of(request)
+    ):
+        if broker_id == leader:
+            return FC(error_code=0, error_message=None, node_id=broker_id, host=host, port=port)
+    return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "coordinator not live")
+
+
+async def init_transactional_producer_id(ctx: BrokerContext, request: Request) -> object:
+    """InitProducerId with a transactional id (v3+: expected producer id and epoch, KIP-360)."""
+    body = request.body
+    result = await driver(ctx).init_producer_id(
+        body.transactional_id,
+        body.transaction_timeout_ms,
+        getattr(body, "producer_id", -1),
+        getattr(body, "producer_epoch", -1),
+    )
+    return IP(
+        error_code=_for_version(result.error, request.api_version, 4),
+        producer_id=result.producer_id,
+        producer_epoch=result.producer_epoch,
+    )
+
+
+async def handle_add_partitions_to_txn(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+    result = await driver(ctx).add_partitions(
+        body.v3_and_below_transactional_id,
+        body.v3_and_below_producer_id,
+        body.v3_and_below_producer_epoch,
+        wanted,
+    )
+    errors = {tp: _for_version(c, request.api_version, 2) for tp, c in result.errors.items()}
+    return AP(results_by_topic_v3_and_below=_partition_results(errors.items()))
+
+
+def _partition_results(errors: Iterable[tuple[tuple[str, int], int]]) -> list[object]:
+    by_topic: dict[str, list[tuple[int, int]]] = {}
+    for (topic, partition), code in sorted(errors):
+        by_topic.setdefault(topic, []).append((partition, code))
+    return [
+        AP.AddPartitionsToTxnTopicResult(
+            name=name,
+            results_by_partition=[
+                AP.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=c)
+                for p, c in parts
+            ],
+        )
+        for name, parts in by_topic.items()
+    ]
+
+
+async def handle_add_offsets_to_txn(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    if not body.group_id:
+        return AO(error_code=ErrorCode.INVALID_GROUP_ID)
+    code = await driver(ctx).add_offsets(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
+    )
+    return AO(error_code=_for_version(code, request.api_version, 2))
+
+
+async def handle_end_txn(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    result = await driver(ctx).end_txn(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.committed
+    )
+    return ET(error_code=_for_version(result.error, request.api_version, 2))
+
+
+async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> object:
+    body = request.body
+    now_ms = ctx.clock_ms()
+    max_metadata_bytes = ctx.config.props.get(
+        "offset.metadata.max.bytes", OFFSET_METADATA_MAX_BYTES
+    )
+    codes: dict[tuple[str, int], int] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            metadata = p.committed_metadata or ""
+            if len(metadata.encode()) > max_metadata_bytes:
+                codes[(topic.name, p.partition_index)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            offsets[(topic.name, p.partition_index)] = OffsetAndMetadata(
+                p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1),
+                metadata,
+                now_ms,
+            )
+    code: int = ErrorCode.NONE
+    if not body.transactional_id:
+        code = ErrorCode.INVALID_REQUEST
+    elif offsets:
+        code = await ctx.group_coordinator.commit_transactional_offsets(
+            body.group_id, body.producer_id, body.producer_epoch, offsets
+        )
+    codes.update(dict.fromkeys(offsets, code))
+    by_topic: dict[str, list[tuple[int, int]]] = {}
+    for (name, partition), c in sorted(codes.items()):
+        by_topic.setdefault(name, []).append((partition, c))
+    return TO(
+        topics=[
+            TO.TxnOffsetCommitResponseTopic(
+                name=name,
+                partitions=[
+                    TO.TxnOffsetCommitResponsePartition(partition_index=p, error_code=c)
+                    for p, c in parts
+                ],
+            )
+            for name, parts in by_topic.items()
+        ]
+    )
+
+
+async def handle_describe_transactions(ctx: BrokerContext, request: Request) -> object:
+    """DescribeTransactions: per id, its state here (NOT_COORDINATOR when another broker
+    coordinates it, TRANSACTIONAL_ID_NOT_FOUND when it has none)."""
+    txn = driver(ctx)
+    states = []
+    for transactional_id in request.body.transactional_ids:
+        code, md = txn.describe(transactional_id)
+        if md is None:
+            states.append(
+                DT.TransactionState(
+                    error_code=code,
+                    transactional_id=transactional_id,
+                    transaction_state="",
+                    transaction_timeout_ms=0,
+                    transaction_start_time_ms=-1,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    topics=[],
+                )  # fmt: skip
+            )
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(md.topic_partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        states.append(
+            DT.TransactionState(
+                error_code=0,
+                transactional_id=transactional_id,
+                transaction_state=md.state.kafka_name,
+                transaction_timeout_ms=md.txn_timeout_ms,
+                transaction_start_time_ms=md.txn_start_timestamp_ms,
+                producer_id=md.producer_id,
+                producer_epoch=md.producer_epoch,
+                topics=[DT.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            )
+        )
+    return DT(transaction_states=states)
+
+
+async def handle_list_transactions(ctx: BrokerContext, request: Request) -> object:
+    """ListTransactions: the ids this broker coordinates, filtered as Kafka's
+    TransactionStateManager.listTransactionStates (Dead never listed)."""
+    body = request.body
+    known = {state.kafka_name for state in TransactionState}
+    state_filters = set(body.state_filters)
+    producer_filters = set(body.producer_id_filters)
+    duration_ms = getattr(body, "duration_filter", -1)
+    now_ms = ctx.clock_ms()
+    listed = []
+    for md in driver(ctx).transactions():
+        if md.state == TransactionState.DEAD:
+            continue
+        if producer_filters and md.producer_id not in producer_filters:
+            continue
+        if state_filters and md.state.kafka_name not in state_filters:
+            continue
+        if duration_ms >= 0 and now_ms - md.txn_start_timestamp_ms <= duration_ms:
+            continue
+        listed.append(
+            LT.TransactionState(
+                transactional_id=md.transactional_id,
+                producer_id=md.producer_id,
+                transaction_state=md.state.kafka_name,
+            )
+        )
+    return LT(
+        error_code=0,
+        unknown_state_filters=sorted(state_filters - known),
+        transaction_states=listed,
+    )
