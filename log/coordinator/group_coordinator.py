@@ -278,6 +278,12 @@ class GroupCoordinator:
             del self.pending_txn_offsets[producer_id]
         return count
 
+    def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions with a transactional offset commit of `group_id` awaiting its marker."""
+        return {
+            tp for groups in self.pending_txn_offsets.values() for tp in groups.get(group_id, {})
+        }
+
     def has_pending_txn_offsets(self, group_id: str) -> bool:
         return any(group_id in groups for groups in self.pending_txn_offsets.values())
 

@@ -70,7 +70,8 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-5", "1-5"),
     _api("Metadata", metadata.METADATA_REQUEST, metadata.METADATA_RESPONSE, "0-12", "1-12"),
     _api("OffsetCommit", groups.OFFSET_COMMIT_REQUEST, groups.OFFSET_COMMIT_RESPONSE, "0-7", "2-7"),
-    _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-5", "1-5"),
+    # v7's require_stable (KIP-447): UNSTABLE_OFFSET_COMMIT while a transaction's offsets wait
+    _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-7", "1-7"),
     _api("FindCoordinator", coordinator.FIND_COORDINATOR_REQUEST,
          coordinator.FIND_COORDINATOR_RESPONSE, "0-2", "0-2"),
     _api("JoinGroup", groups.JOIN_GROUP_REQUEST, groups.JOIN_GROUP_RESPONSE, "0-5", "0-5"),

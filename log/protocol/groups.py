@@ -194,7 +194,7 @@ OFFSET_COMMIT_RESPONSE = message(
 OFFSET_FETCH_REQUEST = message(
     "OffsetFetchRequest",
     api_key=9,
-    versions="0-5",
+    versions="0-7",
     flexible_versions="6+",
     fields=(
         F("group_id", STRING),
@@ -202,13 +202,14 @@ OFFSET_FETCH_REQUEST = message(
                 F("name", STRING),
                 F("partition_indexes", ARRAY(INT32)),
             )), nullable="2+"),
+        F("require_stable", BOOL, "7+", default=False),  # KIP-447
     ),
 )
 
 OFFSET_FETCH_RESPONSE = message(
     "OffsetFetchResponse",
     api_key=9,
-    versions="0-5",
+    versions="0-7",
     flexible_versions="6+",
     fields=(
         F("throttle_time_ms", INT32, "3+"),

@@ -70,6 +70,7 @@ def _kafka_python_transactions(bootstrap: str, topic: str) -> None:
     producer.begin_transaction()
     for i in range(N):
         producer.send(topic, b"abort-%d" % i, partition=i % 2)
+    producer.flush()  # on the broker before the abort (else the client just drops them)
     producer.abort_transaction()
     producer.begin_transaction()
     for i in range(N):
@@ -85,8 +86,8 @@ async def _aiokafka_transactions(bootstrap: str, topic: str) -> None:
     await producer.start()
     try:
         await producer.begin_transaction()
-        for i in range(N):
-            await producer.send(topic, b"abort-%d" % i, partition=i % 2)
+        for i in range(N):  # on the broker before the abort
+            await producer.send_and_wait(topic, b"abort-%d" % i, partition=i % 2)
         await producer.abort_transaction()
         async with producer.transaction():
             for i in range(N):

@@ -244,6 +244,13 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:
                 for name, parts in by_topic.items()
             ],
         )
+    # KIP-447: a consumer that asks for stable offsets waits (retries) while a transaction's
+    # offset commit for the partition awaits its marker, instead of reading the older offset
+    unstable = (
+        driver(ctx).core.pending_txn_partitions(body.group_id)
+        if getattr(body, "require_stable", False)
+        else set()
+    )
     return OF(
         topics=[
             OF.OffsetFetchResponseTopic(
@@ -251,10 +258,12 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:
                 partitions=[
                     OF.OffsetFetchResponsePartition(
                         partition_index=p,
-                        committed_offset=-1 if o is None else o.offset,
+                        committed_offset=-1 if o is None or (name, p) in unstable else o.offset,
                         committed_leader_epoch=-1 if o is None else o.leader_epoch,
                         metadata="" if o is None else o.metadata,
-                        error_code=0,
+                        error_code=(
+                            ErrorCode.UNSTABLE_OFFSET_COMMIT if (name, p) in unstable else 0
+                        ),
                     )
                     for p, o in parts
                 ],
