@@ -59,6 +59,11 @@ class AclPermissionType(enum.IntEnum):
     ALLOW = 3
 
 
+# authorizer.class.name values that switch on log/security/authorizer.py (Kafka's KRaft
+# authorizer); any other non-empty value is refused at start-up rather than silently ignored.
+STANDARD_AUTHORIZER_CLASSES = frozenset({
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+})  # fmt: skip
 WILDCARD = "*"  # a LITERAL resource name or a host that matches all
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"  # the one CLUSTER resource's name (Kafka's)

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from log.common.acl import (
+    STANDARD_AUTHORIZER_CLASSES,
     WILDCARD,
     WILDCARD_PRINCIPAL,
     AclBinding,
@@ -31,11 +32,6 @@ from log.common.acl import (
 AUTHORIZER_CLASS_KEY = "authorizer.class.name"
 SUPER_USERS_KEY = "super.users"
 ALLOW_EVERYONE_KEY = "allow.everyone.if.no.acl.found"
-# The one authorizer class this broker implements (Kafka's KRaft authorizer): any other non-empty
-# value is refused at start-up rather than silently ignored.
-STANDARD_AUTHORIZER_CLASSES = frozenset({
-    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-})  # fmt: skip
 
 _IMPLIES_DESCRIBE = frozenset({
     AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE,
@@ -55,17 +51,17 @@ class AuthorizerConfig:
     allow_everyone_if_no_acl_found: bool
 
     @classmethod
-    def from_props(cls, props: Mapping[str, str]) -> AuthorizerConfig:
-        class_name = props.get(AUTHORIZER_CLASS_KEY, "").strip()
+    def from_props(cls, props: Mapping[str, object]) -> AuthorizerConfig:
+        class_name = str(props.get(AUTHORIZER_CLASS_KEY, "")).strip()
         if class_name and class_name not in STANDARD_AUTHORIZER_CLASSES:
             raise AuthorizerConfigError(
                 f"{AUTHORIZER_CLASS_KEY}={class_name!r}: only "
                 f"{', '.join(sorted(STANDARD_AUTHORIZER_CLASSES))} is supported"
             )
         super_users = frozenset(
-            user.strip() for user in props.get(SUPER_USERS_KEY, "").split(";") if user.strip()
+            user.strip() for user in str(props.get(SUPER_USERS_KEY, "")).split(";") if user.strip()
         )
-        allow_everyone = props.get(ALLOW_EVERYONE_KEY, "false").strip().lower() == "true"
+        allow_everyone = str(props.get(ALLOW_EVERYONE_KEY, False)).strip().lower() == "true"
         return cls(bool(class_name), super_users, allow_everyone)
 
 

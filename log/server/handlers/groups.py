@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode
 from log.coordinator.group_coordinator import (
     OFFSET_METADATA_MAX_BYTES,
@@ -37,6 +38,7 @@ from log.protocol.groups import (
     OFFSET_FETCH_RESPONSE,
     SYNC_GROUP_RESPONSE,
 )
+from log.server.authorization import allowed, allowed_cluster, require_group
 from log.server.broker_context import BrokerContext
 from log.server.handlers.metadata import listener_of, live_brokers
 from quorum.records import NO_LEADER
@@ -51,6 +53,7 @@ OF = OFFSET_FETCH_RESPONSE.cls
 DG = DESCRIBE_GROUPS_RESPONSE.cls
 LG = LEAVE_GROUP_RESPONSE.cls
 KEY_TYPE_GROUP = 0
+DESCRIBE, GROUP = AclOperation.DESCRIBE, ResourceType.GROUP
 MAX_DESCRIBE_GROUPS = 1_000
 
 
@@ -71,6 +74,8 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> objec
         )
     if not body.key:
         return _no_coordinator(ErrorCode.INVALID_GROUP_ID, "empty group id")
+    if not allowed(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP, body.key):
+        return _no_coordinator(ErrorCode.GROUP_AUTHORIZATION_FAILED, "group DESCRIBE refused")
     groups = driver(ctx)
     if not await groups.ensure_offsets_topic():
         return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {OFFSETS_TOPIC}")
@@ -88,6 +93,8 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> objec
 
 async def handle_join_group(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    # authorization: READ on the group (Kafka's KafkaApis)
+    require_group(ctx, request, AclOperation.READ, body.group_id)
     result = await driver(ctx).join(
         body.group_id,
         member_id=body.member_id,
@@ -117,6 +124,8 @@ async def handle_join_group(ctx: BrokerContext, request: Request) -> object:
 
 async def handle_sync_group(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    # authorization: READ on the group (Kafka's KafkaApis)
+    require_group(ctx, request, AclOperation.READ, body.group_id)
     result = await driver(ctx).sync(
         body.group_id,
         member_id=body.member_id,
@@ -129,6 +138,8 @@ async def handle_sync_group(ctx: BrokerContext, request: Request) -> object:
 
 async def handle_heartbeat(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    # authorization: READ on the group (Kafka's KafkaApis)
+    require_group(ctx, request, AclOperation.READ, body.group_id)
     code = driver(ctx).heartbeat(
         body.group_id, body.member_id, body.generation_id, body.group_instance_id
     )
@@ -137,6 +148,8 @@ async def handle_heartbeat(ctx: BrokerContext, request: Request) -> object:
 
 async def handle_leave_group(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    # authorization: READ on the group (Kafka's KafkaApis)
+    require_group(ctx, request, AclOperation.READ, body.group_id)
     if request.api_version >= 3:
         members = body.members
         code, codes = driver(ctx).leave(
@@ -160,6 +173,10 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
     does: -1 means now / offsets.retention.ms, else the offset expires retention_time_ms from
     now (written as OffsetCommitValue version 1)."""
     body = request.body
+    # authorization: READ on the group, and on each topic (TOPIC_AUTHORIZATION_FAILED)
+    require_group(ctx, request, AclOperation.READ, body.group_id)
+    may_read = {t.name: allowed(ctx, request, AclOperation.READ, ResourceType.TOPIC, t.name)
+                for t in body.topics}  # fmt: skip
     now_ms = ctx.clock_ms()
     retention_time_ms = body.retention_time_ms
     expire_timestamp_ms = -1 if retention_time_ms == -1 else now_ms + retention_time_ms
@@ -174,7 +191,9 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             metadata = p.committed_metadata or ""
-            if known is None or p.partition_index not in known.partitions:
+            if not may_read[t.name]:
+                codes[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif known is None or p.partition_index not in known.partitions:
                 codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif len(metadata) > max_metadata_bytes:
                 codes[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -215,6 +234,8 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
 
 async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    # authorization: DESCRIBE on the group
+    require_group(ctx, request, AclOperation.DESCRIBE, body.group_id)
     wanted = None
     if body.topics is not None:
         wanted = [(t.name, p) for t in body.topics for p in t.partition_indexes]
@@ -285,6 +306,7 @@ async def handle_list_groups(ctx: BrokerContext, request: Request) -> object:
     if types and CLASSIC_GROUP_TYPE not in types:
         overviews = []
     L = LIST_GROUPS_RESPONSE.cls
+    may_list_all = allowed_cluster(ctx, request, AclOperation.DESCRIBE, count=False)
     return L(
         error_code=0,
         groups=[
@@ -296,6 +318,8 @@ async def handle_list_groups(ctx: BrokerContext, request: Request) -> object:
             )  # fmt: skip
             for o in overviews
             if not states or o.state.lower() in states
+            # authorization: every group with DESCRIBE on the cluster, else those described
+            if may_list_all or allowed(ctx, request, DESCRIBE, GROUP, o.group_id, count=False)
         ],
     )
 
@@ -305,6 +329,8 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request) -> object
     described = []
     for group_id in request.body.groups[:MAX_DESCRIBE_GROUPS]:
         try:
+            if not allowed(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+                raise CoordinatorError(ErrorCode.GROUP_AUTHORIZATION_FAILED)  # authorization
             groups.check_group(group_id)
         except CoordinatorError as exc:
             described.append(
@@ -363,7 +389,10 @@ async def handle_delete_groups(ctx: BrokerContext, request: Request) -> object:
     D = DELETE_GROUPS_RESPONSE.cls
     results = []
     for group_id in request.body.groups_names[:MAX_DESCRIBE_GROUPS]:
-        code = await driver(ctx).delete_group(group_id)
+        if allowed(ctx, request, AclOperation.DELETE, ResourceType.GROUP, group_id):
+            code = await driver(ctx).delete_group(group_id)
+        else:  # authorization: DELETE on the group
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
         results.append(D.DeletableGroupResult(group_id=group_id, error_code=code))
     return D(throttle_time_ms=0, results=results)
 
@@ -373,6 +402,8 @@ async def handle_offset_delete(ctx: BrokerContext, request: Request) -> object:
     unknown topics are UNKNOWN_TOPIC_OR_PARTITION, as in Kafka."""
     O = OFFSET_DELETE_RESPONSE.cls  # noqa: N806, E741
     body = request.body
+    # authorization: DELETE on the group
+    require_group(ctx, request, AclOperation.DELETE, body.group_id)
     image = ctx.replica_manager.sync()
     known = []
     unknown = set()

@@ -18,11 +18,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode, KafkaError
 from log.protocol.admin import DESCRIBE_CLUSTER_RESPONSE
 from log.protocol.apis import api_versions_body
 from log.protocol.connection import Request
 from log.protocol.metadata import METADATA_RESPONSE
+from log.server.authorization import allowed, allowed_cluster
 from log.server.broker_context import BrokerContext
 from quorum.controller import CreatableTopic, CreateTopicsRequest
 from quorum.image import MetadataImage, topic_name_error
@@ -31,6 +33,7 @@ from quorum.records import NO_LEADER
 logger = logging.getLogger(__name__)
 
 M: Any = METADATA_RESPONSE.cls  # made at run time by schema.py: untyped
+DESCRIBE, CREATE, TOPIC = AclOperation.DESCRIBE, AclOperation.CREATE, ResourceType.TOPIC
 LISTENER = "PLAINTEXT"  # the listener of a request that did not come through KafkaServer
 
 
@@ -125,13 +128,26 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> object:
             else:
                 unknown_ids.append(t.topic_id)
         names = list(dict.fromkeys(names))
-    missing = [n for n in names if image.topic(n) is None]
     errors: dict[str, int] = {}
+    # -- authorization: unauthorized topics are left out of a listing of all topics and
+    # answered TOPIC_AUTHORIZATION_FAILED when named; auto-creating needs CREATE on the
+    # cluster or the topic (Kafka's KafkaApis.handleTopicMetadataRequest) ------------------
+    may_describe = {n: allowed(ctx, request, DESCRIBE, TOPIC, n, count=body.topics is not None)
+                    for n in names}  # fmt: skip
+    if body.topics is None:
+        names = [n for n in names if may_describe[n]]
+    errors.update((n, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for n in names if not may_describe[n])
+    # -- end authorization ---------------------------------------------------------------
+    missing = [n for n in names if image.topic(n) is None and n not in errors]
     creatable = []
     for name in missing:
         if topic_name_error(name) is not None:
             errors[name] = ErrorCode.INVALID_TOPIC_EXCEPTION
         elif ctx.config.props["auto.create.topics.enable"] and body.allow_auto_topic_creation:
+            if not (allowed_cluster(ctx, request, CREATE, count=False)
+                    or allowed(ctx, request, CREATE, TOPIC, name)):  # fmt: skip
+                errors[name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             creatable.append(name)
         else:
             errors[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
