@@ -152,8 +152,10 @@ async def test_acls_are_created_described_and_deleted_by_a_super_user_only(broke
              ("GROUP", "g", "PREFIXED", "User:bob", "READ", "ALLOW")]  # fmt: skip
     assert await _run(_create_acls, bootstrap, "alice", specs) == [None, None]
     assert await _run(_describe_acls, bootstrap, "alice", "User:bob") == sorted(
-        [("TOPIC", "orders", "LITERAL", "User:bob", "READ", "ALLOW"),
-         ("GROUP", "g", "PREFIXED", "User:bob", "READ", "ALLOW")]  # fmt: skip
+        [
+            ("TOPIC", "orders", "LITERAL", "User:bob", "READ", "ALLOW"),
+            ("GROUP", "g", "PREFIXED", "User:bob", "READ", "ALLOW"),
+        ]  # fmt: skip
     )
     assert len(broker.quorum.image.acls) == 2
     # bob may not manage ACLs (ALTER / DESCRIBE on the cluster)
@@ -215,3 +217,69 @@ async def test_consumer_needs_topic_and_group_read_and_metadata_hides_topics(bro
     assert await _run(_create_acls, bootstrap, "alice", group_read) == [None]
     assert await _run(_consume, bootstrap, "bob", "orders", "g1") is None
     assert await _run(_consume, bootstrap, "bob", "secret", "g2") == "TOPIC_AUTHORIZATION_FAILED"
+
+
+def _idempotent_produce(bootstrap: str, user: str, topic: str) -> bool:
+    """Whether an idempotent producer (InitProducerId first) delivers one message. (A refused
+    InitProducerId is a fatal error whose KafkaError confluent-kafka cannot even render.)"""
+    from confluent_kafka import Producer
+
+    delivered: list[bool] = []
+    producer = Producer({**_conf(bootstrap, user), "message.timeout.ms": 5_000,
+                         "enable.idempotence": True})  # fmt: skip
+    producer.produce(topic, b"v", on_delivery=lambda err, msg: delivered.append(err is None))
+    producer.flush(20)
+    return delivered == [True]
+
+
+async def test_idempotent_producer_needs_write_on_some_topic(broker):
+    bootstrap = broker.bootstrap("SASL_PLAINTEXT")
+    await broker.create_topic("orders")
+    denied = broker.server.ctx.authorization.denied_count
+    assert not await _run(_idempotent_produce, bootstrap, "bob", "orders")
+    assert broker.server.ctx.authorization.denied_count > denied  # InitProducerId refused
+    write = [("TOPIC", "orders", "LITERAL", "User:bob", "WRITE", "ALLOW")]
+    assert await _run(_create_acls, bootstrap, "alice", write) == [None]
+    assert await _run(_idempotent_produce, bootstrap, "bob", "orders")
+
+
+def _cli(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "tools", "acls", *args],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+async def test_acls_cli_add_list_remove(broker, tmp_path):
+    properties = tmp_path / "client.properties"
+    conf = _conf(broker.bootstrap("SASL_PLAINTEXT"), "alice")
+    properties.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    common = ["--bootstrap", conf["bootstrap.servers"], "--command-config", str(properties)]
+    added = await _run(lambda: _cli("add", "--allow-principal", "User:bob", "--operation", "Read",
+                                    "--operation", "describeconfigs", "--topic", "pay.",
+                                    "--resource-pattern-type", "prefixed", *common))  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    denied = await _run(lambda: _cli("add", "--deny-principal", "User:eve", "--operation", "All",
+                                     "--cluster", *common))  # fmt: skip
+    assert denied.returncode == 0, denied.stderr
+    listed = await _run(lambda: _cli("list", "--json", *common))
+    assert listed.returncode == 0, listed.stderr
+    import json
+
+    rows = {(r["resource"], r["name"], r["pattern"], r["principal"], r["operation"],
+             r["permission"]) for r in json.loads(listed.stdout)}  # fmt: skip
+    assert rows == {
+        ("TOPIC", "pay.", "PREFIXED", "User:bob", "READ", "ALLOW"),
+        ("TOPIC", "pay.", "PREFIXED", "User:bob", "DESCRIBE_CONFIGS", "ALLOW"),
+        ("CLUSTER", "kafka-cluster", "LITERAL", "User:eve", "ALL", "DENY"),
+    }
+    removed = await _run(lambda: _cli("remove", "--topic", "pay.", "--resource-pattern-type",
+                                      "prefixed", *common))  # fmt: skip
+    assert removed.returncode == 0 and "2 ACL(s) removed" in removed.stdout, removed.stderr
+    assert len(broker.quorum.image.acls) == 1
+    bob = {**conf, "sasl.username": "bob", "sasl.password": USERS["bob"]}
+    properties.write_text("".join(f"{k}={v}\n" for k, v in bob.items()))
+    refused = await _run(lambda: _cli("add", "--allow-principal", "User:bob", "--operation",
+                                      "All", "--cluster", *common))  # fmt: skip
+    assert refused.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
