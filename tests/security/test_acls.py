@@ -197,6 +197,11 @@ async def test_produce_matrix_literal_prefixed_wildcard_and_deny(broker):
     assert await _run(_produce, bootstrap, "bob", "other") is None
     assert await _run(_produce, bootstrap, "bob", "pay.in") == "TOPIC_AUTHORIZATION_FAILED"
     assert broker.server.ctx.authorization.denied_count >= 4
+    exposition = broker.server.metrics.exposition().decode()
+    (line,) = [
+        x for x in exposition.splitlines() if x.startswith("quorumlog_authorization_denials")
+    ]
+    assert float(line.split()[-1]) == broker.server.ctx.authorization.denied_count
 
 
 async def test_consumer_needs_topic_and_group_read_and_metadata_hides_topics(broker):
