@@ -247,7 +247,10 @@ class _Builder:
         self.configs = dict(image.configs)
         self.next_producer_id = image.next_producer_id
         self.scram_credentials = dict(image.scram_credentials)
-        self.acls = dict(image.acls)
+        # copied on the first ACL record only: an unchanged image keeps the same mapping, so the
+        # broker's authorizer (log/server/authorization.py) is rebuilt only when ACLs change
+        self.acls: Mapping[uuid.UUID, AccessControlEntryRecord] = image.acls
+        self.own_acls: dict[uuid.UUID, AccessControlEntryRecord] | None = None
         self.controller_id = image.controller_id
         self.controller_epoch = image.controller_epoch
         self.touched: set[tuple[uuid.UUID, int]] = set()
@@ -456,13 +459,19 @@ class _Builder:
         if self.scram_credentials.pop((r.name, r.mechanism), None) is None:
             self.fail(f"no SCRAM credential for {r.name!r} mechanism {r.mechanism}")
 
+    def _writable_acls(self) -> dict[uuid.UUID, AccessControlEntryRecord]:
+        if self.own_acls is None:
+            self.own_acls = dict(self.acls)
+            self.acls = self.own_acls
+        return self.own_acls
+
     def access_control_entry(self, r: AccessControlEntryRecord) -> None:
         if r.id in self.acls:
             self.fail(f"ACL {r.id} already exists")
-        self.acls[r.id] = r
+        self._writable_acls()[r.id] = r
 
     def remove_access_control_entry(self, r: RemoveAccessControlEntryRecord) -> None:
-        if self.acls.pop(r.id, None) is None:
+        if self._writable_acls().pop(r.id, None) is None:
             self.fail(f"no ACL {r.id}")
 
     def producer_ids(self, r: ProducerIdsRecord) -> None:

@@ -60,3 +60,11 @@ def test_acls_survive_a_checkpoint():
     image, _ = _create(START, READ, WRITE)
     rebuilt = replay_checkpoint_records(image.to_records(), image.last_offset)
     assert rebuilt.acls == image.acls
+
+
+def test_an_image_without_acl_changes_keeps_the_same_acl_mapping():
+    image, _ = _create(START, READ)
+    unchanged = apply_records(image, [], image.last_offset + 1)
+    assert unchanged.acls is image.acls  # the broker's authorizer is not rebuilt
+    changed, _ = _create(unchanged, WRITE)
+    assert changed.acls is not image.acls and len(image.acls) == 1  # never changed in place
