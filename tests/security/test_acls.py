@@ -288,3 +288,41 @@ async def test_acls_cli_add_list_remove(broker, tmp_path):
     refused = await _run(lambda: _cli("add", "--allow-principal", "User:bob", "--operation",
                                       "All", "--cluster", *common))  # fmt: skip
     assert refused.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
+
+
+def _commit(bootstrap: str, user: str, group: str, offsets: dict[str, int]) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**_conf(bootstrap, user), "group.id": group})
+    try:
+        partitions = [TopicPartition(t, 0, o) for t, o in offsets.items()]
+        consumer.commit(offsets=partitions, asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def _group_offsets(bootstrap: str, user: str, group: str) -> dict[str, int] | str:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(_conf(bootstrap, user))
+    (future,) = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+    try:
+        result = future.result(timeout=20)
+    except Exception as exc:
+        return exc.args[0].name()
+    return {tp.topic: tp.offset for tp in result.topic_partitions}
+
+
+async def test_offset_fetch_needs_group_describe_and_leaves_out_hidden_topics(broker):
+    bootstrap = broker.bootstrap("SASL_PLAINTEXT")
+    for topic in ("orders", "secret"):
+        await broker.create_topic(topic)
+        assert await _run(_produce, bootstrap, "alice", topic) is None
+    await _run(_commit, bootstrap, "alice", "gx", {"orders": 1, "secret": 1})
+    assert await _run(_group_offsets, bootstrap, "alice", "gx") == {"orders": 1, "secret": 1}
+    assert await _run(_group_offsets, bootstrap, "bob", "gx") == "GROUP_AUTHORIZATION_FAILED"
+    acls = [("GROUP", "gx", "LITERAL", "User:bob", "DESCRIBE", "ALLOW"),
+            ("TOPIC", "orders", "LITERAL", "User:bob", "DESCRIBE", "ALLOW")]  # fmt: skip
+    assert await _run(_create_acls, bootstrap, "alice", acls) == [None, None]
+    assert await _run(_group_offsets, bootstrap, "bob", "gx") == {"orders": 1}

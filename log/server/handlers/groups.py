@@ -263,6 +263,11 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:
                 for name, parts in by_topic.items()
             ],
         )
+    # authorization: DESCRIBE on each topic; a listing of all leaves the others out
+    denied = {tp[0] for tp in found
+              if not allowed(ctx, request, DESCRIBE, ResourceType.TOPIC, tp[0], count=bool(wanted))}  # fmt: skip
+    found = {tp: (None if tp[0] in denied else o) for tp, o in found.items()
+             if wanted is not None or tp[0] not in denied}  # fmt: skip
     return OF(
         topics=[
             OF.OffsetFetchResponseTopic(
@@ -273,7 +278,7 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:
                         committed_offset=-1 if o is None else o.offset,
                         committed_leader_epoch=-1 if o is None else o.leader_epoch,
                         metadata="" if o is None else o.metadata,
-                        error_code=0,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in denied else 0,
                     )
                     for p, o in parts
                 ],
