@@ -81,14 +81,6 @@ def _counts(binding: AclBinding, principal: str, host: str, operation: int) -> b
     return False
 
 
-def _applies(binding: AclBinding, resource_name: str) -> bool:
-    if binding.pattern_type == PatternType.LITERAL:
-        return binding.resource_name in (resource_name, WILDCARD)
-    return binding.pattern_type == PatternType.PREFIXED and resource_name.startswith(
-        binding.resource_name
-    )
-
-
 class Authorizer:
     """Decisions over one set of ACL bindings. With `config.enabled` false, everything is
     allowed (no authorizer configured: Kafka's behaviour)."""
@@ -96,15 +88,36 @@ class Authorizer:
     def __init__(self, config: AuthorizerConfig, bindings: Iterable[AclBinding]) -> None:
         self.config = config
         self._by_type: dict[int, list[AclBinding]] = {}
+        # (resource type, name) -> bindings: LITERAL ones by their name ("*" included), PREFIXED
+        # ones by their prefix; a resource's are found with one lookup per prefix of its name
+        self._literal: dict[tuple[int, str], list[AclBinding]] = {}
+        self._prefixed: dict[tuple[int, str], list[AclBinding]] = {}
         for binding in bindings:
             self._by_type.setdefault(binding.resource_type, []).append(binding)
+            index = self._literal if binding.pattern_type == PatternType.LITERAL else self._prefixed
+            key = (binding.resource_type, binding.resource_name)
+            index.setdefault(key, []).append(binding)
+        self._prefix_lengths: dict[int, list[int]] = {}
+        for resource_type, prefix in self._prefixed:
+            self._prefix_lengths.setdefault(resource_type, []).append(len(prefix))
+        for lengths in self._prefix_lengths.values():
+            lengths[:] = sorted(set(lengths))
+
+    def _applying(self, resource_type: int, resource_name: str) -> list[AclBinding]:
+        found = [*self._literal.get((resource_type, resource_name), ()),
+                 *self._literal.get((resource_type, WILDCARD), ())]  # fmt: skip
+        for length in self._prefix_lengths.get(resource_type, ()):
+            if length > len(resource_name):
+                break
+            found.extend(self._prefixed.get((resource_type, resource_name[:length]), ()))
+        return found
 
     def authorize(
         self, principal: str, host: str, operation: int, resource_type: int, resource_name: str
     ) -> bool:
         if not self.config.enabled or principal in self.config.super_users:
             return True
-        applying = [b for b in self._by_type.get(resource_type, ()) if _applies(b, resource_name)]
+        applying = self._applying(resource_type, resource_name)
         counting = [b for b in applying if _counts(b, principal, host, operation)]
         if any(b.permission_type == AclPermissionType.DENY for b in counting):
             return False
