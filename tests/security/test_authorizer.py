@@ -48,6 +48,21 @@ def test_unknown_authorizer_class_is_refused():
         AuthorizerConfig.from_props({"authorizer.class.name": "kafka.security.AclAuthorizer"})
 
 
+def test_node_config_takes_kafka_names_and_refuses_other_authorizers(tmp_path):
+    from bench.local_quorum import node_config
+    from log.common.node_config import ConfigError
+
+    config = node_config(tmp_path, **STANDARD, **{"super.users": "User:a;User:b",
+                                                  "allow.everyone.if.no.acl.found": "true"})  # fmt: skip
+    parsed = AuthorizerConfig.from_props(config.props)
+    assert parsed == AuthorizerConfig(True, frozenset({"User:a", "User:b"}), True)
+    assert not AuthorizerConfig.from_props(node_config(tmp_path).props).enabled
+    with pytest.raises(ConfigError, match="authorizer.class.name"):
+        node_config(
+            tmp_path, **{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+        )
+
+
 def test_no_acl_found_denies_by_default_and_allow_everyone_flips_it():
     assert not allowed(authorizer(), Op.READ)
     assert allowed(authorizer(**{"allow.everyone.if.no.acl.found": "true"}), Op.READ)
