@@ -116,6 +116,32 @@ def require_group(ctx: BrokerContext, request: Request, operation: int, group_id
             ErrorCode.GROUP_AUTHORIZATION_FAILED)  # fmt: skip
 
 
+# The operations each resource type supports (Kafka's AclEntry.supportedOperations), reported
+# as a bit field (bit = the operation's code) by authorized_operations (KIP-430).
+SUPPORTED_OPERATIONS: dict[int, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
+                         AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.ALTER,
+                         AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION,
+                           AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+                           AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+                           AclOperation.DESCRIBE),
+}  # fmt: skip
+
+
+def authorized_operations(
+    ctx: BrokerContext, request: Request, resource_type: int, name: str
+) -> int:
+    """KIP-430's bit field: 1 << operation for each supported operation the caller may do on
+    the resource (all of them without an authorizer, as Kafka answers)."""
+    bits = 0
+    for operation in SUPPORTED_OPERATIONS[resource_type]:
+        if allowed(ctx, request, operation, resource_type, name, count=False):
+            bits |= 1 << operation
+    return bits
+
+
 def allowed_cluster(
     ctx: BrokerContext, request: Request, operation: int, *, count: bool = True
 ) -> bool:

@@ -326,3 +326,29 @@ async def test_offset_fetch_needs_group_describe_and_leaves_out_hidden_topics(br
             ("TOPIC", "orders", "LITERAL", "User:bob", "DESCRIBE", "ALLOW")]  # fmt: skip
     assert await _run(_create_acls, bootstrap, "alice", acls) == [None, None]
     assert await _run(_group_offsets, bootstrap, "bob", "gx") == {"orders": 1}
+
+
+def _authorized_operations(bootstrap: str, user: str) -> tuple[set[str], set[str]]:
+    """(cluster operations, operations on topic `orders`) as confluent-kafka reports them."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(_conf(bootstrap, user))
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(timeout=20)
+    (topic,) = admin.describe_topics(
+        TopicCollection(["orders"]), include_authorized_operations=True
+    ).values()
+    described = topic.result(timeout=20)
+    return ({op.name for op in cluster.authorized_operations or ()},
+            {op.name for op in described.authorized_operations or ()})  # fmt: skip
+
+
+async def test_authorized_operations_kip_430(broker):
+    bootstrap = broker.bootstrap("SASL_PLAINTEXT")
+    await broker.create_topic("orders")
+    cluster_ops, topic_ops = await _run(_authorized_operations, bootstrap, "alice")
+    assert {"ALTER", "DESCRIBE", "CLUSTER_ACTION", "IDEMPOTENT_WRITE"} <= cluster_ops
+    assert {"READ", "WRITE", "DELETE", "DESCRIBE_CONFIGS"} <= topic_ops
+    read = [("TOPIC", "orders", "LITERAL", "User:bob", "READ", "ALLOW")]
+    assert await _run(_create_acls, bootstrap, "alice", read) == [None]
+    assert await _run(_authorized_operations, bootstrap, "bob") == (set(), {"READ", "DESCRIBE"})

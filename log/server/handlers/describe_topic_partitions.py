@@ -21,7 +21,7 @@ from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode, InvalidRequestError
 from log.protocol.connection import Request
 from log.protocol.metadata import DESCRIBE_TOPIC_PARTITIONS_RESPONSE
-from log.server.authorization import allowed
+from log.server.authorization import allowed, authorized_operations
 from log.server.broker_context import BrokerContext
 from quorum.image import MetadataImage, TopicImage, topic_name_error
 from quorum.records import NO_LEADER
@@ -101,6 +101,7 @@ async def handle_describe_topic_partitions(ctx: BrokerContext, request: Request)
                 topic_id=topic.topic_id,
                 is_internal=name.startswith("__"),
                 partitions=rows,
+                topic_authorized_operations=authorized_operations(ctx, request, TOPIC, name),
             )
         )
         if start + len(rows) < len(topic.partitions):

@@ -38,7 +38,12 @@ from log.protocol.groups import (
     OFFSET_FETCH_RESPONSE,
     SYNC_GROUP_RESPONSE,
 )
-from log.server.authorization import allowed, allowed_cluster, require_group
+from log.server.authorization import (
+    allowed,
+    allowed_cluster,
+    authorized_operations,
+    require_group,
+)
 from log.server.broker_context import BrokerContext
 from log.server.handlers.metadata import listener_of, live_brokers
 from quorum.records import NO_LEADER
@@ -385,6 +390,9 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request) -> object
                 protocol_type=group.protocol_type or "",
                 protocol_data=group.protocol_name or "",
                 members=members,
+                authorized_operations=authorized_operations(ctx, request, GROUP, group_id)
+                if getattr(request.body, "include_authorized_operations", False)
+                else -2147483648,  # KIP-430; INT32 min: not asked
             )
         )
     return DG(groups=described)
