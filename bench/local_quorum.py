@@ -17,6 +17,7 @@ import trio
 
 from log.common.node_config import NodeConfig
 from quorum import controller, leader_election, reassignment
+from quorum.acls import create_acls, delete_acls
 from quorum.broker_lifecycle import MAX_PENDING_IMAGES
 from quorum.image import MetadataImage
 from quorum.records import ActiveControllerRecord, BrokerEndpoint, encode_batch
@@ -114,6 +115,12 @@ class LocalQuorum:
 
     async def alter_user_scram_credentials(self, request):
         return self._decided(alter_user_scram_credentials(self.image, request))
+
+    async def create_acls(self, request):
+        return self._decided(create_acls(self.image, request))
+
+    async def delete_acls(self, request):
+        return self._decided(delete_acls(self.image, request))
 
     async def allocate_producer_ids(self, request):
         return self._decided(controller.allocate_producer_ids(self.image, request))

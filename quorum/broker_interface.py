@@ -37,6 +37,12 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import trio
 
+    from quorum.acls import (
+        CreateAclsRequest,
+        CreateAclsResponse,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
+    )
     from quorum.controller import (
         AllocateProducerIdsRequest,
         AllocateProducerIdsResponse,
@@ -102,6 +108,10 @@ class ControllerChannel(Protocol):
     async def alter_user_scram_credentials(
         self, request: AlterUserScramCredentialsRequest
     ) -> AlterUserScramCredentialsResponse: ...
+
+    async def create_acls(self, request: CreateAclsRequest) -> CreateAclsResponse: ...
+
+    async def delete_acls(self, request: DeleteAclsRequest) -> DeleteAclsResponse: ...
 
     async def allocate_producer_ids(
         self, request: AllocateProducerIdsRequest

@@ -37,8 +37,8 @@ from log.protocol.controller import (
     BROKER_REGISTRATION_REQUEST,
 )
 from log.protocol.framing import FrameDecoder
+from quorum import acls, controller_auth, controller_codec
 from quorum import controller as c
-from quorum import controller_auth, controller_codec
 from quorum import leader_election as le
 from quorum import reassignment as ra
 from quorum.scram_credentials import (
@@ -297,6 +297,12 @@ class ControllerClient:
         self, request: AlterUserScramCredentialsRequest
     ) -> AlterUserScramCredentialsResponse:
         return await self._forward("alter_user_scram_credentials", request)
+
+    async def create_acls(self, request: acls.CreateAclsRequest) -> acls.CreateAclsResponse:
+        return await self._forward("create_acls", request)
+
+    async def delete_acls(self, request: acls.DeleteAclsRequest) -> acls.DeleteAclsResponse:
+        return await self._forward("delete_acls", request)
 
     async def allocate_producer_ids(
         self, request: c.AllocateProducerIdsRequest

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from log.common.errors import ErrorCode, InvalidRequestError
+from quorum import acls
 from quorum import controller as c
 from quorum import leader_election as le
 from quorum import reassignment as ra
@@ -41,6 +42,8 @@ OPERATIONS: dict[str, tuple[type, type]] = {
         scram.AlterUserScramCredentialsRequest,
         scram.AlterUserScramCredentialsResponse,
     ),
+    "create_acls": (acls.CreateAclsRequest, acls.CreateAclsResponse),
+    "delete_acls": (acls.DeleteAclsRequest, acls.DeleteAclsResponse),
 }
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 _MAX_DEPTH = 8

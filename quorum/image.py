@@ -47,6 +47,7 @@ from quorum.records import (
     CONFIG_RESOURCE_BROKER,
     CONFIG_RESOURCE_TOPIC,
     NO_LEADER,
+    AccessControlEntryRecord,
     ActiveControllerRecord,
     BrokerEndpoint,
     BrokerRegistrationOffsetRecord,
@@ -59,6 +60,7 @@ from quorum.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialsRecord,
     TopicRecord,
@@ -151,6 +153,8 @@ class MetadataImage:
     scram_credentials: Mapping[tuple[str, int], UserScramCredentialsRecord] = field(
         default_factory=dict
     )
+    # ACL id -> the binding (the authorizer's input; log/security/authorizer.py)
+    acls: Mapping[uuid.UUID, AccessControlEntryRecord] = field(default_factory=dict)
     controller_id: int = -1
     controller_epoch: int = -1
     last_offset: int = -1
@@ -224,6 +228,7 @@ class MetadataImage:
                     ConfigRecord(resource[0], resource[1], key, self.configs[resource][key])
                 )
         records.extend(self.scram_credentials[key] for key in sorted(self.scram_credentials))
+        records.extend(self.acls[key] for key in sorted(self.acls))
         return records
 
 
@@ -242,6 +247,10 @@ class _Builder:
         self.configs = dict(image.configs)
         self.next_producer_id = image.next_producer_id
         self.scram_credentials = dict(image.scram_credentials)
+        # copied on the first ACL record only: an unchanged image keeps the same mapping, so the
+        # broker's authorizer (log/server/authorization.py) is rebuilt only when ACLs change
+        self.acls: Mapping[uuid.UUID, AccessControlEntryRecord] = image.acls
+        self.own_acls: dict[uuid.UUID, AccessControlEntryRecord] | None = None
         self.controller_id = image.controller_id
         self.controller_epoch = image.controller_epoch
         self.touched: set[tuple[uuid.UUID, int]] = set()
@@ -265,6 +274,7 @@ class _Builder:
             configs=self.configs,
             next_producer_id=self.next_producer_id,
             scram_credentials=self.scram_credentials,
+            acls=self.acls,
             controller_id=self.controller_id,
             controller_epoch=self.controller_epoch,
             last_offset=last_offset,
@@ -449,6 +459,21 @@ class _Builder:
         if self.scram_credentials.pop((r.name, r.mechanism), None) is None:
             self.fail(f"no SCRAM credential for {r.name!r} mechanism {r.mechanism}")
 
+    def _writable_acls(self) -> dict[uuid.UUID, AccessControlEntryRecord]:
+        if self.own_acls is None:
+            self.own_acls = dict(self.acls)
+            self.acls = self.own_acls
+        return self.own_acls
+
+    def access_control_entry(self, r: AccessControlEntryRecord) -> None:
+        if r.id in self.acls:
+            self.fail(f"ACL {r.id} already exists")
+        self._writable_acls()[r.id] = r
+
+    def remove_access_control_entry(self, r: RemoveAccessControlEntryRecord) -> None:
+        if self._writable_acls().pop(r.id, None) is None:
+            self.fail(f"no ACL {r.id}")
+
     def producer_ids(self, r: ProducerIdsRecord) -> None:
         if r.next_producer_id <= self.next_producer_id:
             self.fail(f"next_producer_id {r.next_producer_id} <= {self.next_producer_id}")
@@ -535,6 +560,8 @@ _DISPATCH: dict[type[MetadataRecord], Callable[[_Builder, Any], None]] = {
     NoOpRecord: lambda builder, record: None,
     UserScramCredentialsRecord: _Builder.scram_credential,
     RemoveUserScramCredentialsRecord: _Builder.remove_scram_credential,
+    AccessControlEntryRecord: _Builder.access_control_entry,
+    RemoveAccessControlEntryRecord: _Builder.remove_access_control_entry,
 }
 
 

@@ -211,6 +211,26 @@ class RemoveUserScramCredentialsRecord:
     mechanism: int
 
 
+@dataclass(frozen=True)
+class AccessControlEntryRecord:
+    """One ACL binding (Kafka's AccessControlEntryRecord), named by its id; the codes are
+    log/common/acl.py's (Kafka's): resource_type, pattern_type, operation, permission_type."""
+
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True)
+class RemoveAccessControlEntryRecord:
+    id: uuid.UUID
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -227,6 +247,8 @@ MetadataRecord = (
     | BrokerRegistrationOffsetRecord
     | UserScramCredentialsRecord
     | RemoveUserScramCredentialsRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
 )
 
 
@@ -430,6 +452,8 @@ _PAYLOADS: dict[type, tuple[tuple[Reader, Writer], ...]] = {
     BrokerRegistrationOffsetRecord: (_INT32, _INT64),
     UserScramCredentialsRecord: (_STRING, _INT8, _BYTES, _BYTES, _BYTES, _INT32),
     RemoveUserScramCredentialsRecord: (_STRING, _INT8),
+    AccessControlEntryRecord: (_UUID, _INT8, _STRING, _INT8, _STRING, _STRING, _INT8, _INT8),
+    RemoveAccessControlEntryRecord: (_UUID,),
 }
 
 # record_type byte -> (dataclass, newest record_version). Type numbers are forever: append,
@@ -450,6 +474,8 @@ RECORD_TYPES: dict[int, tuple[type, int]] = {
     13: (BrokerRegistrationOffsetRecord, 0),
     14: (UserScramCredentialsRecord, 0),
     15: (RemoveUserScramCredentialsRecord, 0),
+    16: (AccessControlEntryRecord, 0),
+    17: (RemoveAccessControlEntryRecord, 0),
 }
 _TYPE_OF: dict[type, int] = {cls: type_id for type_id, (cls, _) in RECORD_TYPES.items()}
 _FIELDS: dict[type, tuple[str, ...]] = {

@@ -56,6 +56,7 @@ from quorum import controller as c
 from quorum import controller_auth, controller_codec
 from quorum import leader_election as le
 from quorum import reassignment as ra
+from quorum.acls import create_acls, delete_acls
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
 from quorum.image import MetadataImage
 from quorum.partition_change import ElectionPolicy
@@ -398,6 +399,8 @@ class ControllerService:
                 image, r, lambda name: c.election_policy(image, name, defaults)
             ),
             "alter_user_scram_credentials": alter_user_scram_credentials,
+            "create_acls": create_acls,
+            "delete_acls": delete_acls,
         }
         decide = decisions[operation]
         return await self._decide(lambda image: decide(image, request))

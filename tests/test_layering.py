@@ -51,6 +51,7 @@ IO_MODULES = {"trio", "socket", "time", "os", "threading", "asyncio", "selectors
 IO_MODULES |= {"pickle"}  # state is encoded with our own codecs, never pickled
 SANS_IO = [
     "log/common/errors.py",
+    "log/common/acl.py",
     "log/records/*.py",
     "log/protocol/*.py",
     "log/storage/retention.py",
@@ -78,7 +79,9 @@ SANS_IO = [
     "log/security/scram.py",
     "log/security/credentials.py",
     "log/security/authenticator.py",
+    "log/security/authorizer.py",
     "quorum/records.py",
+    "quorum/acls.py",
     "quorum/image.py",
     "quorum/controller.py",
     "quorum/state_machine.py",

@@ -56,3 +56,6 @@ main.add_command(nemesis)
 from tools.users_cmd import users  # noqa: E402
 
 main.add_command(users)
+from tools.acls_cmd import acls  # noqa: E402
+
+main.add_command(acls)

@@ -3,7 +3,8 @@
 At format time (once; restarts reuse it) DIR/certs/ gets a fresh CA and one certificate per node
 (tools/certificates.py), and every node's Kafka listener becomes SASL_SSL (also the inter-broker
 listener: replica fetchers log in over TLS as the `broker` user with SCRAM-SHA-512). Two users
-exist, each with a generated password: `broker` (the nodes) and `admin` (you). DIR/client.properties
+exist, each with a generated password: `broker` (the nodes) and `admin` (you), both super users
+of the StandardAuthorizer the nodes run (everyone else needs ACLs: `quorumlog acls`). DIR/client.properties
 (mode 0600) holds the client settings, in the property names librdkafka, kcat and the Java
 clients share; `up` prints them.
 """
@@ -52,6 +53,9 @@ def secure_properties(data_dir: Path, node_ids: range) -> dict[int, dict[str, ob
             "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
             "sasl.mechanism.inter.broker.protocol": INTER_BROKER_MECHANISM,
             "sasl.jaas.config": jaas,
+            # ACLs on, the nodes and you allowed everything (quorumlog acls for the others)
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": f"User:{ADMIN_USER};User:{BROKER_USER}",
         }
     settings = {
         "security.protocol": LISTENER,

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from log.common.acl import STANDARD_AUTHORIZER_CLASSES
+
 NODE_CONFIG_FILE = "node.toml"
 
 
@@ -90,6 +92,20 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         int,
         524288,
         "largest request frame a SASL connection may send before it has authenticated",
+    ),
+    # Authorization (log/security/authorizer.py): Kafka's StandardAuthorizer settings
+    ConfigKey(
+        "authorizer.class.name",
+        str,
+        "",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs on; empty: none",
+    ),
+    ConfigKey("super.users", str, "", "principals allowed everything, User:a;User:b"),
+    ConfigKey(
+        "allow.everyone.if.no.acl.found",
+        bool,
+        False,
+        "allow what no ACL names the resource of (else denied)",
     ),
     ConfigKey("log.dirs", str, "kafka-logs", "partition log directory (relative to node dir)"),
     ConfigKey("metadata.log.dir", str, "metadata", "metadata quorum directory (relative)"),
@@ -488,6 +504,12 @@ class NodeConfig:
             raise ConfigError("ssl.client.auth must be required, requested or none")
         if p["sasl.server.max.receive.size"] < 1:
             raise ConfigError("sasl.server.max.receive.size must be >= 1")
+        authorizer = p["authorizer.class.name"].strip()
+        if authorizer and authorizer not in STANDARD_AUTHORIZER_CLASSES:
+            raise ConfigError(
+                f"authorizer.class.name={authorizer!r}: only "
+                f"{', '.join(sorted(STANDARD_AUTHORIZER_CLASSES))} is supported"
+            )
         if p["connections.max.reauth.ms"] < 0:
             raise ConfigError("connections.max.reauth.ms must be >= 0")
 

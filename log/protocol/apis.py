@@ -17,6 +17,7 @@ from typing import Any
 
 from log.common.errors import ErrorCode
 from log.protocol import (
+    acls,
     admin,
     api_versions,
     controller,
@@ -138,6 +139,10 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("SaslHandshake", sasl.SASL_HANDSHAKE_REQUEST, sasl.SASL_HANDSHAKE_RESPONSE, "0-1", "1"),
     _api("SaslAuthenticate", sasl.SASL_AUTHENTICATE_REQUEST, sasl.SASL_AUTHENTICATE_RESPONSE,
          "0-2", "0-2"),
+    # ACLs (log/security/authorizer.py): advertised once handled.
+    _api("DescribeAcls", acls.DESCRIBE_ACLS_REQUEST, acls.DESCRIBE_ACLS_RESPONSE, "0-3", "0-3"),
+    _api("CreateAcls", acls.CREATE_ACLS_REQUEST, acls.CREATE_ACLS_RESPONSE, "0-3", "0-3"),
+    _api("DeleteAcls", acls.DELETE_ACLS_REQUEST, acls.DELETE_ACLS_RESPONSE, "0-3", "0-3"),
     _api("DescribeUserScramCredentials", sasl.DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
          sasl.DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE, "0", "0"),
     _api("AlterUserScramCredentials", sasl.ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
@@ -162,6 +167,7 @@ ADMIN_EXTRA_APIS = frozenset({21, 33, 43, 44, 45, 46, 47, 61, 75})
 CONTROLLER_APIS = frozenset({62, 63, 67})  # broker-to-controller only: never advertise
 LOG_DIR_APIS = frozenset({35})  # DescribeLogDirs
 SASL_APIS = frozenset({17, 36, 50, 51})  # SaslHandshake, SaslAuthenticate, SCRAM credentials
+ACL_APIS = frozenset({29, 30, 31})  # DescribeAcls, CreateAcls, DeleteAcls
 assert (
     CORE_APIS
     | GROUP_APIS
@@ -171,6 +177,7 @@ assert (
     | CONTROLLER_APIS
     | LOG_DIR_APIS
     | SASL_APIS
+    | ACL_APIS
 ) == set(APIS)
 DEFAULT_ADVERTISED: frozenset[int] = CORE_APIS | GROUP_APIS | REPLICATION_APIS
 

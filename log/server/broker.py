@@ -60,6 +60,7 @@ from log.security.authenticator import (
     SaslState,
 )
 from log.security.scram import SCRAM_MECHANISMS, ScramCredential
+from log.server.authorization import Authorization
 from log.server.broker_context import BrokerContext, wall_clock_ms
 from log.server.connection_quotas import ConnectionQuotas
 from log.server.handlers import ADVERTISED_API_KEYS, HANDLED_API_KEYS, HANDLERS
@@ -212,6 +213,7 @@ class KafkaServer:
             ),
             advertised_api_keys=ADVERTISED_API_KEYS,
             clock_ms=clock_ms,
+            authorization=Authorization(props),
         )
         self.max_frame_bytes = config.props["socket.request.max.bytes"]
         self.sasl_max_receive_bytes = config.props["sasl.server.max.receive.size"]
@@ -258,6 +260,11 @@ class KafkaServer:
             "failed_authentications",
             "Connections refused by TLS or SASL (bad handshake, certificate or credentials)",
             lambda: self.failed_authentication_count,
+        )
+        metrics.counter(
+            "authorization_denials",
+            "Operations on resources refused by the authorizer (authorizer.class.name)",
+            lambda: self.ctx.authorization.denied_count,
         )
         metrics.gauge(
             "partition_open_transactions",
@@ -414,6 +421,7 @@ class KafkaServer:
         )
         conn.connection_state["listener"] = listener or self.config.inter_broker_listener_name
         conn.connection_state["principal"] = principal
+        conn.connection_state["host"] = peer.rpartition(":")[0] or peer  # ACLs' host
         if authenticator is not None:  # small frames only until authenticated
             conn.limit_frame_bytes(min(self.max_frame_bytes, self.sasl_max_receive_bytes))
         raw_socket = isinstance(stream, trio.SocketStream)  # vectored zero-copy sends

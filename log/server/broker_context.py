@@ -19,6 +19,7 @@ from log.coordinator.group_driver import GroupCoordinatorDriver
 from log.coordinator.transaction_driver import TransactionCoordinatorDriver
 from log.replication.fetch_session import FetchSessionCache
 from log.replication.replica_manager import ReplicaManager
+from log.server.authorization import Authorization
 from log.server.producer_ids import ProducerIdDriver
 from log.storage.manager import LogManager
 from quorum.broker_interface import ControllerChannel, MetadataSource
@@ -44,6 +45,8 @@ class BrokerContext:
     fetch_sessions: FetchSessionCache
     advertised_api_keys: frozenset[int]
     clock_ms: Callable[[], int] = wall_clock_ms
+    # authorizer.class.name & co. (log/server/authorization.py); none configured: all allowed
+    authorization: Authorization = dataclasses.field(default_factory=lambda: Authorization({}))
 
     @property
     def node_id(self) -> int:

@@ -9,11 +9,12 @@ import pytest
 import trio
 from cluster_harness import free_base_port
 
+from log.common.acl import AclBinding, AclBindingFilter
 from log.common.errors import ErrorCode, InvalidRequestError
 from log.common.node_config import NodeConfig
 from log.protocol import controller_extra as extra
+from quorum import acls, controller_auth, controller_codec
 from quorum import controller as c
-from quorum import controller_auth, controller_codec
 from quorum import leader_election as le
 from quorum import reassignment as ra
 from quorum import scram_credentials as scram
@@ -64,6 +65,12 @@ def test_controller_codec_round_trips_every_operation():
         "alter_user_scram_credentials": scram.AlterUserScramCredentialsRequest(
             (scram.ScramCredentialDeletion("a", 1),),
             (scram.ScramCredentialUpsertion("b", 2, 4096, "c2FsdA==", "aw==", "aw=="),),
+        ),
+        "create_acls": acls.CreateAclsRequest(
+            (AclBinding(2, "t", 3, "User:a", "*", 3, 3),), (topic_id,)
+        ),
+        "delete_acls": acls.DeleteAclsRequest(
+            (AclBindingFilter(), AclBindingFilter(2, "t", 2, "User:a", None, 1, 1))
         ),
     }
     assert set(samples) == set(controller_codec.OPERATIONS)

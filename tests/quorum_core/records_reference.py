@@ -15,6 +15,7 @@ import construct as c
 from quorum.records import (
     MAX_LIST_ITEMS,
     RECORD_TYPES,
+    AccessControlEntryRecord,
     ActiveControllerRecord,
     BrokerEndpoint,
     BrokerRegistrationOffsetRecord,
@@ -25,6 +26,7 @@ from quorum.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialsRecord,
     TopicRecord,
@@ -146,6 +148,17 @@ _PAYLOADS: dict[type, c.Construct] = {
         "iterations" / _Int32s,
     ),
     RemoveUserScramCredentialsRecord: c.Struct("name" / _String, "mechanism" / c.Int8sb),
+    AccessControlEntryRecord: c.Struct(
+        "id" / _Uuid,
+        "resource_type" / c.Int8sb,
+        "resource_name" / _String,
+        "pattern_type" / c.Int8sb,
+        "principal" / _String,
+        "host" / _String,
+        "operation" / c.Int8sb,
+        "permission_type" / c.Int8sb,
+    ),
+    RemoveAccessControlEntryRecord: c.Struct("id" / _Uuid),
 }
 
 # Version 1 (KIP-966): version 0's fields, then the eligible leader replicas.

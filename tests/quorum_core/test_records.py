@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quorum.records import (
+    AccessControlEntryRecord,
     ActiveControllerRecord,
     BrokerEndpoint,
     ConfigRecord,
@@ -15,6 +16,7 @@ from quorum.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialsRecord,
     TopicRecord,
@@ -118,6 +120,18 @@ records = st.one_of(
         i32,
     ),  # fmt: skip
     st.builds(RemoveUserScramCredentialsRecord, text, st.integers(-128, 127)),
+    st.builds(
+        AccessControlEntryRecord,
+        st.uuids(),
+        st.integers(-128, 127),
+        text,
+        st.integers(-128, 127),
+        text,
+        text,
+        st.integers(-128, 127),
+        st.integers(-128, 127),
+    ),  # fmt: skip
+    st.builds(RemoveAccessControlEntryRecord, st.uuids()),
 )
 
 

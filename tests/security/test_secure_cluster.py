@@ -4,7 +4,10 @@ the metadata log) reads the records back on the survivors;
 replica fetchers log in over TLS with SCRAM-SHA-512 as the generated broker user, clients use
 DIR/client.properties. acks=all produce completes only if the followers replicate (over the
 secure inter-broker listener); the partition leader is killed with -9 and every acknowledged
-record is still read afterwards, from the survivors."""
+record is still read afterwards, from the survivors. The nodes run the StandardAuthorizer with
+the admin and broker users as super users: the new user reads only once an ACL (CreateAcls,
+forwarded to the active controller) lets it, may never write, and the ACL outlives a kill -9
+of the active controller: enforced by the survivors, replayed by the restarted node."""
 
 from __future__ import annotations
 
@@ -52,6 +55,34 @@ def _produce(bootstrap: str, settings: dict, start: int) -> None:
     assert producer.flush(60) == 0 and not failures, failures
 
 
+def _allow_read(bootstrap: str, settings: dict, principal: str) -> None:
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, **settings})
+    binding = AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, principal, "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)  # fmt: skip
+    for future in admin.create_acls([binding]).values():
+        future.result(timeout=30)
+
+
+def _write_allowed(bootstrap: str, settings: dict) -> bool:
+    from confluent_kafka import Producer
+
+    delivered: list[bool] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 5_000,
+                         "enable.idempotence": False, **settings})  # fmt: skip
+    producer.produce(TOPIC, b"nope", on_delivery=lambda err, msg: delivered.append(err is None))
+    producer.flush(20)
+    return delivered == [True]
+
+
 def _transaction(bootstrap: str, settings: dict) -> None:
     """A committed transaction: the coordinator's markers travel over the secure inter-broker
     listener like replica fetches; a read_committed reader sees its records."""
@@ -66,7 +97,7 @@ def _transaction(bootstrap: str, settings: dict) -> None:
     producer.commit_transaction(60)
 
 
-def _consume(bootstrap: str, settings: dict, count: int) -> list[bytes]:
+def _consume(bootstrap: str, settings: dict, count: int, polls: int = 600) -> list[bytes]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
@@ -75,7 +106,7 @@ def _consume(bootstrap: str, settings: dict, count: int) -> list[bytes]:
     consumer.assign([TopicPartition(TOPIC, 0, 0)])
     values: list[bytes] = []
     try:
-        for _ in range(600):
+        for _ in range(polls):
             for msg in consumer.consume(500, 0.1):
                 if msg.error() is None:
                     values.append(msg.value())
@@ -117,6 +148,11 @@ async def test_secure_cluster_survives_a_leader_kill(tmp_path):
     await trio.to_thread.run_sync(add_user)
     await trio.to_thread.run_sync(_produce, bootstrap, settings, 0)
     await trio.to_thread.run_sync(_transaction, bootstrap, settings)
+    reader = {**settings, "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "reader",
+              "sasl.password": "reader-pw", "isolation.level": "read_committed"}  # fmt: skip
+    assert await trio.to_thread.run_sync(_consume, bootstrap, reader, 1, 20) == []  # no ACL yet
+    await trio.to_thread.run_sync(_allow_read, bootstrap, settings, "User:reader")
+    assert not await trio.to_thread.run_sync(_write_allowed, bootstrap, reader)
 
     image = await cluster.image_from(1)
     state = image.topic(TOPIC).partitions[0]  # type: ignore[union-attr]
@@ -132,10 +168,28 @@ async def test_secure_cluster_survives_a_leader_kill(tmp_path):
     assert await wait_until(new_leader, 30)
     alive = ",".join(f"127.0.0.1:{cluster.layout.kafka_port(n)}" for n in (1, 2, 3) if n != leader)
     await trio.to_thread.run_sync(_produce, alive, settings, N + TXN)
-    reader = {**settings, "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "reader",
-              "sasl.password": "reader-pw"}  # fmt: skip
-    reader["isolation.level"] = "read_committed"
     values = await trio.to_thread.run_sync(_consume, alive, reader, 2 * N + TXN)
     assert values == [b"v%d" % i for i in range(2 * N + TXN)]
+
+    # The ACL outlives the active controller: restart the killed node, kill -9 the controller
+    cluster.start(leader)
+    cluster.wait_ready(leader)
+    controller_id = (await cluster.image_from(survivor)).controller_id
+    cluster.kill9(controller_id)
+    others = [n for n in (1, 2, 3) if n != controller_id]
+
+    async def new_controller() -> bool:
+        image = await cluster.image_from(others[0])
+        return image.controller_id not in (controller_id, -1)
+
+    assert await wait_until(new_controller, 30)
+    alive = ",".join(f"127.0.0.1:{cluster.layout.kafka_port(n)}" for n in others)
+    values = await trio.to_thread.run_sync(_consume, alive, reader, 2 * N + TXN)
+    assert values == [b"v%d" % i for i in range(2 * N + TXN)]
+    assert not await trio.to_thread.run_sync(_write_allowed, alive, reader)
+    cluster.start(controller_id)
+    cluster.wait_ready(controller_id)
+    image = await cluster.image_from(controller_id)
+    assert [(a.principal, a.resource_name) for a in image.acls.values()] == [("User:reader", TOPIC)]
     for node_id in (1, 2, 3):  # no node refused a broker's login
         assert not cluster.log_matches(node_id, "authentication of .* failed"), node_id

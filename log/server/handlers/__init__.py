@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from log.protocol.apis import (
+    ACL_APIS,
     ADMIN_EXTRA_APIS,
     CORE_APIS,
     GROUP_APIS,
@@ -22,6 +23,7 @@ from log.protocol.apis import (
     REPLICATION_APIS,
     TRANSACTION_APIS,
 )
+from log.server.handlers.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from log.server.handlers.admin import (
     handle_alter_configs,
     handle_create_partitions,
@@ -104,6 +106,9 @@ HANDLERS: dict[int, Handler] = {
     26: handle_end_txn,
     27: handle_write_txn_markers,
     28: handle_txn_offset_commit,
+    29: handle_describe_acls,
+    30: handle_create_acls,
+    31: handle_delete_acls,
     32: handle_describe_configs,
     33: handle_alter_configs,
     35: handle_describe_log_dirs,
@@ -125,7 +130,7 @@ HANDLERS: dict[int, Handler] = {
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
 _FAMILIES = (CORE_APIS, GROUP_APIS, REPLICATION_APIS, TRANSACTION_APIS, ADMIN_EXTRA_APIS,
-             LOG_DIR_APIS)  # fmt: skip
+             LOG_DIR_APIS, ACL_APIS)  # fmt: skip
 PARTLY_HANDLED_API_KEYS: frozenset[int] = frozenset().union(
     *(family for family in _FAMILIES if not family <= HANDLED_API_KEYS)
 )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode
 from log.protocol.admin import (
     ALTER_CONFIGS_RESPONSE,
@@ -28,6 +29,7 @@ from log.protocol.admin import (
     INCREMENTAL_ALTER_CONFIGS_RESPONSE,
 )
 from log.protocol.connection import Request
+from log.server.authorization import allowed, allowed_cluster
 from log.server.broker_context import MAX_ADMIN_WAIT_MS, BrokerContext
 from log.storage.config import default_log_config_properties
 from quorum.controller import (
@@ -52,6 +54,7 @@ IAC: Any = INCREMENTAL_ALTER_CONFIGS_RESPONSE.cls
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+TOPIC = ResourceType.TOPIC
 SOURCE_TOPIC_CONFIG = 1
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
@@ -62,7 +65,11 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     refused: dict[str, tuple[int, str]] = {}
     topics = []
+    may_create_any = allowed_cluster(ctx, request, AclOperation.CREATE, count=False)
     for t in body.topics:
+        if not may_create_any and not allowed(ctx, request, AclOperation.CREATE, TOPIC, t.name):
+            refused[t.name] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "CREATE refused")
+            continue  # authorization: CREATE on the cluster or the topic
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         by_index = {a.partition_index: tuple(a.broker_ids) for a in t.assignments}
         if sorted(by_index) != list(range(len(t.assignments))):
@@ -106,7 +113,12 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> object:
 
 async def handle_delete_topics(ctx: BrokerContext, request: Request) -> object:
     body = request.body
-    response = await ctx.controller.delete_topics(DeleteTopicsRequest(tuple(body.topic_names)))
+    # authorization: DELETE on each topic
+    denied = [
+        n for n in body.topic_names if not allowed(ctx, request, AclOperation.DELETE, TOPIC, n)
+    ]
+    names = tuple(n for n in body.topic_names if n not in denied)
+    response = await ctx.controller.delete_topics(DeleteTopicsRequest(names))
     # A topic the controller deleted always has its name in the result (ids are resolved).
     deleted = {
         r.name for r in response.results if r.error_code == ErrorCode.NONE and r.name is not None
@@ -126,6 +138,10 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> object:
             )
             for r in response.results
         ]
+        + [
+            DT.DeletableTopicResult(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            for name in dict.fromkeys(denied)
+        ]
     )
 
 
@@ -138,8 +154,13 @@ async def handle_create_partitions(ctx: BrokerContext, request: Request) -> obje
             None if t.assignments is None else tuple(tuple(a.broker_ids) for a in t.assignments),
         )
         for t in body.topics
+        if allowed(ctx, request, AclOperation.ALTER, TOPIC, t.name)  # authorization
     )
-    results: dict[str, tuple[int, str | None]] = {}
+    results: dict[str, tuple[int, str | None]] = {
+        t.name: (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "ALTER refused")
+        for t in body.topics
+        if t.name not in {w.name for w in wanted}
+    }
     if wanted:
         response = await ctx.controller.create_partitions(
             CreatePartitionsRequest(wanted, validate_only=body.validate_only)
@@ -242,7 +263,14 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> objec
     image = ctx.image
     results = []
     for resource in request.body.resources:
-        if resource.resource_type == RESOURCE_TOPIC:
+        refusal = _config_refusal(ctx, request, resource, AclOperation.DESCRIBE_CONFIGS)
+        if refusal is not None:
+            results.append(DC.DescribeConfigsResult(
+                error_code=refusal, error_message="DESCRIBE_CONFIGS refused",
+                resource_type=resource.resource_type, resource_name=resource.resource_name,
+                configs=[],
+            ))  # fmt: skip
+        elif resource.resource_type == RESOURCE_TOPIC:
             results.append(_describe_topic(ctx, image, resource, request.api_version))
         elif resource.resource_type == RESOURCE_BROKER:
             results.append(_describe_broker(ctx, resource, request.api_version))
@@ -257,6 +285,18 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> objec
                 )
             )
     return DC(results=results)
+
+
+def _config_refusal(
+    ctx: BrokerContext, request: Request, resource: Any, operation: AclOperation
+) -> ErrorCode | None:
+    """Authorization of a config resource: the topic's, or the cluster's for a broker."""
+    if resource.resource_type == RESOURCE_TOPIC:
+        if not allowed(ctx, request, operation, TOPIC, resource.resource_name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif resource.resource_type == RESOURCE_BROKER and not allowed_cluster(ctx, request, operation):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
 
 
 # -- AlterConfigs / IncrementalAlterConfigs (topic resources, forwarded) ------------------------
@@ -306,7 +346,10 @@ async def handle_alter_configs(ctx: BrokerContext, request: Request) -> object:
     responses = []
     for resource in body.resources:
         message: str | None
-        if resource.resource_type != RESOURCE_TOPIC:
+        refusal = _config_refusal(ctx, request, resource, AclOperation.ALTER_CONFIGS)
+        if refusal is not None:
+            code, message = refusal, "ALTER_CONFIGS refused"
+        elif resource.resource_type != RESOURCE_TOPIC:
             code, message = ErrorCode.INVALID_REQUEST, "only topic configs can be altered"
         else:
             changes: dict[str, str | None] = {c.name: c.value for c in resource.configs}
@@ -334,6 +377,9 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, request: Request)
                 changes[c.name] = None
             else:
                 code, message = ErrorCode.INVALID_REQUEST, "APPEND/SUBTRACT are not supported"
+        refusal = _config_refusal(ctx, request, resource, AclOperation.ALTER_CONFIGS)
+        if refusal is not None:
+            code, message = refusal, "ALTER_CONFIGS refused"
         if code == ErrorCode.NONE:
             code, message = await _alter_topic(
                 ctx, resource.resource_name, changes, body.validate_only

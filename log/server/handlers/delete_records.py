@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import trio
 
+from log.common.acl import AclOperation, ResourceType
 from log.common.errors import (
     ErrorCode,
     KafkaError,
@@ -25,6 +26,7 @@ from log.protocol.admin import DELETE_RECORDS_RESPONSE
 from log.protocol.connection import Request
 from log.replication.partition import HostedPartition
 from log.replication.replica_manager import MAX_ACKS_WAIT_MS
+from log.server.authorization import allowed
 from log.server.broker_context import BrokerContext
 
 R = DELETE_RECORDS_RESPONSE.cls
@@ -37,9 +39,13 @@ async def handle_delete_records(ctx: BrokerContext, request: Request) -> object:
     waits: list[tuple[list, HostedPartition, int]] = []
     for topic in body.topics:
         rows = rows_by_topic.setdefault(topic.name, [])
+        may_delete = allowed(ctx, request, AclOperation.DELETE, ResourceType.TOPIC, topic.name)
         for partition in topic.partitions:
             row = [partition.partition_index, -1, ErrorCode.NONE]
             rows.append(row)
+            if not may_delete:  # authorization: DELETE on the topic
+                row[2] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             try:
                 hosted, offset = ctx.replica_manager.delete_records_on_local_log(
                     topic.name, partition.partition_index, partition.offset, image

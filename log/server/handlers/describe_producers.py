@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode
 from log.protocol.connection import Request
 from log.protocol.producers import DESCRIBE_PRODUCERS_RESPONSE
+from log.server.authorization import allowed
 from log.server.broker_context import BrokerContext
 
 R: Any = DESCRIBE_PRODUCERS_RESPONSE.cls  # made at run time by schema.py: untyped
@@ -50,7 +52,16 @@ async def handle_describe_producers(ctx: BrokerContext, request: Request) -> obj
         topics=[
             R.TopicResponse(
                 name=topic.name,
-                partitions=[_partition(ctx, topic.name, i) for i in topic.partition_indexes],
+                partitions=[
+                    _partition(ctx, topic.name, i)
+                    if allowed(ctx, request, AclOperation.READ, ResourceType.TOPIC, topic.name)
+                    else R.PartitionResponse(  # authorization: READ on the topic
+                        partition_index=i,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        active_producers=[],
+                    )
+                    for i in topic.partition_indexes
+                ],
             )
             for topic in request.body.topics
         ],

@@ -17,13 +17,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode, InvalidRequestError
 from log.protocol.connection import Request
 from log.protocol.metadata import DESCRIBE_TOPIC_PARTITIONS_RESPONSE
+from log.server.authorization import allowed, authorized_operations
 from log.server.broker_context import BrokerContext
 from quorum.image import MetadataImage, TopicImage, topic_name_error
 from quorum.records import NO_LEADER
 
+TOPIC = ResourceType.TOPIC
 D: Any = DESCRIBE_TOPIC_PARTITIONS_RESPONSE.cls  # made at run time by schema.py: untyped
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -54,8 +57,9 @@ async def handle_describe_topic_partitions(ctx: BrokerContext, request: Request)
     every_topic = not body.topics
     cursor = body.cursor
     first = cursor.topic_name if cursor is not None else ""
-    if every_topic:
-        names = sorted(n for n in image.topic_ids_by_name if n >= first)
+    if every_topic:  # authorization: a listing leaves out what the caller may not DESCRIBE
+        names = sorted(n for n in image.topic_ids_by_name if n >= first
+                       and allowed(ctx, request, AclOperation.DESCRIBE, TOPIC, n, count=False))  # fmt: skip
     else:
         names = sorted({t.name for t in body.topics if t.name >= first})
         if cursor is not None and cursor.topic_name not in names:
@@ -72,8 +76,12 @@ async def handle_describe_topic_partitions(ctx: BrokerContext, request: Request)
             next_cursor = D.Cursor(topic_name=name, partition_index=0)
             break
         topic = image.topic(name)
+        code: ErrorCode | None = None
+        if not allowed(ctx, request, AclOperation.DESCRIBE, TOPIC, name):
+            topic, code = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED  # authorization
+        elif topic is None and topic_name_error(name):
+            code = ErrorCode.INVALID_TOPIC_EXCEPTION
         if topic is None:
-            code = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else None
             topics.append(
                 D.DescribeTopicPartitionsResponseTopic(
                     error_code=code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -93,6 +101,7 @@ async def handle_describe_topic_partitions(ctx: BrokerContext, request: Request)
                 topic_id=topic.topic_id,
                 is_internal=name.startswith("__"),
                 partitions=rows,
+                topic_authorized_operations=authorized_operations(ctx, request, TOPIC, name),
             )
         )
         if start + len(rows) < len(topic.partitions):

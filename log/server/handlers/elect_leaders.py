@@ -9,9 +9,11 @@ REQUEST_TIMED_OUT for a partition whose election committed but is not visible he
 
 from __future__ import annotations
 
+from log.common.acl import AclOperation
 from log.common.errors import ErrorCode
 from log.protocol.admin import ELECT_LEADERS_RESPONSE
 from log.protocol.connection import Request
+from log.server.authorization import require_cluster
 from log.server.broker_context import BrokerContext
 from quorum.image import MetadataImage
 from quorum.leader_election import ElectionType, ElectLeadersRequest, ElectLeadersTopic
@@ -21,6 +23,7 @@ R = ELECT_LEADERS_RESPONSE.cls
 
 
 async def handle_elect_leaders(ctx: BrokerContext, request: Request) -> object:
+    require_cluster(ctx, request, AclOperation.ALTER)  # authorization
     body = request.body
     election_type = body.election_type if request.header.api_version >= 1 else 0
     topics = (

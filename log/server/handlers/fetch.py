@@ -54,6 +54,7 @@ from typing import Any
 
 import trio
 
+from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode, KafkaError
 from log.protocol.connection import Request
 from log.protocol.fetch import FETCH_RESPONSE
@@ -65,6 +66,7 @@ from log.replication.fetch_session import (
     update_session,
 )
 from log.replication.partition import FetchWaiter, HostedPartition, SessionWatcher
+from log.server.authorization import allowed, allowed_cluster
 from log.server.broker_context import BrokerContext
 from log.server.handlers.leader_hints import LeaderHints
 from log.server.handlers.metadata import listener_of
@@ -391,6 +393,31 @@ class _Fetch:
         ]
         return cls(body, image, version, replica_id, replica_epoch, topics, forgotten, unknown)
 
+    def set_aside_unauthorized(self, ctx: BrokerContext, request: Request) -> list[Any]:
+        """Authorization: a replica needs CLUSTER_ACTION on the cluster, a consumer READ on
+        each topic (Kafka's KafkaApis.handleFetchRequest). The partitions refused leave this
+        fetch; their TOPIC_AUTHORIZATION_FAILED answers are returned."""
+        if self.replica_id >= 0:
+            may_read = allowed_cluster(ctx, request, AclOperation.CLUSTER_ACTION)
+            refused = [] if may_read else self.topics
+        else:
+            refused = [(name, t) for name, t in self.topics
+                       if not allowed(ctx, request, AclOperation.READ, ResourceType.TOPIC, name)]  # fmt: skip
+        if not refused:
+            return []
+        names = {name for name, _ in refused}
+        self.topics = [(name, t) for name, t in self.topics if name not in names]
+        return [
+            R.FetchableTopicResponse(
+                topic=name, topic_id=getattr(t, "topic_id", ZERO_UUID), partitions=[
+                    R.PartitionData(partition_index=fp.partition, high_watermark=-1,
+                                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    for fp in t.partitions
+                ],
+            )
+            for name, t in refused
+        ]  # fmt: skip
+
     def unknown_topic_responses(self) -> list[Any]:
         return [
             R.FetchableTopicResponse(topic_id=t.topic_id, partitions=[
@@ -461,6 +488,9 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     image = ctx.replica_manager.sync()
     fetch = _Fetch.read(body, request.api_version, image)
+    refused = fetch.set_aside_unauthorized(ctx, request)
+    if refused and fetch.replica_id >= 0:  # a replica without CLUSTER_ACTION: no session
+        return R(error_code=0, session_id=0, responses=refused)
     if fetch.replica_id >= 0 and fetch.replica_epoch >= 0:
         # KIP-903: a fetch from an incarnation older than the broker's registration in our
         # image comes from a process that is gone (or lost its disk since): refused.
@@ -513,6 +543,7 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> object:
         error_code=0,
         session_id=decision.response_session_id,
         responses=fetch_pass.response_topics(decision.incremental)
-        + fetch.unknown_topic_responses(),
+        + fetch.unknown_topic_responses()
+        + refused,
         node_endpoints=fetch_pass.hints.node_endpoints(),
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode
 from log.coordinator.group_coordinator import (
     OFFSET_METADATA_MAX_BYTES,
@@ -36,6 +37,12 @@ from log.protocol.groups import (
     OFFSET_FETCH_RESPONSE,
     SYNC_GROUP_RESPONSE,
 )
+from log.server.authorization import (
+    allowed,
+    allowed_cluster,
+    authorized_operations,
+    require_group,
+)
 from log.server.broker_context import BrokerContext
 from log.server.handlers.metadata import listener_of, live_brokers
 from log.server.handlers.transactions import find_transaction_coordinator
@@ -52,6 +59,7 @@ DG = DESCRIBE_GROUPS_RESPONSE.cls
 LG = LEAVE_GROUP_RESPONSE.cls
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+DESCRIBE, GROUP = AclOperation.DESCRIBE, ResourceType.GROUP
 MAX_DESCRIBE_GROUPS = 1_000
 
 
@@ -73,6 +81,8 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> objec
         return _no_coordinator(ErrorCode.INVALID_REQUEST, f"unknown key_type {key_type}")
     if not body.key:
         return _no_coordinator(ErrorCode.INVALID_GROUP_ID, "empty group id")
+    if not allowed(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP, body.key):
+        return _no_coordinator(ErrorCode.GROUP_AUTHORIZATION_FAILED, "group DESCRIBE refused")
     groups = driver(ctx)
     if not await groups.ensure_offsets_topic():
         return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {OFFSETS_TOPIC}")
@@ -90,6 +100,8 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> objec
 
 async def handle_join_group(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    # authorization: READ on the group (Kafka's KafkaApis)
+    require_group(ctx, request, AclOperation.READ, body.group_id)
     result = await driver(ctx).join(
         body.group_id,
         member_id=body.member_id,
@@ -119,6 +131,8 @@ async def handle_join_group(ctx: BrokerContext, request: Request) -> object:
 
 async def handle_sync_group(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    # authorization: READ on the group (Kafka's KafkaApis)
+    require_group(ctx, request, AclOperation.READ, body.group_id)
     result = await driver(ctx).sync(
         body.group_id,
         member_id=body.member_id,
@@ -131,6 +145,8 @@ async def handle_sync_group(ctx: BrokerContext, request: Request) -> object:
 
 async def handle_heartbeat(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    # authorization: READ on the group (Kafka's KafkaApis)
+    require_group(ctx, request, AclOperation.READ, body.group_id)
     code = driver(ctx).heartbeat(
         body.group_id, body.member_id, body.generation_id, body.group_instance_id
     )
@@ -139,6 +155,8 @@ async def handle_heartbeat(ctx: BrokerContext, request: Request) -> object:
 
 async def handle_leave_group(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    # authorization: READ on the group (Kafka's KafkaApis)
+    require_group(ctx, request, AclOperation.READ, body.group_id)
     if request.api_version >= 3:
         members = body.members
         code, codes = driver(ctx).leave(
@@ -162,6 +180,10 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
     does: -1 means now / offsets.retention.ms, else the offset expires retention_time_ms from
     now (written as OffsetCommitValue version 1)."""
     body = request.body
+    # authorization: READ on the group, and on each topic (TOPIC_AUTHORIZATION_FAILED)
+    require_group(ctx, request, AclOperation.READ, body.group_id)
+    may_read = {t.name: allowed(ctx, request, AclOperation.READ, ResourceType.TOPIC, t.name)
+                for t in body.topics}  # fmt: skip
     now_ms = ctx.clock_ms()
     retention_time_ms = body.retention_time_ms
     expire_timestamp_ms = -1 if retention_time_ms == -1 else now_ms + retention_time_ms
@@ -176,7 +198,9 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             metadata = p.committed_metadata or ""
-            if known is None or p.partition_index not in known.partitions:
+            if not may_read[t.name]:
+                codes[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif known is None or p.partition_index not in known.partitions:
                 codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif len(metadata) > max_metadata_bytes:
                 codes[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -217,6 +241,8 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
 
 async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    # authorization: DESCRIBE on the group
+    require_group(ctx, request, AclOperation.DESCRIBE, body.group_id)
     wanted = None
     if body.topics is not None:
         wanted = [(t.name, p) for t in body.topics for p in t.partition_indexes]
@@ -251,6 +277,11 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:
         if getattr(body, "require_stable", False)
         else set()
     )
+    # authorization: DESCRIBE on each topic; a listing of all leaves the others out
+    denied = {tp[0] for tp in found
+              if not allowed(ctx, request, DESCRIBE, ResourceType.TOPIC, tp[0], count=bool(wanted))}  # fmt: skip
+    found = {tp: (None if tp[0] in denied else o) for tp, o in found.items()
+             if wanted is not None or tp[0] not in denied}  # fmt: skip
     return OF(
         topics=[
             OF.OffsetFetchResponseTopic(
@@ -262,7 +293,11 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:
                         committed_leader_epoch=-1 if o is None else o.leader_epoch,
                         metadata="" if o is None else o.metadata,
                         error_code=(
-                            ErrorCode.UNSTABLE_OFFSET_COMMIT if (name, p) in unstable else 0
+                            ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                            if name in denied
+                            else ErrorCode.UNSTABLE_OFFSET_COMMIT
+                            if (name, p) in unstable
+                            else 0
                         ),
                     )
                     for p, o in parts
@@ -296,6 +331,7 @@ async def handle_list_groups(ctx: BrokerContext, request: Request) -> object:
     if types and CLASSIC_GROUP_TYPE not in types:
         overviews = []
     L = LIST_GROUPS_RESPONSE.cls
+    may_list_all = allowed_cluster(ctx, request, AclOperation.DESCRIBE, count=False)
     return L(
         error_code=0,
         groups=[
@@ -307,6 +343,8 @@ async def handle_list_groups(ctx: BrokerContext, request: Request) -> object:
             )  # fmt: skip
             for o in overviews
             if not states or o.state.lower() in states
+            # authorization: every group with DESCRIBE on the cluster, else those described
+            if may_list_all or allowed(ctx, request, DESCRIBE, GROUP, o.group_id, count=False)
         ],
     )
 
@@ -316,6 +354,8 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request) -> object
     described = []
     for group_id in request.body.groups[:MAX_DESCRIBE_GROUPS]:
         try:
+            if not allowed(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+                raise CoordinatorError(ErrorCode.GROUP_AUTHORIZATION_FAILED)  # authorization
             groups.check_group(group_id)
         except CoordinatorError as exc:
             described.append(
@@ -365,6 +405,9 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request) -> object
                 protocol_type=group.protocol_type or "",
                 protocol_data=group.protocol_name or "",
                 members=members,
+                authorized_operations=authorized_operations(ctx, request, GROUP, group_id)
+                if getattr(request.body, "include_authorized_operations", False)
+                else -2147483648,  # KIP-430; INT32 min: not asked
             )
         )
     return DG(groups=described)
@@ -374,7 +417,10 @@ async def handle_delete_groups(ctx: BrokerContext, request: Request) -> object:
     D = DELETE_GROUPS_RESPONSE.cls
     results = []
     for group_id in request.body.groups_names[:MAX_DESCRIBE_GROUPS]:
-        code = await driver(ctx).delete_group(group_id)
+        if allowed(ctx, request, AclOperation.DELETE, ResourceType.GROUP, group_id):
+            code = await driver(ctx).delete_group(group_id)
+        else:  # authorization: DELETE on the group
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
         results.append(D.DeletableGroupResult(group_id=group_id, error_code=code))
     return D(throttle_time_ms=0, results=results)
 
@@ -384,6 +430,8 @@ async def handle_offset_delete(ctx: BrokerContext, request: Request) -> object:
     unknown topics are UNKNOWN_TOPIC_OR_PARTITION, as in Kafka."""
     O = OFFSET_DELETE_RESPONSE.cls  # noqa: N806, E741
     body = request.body
+    # authorization: DELETE on the group
+    require_group(ctx, request, AclOperation.DELETE, body.group_id)
     image = ctx.replica_manager.sync()
     known = []
     unknown = set()

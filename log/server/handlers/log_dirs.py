@@ -18,9 +18,11 @@ import shutil
 from collections import defaultdict
 from typing import Any
 
+from log.common.acl import AclOperation
 from log.common.errors import ErrorCode
 from log.protocol.connection import Request
 from log.protocol.log_dirs import DESCRIBE_LOG_DIRS_RESPONSE
+from log.server.authorization import require_cluster
 from log.server.broker_context import BrokerContext
 from log.storage.log import UnifiedLog
 
@@ -43,6 +45,7 @@ def offset_lag(ctx: BrokerContext, topic_partition: tuple[str, int], log: Unifie
 
 
 async def handle_describe_log_dirs(ctx: BrokerContext, request: Request) -> object:
+    require_cluster(ctx, request, AclOperation.DESCRIBE)  # authorization
     wanted: dict[str, set[int]] | None = None
     if request.body.topics is not None:
         wanted = defaultdict(set)

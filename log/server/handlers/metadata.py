@@ -15,14 +15,17 @@ id when it is also a live broker (combined nodes), else this broker.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
+from log.common.acl import CLUSTER_NAME, AclOperation, ResourceType
 from log.common.errors import ErrorCode, KafkaError
 from log.protocol.admin import DESCRIBE_CLUSTER_RESPONSE
 from log.protocol.apis import api_versions_body
 from log.protocol.connection import Request
 from log.protocol.metadata import METADATA_RESPONSE
+from log.server.authorization import allowed, allowed_cluster, authorized_operations
 from log.server.broker_context import BrokerContext
 from quorum.controller import CreatableTopic, CreateTopicsRequest
 from quorum.image import MetadataImage, topic_name_error
@@ -31,6 +34,7 @@ from quorum.records import NO_LEADER
 logger = logging.getLogger(__name__)
 
 M: Any = METADATA_RESPONSE.cls  # made at run time by schema.py: untyped
+DESCRIBE, CREATE, TOPIC = AclOperation.DESCRIBE, AclOperation.CREATE, ResourceType.TOPIC
 LISTENER = "PLAINTEXT"  # the listener of a request that did not come through KafkaServer
 
 
@@ -125,13 +129,26 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> object:
             else:
                 unknown_ids.append(t.topic_id)
         names = list(dict.fromkeys(names))
-    missing = [n for n in names if image.topic(n) is None]
     errors: dict[str, int] = {}
+    # -- authorization: unauthorized topics are left out of a listing of all topics and
+    # answered TOPIC_AUTHORIZATION_FAILED when named; auto-creating needs CREATE on the
+    # cluster or the topic (Kafka's KafkaApis.handleTopicMetadataRequest) ------------------
+    may_describe = {n: allowed(ctx, request, DESCRIBE, TOPIC, n, count=body.topics is not None)
+                    for n in names}  # fmt: skip
+    if body.topics is None:
+        names = [n for n in names if may_describe[n]]
+    errors.update((n, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for n in names if not may_describe[n])
+    # -- end authorization ---------------------------------------------------------------
+    missing = [n for n in names if image.topic(n) is None and n not in errors]
     creatable = []
     for name in missing:
         if topic_name_error(name) is not None:
             errors[name] = ErrorCode.INVALID_TOPIC_EXCEPTION
         elif ctx.config.props["auto.create.topics.enable"] and body.allow_auto_topic_creation:
+            if not (allowed_cluster(ctx, request, CREATE, count=False)
+                    or allowed(ctx, request, CREATE, TOPIC, name)):  # fmt: skip
+                errors[name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             creatable.append(name)
         else:
             errors[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -148,6 +165,17 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> object:
         topics.append(M.MetadataResponseTopic(
             error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id, partitions=[]
         ))  # fmt: skip
+    # KIP-430: what the caller may do, when asked (v8+)
+    if getattr(body, "include_topic_authorized_operations", False):
+        topics = [
+            dataclasses.replace(t, topic_authorized_operations=authorized_operations(
+                ctx, request, TOPIC, t.name)) if t.error_code == 0 else t
+            for t in topics
+        ]  # fmt: skip
+    cluster_operations = -2147483648  # INT32 min: not asked
+    if getattr(body, "include_cluster_authorized_operations", False):
+        cluster_operations = authorized_operations(ctx, request, ResourceType.CLUSTER,
+                                                   CLUSTER_NAME)  # fmt: skip
     return M(
         brokers=[
             M.MetadataResponseBroker(node_id=b, host=host, port=port, rack=rack)
@@ -156,14 +184,20 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> object:
         cluster_id=ctx.cluster_id,
         controller_id=visible_controller_id(ctx, image),
         topics=topics,
+        cluster_authorized_operations=cluster_operations,
     )
 
 
 async def handle_describe_cluster(ctx: BrokerContext, request: Request) -> object:
     image = ctx.image
     D: Any = DESCRIBE_CLUSTER_RESPONSE.cls  # made at run time by schema.py: untyped
+    cluster_operations = -2147483648  # INT32 min: not asked
+    if request.body.include_cluster_authorized_operations:  # KIP-430
+        cluster_operations = authorized_operations(ctx, request, ResourceType.CLUSTER,
+                                                   CLUSTER_NAME)  # fmt: skip
     return D(
         error_code=0,
+        cluster_authorized_operations=cluster_operations,
         cluster_id=ctx.cluster_id,
         controller_id=visible_controller_id(ctx, image),
         brokers=[

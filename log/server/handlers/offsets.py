@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode, KafkaError
 from log.protocol.connection import Request
 from log.protocol.offsets import LIST_OFFSETS_RESPONSE, OFFSET_FOR_LEADER_EPOCH_RESPONSE
+from log.server.authorization import allowed, require_cluster
 from log.server.broker_context import BrokerContext
 from log.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
@@ -72,6 +74,11 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> object:
                 name=t.name,
                 partitions=[
                     _list_offset(ctx, image, t.name, p, is_replica, read_committed)
+                    if allowed(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
+                    else L.ListOffsetsPartitionResponse(  # authorization: DESCRIBE on the topic
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    )
                     for p in t.partitions
                 ],
             )
@@ -94,11 +101,21 @@ def _epoch_end_offset(ctx: BrokerContext, image, topic: str, p) -> object:  # no
 
 async def handle_offset_for_leader_epoch(ctx: BrokerContext, request: Request) -> object:
     image = ctx.replica_manager.sync()
+    # authorization: a replica needs CLUSTER_ACTION, a client DESCRIBE on each topic
+    if getattr(request.body, "replica_id", -1) >= 0:
+        require_cluster(ctx, request, AclOperation.CLUSTER_ACTION)
     return E(
         topics=[
             E.OffsetForLeaderTopicResult(
                 topic=t.topic,
-                partitions=[_epoch_end_offset(ctx, image, t.topic, p) for p in t.partitions],
+                partitions=[
+                    _epoch_end_offset(ctx, image, t.topic, p)
+                    if allowed(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)
+                    else E.EpochEndOffset(
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, partition=p.partition
+                    )
+                    for p in t.partitions
+                ],
             )
             for t in request.body.topics
         ]

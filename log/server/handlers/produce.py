@@ -23,12 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from log.common.acl import AclOperation, ResourceType
 from log.common.errors import (
     ErrorCode,
 )
 from log.protocol.connection import Request
 from log.protocol.produce import PRODUCE_RESPONSE
 from log.replication.replica_manager import AppendResult
+from log.server.authorization import allowed
 from log.server.broker_context import BrokerContext
 from log.server.handlers.leader_hints import LeaderHints
 from log.server.handlers.metadata import listener_of
@@ -45,10 +47,16 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
         for topic_data in body.topic_data
         for partition_data in topic_data.partition_data
     ]
+    # -- authorization: WRITE on each topic (and the transactional id) ------------------
+    refused = _refusals(ctx, request, entries)
+    entries_allowed = [entry for entry, code in zip(entries, refused, strict=True) if not code]
+    # -- end authorization -------------------------------------------------------------------
     if acks in (-1, 0, 1):
-        results = await ctx.replica_manager.append_records(acks, body.timeout_ms, entries)
+        appended = await ctx.replica_manager.append_records(acks, body.timeout_ms, entries_allowed)
     else:
-        results = [AppendResult(ErrorCode.INVALID_REQUIRED_ACKS, None)] * len(entries)
+        appended = [AppendResult(ErrorCode.INVALID_REQUIRED_ACKS, None)] * len(entries_allowed)
+    appended_iter = iter(appended)
+    results = [AppendResult(code, None) if code else next(appended_iter) for code in refused]
     hints = LeaderHints(
         ctx.replica_manager.sync(), R.PartitionProduceResponse.LeaderIdAndEpoch, R.NodeEndpoint
     )
@@ -77,6 +85,24 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
         ],
         node_endpoints=hints.node_endpoints(),
     )
+
+
+def _refusals(ctx: BrokerContext, request: Request, entries: list[Any]) -> list[ErrorCode]:
+    """Per entry: NONE, or the authorization error it gets instead of being appended
+    (Kafka's: every partition fails when the transactional id may not be written)."""
+    transactional_id = getattr(request.body, "transactional_id", None)
+    if transactional_id is not None and not allowed(
+        ctx, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        return [ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED] * len(entries)
+    may_write = {
+        topic: allowed(ctx, request, AclOperation.WRITE, ResourceType.TOPIC, topic)
+        for topic in {entry[0] for entry in entries}
+    }
+    return [
+        ErrorCode.NONE if may_write[entry[0]] else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        for entry in entries
+    ]
 
 
 def has_error(body: Any) -> bool:

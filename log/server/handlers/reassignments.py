@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from log.common.acl import AclOperation
 from log.common.errors import ErrorCode
 from log.protocol.admin import (
     ALTER_PARTITION_REASSIGNMENTS_RESPONSE,
     LIST_PARTITION_REASSIGNMENTS_RESPONSE,
 )
 from log.protocol.connection import Request
+from log.server.authorization import require_cluster
 from log.server.broker_context import BrokerContext
 from quorum.image import MetadataImage
 from quorum.reassignment import (
@@ -32,6 +34,7 @@ L: Any = LIST_PARTITION_REASSIGNMENTS_RESPONSE.cls
 
 
 async def handle_alter_partition_reassignments(ctx: BrokerContext, request: Request) -> object:
+    require_cluster(ctx, request, AclOperation.ALTER)  # authorization
     body = request.body
     wanted = AlterPartitionReassignmentsRequest(
         tuple(
@@ -96,6 +99,7 @@ async def handle_alter_partition_reassignments(ctx: BrokerContext, request: Requ
 
 
 async def handle_list_partition_reassignments(ctx: BrokerContext, request: Request) -> object:
+    require_cluster(ctx, request, AclOperation.DESCRIBE)  # authorization
     body = request.body
     image = ctx.replica_manager.sync()
     asked: dict[str, set[int] | None]

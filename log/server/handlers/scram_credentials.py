@@ -5,8 +5,8 @@ Describe reads this broker's image: every user with a credential (users null or 
 (RESOURCE_NOT_FOUND for one without any, DUPLICATE_RESOURCE for a name given twice). Alter turns
 each upsertion's salted password into the stored key and server key here (RFC 5802), so only
 those reach the controller and the log; an unknown mechanism is left for the controller to
-refuse (UNSUPPORTED_SASL_MECHANISM). Like Kafka without an authorizer, any authenticated client
-may call them.
+refuse (UNSUPPORTED_SASL_MECHANISM). With an authorizer, describing needs DESCRIBE and altering
+ALTER on the CLUSTER (Kafka's); without one any authenticated client may call them.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from log.common.acl import AclOperation
 from log.common.errors import ErrorCode
 from log.protocol.connection import Request
 from log.protocol.sasl import (
@@ -21,6 +22,7 @@ from log.protocol.sasl import (
     DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
 )
 from log.security.scram import SCRAM_MECHANISMS
+from log.server.authorization import require_cluster
 from log.server.broker_context import BrokerContext
 from quorum.scram_credentials import (
     AlterUserScramCredentialsRequest,
@@ -34,6 +36,7 @@ _BY_TYPE = {m.mechanism_type: m for m in SCRAM_MECHANISMS.values()}
 
 
 async def handle_describe_user_scram_credentials(ctx: BrokerContext, request: Request) -> object:
+    require_cluster(ctx, request, AclOperation.DESCRIBE)  # authorization
     credentials = ctx.image.scram_credentials
     infos: dict[str, list[Any]] = {}
     for (user, mechanism), record in sorted(credentials.items()):
@@ -82,6 +85,7 @@ def _upsertion(item: Any) -> ScramCredentialUpsertion:
 
 
 async def handle_alter_user_scram_credentials(ctx: BrokerContext, request: Request) -> object:
+    require_cluster(ctx, request, AclOperation.ALTER)  # authorization
     body = request.body
     alter = AlterUserScramCredentialsRequest(
         tuple(ScramCredentialDeletion(d.name, d.mechanism) for d in body.deletions),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode
 from log.coordinator.group_coordinator import OFFSET_METADATA_MAX_BYTES, OffsetAndMetadata
 from log.coordinator.transaction_driver import TRANSACTION_STATE_TOPIC, TransactionCoordinatorDriver
@@ -29,6 +30,7 @@ from log.protocol.transactions import (
     END_TXN_RESPONSE,
     TXN_OFFSET_COMMIT_RESPONSE,
 )
+from log.server.authorization import allowed
 from log.server.broker_context import BrokerContext
 from log.server.handlers.metadata import listener_of, live_brokers
 
@@ -67,6 +69,10 @@ async def find_transaction_coordinator(
     endpoint on the listener the request came in on."""
     if not transactional_id:
         return _no_coordinator(ErrorCode.INVALID_REQUEST, "empty transactional id")
+    if not _txn_id_allowed(ctx, request, AclOperation.DESCRIBE, transactional_id):  # authorization
+        return _no_coordinator(
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional id DESCRIBE refused"
+        )
     txn = driver(ctx)
     if not await txn.ensure_topic():
         return _no_coordinator(
@@ -102,6 +108,23 @@ async def init_transactional_producer_id(ctx: BrokerContext, request: Request) -
 async def handle_add_partitions_to_txn(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+    # authorization (Kafka's): WRITE on the transactional id, else every partition is refused;
+    # WRITE on each topic, else those partitions are refused and the rest not attempted
+    refused: int | None = None
+    if not _txn_id_allowed(ctx, request, AclOperation.WRITE, body.v3_and_below_transactional_id):
+        refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    denied = {t for t, _ in wanted if not allowed(ctx, request, AclOperation.WRITE,
+                                                   ResourceType.TOPIC, t)}  # fmt: skip
+    if refused is not None or denied:
+        errors = {
+            (t, p): refused
+            if refused is not None
+            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if t in denied
+            else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for t, p in wanted
+        }
+        return AP(results_by_topic_v3_and_below=_partition_results(errors.items()))
     result = await driver(ctx).add_partitions(
         body.v3_and_below_transactional_id,
         body.v3_and_below_producer_id,
@@ -110,6 +133,14 @@ async def handle_add_partitions_to_txn(ctx: BrokerContext, request: Request) -> 
     )
     errors = {tp: _for_version(c, request.api_version, 2) for tp, c in result.errors.items()}
     return AP(results_by_topic_v3_and_below=_partition_results(errors.items()))
+
+
+def _txn_id_allowed(
+    ctx: BrokerContext, request: Request, operation: int, transactional_id: str, count: bool = True
+) -> bool:
+    return allowed(
+        ctx, request, operation, ResourceType.TRANSACTIONAL_ID, transactional_id, count=count
+    )
 
 
 def _partition_results(errors: Iterable[tuple[tuple[str, int], int]]) -> list[object]:
@@ -132,6 +163,10 @@ async def handle_add_offsets_to_txn(ctx: BrokerContext, request: Request) -> obj
     body = request.body
     if not body.group_id:
         return AO(error_code=ErrorCode.INVALID_GROUP_ID)
+    if not _txn_id_allowed(ctx, request, AclOperation.WRITE, body.transactional_id):
+        return AO(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)  # authorization
+    if not allowed(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return AO(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)  # authorization
     code = await driver(ctx).add_offsets(
         body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
     )
@@ -140,6 +175,8 @@ async def handle_add_offsets_to_txn(ctx: BrokerContext, request: Request) -> obj
 
 async def handle_end_txn(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    if not _txn_id_allowed(ctx, request, AclOperation.WRITE, body.transactional_id):
+        return ET(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)  # authorization
     result = await driver(ctx).end_txn(
         body.transactional_id, body.producer_id, body.producer_epoch, body.committed
     )
@@ -154,8 +191,20 @@ async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> obje
     )
     codes: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    # authorization (Kafka's): READ on the group refuses everything; READ on each topic
+    group_ok = allowed(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id)
     for topic in body.topics:
+        topic_ok = group_ok and allowed(
+            ctx, request, AclOperation.READ, ResourceType.TOPIC, topic.name
+        )
         for p in topic.partitions:
+            if not topic_ok:
+                codes[(topic.name, p.partition_index)] = (
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    if group_ok
+                    else ErrorCode.GROUP_AUTHORIZATION_FAILED
+                )
+                continue
             metadata = p.committed_metadata or ""
             if len(metadata.encode()) > max_metadata_bytes:
                 codes[(topic.name, p.partition_index)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -198,6 +247,8 @@ async def handle_describe_transactions(ctx: BrokerContext, request: Request) -> 
     states = []
     for transactional_id in request.body.transactional_ids:
         code, md = txn.describe(transactional_id)
+        if not _txn_id_allowed(ctx, request, AclOperation.DESCRIBE, transactional_id):
+            code, md = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None  # authorization
         if md is None:
             states.append(
                 DT.TransactionState(
@@ -243,6 +294,8 @@ async def handle_list_transactions(ctx: BrokerContext, request: Request) -> obje
     for md in driver(ctx).transactions():
         if md.state == TransactionState.DEAD:
             continue
+        if not _txn_id_allowed(ctx, request, AclOperation.DESCRIBE, md.transactional_id, False):
+            continue  # authorization: listed only with DESCRIBE on the id
         if producer_filters and md.producer_id not in producer_filters:
             continue
         if state_filters and md.state.kafka_name not in state_filters:

@@ -17,9 +17,11 @@ Served whether or not the transaction APIs are advertised to clients (handlers/_
 
 from __future__ import annotations
 
+from log.common.acl import AclOperation
 from log.protocol.connection import Request
 from log.protocol.transactions import WRITE_TXN_MARKERS_RESPONSE
 from log.replication.replica_manager import TxnMarkerEntry
+from log.server.authorization import require_cluster
 from log.server.broker_context import BrokerContext
 
 R = WRITE_TXN_MARKERS_RESPONSE.cls
@@ -29,6 +31,7 @@ TXN_MARKER_TIMEOUT_MS = 30_000
 
 
 async def handle_write_txn_markers(ctx: BrokerContext, request: Request) -> object:
+    require_cluster(ctx, request, AclOperation.CLUSTER_ACTION)  # authorization
     entries: list[TxnMarkerEntry] = []
     for marker in request.body.markers:
         for topic in marker.topics:
