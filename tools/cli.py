@@ -53,3 +53,7 @@ main.add_command(nemesis)
 from tools.users_cmd import users  # noqa: E402
 
 main.add_command(users)
+from tools.format_cmd import cluster_id, format_command  # noqa: E402
+
+main.add_command(cluster_id)
+main.add_command(format_command)
