@@ -299,5 +299,11 @@ class HostCluster:
             process.kill()
             process.wait()
 
+    def kill(self, host: int) -> None:
+        """SIGKILL host's node (a crash: no controlled shutdown moves leaderships first)."""
+        process = self.processes.pop(host)
+        process.kill()
+        process.wait()
+
     def log(self, host: int, tail_chars: int = 3000) -> str:
         return (self.node_dir(host) / "node.log").read_text(errors="replace")[-tail_chars:]

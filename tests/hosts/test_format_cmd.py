@@ -173,3 +173,14 @@ def test_a_formatted_node_serves_a_real_client(tmp_path):
     finally:
         node.send_signal(signal.SIGTERM)
         assert node.wait(timeout=60) == 0
+
+
+def test_up_refuses_a_node_directory_of_unknown_data(tmp_path):
+    (tmp_path / "node-1").mkdir()
+    (tmp_path / "node-1" / "00000000000000000000.log").write_bytes(b"x")
+    before = snapshot(tmp_path)
+    refused = cli("up", "--nodes", "1", "--data-dir", str(tmp_path), "--base-port", "23092")
+    assert refused.returncode == 1
+    assert "not empty and has no node.toml" in refused.stderr, refused.stderr
+    assert refused.stderr.count("\n") == 1
+    assert snapshot(tmp_path) == before

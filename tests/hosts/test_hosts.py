@@ -247,8 +247,8 @@ def test_failover_under_latency(cluster):
         cluster.network.netem(host, "delay", "20ms", "5ms")
     try:
         leader, _ = partition_state(cluster.bootstrap_servers, topic, 0)
-        cluster.stop(leader)
         started = time.monotonic()
+        cluster.kill(leader)
         majority = others(cluster, leader)
         new_leader = wait_for(
             lambda: (s := partition_state(majority, topic, 0)[0]) not in (-1, leader) and s,
