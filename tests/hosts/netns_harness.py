@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -203,11 +204,18 @@ class HostCluster:
         data_dir: Path,
         controller_count: int,
         properties: dict[str, object] | None = None,
+        *,
+        listener: str = "PLAINTEXT",
+        host_properties: Callable[[int, str], dict[str, object]] | None = None,
     ) -> None:
+        """`listener`: the client listener's name; `host_properties(host, address)`: that
+        host's own properties (e.g. its TLS files) on top of `properties`."""
         self.network = network
         self.data_dir = data_dir
         self.controller_count = controller_count
         self.properties = properties or {}
+        self.listener = listener
+        self.host_properties = host_properties
         self.processes: dict[int, subprocess.Popen] = {}
         self.addresses = {h: network.address(h) for h in range(1, network.host_count + 1)}
         self.cluster_id = self._cli(["cluster-id"]).stdout.strip()
@@ -250,13 +258,14 @@ class HostCluster:
         args = [
             "format", "--data-dir", str(self.node_dir(host)), "--node-id", str(host),
             "--cluster-id", self.cluster_id, "--controllers", self.controllers,
-            "--listeners", f"PLAINTEXT://{bind}:{KAFKA_PORT}",
-            "--advertised-listeners", f"PLAINTEXT://{self.addresses[host]}:{KAFKA_PORT}",
+            "--listeners", f"{self.listener}://{bind}:{KAFKA_PORT}",
+            "--advertised-listeners", f"{self.listener}://{self.addresses[host]}:{KAFKA_PORT}",
             "--secret-file", str(self.secret_file if host == 1 else secret_copy),
         ]  # fmt: skip
         if host > self.controller_count:
             args.append("--broker-only")
-        for name, value in self.properties.items():
+        own = self.host_properties(host, self.addresses[host]) if self.host_properties else {}
+        for name, value in {**self.properties, **own}.items():
             args += ["--property", f"{name}={value}"]
         return args
 
