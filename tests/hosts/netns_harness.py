@@ -1,7 +1,7 @@
 """A network of its own: one Linux network namespace per host, joined by a bridge.
 
 `Network(host_count)` (root only) makes a bridge `qlbr<tag>` in the root namespace with address
-198.18.<X>.1/24 and, per host i (1-based), a namespace `ql<tag>n<i>` holding one end of a veth
+198.18.<X>.1/24 and, per host i (1-based), a namespace `ql<tag>n<i>` (tag: pid and a counter) holding one end of a veth
 pair (`eth0`, address 198.18.<X>.<10+i>/24; the other end `ql<tag>h<i>` is a port of the
 bridge). 198.18.0.0/15 is reserved for benchmarking (RFC 2544) and never routed; <X> is a /24
 that no route of this machine uses yet. Clients in the root namespace reach every host through
@@ -21,6 +21,7 @@ machines.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
@@ -95,9 +96,13 @@ def _free_subnet() -> int:
     raise RuntimeError("no free /24 in 198.18.0.0/16")
 
 
+_network_numbers = itertools.count()
+
+
 class Network:
     def __init__(self, host_count: int) -> None:
-        self.tag = f"{os.getpid() % 10000}"
+        # unique per network: a deleted namespace's veth pair vanishes asynchronously
+        self.tag = f"{os.getpid() % 10000}{next(_network_numbers)}"
         self.subnet_octet = _free_subnet()
         self.bridge = f"qlbr{self.tag}"
         self.host_count = host_count
@@ -186,8 +191,9 @@ class Network:
                 process.kill()
             process.wait()
         self.processes.clear()
-        for ns in self._namespaces:
-            _ip("netns", "del", ns, check=False)  # its veth pair goes with it
+        for host, ns in enumerate(self._namespaces, start=1):
+            _ip("link", "del", f"ql{self.tag}h{host}", check=False)  # both ends of the pair
+            _ip("netns", "del", ns, check=False)
         self._namespaces.clear()
         _ip("link", "del", self.bridge, check=False)
 

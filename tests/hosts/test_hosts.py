@@ -140,10 +140,20 @@ def consume_all(bootstrap: str, topic: str, partition: int = 0) -> list[str]:
 
 
 def healed(cluster: HostCluster, topic: str) -> bool:
-    """Every broker unfenced and the partition's ISR whole again."""
-    brokers = unfenced_brokers(cluster.bootstrap_servers)
-    _, isr = partition_state(cluster.bootstrap_servers, topic, 0)
-    return len(brokers) == HOSTS and len(isr) == 3
+    """Every broker, asked one by one, sees every broker unfenced, the same leader and the
+    partition's ISR whole again. One by one: a host that was cut off answers from the image it
+    had before the cut (itself leader, everyone unfenced) until it catches up, and an answer
+    from it alone would look healed."""
+    views = set()
+    for host in cluster.hosts:
+        address = f"{cluster.addresses[host]}:9092"
+        if len(unfenced_brokers(address)) != HOSTS:
+            return False
+        leader, isr = partition_state(address, topic, 0)
+        if len(isr) != 3:
+            return False
+        views.add((leader, tuple(sorted(isr))))
+    return len(views) == 1
 
 
 def others(cluster: HostCluster, host: int) -> str:
