@@ -121,7 +121,7 @@ def format_node(node_dir: Path, props: Mapping[str, object]) -> NodeConfig:
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(to_toml(props))
+        f.write(to_toml({name: config.props[name] for name in props}))  # typed: "2" -> 2
         f.flush()
         os.fsync(f.fileno())
     tmp.replace(path)

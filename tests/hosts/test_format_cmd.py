@@ -66,6 +66,7 @@ def test_format_writes_the_node_config_and_creates_the_secret_file(tmp_path):
     ]
     assert config.props["controller.quorum.password"] == secret.read_text().strip()
     assert config.props["min.insync.replicas"] == 2
+    assert '"min.insync.replicas" = 2\n' in (tmp_path / "n1" / "node.toml").read_text()
     for path in (secret, tmp_path / "n1" / "node.toml"):  # both hold the secret
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
