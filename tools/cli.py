@@ -59,3 +59,7 @@ main.add_command(users)
 from tools.acls_cmd import acls  # noqa: E402
 
 main.add_command(acls)
+from tools.format_cmd import cluster_id, format_command  # noqa: E402
+
+main.add_command(cluster_id)
+main.add_command(format_command)

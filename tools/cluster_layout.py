@@ -7,18 +7,19 @@ and Raft on raft_base_port + i - 1, Prometheus /metrics on metrics_base_port + i
 session timeout) are added to every node's config. Every node is a combined controller+broker
 up to `max_controllers` (3, a quorum that survives one failure); further nodes are brokers only.
 Formatting an already formatted directory changes nothing, so `up` restarts the same cluster.
+Each node's `node.toml` is built and written by tools/node_format.py, as `quorumlog format` does
+on each host of a multi-host cluster.
 `secure` (up --secure) makes every node's Kafka listener SASL_SSL with a generated CA and users
 (tools/secure_cluster.py); the listener keeps the node's Kafka port.
 """
 
 from __future__ import annotations
 
-import secrets
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from log.common.node_config import NODE_CONFIG_FILE, NodeConfig, to_toml
+from log.common.node_config import NODE_CONFIG_FILE, NodeConfig, Voter
+from tools.node_format import format_node, new_cluster_id, new_secret, node_properties
 from tools.secure_cluster import secure_properties
 
 MAX_CONTROLLERS = 3
@@ -85,30 +86,27 @@ class ClusterLayout:
         password: str,
         security: dict[str, object] | None = None,
     ) -> dict[str, object]:
-        is_controller = node_id in self.controller_ids
         kafka_listener = "SASL_SSL" if security else "PLAINTEXT"
-        listeners = f"{kafka_listener}://{HOST}:{self.kafka_port(node_id)}"
-        if is_controller:
-            listeners += f",CONTROLLER://{HOST}:{self.controller_port(node_id)}"
-        voters = ",".join(f"{i}@{HOST}:{self.controller_port(i)}" for i in self.controller_ids)
-        raft = ",".join(f"{i}@{HOST}:{self.raft_port(i)}" for i in self.controller_ids)
-        return {
-            "node.id": node_id,
-            "process.roles": "broker,controller" if is_controller else "broker",
-            "cluster.id": cluster_id,
-            "listeners": listeners,
-            "controller.quorum.voters": voters,
-            "controller.quorum.raft.voters": raft,
-            "controller.quorum.password": password,
-            "metrics.port": self.metrics_port(node_id),
-            # Kafka's 50 partitions x 3 replicas is a lot of logs for a laptop cluster
-            "offsets.topic.num.partitions": LOCAL_OFFSETS_TOPIC_PARTITIONS,
-            "transaction.state.log.num.partitions": LOCAL_TRANSACTION_STATE_PARTITIONS,
-            # as Kafka's quickstart server.properties: no 3 s wait for a group's first members
-            "group.initial.rebalance.delay.ms": 0,
-            **(security or {}),
-            **dict(self.extra_properties),
-        }
+        controllers = [Voter(i, HOST, self.controller_port(i)) for i in self.controller_ids]
+        raft = [Voter(i, HOST, self.raft_port(i)) for i in self.controller_ids]
+        return node_properties(
+            node_id=node_id,
+            cluster_id=cluster_id,
+            secret=password,
+            listeners=f"{kafka_listener}://{HOST}:{self.kafka_port(node_id)}",
+            controllers=controllers,
+            raft_voters=raft,
+            extra={
+                "metrics.port": self.metrics_port(node_id),
+                # Kafka's 50 partitions x 3 replicas is a lot of logs for a laptop cluster
+                "offsets.topic.num.partitions": LOCAL_OFFSETS_TOPIC_PARTITIONS,
+                "transaction.state.log.num.partitions": LOCAL_TRANSACTION_STATE_PARTITIONS,
+                # as Kafka's quickstart server.properties: no 3 s wait for a group's first members
+                "group.initial.rebalance.delay.ms": 0,
+                **(security or {}),
+                **dict(self.extra_properties),
+            },
+        )
 
 
 def format_cluster(layout: ClusterLayout) -> list[NodeConfig]:
@@ -119,8 +117,8 @@ def format_cluster(layout: ClusterLayout) -> list[NodeConfig]:
         first = NodeConfig.load(existing[0].parent)
         cluster_id = first.props["cluster.id"]
         password = first.props["controller.quorum.password"]
-    cluster_id = cluster_id or uuid.uuid4().hex
-    password = password or secrets.token_hex(16)
+    cluster_id = cluster_id or new_cluster_id()
+    password = password or new_secret()
     security: dict[int, dict[str, object]] = {}
     if layout.secure and not existing:
         security = secure_properties(layout.data_dir, layout.node_ids)
@@ -129,11 +127,8 @@ def format_cluster(layout: ClusterLayout) -> list[NodeConfig]:
         node_dir = layout.node_dir(node_id)
         path = node_dir / NODE_CONFIG_FILE
         if not path.exists():
-            node_dir.mkdir(parents=True, exist_ok=True)
             props = layout.node_properties(node_id, cluster_id, password, security.get(node_id))
-            NodeConfig.from_properties(node_dir, props)  # validate before writing
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(to_toml(props))
-            tmp.replace(path)
-        configs.append(NodeConfig.load(node_dir))
+            configs.append(format_node(node_dir, props))
+        else:
+            configs.append(NodeConfig.load(node_dir))
     return configs

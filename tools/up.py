@@ -24,6 +24,7 @@ import click
 import trio
 
 from tools.cluster_layout import ClusterLayout, format_cluster
+from tools.node_format import FormatError
 from tools.secure_cluster import CLIENT_PROPERTIES, client_settings
 
 READY_LINE = b"READY"
@@ -287,4 +288,8 @@ def up(node_count, data_dir, base_port, controller_base_port, raft_base_port, se
         )  # fmt: skip
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    try:
+        format_cluster(layout)  # before any node starts (LocalCluster's own call then keeps it)
+    except FormatError as exc:  # e.g. a node directory holding files but no node.toml
+        raise click.ClickException(str(exc)) from None
     sys.exit(trio.run(run_cluster, layout))
