@@ -70,7 +70,7 @@ def test_round_trip_keys_headers_partitions_string_and_binary(cluster, bootstrap
     )
     _write(explicit, bootstrap, None, writer=writer)
 
-    rows = _read(session, bootstrap, topic).collect()
+    rows = _read(session, bootstrap, topic, includeHeaders="true").collect()
     assert len(rows) == 3100
     by_value = {bytes(r.value).decode(): r for r in rows}
     assert set(by_value) == {f"v{i}" for i in range(3100)}
