@@ -162,8 +162,8 @@ class SyncProducer:
                     _settle(future, done)
 
                 handle.add_callback(on_record_done)
-            elif kind == "send_many":
-                delivery = await producer.send_many(*args)
+            elif kind in ("send_many", "send_encoded"):
+                delivery = await getattr(producer, kind)(*args)
                 unsettled.add(future)
 
                 def on_bulk_done(done: BulkDelivery) -> None:
@@ -273,6 +273,18 @@ class SyncProducer:
         return self._submit("send_many", (topic, values, keys, partition, timestamp_ms))
 
     send_batch = send_many
+
+    def send_encoded(
+        self,
+        topic: str,
+        partition: int | None,
+        keys: Any,
+        values: Any,
+        records: bytes,
+    ) -> Future:
+        """Queue one batch of already-encoded records (see Producer.send_encoded); the Future
+        resolves to its BulkDelivery like send_many's."""
+        return self._submit("send_encoded", (topic, partition, keys, values, records))
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Block until everything sent before this call is complete."""

@@ -176,6 +176,21 @@ def _header_list(headers: Any) -> list[tuple[str, bytes | None]] | None:
     return out
 
 
+def _bulk_settings(properties: Mapping[str, str]) -> tuple[bool, tuple[int, int]]:
+    """(partitioner.ignore.keys, (records bytes per batch, offsetDelta varint bytes at
+    most)) from the producer settings: how the writer cuts and encodes runs."""
+    import numpy as np
+
+    from producer.bulk import records_limit_bytes
+    from producer.config import ProducerConfig
+    from spark.record_encoding import varint_widths
+
+    config = ProducerConfig.from_kafka_properties(properties)
+    limit = records_limit_bytes(config.compression, config.batch_size)
+    delta_bytes = int(varint_widths(np.array([max(limit, 1)]))[0])  # a run has < limit records
+    return config.partitioner_ignore_keys, (max(limit, 1), delta_bytes)
+
+
 class _TaskWriter:
     """The body of one write task: sends through a SyncProducer, then reports."""
 
@@ -184,21 +199,18 @@ class _TaskWriter:
         self.spark_partition, self.attempt = _task_ids()
         self.tracker = _Tracker()
         self._partition_counts: dict[str, int] = {}
-        ignore = str(options.producer_properties.get("partitioner.ignore.keys", "false"))
-        self._ignore_keys = ignore.strip().lower() == "true"
+        self.producer_config = {
+            "bootstrap.servers": options.bootstrap_servers,
+            **WRITER_PRODUCER_DEFAULTS,
+            **options.producer_properties,
+        }
+        self._ignore_keys, self._records_limit = _bulk_settings(self.producer_config)
 
     def run(self, batches: Iterable[Any], *, rows: bool) -> QuorumLogCommitMessage:
         from producer.errors import ProducerClosedError
         from producer.sync_producer import SyncProducer
 
-        options = self.options
-        producer = SyncProducer(
-            config={
-                "bootstrap.servers": options.bootstrap_servers,
-                **WRITER_PRODUCER_DEFAULTS,
-                **options.producer_properties,
-            }
-        )
+        producer = SyncProducer(config=self.producer_config)
         try:
             try:
                 if rows:
@@ -342,17 +354,33 @@ class _TaskWriter:
         return count
 
     def _send_columns(self, producer: Any, batch: Any, topic: Any, partition: Any) -> None:
+        """Rows without headers or timestamps, one partition (None: sticky): cut into runs
+        that fill a batch, each encoded for the whole run at once (spark/record_encoding.py)
+        and handed to the producer as a ready records section."""
+        import pyarrow as pa
+
+        from spark.record_encoding import encode_records, plan_runs, record_sizes
+
         names = batch.schema.names
-        values = _as_bytes_list(batch.column(names.index("value")))
+        values = batch.column(names.index("value"))
         keys = None
         if "key" in names:
             key_column = batch.column(names.index("key"))
             if key_column.null_count < batch.num_rows:
-                keys = _as_bytes_list(key_column)
-        future = producer.send_many(topic, values, keys, partition)
-        self.tracker.sent += len(values)
-        future.add_done_callback(lambda f, t=topic: self.tracker.bulk_done(t, f))
-        self.tracker.pending.append(future)
+                keys = key_column
+        if pa.types.is_string(values.type):  # UTF-8 bytes, as the row path sends them
+            values = values.cast(pa.binary())
+        if keys is not None and pa.types.is_string(keys.type):
+            keys = keys.cast(pa.binary())
+        limit, delta_bytes = self._records_limit
+        for start, end in plan_runs(record_sizes(keys, values, delta_bytes), limit):
+            run_keys = None if keys is None else keys.slice(start, end - start)
+            run_values = values.slice(start, end - start)
+            records = encode_records(run_keys, run_values)
+            future = producer.send_encoded(topic, partition, run_keys, run_values, records)
+            self.tracker.sent += end - start
+            future.add_done_callback(lambda f, t=topic: self.tracker.bulk_done(t, f))
+            self.tracker.pending.append(future)
 
     # -- rows ----------------------------------------------------------------------------------
 

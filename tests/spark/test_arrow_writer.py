@@ -34,10 +34,64 @@ def test_vectorized_partitions_equal_the_producers_key_by_key():
     assert key_partitions(same_length, 6).tolist() == [
         partition_for_key(b"%016d" % i, 6) for i in range(3000)
     ]
-    text = pa.array(["k%d" % i for i in range(300)], pa.string())  # string keys: UTF-8 bytes
+    text = pa.array([f"k{i}" for i in range(300)], pa.string())  # string keys: UTF-8 bytes
     assert key_partitions(text, 5).tolist() == [
         partition_for_key(b"k%d" % i, 5) for i in range(300)
     ]
+
+
+def test_encoded_records_are_the_builders_bytes():
+    """spark/record_encoding.py writes, for a whole column pair, exactly the records section
+    log.records.builder writes record by record: odd lengths, nulls, varint width edges
+    (63/64 and 8191/8192 records, 63/64/8191/8192-byte values), uniform and mixed shapes,
+    sliced Arrow arrays, string columns."""
+    import pyarrow as pa
+
+    from log.records.batch_header import HEADER_BYTES
+    from log.records.builder import build_batch_from_columns
+    from spark.record_encoding import encode_records, plan_runs, record_sizes
+
+    def expected(keys, values):
+        return build_batch_from_columns(keys, values, timestamp_ms=7)[HEADER_BYTES:]
+
+    rng = random.Random(5)
+    for trial in range(40):
+        n = rng.choice([1, 2, 63, 64, 65, 300, 8191, 8193])
+        lengths = rng.choice([[16], [0, 1, 63, 64, 65], [100], [8191, 8192, 0]])
+        keys = (
+            None
+            if trial % 3 == 0
+            else [
+                None if rng.random() < 0.2 else rng.randbytes(rng.choice(lengths)) for _ in range(n)
+            ]
+        )
+        values = [
+            None if trial % 4 == 1 and rng.random() < 0.05 else rng.randbytes(rng.choice(lengths))
+            for _ in range(n)
+        ]
+        key_array = None if keys is None else pa.array(keys, pa.binary())
+        value_array = pa.array(values, pa.binary())
+        records = encode_records(key_array, value_array)
+        assert records == expected(keys, values), trial
+        assert sum(record_sizes(key_array, value_array, 3)) >= len(records)
+        if n > 10:
+            window = (
+                None if key_array is None else key_array.slice(3, n - 6),
+                value_array.slice(3, n - 6),
+            )
+            assert encode_records(*window) == expected(
+                None if keys is None else keys[3 : n - 3], values[3 : n - 3]
+            )
+    for rows, key_length, value_length in [(70000, 16, 100), (9000, None, 0), (100, 0, 8192)]:
+        keys = None if key_length is None else [rng.randbytes(key_length) for _ in range(rows)]
+        values = [rng.randbytes(value_length) for _ in range(rows)]
+        arrays = (None if keys is None else pa.array(keys), pa.array(values))
+        assert encode_records(*arrays) == expected(keys, values)
+    text = ["héllo", "", "k" * 70]
+    assert encode_records(pa.array(text), pa.array(text)) == expected(
+        [t.encode() for t in text], [t.encode() for t in text]
+    )
+    assert plan_runs([5, 5, 5, 20, 1], 10) == [(0, 2), (2, 3), (3, 4), (4, 5)]
 
 
 def _read(session, bootstrap, topic):
