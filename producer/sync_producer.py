@@ -162,8 +162,24 @@ class SyncProducer:
                     _settle(future, done)
 
                 handle.add_callback(on_record_done)
-            elif kind in ("send_many", "send_encoded"):
-                delivery = await getattr(producer, kind)(*args)
+            elif kind == "send_encoded":
+                deliveries = [await producer.send_encoded(*item) for item in args[0]]
+                unsettled.add(future)
+                remaining = [len(deliveries)]
+
+                def on_one_done(_done: BulkDelivery) -> None:
+                    remaining[0] -= 1
+                    if not remaining[0]:
+                        unsettled.discard(future)
+                        _set_result(future, deliveries)
+
+                for delivery in deliveries:
+                    delivery.add_callback(on_one_done)
+                if not deliveries:
+                    unsettled.discard(future)
+                    _set_result(future, deliveries)
+            elif kind == "send_many":
+                delivery = await producer.send_many(*args)
                 unsettled.add(future)
 
                 def on_bulk_done(done: BulkDelivery) -> None:
@@ -274,17 +290,12 @@ class SyncProducer:
 
     send_batch = send_many
 
-    def send_encoded(
-        self,
-        topic: str,
-        partition: int | None,
-        keys: Any,
-        values: Any,
-        records: bytes,
-    ) -> Future:
-        """Queue one batch of already-encoded records (see Producer.send_encoded); the Future
-        resolves to its BulkDelivery like send_many's."""
-        return self._submit("send_encoded", (topic, partition, keys, values, records))
+    def send_encoded(self, batches: Sequence[tuple[str, int | None, Any, Any, bytes]]) -> Future:
+        """Queue batches of already-encoded records, each (topic, partition, keys, values,
+        records) as Producer.send_encoded takes them, in one hand-over to the producer's
+        thread. The Future resolves to their BulkDeliveries, in order, once all are
+        complete (each may have failed: see its `error`)."""
+        return self._submit("send_encoded", (list(batches),))
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Block until everything sent before this call is complete."""

@@ -109,24 +109,28 @@ class _Tracker:
         return stats
 
     def bulk_done(self, topic: str, future: Future) -> None:
+        """A send_encoded hand-over completed: its BulkDeliveries (or the call's error)."""
         try:
-            delivery = future.result()
-        except BaseException as exc:  # the send_many call itself failed
+            deliveries = future.result()
+        except BaseException as exc:  # the call itself failed
             with self.lock:
                 self.errors.append(f"topic {topic}: {exc!r}")
             return
-        error = delivery.error
         with self.lock:
-            # (indices, partition, base_offset, timestamp_ms) per completed batch
-            for indices, partition, base_offset, _ts in delivery.parts:
-                if error is not None and base_offset < 0:
-                    self.errors.append(f"{topic}-{partition}: {error!r}")
-                    continue
-                count = len(indices)
-                self.acknowledged += count
-                self._stats(topic, partition).add(count, base_offset, base_offset + count - 1)
-            if error is not None and not self.errors:
-                self.errors.append(f"topic {topic}: {error!r}")
+            for delivery in deliveries:
+                error = delivery.error
+                # (indices, partition, base_offset, timestamp_ms) per completed batch
+                for indices, partition, base_offset, _ts in delivery.parts:
+                    if error is not None and base_offset < 0:
+                        self.errors.append(f"{delivery.topic}-{partition}: {error!r}")
+                        continue
+                    count = len(indices)
+                    self.acknowledged += count
+                    self._stats(delivery.topic, partition).add(
+                        count, base_offset, base_offset + count - 1
+                    )
+                if error is not None and not self.errors:
+                    self.errors.append(f"topic {delivery.topic}: {error!r}")
 
     def record_done(self, topic: str, partition: int | None, future: Future) -> None:
         error = future.exception()
@@ -205,6 +209,8 @@ class _TaskWriter:
             **options.producer_properties,
         }
         self._ignore_keys, self._records_limit = _bulk_settings(self.producer_config)
+        self._runs: list[tuple[str, int | None, Any, Any, bytes]] = []  # for _hand_over
+        self._runs_records = 0
 
     def run(self, batches: Iterable[Any], *, rows: bool) -> QuorumLogCommitMessage:
         from producer.errors import ProducerClosedError
@@ -218,6 +224,7 @@ class _TaskWriter:
                 else:
                     for batch in batches:
                         self._send_arrow(producer, batch)
+                        self._hand_over(producer)
             except BaseException as exc:
                 # Wait for what was handed over, so that what a failed attempt leaves behind
                 # is exactly its acknowledged records, and say how many there are.
@@ -377,10 +384,19 @@ class _TaskWriter:
             run_keys = None if keys is None else keys.slice(start, end - start)
             run_values = values.slice(start, end - start)
             records = encode_records(run_keys, run_values)
-            future = producer.send_encoded(topic, partition, run_keys, run_values, records)
-            self.tracker.sent += end - start
-            future.add_done_callback(lambda f, t=topic: self.tracker.bulk_done(t, f))
-            self.tracker.pending.append(future)
+            self._runs.append((topic, partition, run_keys, run_values, records))
+            self._runs_records += end - start
+
+    def _hand_over(self, producer: Any) -> None:
+        """The runs of one Arrow batch go to the producer's thread in one command."""
+        if not self._runs:
+            return
+        future = producer.send_encoded(self._runs)
+        self.tracker.sent += self._runs_records
+        topics = ",".join(sorted({run[0] for run in self._runs}))
+        future.add_done_callback(lambda f: self.tracker.bulk_done(topics, f))
+        self.tracker.pending.append(future)
+        self._runs, self._runs_records = [], 0
 
     # -- rows ----------------------------------------------------------------------------------
 
