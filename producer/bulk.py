@@ -334,6 +334,8 @@ class ColumnarBatch(ProducerBatch):
         open_for_appends: bool = False,
         on_full: Callable[[], None] | None = None,
         encoded_records: bytes | None = None,
+        encoded_max_timestamp_ms: int | None = None,
+        splittable: bool = True,
     ) -> None:
         super().__init__(
             topic_partition, buffer, created_ms, compression_type, is_split_batch=is_split_batch
@@ -341,6 +343,8 @@ class ColumnarBatch(ProducerBatch):
         # the records section as the caller encoded it (offset deltas 0.., timestampDelta 0,
         # no headers; see Producer.send_encoded), or None: built from the columns
         self.encoded_records = encoded_records
+        self.encoded_max_timestamp_ms = encoded_max_timestamp_ms  # None: timestamp_ms
+        self.splittable = splittable
         assert values or open_for_appends, "a batch holds at least one record"
         self.keys = keys
         self.values = values
@@ -509,7 +513,11 @@ class ColumnarBatch(ProducerBatch):
                 record_count=self.record_count,
                 base_offset=0,
                 base_timestamp_ms=self.timestamp_ms,
-                max_timestamp_ms=self.timestamp_ms,
+                max_timestamp_ms=(
+                    self.timestamp_ms
+                    if self.encoded_max_timestamp_ms is None
+                    else self.encoded_max_timestamp_ms
+                ),
                 compression_type=self.compression_type,
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,

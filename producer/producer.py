@@ -658,14 +658,18 @@ class Producer:
         keys: Sequence[bytes | None] | Any | None,
         values: Sequence[bytes | None] | Any,
         records: bytes,
+        timestamp_range: tuple[int, int] | None = None,
+        has_headers: bool = False,
     ) -> BulkDelivery:
         """Append one batch whose records section the caller already encoded (the Spark
-        writer's Arrow path, spark/record_encoding.py): offsetDelta 0..n-1, timestampDelta 0,
-        attributes 0, no headers. The batch gets the timestamp now, producer id, epoch and
-        sequence at drain, like a send_many batch; `partition` None: the sticky partition.
+        writer's Arrow path, spark/record_encoding.py): offsetDelta 0..n-1, attributes 0.
+        Without `timestamp_range` every timestampDelta is 0 and the batch gets the time now;
+        with it, (base, max): the deltas are from base. Producer id, epoch and sequence are
+        set at drain, like a send_many batch; `partition` None: the sticky partition.
         `keys`/`values` are the same records as columns (len() and to_pylist(), e.g. Arrow
-        arrays), read only if the broker answers MESSAGE_TOO_LARGE and the batch is split.
-        The caller sizes the batch (at most batch.size); a bigger one is sent alone."""
+        arrays), read only if the broker answers MESSAGE_TOO_LARGE and the batch is split;
+        a batch with headers or its own timestamps cannot be rebuilt from them and fails
+        with MESSAGE_TOO_LARGE instead. The caller sizes the batch (at most batch.size)."""
         self._check_open()
         count = len(values)
         delivery = BulkDelivery(topic, count)
@@ -711,10 +715,14 @@ class Producer:
             keys=None if keys is None else LazyColumn(keys),
             values=LazyColumn(values),
             records_bytes=len(records),
-            timestamp_ms=time.time_ns() // 1_000_000,
+            timestamp_ms=(
+                time.time_ns() // 1_000_000 if timestamp_range is None else timestamp_range[0]
+            ),
             delivery=delivery,
             indices=range(count),
             encoded_records=records,
+            encoded_max_timestamp_ms=None if timestamp_range is None else timestamp_range[1],
+            splittable=timestamp_range is None and not has_headers,
         )
         self._open_tails.get(topic, {}).pop(target, None)  # queued behind it: closed to us
         try:

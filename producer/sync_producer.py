@@ -290,9 +290,10 @@ class SyncProducer:
 
     send_batch = send_many
 
-    def send_encoded(self, batches: Sequence[tuple[str, int | None, Any, Any, bytes]]) -> Future:
-        """Queue batches of already-encoded records, each (topic, partition, keys, values,
-        records) as Producer.send_encoded takes them, in one hand-over to the producer's
+    def send_encoded(self, batches: Sequence[tuple]) -> Future:
+        """Queue batches of already-encoded records, each the arguments of
+        Producer.send_encoded (topic, partition, keys, values, records[, timestamp_range,
+        has_headers]), in one hand-over to the producer's
         thread. The Future resolves to their BulkDeliveries, in order, once all are
         complete (each may have failed: see its `error`)."""
         return self._submit("send_encoded", (list(batches),))

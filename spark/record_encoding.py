@@ -3,12 +3,11 @@
 A record is `length, attributes (0), timestampDelta, offsetDelta, keyLength, key,
 valueLength, value, headerCount` with every integer a zigzag varint (Kafka's
 DefaultRecord; log/records/builder.py writes the same bytes one record at a time). Here
-every integer column is encoded with numpy for all rows together, the per-row fixed parts
-become two small Arrow binary columns (before the key: length .. keyLength; between key and
-value: valueLength), and Arrow's `binary_join_element_wise` concatenates prefix, key, middle,
-value and headerCount row by row in C: no Python object per record. One timestamp for every
-record (timestampDelta 0) and no headers: rows with either take the producer's
-per-record path.
+every integer column is encoded with numpy for all rows together, each varint column
+becomes an Arrow binary column (a scalar where all rows share it), and Arrow's
+`binary_join_element_wise` concatenates them with the keys and values row by row in C: no
+Python object per record. Headers (`keyLength, key, valueLength, value` each) are encoded the
+same way for the flattened header list, whose per-record slices are contiguous.
 
 `plan_runs` cuts a column pair into runs whose records fit one batch (offsetDelta is the
 index within the run, so runs are cut first and each is encoded on its own).
@@ -18,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-MAX_VARINT_BYTES = 5  # every length and delta here fits an int32
+MAX_VARINT_BYTES = 10  # a zigzag varint of an int64 (timestamp deltas); lengths take <= 5
 
 
 def _zigzag(values: Any) -> Any:
@@ -29,12 +28,13 @@ def _zigzag(values: Any) -> Any:
 
 
 def varint_widths(values: Any) -> Any:
-    """Bytes of the zigzag varint of each int64 in `values` (1..5 for int32 values)."""
+    """Bytes of the zigzag varint of each int64 in `values` (1..5 for int32 values, up to
+    10 for int64)."""
     import numpy as np
 
     zz = _zigzag(values)
     width = np.ones(len(zz), dtype=np.int64)
-    for shift in (7, 14, 21, 28):
+    for shift in range(7, 64, 7):
         width += zz >= np.uint64(1 << shift)
     return width
 
@@ -116,9 +116,16 @@ def _lengths(column: Any) -> Any:
     return lengths.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def record_sizes(keys: Any, values: Any, offset_delta_bytes: int) -> Any:
+def record_sizes(
+    keys: Any,
+    values: Any,
+    offset_delta_bytes: int,
+    timestamps_ms: Any = None,
+    headers: Any = None,
+) -> Any:
     """Encoded size of each record with an offsetDelta of `offset_delta_bytes` bytes (an
-    upper bound when that is the widest a run can need): for cutting runs."""
+    upper bound when that is the widest a run can need; timestamp deltas are taken from the
+    smallest timestamp given, another upper bound for any run): for cutting runs."""
     import numpy as np
 
     value_lengths = _lengths(values)
@@ -131,13 +138,61 @@ def record_sizes(keys: Any, values: Any, offset_delta_bytes: int) -> Any:
         + varint_widths(value_lengths)
         + np.maximum(value_lengths, 0)
     )
+    if timestamps_ms is not None and len(timestamps_ms):
+        body += varint_widths(timestamps_ms - timestamps_ms.min()) - 1
+    if headers is not None:
+        counts, _section, section_lengths = _headers_section(headers)
+        body += varint_widths(counts) - 1 + section_lengths
     return body + varint_widths(body)
 
 
-def encode_records(keys: Any, values: Any) -> bytes:
-    """The records section of one batch holding these rows (offsetDelta 0..n-1, one
-    timestamp, no headers): the bytes log.records.builder.build_batch_from_columns would
-    write for the same keys and values."""
+def _headers_section(headers: Any) -> tuple[Any, Any, Any]:
+    """(header count per record, the records' encoded headers as an Arrow binary array,
+    their byte length per record) for a list<struct<key: string, value: binary|string>>
+    column: each header is `keyLength, key, valueLength, value` (valueLength -1: null). A
+    null list has no headers; a null header key is refused (Kafka's keys are non-null)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = len(headers)
+    counts = pc.list_value_length(headers).fill_null(0).to_numpy(zero_copy_only=False)
+    counts = counts.astype(np.int64)
+    flat = headers.flatten()  # the headers of every record, in record order
+    if len(flat) == 0:
+        return counts, pa.scalar(b"", pa.binary()), np.zeros(rows, dtype=np.int64)
+    header_keys, header_values = flat.flatten()
+    if header_keys.null_count:
+        raise ValueError("a header with a null key (Kafka header keys are non-null)")
+    header_keys = header_keys.cast(pa.binary())
+    header_values = header_values.cast(pa.binary())
+    empty = pa.scalar(b"", pa.binary())
+    encoded = pc.binary_join_element_wise(
+        _varint_column(_lengths(header_keys)),
+        header_keys,
+        _varint_column(_lengths(header_values)),
+        header_values if header_values.null_count == 0 else pc.fill_null(header_values, empty),
+        empty,
+    )
+    _validity, encoded_offsets, encoded_data = encoded.buffers()
+    bounds = np.frombuffer(encoded_offsets, dtype=np.int32)[
+        encoded.offset : encoded.offset + len(encoded) + 1
+    ]
+    firsts = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(counts, out=firsts[1:])
+    offsets = bounds[firsts].astype(np.int32)  # record i: its headers' bytes, contiguous
+    section = pa.BinaryArray.from_buffers(
+        pa.binary(), rows, [None, pa.py_buffer(offsets), encoded_data]
+    )
+    return counts, section, np.diff(offsets).astype(np.int64)
+
+
+def encode_records(keys: Any, values: Any, timestamps_ms: Any = None, headers: Any = None) -> bytes:
+    """The records section of one batch holding these rows (offsetDelta 0..n-1): the bytes
+    log.records.builder.build_batch_from_columns writes for the same keys and values, and
+    the same per-record timestamps (int64 numpy, ms; timestampDelta from their minimum, the
+    batch's base timestamp) and headers (an Arrow list<struct<key, value>> column), if
+    given; else timestampDelta 0 (the batch's one timestamp) and no headers."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -150,7 +205,8 @@ def encode_records(keys: Any, values: Any) -> bytes:
     value_lengths = _lengths(values)
     key_lengths = _lengths(keys) if keys is not None else np.full(rows, -1, np.int64)
     uniform_keys = keys is None or (key_lengths == key_lengths[0]).all()
-    if uniform_keys and (value_lengths == value_lengths[0]).all():
+    plain = timestamps_ms is None and headers is None
+    if plain and uniform_keys and (value_lengths == value_lengths[0]).all():
         # Every record the same shape but for its offsetDelta: the length and offsetDelta
         # varints are slices of columns made once per shape (the common case).
         key_length = int(key_lengths[0])
@@ -159,6 +215,8 @@ def encode_records(keys: Any, values: Any) -> bytes:
         lengths, deltas = lengths.slice(0, rows), deltas.slice(0, rows)
         key_varint: Any = _varint_scalar(key_length)
         value_varint: Any = _varint_scalar(value_length)
+        timestamp_varint: Any = pa.scalar(b"\x00", pa.binary())
+        header_pieces: list[Any] = [pa.scalar(b"\x00", pa.binary())]  # headerCount 0
     else:
         offset_deltas = np.arange(rows, dtype=np.int64)
         body = (
@@ -169,12 +227,24 @@ def encode_records(keys: Any, values: Any) -> bytes:
             + varint_widths(value_lengths)
             + np.maximum(value_lengths, 0)
         )
+        timestamp_varint = pa.scalar(b"\x00", pa.binary())
+        if timestamps_ms is not None:
+            timestamp_deltas = np.asarray(timestamps_ms, dtype=np.int64)
+            timestamp_deltas = timestamp_deltas - timestamp_deltas.min()
+            body += varint_widths(timestamp_deltas) - 1
+            timestamp_varint = _varint_column(timestamp_deltas)
+        header_pieces = [pa.scalar(b"\x00", pa.binary())]
+        if headers is not None:
+            counts, section, section_lengths = _headers_section(headers)
+            body += varint_widths(counts) - 1 + section_lengths
+            header_pieces = [_varint_column(counts), section]
         lengths, deltas = _varint_column(body), _varint_column(offset_deltas)
         key_varint, value_varint = _varint_column(key_lengths), _varint_column(value_lengths)
     empty = pa.scalar(b"", pa.binary())
     pieces = [
         lengths,
-        pa.scalar(b"\x00\x00", pa.binary()),  # attributes 0, timestampDelta 0
+        pa.scalar(b"\x00", pa.binary()),  # attributes 0
+        timestamp_varint,
         deltas,
         key_varint,
     ]
@@ -183,7 +253,7 @@ def encode_records(keys: Any, values: Any) -> bytes:
     pieces += [
         value_varint,
         values if values.null_count == 0 else pc.fill_null(values, empty),
-        pa.scalar(b"\x00", pa.binary()),  # headerCount 0
+        *header_pieces,
     ]
     joined = pc.binary_join_element_wise(*pieces, empty)  # the last argument: the separator
     _validity, offsets, data = joined.buffers()

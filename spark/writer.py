@@ -13,12 +13,14 @@ Two paths feed the producer:
 - Arrow (default, `DataSourceArrowWriter`): Spark hands over `pyarrow.RecordBatch`es; each is
   validated (no null values) and split by topic; each row's target partition is computed
   for the whole batch at once (the `partition` column, else the Java client's murmur2 of
-  the key, vectorized in spark/key_partitions.py, else the producer's sticky choice), and
-  the pieces, one per partition (cut where stickiness changes, so that no row overtakes an
-  earlier one of its partition), go to `send_many`, the producer's bulk path, with the
-  partition explicit. The producer then has no per-record partitioning left to do. Rows
-  carrying headers or an explicit timestamp take the per-record path (`send`). The
-  producer's `batch.size` defaults to 512 KiB here (WRITER_PRODUCER_DEFAULTS).
+  the key, vectorized in spark/key_partitions.py, else the producer's sticky choice). The
+  rows of each partition (cut where stickiness changes, so that no row overtakes an earlier
+  one of its partition) are cut into runs that fill a batch, and each run's records section
+  (keys, values, headers, timestamps) is encoded for the whole run at once
+  (spark/record_encoding.py). An Arrow batch's runs go to the producer's thread in one
+  `send_encoded` hand-over; the producer only adds the batch header (producer id, epoch,
+  sequence) when it sends. No Python object per row. The producer's `batch.size` defaults
+  to 512 KiB here (WRITER_PRODUCER_DEFAULTS).
 - Row (`.option("writer", "row")`, for comparison): one `send` per Row.
 
 Delivery guarantee: at-least-once, like spark-sql-kafka. Nothing acknowledged is lost, and a
@@ -161,13 +163,6 @@ def _as_bytes_list(column: Any) -> list:
     return column.to_pylist()
 
 
-def _timestamps_ms(column: Any) -> list:
-    import pyarrow as pa
-
-    as_ms = column.cast(pa.timestamp("ms", tz=column.type.tz), safe=False).cast(pa.int64())
-    return as_ms.to_pylist()
-
-
 def _header_list(headers: Any) -> list[tuple[str, bytes | None]] | None:
     if not headers:
         return None
@@ -209,7 +204,7 @@ class _TaskWriter:
             **options.producer_properties,
         }
         self._ignore_keys, self._records_limit = _bulk_settings(self.producer_config)
-        self._runs: list[tuple[str, int | None, Any, Any, bytes]] = []  # for _hand_over
+        self._runs: list[tuple] = []  # send_encoded's arguments, for _hand_over
         self._runs_records = 0
 
     def run(self, batches: Iterable[Any], *, rows: bool) -> QuorumLogCommitMessage:
@@ -277,13 +272,6 @@ class _TaskWriter:
             return
         self._check_batch(batch)
         names = batch.schema.names
-        needs_rows = any(
-            name in names and batch.column(names.index(name)).null_count < batch.num_rows
-            for name in ("headers", "timestamp")
-        )
-        if needs_rows:
-            self._send_rows(producer, [batch])
-            return
         if self.options.topic is not None or "topic" not in names:
             by_topic = [(self.options.topic, batch)]
         else:
@@ -361,31 +349,55 @@ class _TaskWriter:
         return count
 
     def _send_columns(self, producer: Any, batch: Any, topic: Any, partition: Any) -> None:
-        """Rows without headers or timestamps, one partition (None: sticky): cut into runs
-        that fill a batch, each encoded for the whole run at once (spark/record_encoding.py)
-        and handed to the producer as a ready records section."""
+        """Rows of one partition (None: sticky): cut into runs that fill a batch, each
+        encoded for the whole run at once (spark/record_encoding.py) and queued for the
+        producer as a ready records section (handed over by _hand_over)."""
+        import numpy as np
         import pyarrow as pa
 
         from spark.record_encoding import encode_records, plan_runs, record_sizes
 
         names = batch.schema.names
+
+        def used(name: str) -> Any:
+            if name not in names:
+                return None
+            column = batch.column(names.index(name))
+            return column if column.null_count < batch.num_rows else None
+
         values = batch.column(names.index("value"))
-        keys = None
-        if "key" in names:
-            key_column = batch.column(names.index("key"))
-            if key_column.null_count < batch.num_rows:
-                keys = key_column
+        keys, headers, stamps = used("key"), used("headers"), used("timestamp")
         if pa.types.is_string(values.type):  # UTF-8 bytes, as the row path sends them
             values = values.cast(pa.binary())
         if keys is not None and pa.types.is_string(keys.type):
             keys = keys.cast(pa.binary())
+        timestamps = None
+        if stamps is not None:  # epoch ms; a null timestamp is the time now, as with send()
+            as_ms = stamps.cast(pa.timestamp("ms", tz=stamps.type.tz), safe=False)
+            now = time.time_ns() // 1_000_000
+            timestamps = as_ms.cast(pa.int64()).fill_null(now).to_numpy().astype(np.int64)
         limit, delta_bytes = self._records_limit
-        for start, end in plan_runs(record_sizes(keys, values, delta_bytes), limit):
-            run_keys = None if keys is None else keys.slice(start, end - start)
-            run_values = values.slice(start, end - start)
-            records = encode_records(run_keys, run_values)
-            self._runs.append((topic, partition, run_keys, run_values, records))
-            self._runs_records += end - start
+        try:
+            sizes = record_sizes(keys, values, delta_bytes, timestamps, headers)
+            for start, end in plan_runs(sizes, limit):
+                count = end - start
+                run_keys = None if keys is None else keys.slice(start, count)
+                run_values = values.slice(start, count)
+                run_stamps = None if timestamps is None else timestamps[start:end]
+                run_headers = None if headers is None else headers.slice(start, count)
+                records = encode_records(run_keys, run_values, run_stamps, run_headers)
+                span = (
+                    None if run_stamps is None else (int(run_stamps.min()), int(run_stamps.max()))
+                )
+                self._runs.append(
+                    (topic, partition, run_keys, run_values, records, span, headers is not None)
+                )
+                self._runs_records += count
+        except ValueError as exc:  # a header with a null key
+            raise QuorumLogWriteError(
+                f"quorumlog sink: Spark partition {self.spark_partition}: {exc}; nothing of "
+                f"this batch was sent"
+            ) from None
 
     def _hand_over(self, producer: Any) -> None:
         """The runs of one Arrow batch go to the producer's thread in one command."""
@@ -400,23 +412,14 @@ class _TaskWriter:
 
     # -- rows ----------------------------------------------------------------------------------
 
-    def _send_rows(self, producer: Any, batches: Iterable[Any]) -> None:
+    def _send_rows(self, producer: Any, rows: Iterable[Any]) -> None:
+        """The row writer: Spark Rows, validated a chunk at a time, then sent one by one."""
         chunk: list = []
-        for batch in batches:
-            if hasattr(batch, "to_pylist"):  # an Arrow batch on the per-record path
-                self._check_batch(batch)
-                rows: Iterable[Any] = batch.to_pylist()
-                if "timestamp" in batch.schema.names:
-                    stamps = _timestamps_ms(batch.column(batch.schema.names.index("timestamp")))
-                    for row, stamp in zip(rows, stamps, strict=True):
-                        row["timestamp"] = stamp
-                for row in rows:
-                    self._send_row(producer, row)
-            else:  # Spark Rows: validated a chunk at a time, then sent
-                chunk.append(batch)
-                if len(chunk) >= ROW_CHUNK:
-                    self._send_row_chunk(producer, chunk)
-                    chunk = []
+        for row in rows:
+            chunk.append(row)
+            if len(chunk) >= ROW_CHUNK:
+                self._send_row_chunk(producer, chunk)
+                chunk = []
         self._send_row_chunk(producer, chunk)
 
     def _send_row_chunk(self, producer: Any, rows: list) -> None:
