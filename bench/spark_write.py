@@ -54,6 +54,32 @@ def start_cluster(data_dir: Path):
     return cluster
 
 
+NOOP_FORMAT = "quorumlog_bench_noop"
+
+
+def _noop_source():
+    """A Python data source whose Arrow writer only counts rows: the cost of Spark handing
+    the rows to Python at all, the floor under any Python writer (defined here, in
+    __main__, so cloudpickle ships it to the workers by value)."""
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+    class NoopWriter(DataSourceArrowWriter):
+        def write(self, iterator):
+            for _batch in iterator:
+                pass
+            return WriterCommitMessage()
+
+    class NoopSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return NOOP_FORMAT
+
+        def writer(self, schema, overwrite):
+            return NoopWriter()
+
+    return NoopSource
+
+
 def timed(action) -> float:
     started = time.monotonic()
     action()
@@ -69,6 +95,9 @@ def main() -> None:
     parser.add_argument("--bootstrap", default=None, help="use this cluster instead")
     parser.add_argument("--producer", action="append", default=[], help="kafka.name=value")
     parser.add_argument("--no-keys", action="store_true", help="value column only")
+    parser.add_argument(
+        "--jobs", default="parquet,arrow,row,no-op", help="which of parquet,arrow,row,no-op"
+    )
     args = parser.parse_args()
 
     from spark.admin import create_topic
@@ -82,6 +111,7 @@ def main() -> None:
     }
     try:
         session = build_session(args.master)
+        session.dataSource.register(_noop_source())
         df = session.range(0, args.rows, 1, 2).selectExpr(
             "lpad(cast(id as string), 16, 'k') as key",
             f"lpad(cast(id as string), {VALUE_BYTES}, 'v') as value",
@@ -93,6 +123,9 @@ def main() -> None:
 
         def parquet(run: int) -> None:
             df.write.mode("overwrite").parquet(str(work / f"parquet-{run}"))
+
+        def noop(run: int) -> None:
+            df.write.format(NOOP_FORMAT).mode("append").save()
 
         def quorumlog(kind: str):
             def write(run: int) -> None:
@@ -106,10 +139,16 @@ def main() -> None:
 
             return write
 
+        chosen = {j.strip() for j in args.jobs.split(",")}
         jobs = {
-            "parquet": parquet,
-            "quorumlog arrow": quorumlog("arrow"),
-            "quorumlog row": quorumlog("row"),
+            name: job
+            for name, job in {
+                "parquet": parquet,
+                "quorumlog arrow": quorumlog("arrow"),
+                "quorumlog row": quorumlog("row"),
+                "python no-op": noop,
+            }.items()
+            if name.split()[-1] in chosen
         }
         for job in jobs.values():  # warm up: Python workers, imports, connections
             job(-1)
@@ -135,14 +174,14 @@ def main() -> None:
     emit("spark_write", [
         {"job": name, "rows": args.rows, "seconds": seconds, "rows_per_s": args.rows / seconds,
          "mb_per_s": args.rows * VALUE_BYTES / seconds / 1e6,
-         "vs_parquet": best["parquet"] / seconds}
+         "vs_parquet": best.get("parquet", 0) / seconds}
         for name, seconds in best.items()
     ])  # fmt: skip
     for name, seconds in best.items():
         rate = args.rows / seconds
         print(
             f"| {name:<16} | {seconds:>8.2f} | {rate:>10,.0f} | "
-            f"{rate * VALUE_BYTES / 1e6:>6.1f} | {best['parquet'] / seconds:>10.2f} |"
+            f"{rate * VALUE_BYTES / 1e6:>6.1f} | {best.get('parquet', 0) / seconds:>10.2f} |"
         )
 
 

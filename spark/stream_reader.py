@@ -70,6 +70,13 @@ def limit_offsets(start: Offsets, latest: Offsets, max_rows: int) -> Offsets:
     return end
 
 
+def wait_for_more(new: int, minimum: int | None, waited_ms: float, max_delay_ms: int) -> bool:
+    """minOffsetsPerTrigger: skip this trigger (True) when some but fewer than `minimum`
+    records are new and the last batch that read something was less than maxTriggerDelay
+    ago (spark-sql-kafka's rule; nothing new is no batch anyway)."""
+    return minimum is not None and 0 < new < minimum and waited_ms < max_delay_ms
+
+
 class QuorumLogStreamReader(OffsetRangeReads, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str], schema: Any) -> None:
         super().__init__(parse_read_options(options, streaming=True), schema)
@@ -126,11 +133,14 @@ class QuorumLogStreamReader(OffsetRangeReads, DataSourceStreamReader, SupportsTr
             for p, offset in ps.items():
                 merged[t][p] = max(offset, merged[t].get(p, offset))
         new = sum(o - start[t][p] for t, ps in merged.items() for p, o in ps.items())
-        minimum = self.read_options.min_offsets_per_trigger
-        if minimum is not None and self.target is None and 0 < new < minimum:
-            waited_ms = (time.monotonic() - self.last_trigger_s) * 1000
-            if waited_ms < self.read_options.max_trigger_delay_ms:
-                return given  # too few yet: wait for more, or for maxTriggerDelay
+        waited_ms = (time.monotonic() - self.last_trigger_s) * 1000
+        if self.target is None and wait_for_more(
+            new,
+            self.read_options.min_offsets_per_trigger,
+            waited_ms,
+            self.read_options.max_trigger_delay_ms,
+        ):
+            return given  # too few yet: wait for more, or for maxTriggerDelay
         if new > 0:
             self.last_trigger_s = time.monotonic()
         return merged

@@ -30,7 +30,7 @@ from spark.options import (  # noqa: E402
     parse_write_options,
 )
 from spark.reader import apply_filter  # noqa: E402
-from spark.stream_reader import limit_offsets  # noqa: E402
+from spark.stream_reader import limit_offsets, wait_for_more  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -240,3 +240,11 @@ def test_write_options_take_kafka_names_and_refuse_unknown_ones():
     ]:
         with pytest.raises(QuorumLogOptionError, match=message):
             parse_write_options(raw)
+
+
+def test_min_offsets_per_trigger_waits_until_max_trigger_delay():
+    assert not wait_for_more(5, None, 0, 1000)  # no minimum: every trigger reads
+    assert wait_for_more(5, 10, 999, 1000)  # too few, not waited long enough: skip
+    assert not wait_for_more(5, 10, 1000, 1000)  # maxTriggerDelay passed: read the 5
+    assert not wait_for_more(10, 10, 0, 1000)  # enough
+    assert not wait_for_more(0, 10, 0, 1000)  # nothing new: no batch either way

@@ -257,6 +257,8 @@ def test_streaming_round_trip_resumes_from_the_checkpoint(cluster, bootstrap, se
             .option("subscribe", source)
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", "150")
+            .option("minOffsetsPerTrigger", "100")  # Trigger.AvailableNow reads all anyway
+            .option("maxTriggerDelay", "1h")
             .load()
             .selectExpr("key", "concat(value, cast('!' as binary)) as value")
         )
