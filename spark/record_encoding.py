@@ -15,6 +15,7 @@ index within the run, so runs are cut first and each is encoded on its own).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 MAX_VARINT_BYTES = 10  # a zigzag varint of an int64 (timestamp deltas); lengths take <= 5
@@ -71,6 +72,7 @@ def _varint_column(values: Any) -> Any:
     )
 
 
+@functools.lru_cache(maxsize=4096)  # a few lengths per job
 def _varint_scalar(value: int) -> Any:
     import numpy as np
     import pyarrow as pa
@@ -101,10 +103,21 @@ def _uniform_columns(key_length: int, value_length: int, rows: int) -> tuple[Any
     return columns
 
 
+@functools.lru_cache(maxsize=4096)
 def _width(value: int) -> int:
     import numpy as np
 
     return int(varint_widths(np.array([value]))[0])
+
+
+def column_lengths(keys: Any, values: Any) -> tuple[Any, Any]:
+    """(key lengths, value lengths) as int64 numpy arrays, -1 for null (no keys: all -1)."""
+    import numpy as np
+
+    value_lengths = _lengths(values)
+    if keys is None:
+        return np.full(len(value_lengths), -1, np.int64), value_lengths
+    return _lengths(keys), value_lengths
 
 
 def _lengths(column: Any) -> Any:
@@ -122,14 +135,27 @@ def record_sizes(
     offset_delta_bytes: int,
     timestamps_ms: Any = None,
     headers: Any = None,
+    known_lengths: tuple[Any, Any] | None = None,
 ) -> Any:
     """Encoded size of each record with an offsetDelta of `offset_delta_bytes` bytes (an
     upper bound when that is the widest a run can need; timestamp deltas are taken from the
-    smallest timestamp given, another upper bound for any run): for cutting runs."""
+    smallest timestamp given, another upper bound for any run): for cutting runs.
+    `known_lengths`: (key lengths, value lengths) from column_lengths, if known."""
     import numpy as np
 
-    value_lengths = _lengths(values)
-    key_lengths = _lengths(keys) if keys is not None else np.full(len(values), -1, np.int64)
+    key_lengths, value_lengths = known_lengths or column_lengths(keys, values)
+    rows = len(value_lengths)
+    if (
+        rows
+        and timestamps_ms is None
+        and headers is None
+        and (key_lengths == key_lengths[0]).all()
+        and (value_lengths == value_lengths[0]).all()
+    ):  # one shape: one size
+        key_length, value_length = int(key_lengths[0]), int(value_lengths[0])
+        body_bytes = 3 + offset_delta_bytes + _width(key_length) + max(key_length, 0)
+        body_bytes += _width(value_length) + max(value_length, 0)
+        return np.full(rows, body_bytes + _width(body_bytes), dtype=np.int64)
     body = (
         3  # attributes, timestampDelta 0, headerCount 0
         + offset_delta_bytes
@@ -187,12 +213,19 @@ def _headers_section(headers: Any) -> tuple[Any, Any, Any]:
     return counts, section, np.diff(offsets).astype(np.int64)
 
 
-def encode_records(keys: Any, values: Any, timestamps_ms: Any = None, headers: Any = None) -> bytes:
+def encode_records(
+    keys: Any,
+    values: Any,
+    timestamps_ms: Any = None,
+    headers: Any = None,
+    known_lengths: tuple[Any, Any] | None = None,
+) -> bytes:
     """The records section of one batch holding these rows (offsetDelta 0..n-1): the bytes
     log.records.builder.build_batch_from_columns writes for the same keys and values, and
     the same per-record timestamps (int64 numpy, ms; timestampDelta from their minimum, the
     batch's base timestamp) and headers (an Arrow list<struct<key, value>> column), if
-    given; else timestampDelta 0 (the batch's one timestamp) and no headers."""
+    given; else timestampDelta 0 (the batch's one timestamp) and no headers.
+    `known_lengths`: (key lengths, value lengths) from column_lengths, if known."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -202,8 +235,7 @@ def encode_records(keys: Any, values: Any, timestamps_ms: Any = None, headers: A
         values = values.cast(pa.binary())
     if keys is not None and pa.types.is_string(keys.type):
         keys = keys.cast(pa.binary())
-    value_lengths = _lengths(values)
-    key_lengths = _lengths(keys) if keys is not None else np.full(rows, -1, np.int64)
+    key_lengths, value_lengths = known_lengths or column_lengths(keys, values)
     uniform_keys = keys is None or (key_lengths == key_lengths[0]).all()
     plain = timestamps_ms is None and headers is None
     if plain and uniform_keys and (value_lengths == value_lengths[0]).all():

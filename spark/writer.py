@@ -301,10 +301,13 @@ class _TaskWriter:
                 run_targets = targets[run]
                 order = np.argsort(run_targets, kind="stable")  # row order kept per partition
                 ordered = run_targets[order]
-                starts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-                for indices in np.split(order, starts):
-                    piece = run_part if len(indices) == len(run) else run_part.take(indices)
-                    self._send_columns(producer, piece, topic, int(run_targets[indices[0]]))
+                bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()]
+                bounds.append(len(run))
+                if len(bounds) > 2:  # one take, then zero-copy slices per partition
+                    run_part = run_part.take(order)
+                for first, end in zip(bounds, bounds[1:], strict=False):
+                    piece = run_part.slice(first, end - first)
+                    self._send_columns(producer, piece, topic, int(ordered[first]))
 
     def _targets(self, producer: Any, topic: str, batch: Any) -> Any:
         """int64 partition per row (-1: the producer's sticky choice), or None when every row
@@ -355,7 +358,7 @@ class _TaskWriter:
         import numpy as np
         import pyarrow as pa
 
-        from spark.record_encoding import encode_records, plan_runs, record_sizes
+        from spark.record_encoding import column_lengths, encode_records, plan_runs, record_sizes
 
         names = batch.schema.names
 
@@ -378,14 +381,23 @@ class _TaskWriter:
             timestamps = as_ms.cast(pa.int64()).fill_null(now).to_numpy().astype(np.int64)
         limit, delta_bytes = self._records_limit
         try:
-            sizes = record_sizes(keys, values, delta_bytes, timestamps, headers)
+            key_lengths, value_lengths = column_lengths(keys, values)
+            sizes = record_sizes(
+                keys, values, delta_bytes, timestamps, headers, (key_lengths, value_lengths)
+            )
             for start, end in plan_runs(sizes, limit):
                 count = end - start
                 run_keys = None if keys is None else keys.slice(start, count)
                 run_values = values.slice(start, count)
                 run_stamps = None if timestamps is None else timestamps[start:end]
                 run_headers = None if headers is None else headers.slice(start, count)
-                records = encode_records(run_keys, run_values, run_stamps, run_headers)
+                records = encode_records(
+                    run_keys,
+                    run_values,
+                    run_stamps,
+                    run_headers,
+                    (key_lengths[start:end], value_lengths[start:end]),
+                )
                 span = (
                     None if run_stamps is None else (int(run_stamps.min()), int(run_stamps.max()))
                 )
