@@ -34,7 +34,7 @@ BENCHMARKS = [
     ("replication: acks=all vs acks=1",
      ["-m", "bench.replication", "--count", "50000"]),
     ("fail-over on quorumlog up defaults", ["-m", "bench.failover", "--kills", "10"]),
-    ("Spark write", ["-m", "bench.spark_write", "--rows", "100000", "--repeat", "1"]),
+    ("Spark write", ["-m", "bench.spark_write", "--rows", "1000000", "--repeat", "2"]),
     ("partition scale",
      ["-m", "bench.partition_scale", "--partitions", "1000", "5000", "10000"]),
     ("end-to-end latency, acks=all RF 3", ["-m", "bench.e2e_latency", "--seconds", "10"]),

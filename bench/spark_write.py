@@ -1,33 +1,43 @@
 """Spark writing through the quorumlog data source vs the same job writing Parquet to disk.
 
 One local SparkSession (`--master`, default local[2]) builds N rows with a 100-byte string
-`value` and a 16-byte `key` (none with `--no-keys`; cached in memory first, so generating them is not timed), then runs
-the same write job three ways in one run, `--repeat` times each, keeping the best:
+`value` and a 16-byte `key` (none with `--no-keys`; cached in memory first, so generating
+them is not timed), then runs the same write job up to four ways in one run (`--jobs`),
+`--repeat` times each after one warm-up, keeping the best:
 
 * `parquet`: `df.write.parquet(tmpdir)`, local disk (the baseline: Spark's own fast path);
-* `quorumlog arrow`: `df.write.format("quorumlog")` with the Arrow writer (RecordBatch
-  columns into the producer's bulk `send_many` path);
-* `quorumlog row`: the same with `.option("writer", "row")` (one `send` per Row).
+* `quorumlog arrow`: `df.write.format("quorumlog")` with the Arrow writer (partitions per
+  column, records encoded per run with numpy/Arrow, see spark/README.md);
+* `quorumlog row`: the same with `.option("writer", "row")` (one `send` per Row);
+* `python no-op`: a Python data source whose Arrow writer discards its input: what Spark's
+  hand-over of the rows to Python costs, the floor under any Python writer.
 
 The quorumlog writes go to a topic with `--partitions` partitions (replication factor 1) on a
 real 3-node cluster started for the run (`python -m tools node` processes, like tests/node), or
-on `--bootstrap` if given. Producer settings are the defaults (idempotent, acks=all, linger.ms
-5, batch.size 16384) unless passed as `--producer key=value`. Wall time of `save()` only.
+on `--bootstrap` if given. Producer settings are the writer's defaults (idempotent, acks=all,
+batch.size 512 KiB) unless passed as `--producer key=value`. Wall time of `save()` only.
 
-    python -m bench.spark_write [--rows 200000] [--repeat 2] [--partitions 6]
+    python -m bench.spark_write [--rows 200000] [--repeat 2] [--partitions 6] [--jobs ...]
 
-Measured on 2 shared cores (other jobs running), 200,000 rows, local[2], 6 partitions, 3
-nodes, best of 2 (rows/s; ratio to Parquet):
+Measured on the 2 cores shared with the 3 nodes and other jobs (load average 3-11 during
+these runs, so single runs move by +-30 %), 1,000,000 rows, local[2], 6 partitions, 16-byte
+keys, best of 2-3 (rows/s; ratio to Parquet in the same run):
 
-    | job             | 16-byte keys      | no keys           |
-    |-----------------|-------------------|-------------------|
-    | parquet         | 350,116 (1.00)    | 411,244 (1.00)    |
-    | quorumlog arrow |  95,436 (0.27)    | 215,194 (0.52)    |
-    | quorumlog row   |  20,565 (0.06)    |  12,870 (0.03)    |
+    | writer version (commit)                         | quorumlog arrow     | parquet   |
+    |-------------------------------------------------|---------------------|-----------|
+    | before: to_pylist + send_many, batch.size 16 KiB | 224,545 (0.11x)     | 2,017,094 |
+    | partitions per column (numpy murmur2), 512 KiB  | 572,148 (0.57x)     | 1,004,334 |
+    | + records encoded per run (numpy + Arrow joins) | 801,281 (0.49x)     | 1,641,247 |
+    | + one hand-over per Arrow batch, bulk headers   | 1,021,846 (0.44x)   | 2,298,122 |
+    | + one take per batch, lengths once              | 1,202,742 (0.77x)   | 1,559,820 |
+    | the same, at load average 10                    |   568,165 (0.58x)   |   976,179 |
+    | python no-op (the floor), same runs             | 2.4-3.3 M (1.4-2.5x) |          |
 
-Profiled outside Spark, the Arrow writer's own work (to_pylist of the two columns, one
-send_many per batch) is ~2% of a task; the rest is the producer's trio thread, and with keys
-its per-record pure-Python murmur2 roughly halves the rate.
+The row writer: 16-36k rows/s (0.02x). Parquet's own time varies most between runs (0.44
+to 1.0 s for the same job), hence the ratio's spread. Where the rest goes (py-spy on the
+Python workers, last version): the writer's Arrow/numpy calls (take, the joins, the varint
+columns) and the producer thread's socket sends share one GIL per worker; the three nodes
+and Spark's JVM use the same two cores.
 """
 
 from __future__ import annotations
@@ -54,6 +64,32 @@ def start_cluster(data_dir: Path):
     return cluster
 
 
+NOOP_FORMAT = "quorumlog_bench_noop"
+
+
+def _noop_source():
+    """A Python data source whose Arrow writer only counts rows: the cost of Spark handing
+    the rows to Python at all, the floor under any Python writer (defined here, in
+    __main__, so cloudpickle ships it to the workers by value)."""
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+    class NoopWriter(DataSourceArrowWriter):
+        def write(self, iterator):
+            for _batch in iterator:
+                pass
+            return WriterCommitMessage()
+
+    class NoopSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return NOOP_FORMAT
+
+        def writer(self, schema, overwrite):
+            return NoopWriter()
+
+    return NoopSource
+
+
 def timed(action) -> float:
     started = time.monotonic()
     action()
@@ -69,6 +105,9 @@ def main() -> None:
     parser.add_argument("--bootstrap", default=None, help="use this cluster instead")
     parser.add_argument("--producer", action="append", default=[], help="kafka.name=value")
     parser.add_argument("--no-keys", action="store_true", help="value column only")
+    parser.add_argument(
+        "--jobs", default="parquet,arrow,row,no-op", help="which of parquet,arrow,row,no-op"
+    )
     args = parser.parse_args()
 
     from spark.admin import create_topic
@@ -82,6 +121,7 @@ def main() -> None:
     }
     try:
         session = build_session(args.master)
+        session.dataSource.register(_noop_source())
         df = session.range(0, args.rows, 1, 2).selectExpr(
             "lpad(cast(id as string), 16, 'k') as key",
             f"lpad(cast(id as string), {VALUE_BYTES}, 'v') as value",
@@ -93,6 +133,9 @@ def main() -> None:
 
         def parquet(run: int) -> None:
             df.write.mode("overwrite").parquet(str(work / f"parquet-{run}"))
+
+        def noop(run: int) -> None:
+            df.write.format(NOOP_FORMAT).mode("append").save()
 
         def quorumlog(kind: str):
             def write(run: int) -> None:
@@ -106,10 +149,16 @@ def main() -> None:
 
             return write
 
+        chosen = {j.strip() for j in args.jobs.split(",")}
         jobs = {
-            "parquet": parquet,
-            "quorumlog arrow": quorumlog("arrow"),
-            "quorumlog row": quorumlog("row"),
+            name: job
+            for name, job in {
+                "parquet": parquet,
+                "quorumlog arrow": quorumlog("arrow"),
+                "quorumlog row": quorumlog("row"),
+                "python no-op": noop,
+            }.items()
+            if name.split()[-1] in chosen
         }
         for job in jobs.values():  # warm up: Python workers, imports, connections
             job(-1)
@@ -135,14 +184,14 @@ def main() -> None:
     emit("spark_write", [
         {"job": name, "rows": args.rows, "seconds": seconds, "rows_per_s": args.rows / seconds,
          "mb_per_s": args.rows * VALUE_BYTES / seconds / 1e6,
-         "vs_parquet": best["parquet"] / seconds}
+         "vs_parquet": best.get("parquet", 0) / seconds}
         for name, seconds in best.items()
     ])  # fmt: skip
     for name, seconds in best.items():
         rate = args.rows / seconds
         print(
             f"| {name:<16} | {seconds:>8.2f} | {rate:>10,.0f} | "
-            f"{rate * VALUE_BYTES / 1e6:>6.1f} | {best['parquet'] / seconds:>10.2f} |"
+            f"{rate * VALUE_BYTES / 1e6:>6.1f} | {best.get('parquet', 0) / seconds:>10.2f} |"
         )
 
 

@@ -576,7 +576,11 @@ class RecordAccumulator:
             self.deallocate(batch)
             return ResponseOutcome(ResponseAction.IGNORED)
         refresh = _needs_metadata_refresh(error_code)
-        if error_code == ErrorCode.MESSAGE_TOO_LARGE and batch.record_count > 1:
+        if (
+            error_code == ErrorCode.MESSAGE_TOO_LARGE
+            and batch.record_count > 1
+            and batch.splittable
+        ):
             self.split_and_reenqueue(batch, now_ms)
             return ResponseOutcome(ResponseAction.SPLIT)
         duplicate = error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER or (

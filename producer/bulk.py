@@ -37,12 +37,12 @@ import bisect
 import functools
 import operator
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import trio
 
 from log.records.batch_header import HEADER_BYTES
-from log.records.builder import build_batch_from_columns
+from log.records.builder import assemble_batch, build_batch_from_columns
 from log.records.varint import varint_size
 from producer.accumulator import RecordAccumulator
 from producer.cluster_view import TopicPartition
@@ -132,6 +132,27 @@ def _record_size(
     body += 1 if key_length < 0 else key_length + varint_size(key_length)
     body += 1 if value_length < 0 else value_length + varint_size(value_length)
     return body + varint_size(body)
+
+
+class LazyColumn(Sequence):
+    """A column that is only read as Python objects if it must be (the encoded path: a
+    ColumnarBatch whose records the caller already encoded keeps its keys and values as
+    given, an Arrow array for instance; they become a list, through `to_pylist()`, only
+    when the batch is split or a record's metadata is asked for)."""
+
+    __slots__ = ("_source", "_list")
+
+    def __init__(self, source: Any) -> None:
+        self._source = source  # anything with __len__ and to_pylist()
+        self._list: list | None = None
+
+    def __len__(self) -> int:
+        return len(self._source)
+
+    def __getitem__(self, index: Any) -> Any:
+        if self._list is None:
+            self._list = self._source.to_pylist()
+        return self._list[index]
 
 
 class DeliveredPart(NamedTuple):
@@ -312,10 +333,18 @@ class ColumnarBatch(ProducerBatch):
         timestamps_ms: list[int] | None = None,
         open_for_appends: bool = False,
         on_full: Callable[[], None] | None = None,
+        encoded_records: bytes | None = None,
+        encoded_max_timestamp_ms: int | None = None,
+        splittable: bool = True,
     ) -> None:
         super().__init__(
             topic_partition, buffer, created_ms, compression_type, is_split_batch=is_split_batch
         )
+        # the records section as the caller encoded it (offset deltas 0.., timestampDelta 0,
+        # no headers; see Producer.send_encoded), or None: built from the columns
+        self.encoded_records = encoded_records
+        self.encoded_max_timestamp_ms = encoded_max_timestamp_ms  # None: timestamp_ms
+        self.splittable = splittable
         assert values or open_for_appends, "a batch holds at least one record"
         self.keys = keys
         self.values = values
@@ -478,6 +507,23 @@ class ColumnarBatch(ProducerBatch):
             self._record_callbacks.append((-1, self, callback))  # type: ignore[arg-type]
 
     def build(self) -> bytes:
+        if self.encoded_records is not None:
+            return assemble_batch(
+                self.encoded_records,
+                record_count=self.record_count,
+                base_offset=0,
+                base_timestamp_ms=self.timestamp_ms,
+                max_timestamp_ms=(
+                    self.timestamp_ms
+                    if self.encoded_max_timestamp_ms is None
+                    else self.encoded_max_timestamp_ms
+                ),
+                compression_type=self.compression_type,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=self.base_sequence,
+                is_transactional=self.is_transactional,
+            )
         timestamps_ms = self.timestamps_ms
         timestamp_ms = self.timestamp_ms
         if timestamps_ms and timestamps_ms.count(timestamps_ms[0]) == len(timestamps_ms):

@@ -57,6 +57,7 @@ from producer.bulk import (
     BulkRecordAccumulator,
     ColumnarBatch,
     ColumnarRecordHandle,
+    LazyColumn,
     plan_runs,
     record_sizes,
 )
@@ -649,6 +650,89 @@ class Producer:
             await trio.lowlevel.cancel_shielded_checkpoint()  # let the sender take it
 
     send_batch = send_many
+
+    async def send_encoded(
+        self,
+        topic: str,
+        partition: int | None,
+        keys: Sequence[bytes | None] | Any | None,
+        values: Sequence[bytes | None] | Any,
+        records: bytes,
+        timestamp_range: tuple[int, int] | None = None,
+        has_headers: bool = False,
+    ) -> BulkDelivery:
+        """Append one batch whose records section the caller already encoded (the Spark
+        writer's Arrow path, spark/record_encoding.py): offsetDelta 0..n-1, attributes 0.
+        Without `timestamp_range` every timestampDelta is 0 and the batch gets the time now;
+        with it, (base, max): the deltas are from base. Producer id, epoch and sequence are
+        set at drain, like a send_many batch; `partition` None: the sticky partition.
+        `keys`/`values` are the same records as columns (len() and to_pylist(), e.g. Arrow
+        arrays), read only if the broker answers MESSAGE_TOO_LARGE and the batch is split;
+        a batch with headers or its own timestamps cannot be rebuilt from them and fails
+        with MESSAGE_TOO_LARGE instead. The caller sizes the batch (at most batch.size)."""
+        self._check_open()
+        count = len(values)
+        delivery = BulkDelivery(topic, count)
+        if not count:
+            return delivery
+        start_ms = now_ms()
+        config = self.config
+        partition_count = self.metadata.partition_count(topic)
+        if partition_count is None:
+            partition_count = await self.updater.wait_for_topic(topic, config.max_block_ms)
+        if partition is not None and not 0 <= partition < partition_count:
+            raise UnknownTopicOrPartitionError(
+                f"invalid partition {partition} for topic {topic!r}: "
+                f"not in the range [0...{partition_count - 1}]"
+            )
+        largest = HEADER_BYTES + compressed_upper_bound(config.compression, len(records))
+        if largest > config.max_request_size or largest > config.buffer_memory:
+            raise MessageTooLargeError(
+                f"an encoded batch of {largest} bytes exceeds max.request.size "
+                f"({config.max_request_size}) or buffer.memory ({config.buffer_memory})"
+            )
+        assert self.sender is not None
+        size_bytes = max(config.batch_size, HEADER_BYTES + len(records) + 1)
+        buffer = self.pool.try_allocate_nowait(size_bytes)
+        if buffer is None:
+            self.sender.wakeup()
+            remaining_ms = max(0, config.max_block_ms - (now_ms() - start_ms))
+            buffer = await self.pool.allocate(size_bytes, remaining_ms)
+        target = partition
+        if target is None:
+            partitioner = self.accumulator.partitioner(topic)
+            available = self.metadata.available_partitions(topic)
+            sticky = partitioner.peek_current_partition_info(partition_count, available)
+            target = sticky.partition
+            partitioner.update_partition_info(
+                sticky, len(records), partition_count, available, True
+            )
+        batch = ColumnarBatch(
+            TopicPartition(topic, target),
+            buffer,
+            now_ms(),
+            config.compression,
+            keys=None if keys is None else LazyColumn(keys),
+            values=LazyColumn(values),
+            records_bytes=len(records),
+            timestamp_ms=(
+                time.time_ns() // 1_000_000 if timestamp_range is None else timestamp_range[0]
+            ),
+            delivery=delivery,
+            indices=range(count),
+            encoded_records=records,
+            encoded_max_timestamp_ms=None if timestamp_range is None else timestamp_range[1],
+            splittable=timestamp_range is None and not has_headers,
+        )
+        self._open_tails.get(topic, {}).pop(target, None)  # queued behind it: closed to us
+        try:
+            self.accumulator.append_batch(batch)
+        except BaseException:
+            self.pool.deallocate(buffer)
+            raise
+        self.sender.wakeup()
+        await trio.lowlevel.cancel_shielded_checkpoint()  # let the sender take it
+        return delivery
 
     async def flush(self) -> None:
         """Make every queued batch sendable now and wait until all sent so far complete."""

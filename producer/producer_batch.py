@@ -190,6 +190,11 @@ class _PendingRecord:
 
 
 class ProducerBatch:
+    # MESSAGE_TOO_LARGE splits a batch of several records (Kafka's rule); a batch that cannot
+    # rebuild its records in smaller parts (bulk.ColumnarBatch with caller-encoded headers or
+    # timestamps) says False, and then fails with that error instead.
+    splittable = True
+
     def __init__(
         self,
         topic_partition: TopicPartition,

@@ -162,6 +162,22 @@ class SyncProducer:
                     _settle(future, done)
 
                 handle.add_callback(on_record_done)
+            elif kind == "send_encoded":
+                deliveries = [await producer.send_encoded(*item) for item in args[0]]
+                unsettled.add(future)
+                remaining = [len(deliveries)]
+
+                def on_one_done(_done: BulkDelivery) -> None:
+                    remaining[0] -= 1
+                    if not remaining[0]:
+                        unsettled.discard(future)
+                        _set_result(future, deliveries)
+
+                for delivery in deliveries:
+                    delivery.add_callback(on_one_done)
+                if not deliveries:
+                    unsettled.discard(future)
+                    _set_result(future, deliveries)
             elif kind == "send_many":
                 delivery = await producer.send_many(*args)
                 unsettled.add(future)
@@ -273,6 +289,14 @@ class SyncProducer:
         return self._submit("send_many", (topic, values, keys, partition, timestamp_ms))
 
     send_batch = send_many
+
+    def send_encoded(self, batches: Sequence[tuple]) -> Future:
+        """Queue batches of already-encoded records, each the arguments of
+        Producer.send_encoded (topic, partition, keys, values, records[, timestamp_range,
+        has_headers]), in one hand-over to the producer's
+        thread. The Future resolves to their BulkDeliveries, in order, once all are
+        complete (each may have failed: see its `error`)."""
+        return self._submit("send_encoded", (list(batches),))
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Block until everything sent before this call is complete."""

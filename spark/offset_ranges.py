@@ -11,7 +11,9 @@ watermark (`latest`) with ListOffsets, then:
    already turned into an offset) shrink or drop ranges before anything is fetched.
 3. `split_ranges`: spark-sql-kafka's KafkaOffsetRangeCalculator: with minPartitions larger
    than the number of ranges, each range gets round(size / total * minPartitions) pieces
-   (at least one); the last piece takes the remainder. Empty ranges are dropped.
+   (at least one); the last piece takes the remainder. Then, with maxRecordsPerPartition,
+   a piece larger than that is cut into ceil(size / max) pieces of (near) equal size. Empty ranges are
+   dropped.
 """
 
 from __future__ import annotations
@@ -126,21 +128,35 @@ def narrow_ranges(
     return out
 
 
-def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
+def split_ranges(
+    ranges: list[OffsetRange], min_partitions: int | None, max_records: int | None = None
+) -> list[OffsetRange]:
     ranges = [r for r in ranges if r.size > 0]
-    if min_partitions is None or min_partitions <= len(ranges):
-        return ranges
-    total = sum(r.size for r in ranges)
-    out = []
-    for r in ranges:
-        parts = max(1, round(r.size / total * min_partitions))
-        if parts == 1:
-            out.append(r)
-            continue
-        step = r.size // parts
-        starts = [r.start_offset + i * step for i in range(parts)]
-        ends = starts[1:] + [r.end_offset]
-        out.extend(
-            OffsetRange(r.topic, r.partition, s, e) for s, e in zip(starts, ends, strict=True)
-        )
-    return [r for r in out if r.size > 0]
+    if min_partitions is not None and min_partitions > len(ranges):
+        total = sum(r.size for r in ranges)
+        ranges = [
+            piece
+            for r in ranges
+            for piece in _cut(r, max(1, round(r.size / total * min_partitions)))
+        ]
+    if max_records is not None:
+        ranges = [piece for r in ranges for piece in _cut_even(r, -(-r.size // max_records))]
+    return [r for r in ranges if r.size > 0]
+
+
+def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """`r` in `parts` pieces of size // parts records, the last taking the remainder."""
+    if parts <= 1:
+        return [r]
+    step = r.size // parts
+    starts = [r.start_offset + i * step for i in range(parts)]
+    ends = starts[1:] + [r.end_offset]
+    return [OffsetRange(r.topic, r.partition, s, e) for s, e in zip(starts, ends, strict=True)]
+
+
+def _cut_even(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """`r` in `parts` pieces whose sizes differ by at most one (none above ceil(size/parts))."""
+    bounds = [r.start_offset + i * r.size // parts for i in range(parts + 1)]
+    return [
+        OffsetRange(r.topic, r.partition, s, e) for s, e in zip(bounds, bounds[1:], strict=False)
+    ]

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import datetime
 import queue
+import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -48,7 +49,7 @@ from spark.offset_ranges import (
     resolve_ranges,
     split_ranges,
 )
-from spark.options import ReadOptions, parse_read_options
+from spark.options import QuorumLogOptionError, ReadOptions, parse_read_options
 from spark.schema import arrow_source_schema
 
 READ_CHUNK_RECORDS = 10_000  # records per yielded Arrow batch (at most)
@@ -84,7 +85,8 @@ async def partition_offsets(
     client: Any, options: ReadOptions
 ) -> dict[tuple[str, int], PartitionOffsets]:
     """The log start offset and high watermark, now, of every partition `options` name: the
-    `assign`ed ones, else every partition of the subscribed topics (batch and stream planning)."""
+    `assign`ed ones, else every partition of the subscribed topics, or of the topics matching
+    subscribePattern now (batch and stream planning)."""
     return await fetch_partition_offsets(client, await _list_partitions(client, options))
 
 
@@ -97,11 +99,79 @@ async def _list_partitions(client: Any, options: ReadOptions) -> list[tuple[str,
                 if p >= count:
                     raise ValueError(f"assign: {topic}-{p} does not exist ({count} partitions)")
                 out.append((topic, p))
-    else:
-        for topic in options.topics:
-            count = await client.partition_count(topic)
-            out.extend((topic, p) for p in range(count))
+        return out
+    topics: Iterable[str] = options.topics if options.subscribe_pattern is None else ()
+    if options.subscribe_pattern is not None:
+        from spark.admin import list_topics
+
+        pattern = re.compile(options.subscribe_pattern)
+        topics = [t for t in await list_topics(options.bootstrap_servers) if pattern.fullmatch(t)]
+    for topic in topics:
+        count = await client.partition_count(topic)
+        out.extend((topic, p) for p in range(count))
     return out
+
+
+async def offsets_for_timestamps(
+    client: Any,
+    offsets: Mapping[tuple[str, int], PartitionOffsets],
+    timestamps: int | Mapping[str, Mapping[int, int]],
+    option: str,
+    if_none: str,
+) -> dict[str, dict[int, int]]:
+    """Per partition the first offset whose timestamp is >= the partition's timestamp
+    (ListOffsets by time). With per-partition timestamps every partition read must be named,
+    as in spark-sql-kafka. No such record: the high watermark (`if_none` "latest") or an
+    error naming the partition ("error")."""
+    if not isinstance(timestamps, int):
+        named = {(t, p) for t, ps in timestamps.items() for p in ps}
+        if named != set(offsets):
+            missing = sorted(set(offsets) - named)
+            extra = sorted(named - set(offsets))
+            raise QuorumLogOptionError(
+                f"option {option}: must name exactly the partitions read; missing "
+                f"{[f'{t}-{p}' for t, p in missing]}, not read {[f'{t}-{p}' for t, p in extra]}"
+            )
+    result: dict[str, dict[int, int]] = {}
+    for (topic, p), known in sorted(offsets.items()):
+        at = timestamps if isinstance(timestamps, int) else timestamps[topic][p]
+        offset = await client.offset_for_time(topic, p, at)
+        if offset < 0:
+            if if_none == "error":
+                raise QuorumLogOptionError(
+                    f"option {option}: {topic}-{p} has no record with a timestamp >= {at} "
+                    f"(set startingOffsetsByTimestampStrategy=latest to start at the end)"
+                )
+            offset = known.high_watermark
+        result.setdefault(topic, {})[p] = offset
+    return result
+
+
+async def resolve_bounds(
+    client: Any, options: ReadOptions, offsets: Mapping[tuple[str, int], PartitionOffsets]
+) -> tuple[Any, Any]:
+    """(starting, ending) for resolve_ranges: the timestamp options, when given, win over
+    startingOffsets / endingOffsets, as in spark-sql-kafka."""
+    starting, ending = options.starting, options.ending
+    if options.starting_timestamps is not None:
+        option = (
+            "startingTimestamp"
+            if isinstance(options.starting_timestamps, int)
+            else "startingOffsetsByTimestamp"
+        )
+        starting = await offsets_for_timestamps(
+            client, offsets, options.starting_timestamps, option, options.timestamp_strategy
+        )
+    if options.ending_timestamps is not None:
+        option = (
+            "endingTimestamp"
+            if isinstance(options.ending_timestamps, int)
+            else "endingOffsetsByTimestamp"
+        )
+        ending = await offsets_for_timestamps(
+            client, offsets, options.ending_timestamps, option, "latest"
+        )
+    return starting, ending
 
 
 async def fetch_partition_offsets(
@@ -125,11 +195,10 @@ def plan_offset_ranges(options: ReadOptions, bounds: OffsetBounds | None = None)
 
     async def plan() -> list[OffsetRange]:
         with trio.fail_after(PLANNING_TIMEOUT_S):
-            async with FetchClient(options.bootstrap_servers) as client:
+            async with FetchClient(options.bootstrap_servers, **options.client_settings) as client:
                 offsets = await partition_offsets(client, options)
-                ranges = resolve_ranges(
-                    offsets, options.starting, options.ending, options.fail_on_data_loss
-                )
+                starting, ending = await resolve_bounds(client, options, offsets)
+                ranges = resolve_ranges(offsets, starting, ending, options.fail_on_data_loss)
                 by_time = None
                 if bounds.low_timestamp_ms is not None:
                     by_time = {
@@ -140,7 +209,7 @@ def plan_offset_ranges(options: ReadOptions, bounds: OffsetBounds | None = None)
                     }
                 return narrow_ranges(ranges, bounds, by_time)
 
-    return split_ranges(run_trio(plan), options.min_partitions)
+    return split_ranges(run_trio(plan), options.min_partitions, options.max_records_per_partition)
 
 
 def _to_ms(value: Any) -> int | None:
@@ -235,7 +304,8 @@ def read_range(
     bootstrap_servers: str,
     part: OffsetRange,
     fail_on_data_loss: bool,
-    include_headers: bool = True,
+    include_headers: bool = False,
+    client_settings: Mapping[str, Any] | None = None,
 ) -> Iterator[Any]:
     """Yield Arrow batches of the records in `part` (see the module docstring)."""
     import trio
@@ -250,7 +320,7 @@ def read_range(
     async def fetch_loop() -> None:
         with trio.CancelScope() as scope:
             control["scope"], control["token"] = scope, trio.lowlevel.current_trio_token()
-            async with FetchClient(bootstrap_servers) as client:
+            async with FetchClient(bootstrap_servers, **(client_settings or {})) as client:
                 offset = part.start_offset
                 while offset < part.end_offset:
                     try:
@@ -325,6 +395,7 @@ class OffsetRangeReads:
             partition,
             self.read_options.fail_on_data_loss,
             self.include_headers,
+            self.read_options.client_settings,
         )
 
 

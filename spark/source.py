@@ -1,11 +1,14 @@
 """QuorumLogDataSource: the PySpark data source named "quorumlog" (batch and streaming).
 
-    from spark import QuorumLogDataSource
-    spark.dataSource.register(QuorumLogDataSource)
-    df.write.format("quorumlog").mode("append").option("bootstrap.servers", servers) \
+    df.write.format("quorumlog").mode("append").option("kafka.bootstrap.servers", servers) \
         .option("topic", "events").save()
-    spark.read.format("quorumlog").option("bootstrap.servers", servers) \
+    spark.read.format("quorumlog").option("kafka.bootstrap.servers", servers) \
         .option("subscribe", "events").load()
+
+No register() call is needed when the repository is on the Python path of Spark's workers:
+Spark's data source lookup imports every top-level `pyspark_*` module and registers its
+`DefaultSource` (pyspark_quorumlog.py, at the repository root). `spark.dataSource.register(
+QuorumLogDataSource)` does the same for one session.
 
 Column schema and option names follow spark-sql-kafka-0-10 (see spark/schema.py and
 spark/options.py). Writers: Arrow (default) or `.option("writer", "row")`. Readers: filter
@@ -32,8 +35,8 @@ class QuorumLogDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> Any:
-        value = str(self.options.get("includeheaders", "true")).strip().lower()
-        return source_schema(include_headers=value != "false")
+        value = str(self.options.get("includeheaders", "false")).strip().lower()
+        return source_schema(include_headers=value == "true")
 
     def reader(self, schema: Any) -> Any:
         from spark.reader import QuorumLogFilteringReader, QuorumLogReader

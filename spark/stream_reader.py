@@ -5,21 +5,26 @@ Spark JSON-round-trips offsets through its checkpoint (int keys would come back 
 The reader object lives in one driver-side process per query run; after a restart Spark
 resumes from the checkpointed offsets, so nothing here needs state beyond that run.
 
-- `initialOffset`: startingOffsets (default `latest`) resolved to real offsets.
+- `initialOffset`: startingOffsets (default `latest`), or startingTimestamp /
+  startingOffsetsByTimestamp (which win), resolved to real offsets.
 - `latestOffset(start, limit)`: one ListOffsets per partition (the high watermark); a
   partition missing from `start` (new) starts at its log start offset; with `ReadMaxRows`
   (maxOffsetsPerTrigger) the budget is shared across partitions in proportion to their lag
   (rounded down; the remainder goes to partitions in order, like spark-sql-kafka's rate
   limit); returns
-  `start` unchanged when nothing is new.
+  `start` unchanged when nothing is new, and also while fewer than minOffsetsPerTrigger
+  records are new and less than maxTriggerDelay has passed since the last batch that read
+  something (or since the reader started), like spark-sql-kafka.
 - `partitions(start, end)`: one OffsetRange per partition with new records (failOnDataLoss
-  applies when `start` fell below the log start offset); `read` is the batch reader's
+  applies when `start` fell below the log start offset), cut into pieces of at most
+  maxRecordsPerPartition records when that is set; `read` is the batch reader's
   (spark.reader.OffsetRangeReads).
 - Trigger.AvailableNow: `prepareForTriggerAvailableNow` freezes the target offsets.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader
@@ -29,9 +34,15 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from spark.offset_ranges import OffsetRange, PartitionOffsets, resolve_ranges
-from spark.options import parse_read_options
-from spark.reader import PLANNING_TIMEOUT_S, OffsetRangeReads, partition_offsets, run_trio
+from spark.offset_ranges import OffsetRange, resolve_ranges, split_ranges
+from spark.options import LATEST, parse_read_options
+from spark.reader import (
+    PLANNING_TIMEOUT_S,
+    OffsetRangeReads,
+    partition_offsets,
+    resolve_bounds,
+    run_trio,
+)
 
 Offsets = dict[str, dict[str, int]]
 
@@ -59,26 +70,39 @@ def limit_offsets(start: Offsets, latest: Offsets, max_rows: int) -> Offsets:
     return end
 
 
+def wait_for_more(new: int, minimum: int | None, waited_ms: float, max_delay_ms: int) -> bool:
+    """minOffsetsPerTrigger: skip this trigger (True) when some but fewer than `minimum`
+    records are new and the last batch that read something was less than maxTriggerDelay
+    ago (spark-sql-kafka's rule; nothing new is no batch anyway)."""
+    return minimum is not None and 0 < new < minimum and waited_ms < max_delay_ms
+
+
 class QuorumLogStreamReader(OffsetRangeReads, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str], schema: Any) -> None:
         super().__init__(parse_read_options(options, streaming=True), schema)
         self.target: Offsets | None = None  # Trigger.AvailableNow's frozen end
+        self.last_trigger_s = time.monotonic()  # for minOffsetsPerTrigger / maxTriggerDelay
 
-    def _known_offsets(self) -> dict[tuple[str, int], PartitionOffsets]:
+    def _known_offsets(self, with_start: bool = False) -> Any:
         import trio
 
         from producer.fetch_client import FetchClient
 
+        options = self.read_options
+
         async def query():
             with trio.fail_after(PLANNING_TIMEOUT_S):
-                async with FetchClient(self.read_options.bootstrap_servers) as client:
-                    return await partition_offsets(client, self.read_options)
+                async with FetchClient(options.bootstrap_servers, **options.client_settings) as c:
+                    known = await partition_offsets(c, options)
+                    if not with_start:
+                        return known
+                    return known, (await resolve_bounds(c, options, known))[0]
 
         return run_trio(query)
 
     def initialOffset(self) -> Offsets:  # noqa: N802  (Spark's names)
-        known = self._known_offsets()
-        ranges = resolve_ranges(known, self.read_options.starting, -1, True)
+        known, starting = self._known_offsets(with_start=True)
+        ranges = resolve_ranges(known, starting, LATEST, True)
         out: Offsets = {}
         for r in ranges:
             out.setdefault(r.topic, {})[str(r.partition)] = r.start_offset
@@ -96,6 +120,7 @@ class QuorumLogStreamReader(OffsetRangeReads, DataSourceStreamReader, SupportsTr
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
     def latestOffset(self, start: Offsets, limit: Any) -> Offsets:  # noqa: N802
+        given = start
         start = {t: dict(ps) for t, ps in start.items()}
         latest = self.target if self.target is not None else self._latest(start)
         for t, ps in latest.items():
@@ -107,6 +132,17 @@ class QuorumLogStreamReader(OffsetRangeReads, DataSourceStreamReader, SupportsTr
         for t, ps in latest.items():
             for p, offset in ps.items():
                 merged[t][p] = max(offset, merged[t].get(p, offset))
+        new = sum(o - start[t][p] for t, ps in merged.items() for p, o in ps.items())
+        waited_ms = (time.monotonic() - self.last_trigger_s) * 1000
+        if self.target is None and wait_for_more(
+            new,
+            self.read_options.min_offsets_per_trigger,
+            waited_ms,
+            self.read_options.max_trigger_delay_ms,
+        ):
+            return given  # too few yet: wait for more, or for maxTriggerDelay
+        if new > 0:
+            self.last_trigger_s = time.monotonic()
         return merged
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
@@ -126,7 +162,7 @@ class QuorumLogStreamReader(OffsetRangeReads, DataSourceStreamReader, SupportsTr
                 if k is not None and begin < k.log_start_offset:
                     resolve_ranges({(topic, int(p)): k}, {topic: {int(p): begin}}, -1, True)
                 ranges.append(OffsetRange(topic, int(p), begin, end_offset))
-        return ranges
+        return split_ranges(ranges, None, self.read_options.max_records_per_partition)
 
     def commit(self, end: Offsets) -> None:
         """Progress lives in Spark's checkpoint; nothing to do here."""

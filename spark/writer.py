@@ -11,9 +11,16 @@ raises `QuorumLogWriteError` naming the log partition and the cause instead of r
 Two paths feed the producer:
 
 - Arrow (default, `DataSourceArrowWriter`): Spark hands over `pyarrow.RecordBatch`es; each is
-  validated (no null values), split by topic/partition column only when those columns are
-  used, and its key and value columns go to `send_many`, the producer's bulk path, as whole
-  columns. Rows carrying headers or an explicit timestamp take the per-record path.
+  validated (no null values) and split by topic; each row's target partition is computed
+  for the whole batch at once (the `partition` column, else the Java client's murmur2 of
+  the key, vectorized in spark/key_partitions.py, else the producer's sticky choice). The
+  rows of each partition (cut where stickiness changes, so that no row overtakes an earlier
+  one of its partition) are cut into runs that fill a batch, and each run's records section
+  (keys, values, headers, timestamps) is encoded for the whole run at once
+  (spark/record_encoding.py). An Arrow batch's runs go to the producer's thread in one
+  `send_encoded` hand-over; the producer only adds the batch header (producer id, epoch,
+  sequence) when it sends. No Python object per row. The producer's `batch.size` defaults
+  to 512 KiB here (WRITER_PRODUCER_DEFAULTS).
 - Row (`.option("writer", "row")`, for comparison): one `send` per Row.
 
 Delivery guarantee: at-least-once, like spark-sql-kafka. Nothing acknowledged is lost, and a
@@ -42,10 +49,16 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from spark.key_partitions import key_partitions
 from spark.options import WriteOptions, parse_write_options
 from spark.schema import validate_sink_schema
 
 ROW_CHUNK = 1000  # row path: rows validated together before any of them is sent
+# The writer's producer defaults, where the job sets no kafka.* value: a bulk job's batches
+# are full at once (linger plays no part), and per-batch costs dominate at Kafka's 16 KiB
+# (measured: a write task's rate x1.8 at 512 KiB; bench/spark_write.py). 512 KiB stays
+# below the broker's default max.message.bytes (1 MiB).
+WRITER_PRODUCER_DEFAULTS = {"batch.size": "524288"}
 MAX_IN_FLIGHT_FUTURES = 100_000  # row path: wait for acks before queueing more than this
 
 logger = logging.getLogger(__name__)
@@ -98,24 +111,28 @@ class _Tracker:
         return stats
 
     def bulk_done(self, topic: str, future: Future) -> None:
+        """A send_encoded hand-over completed: its BulkDeliveries (or the call's error)."""
         try:
-            delivery = future.result()
-        except BaseException as exc:  # the send_many call itself failed
+            deliveries = future.result()
+        except BaseException as exc:  # the call itself failed
             with self.lock:
                 self.errors.append(f"topic {topic}: {exc!r}")
             return
-        error = delivery.error
         with self.lock:
-            # (indices, partition, base_offset, timestamp_ms) per completed batch
-            for indices, partition, base_offset, _ts in delivery.parts:
-                if error is not None and base_offset < 0:
-                    self.errors.append(f"{topic}-{partition}: {error!r}")
-                    continue
-                count = len(indices)
-                self.acknowledged += count
-                self._stats(topic, partition).add(count, base_offset, base_offset + count - 1)
-            if error is not None and not self.errors:
-                self.errors.append(f"topic {topic}: {error!r}")
+            for delivery in deliveries:
+                error = delivery.error
+                # (indices, partition, base_offset, timestamp_ms) per completed batch
+                for indices, partition, base_offset, _ts in delivery.parts:
+                    if error is not None and base_offset < 0:
+                        self.errors.append(f"{delivery.topic}-{partition}: {error!r}")
+                        continue
+                    count = len(indices)
+                    self.acknowledged += count
+                    self._stats(delivery.topic, partition).add(
+                        count, base_offset, base_offset + count - 1
+                    )
+                if error is not None and not self.errors:
+                    self.errors.append(f"topic {delivery.topic}: {error!r}")
 
     def record_done(self, topic: str, partition: int | None, future: Future) -> None:
         error = future.exception()
@@ -146,13 +163,6 @@ def _as_bytes_list(column: Any) -> list:
     return column.to_pylist()
 
 
-def _timestamps_ms(column: Any) -> list:
-    import pyarrow as pa
-
-    as_ms = column.cast(pa.timestamp("ms", tz=column.type.tz), safe=False).cast(pa.int64())
-    return as_ms.to_pylist()
-
-
 def _header_list(headers: Any) -> list[tuple[str, bytes | None]] | None:
     if not headers:
         return None
@@ -165,6 +175,21 @@ def _header_list(headers: Any) -> list[tuple[str, bytes | None]] | None:
     return out
 
 
+def _bulk_settings(properties: Mapping[str, str]) -> tuple[bool, tuple[int, int]]:
+    """(partitioner.ignore.keys, (records bytes per batch, offsetDelta varint bytes at
+    most)) from the producer settings: how the writer cuts and encodes runs."""
+    import numpy as np
+
+    from producer.bulk import records_limit_bytes
+    from producer.config import ProducerConfig
+    from spark.record_encoding import varint_widths
+
+    config = ProducerConfig.from_kafka_properties(properties)
+    limit = records_limit_bytes(config.compression, config.batch_size)
+    delta_bytes = int(varint_widths(np.array([max(limit, 1)]))[0])  # a run has < limit records
+    return config.partitioner_ignore_keys, (max(limit, 1), delta_bytes)
+
+
 class _TaskWriter:
     """The body of one write task: sends through a SyncProducer, then reports."""
 
@@ -172,15 +197,21 @@ class _TaskWriter:
         self.options = options
         self.spark_partition, self.attempt = _task_ids()
         self.tracker = _Tracker()
+        self._partition_counts: dict[str, int] = {}
+        self.producer_config = {
+            "bootstrap.servers": options.bootstrap_servers,
+            **WRITER_PRODUCER_DEFAULTS,
+            **options.producer_properties,
+        }
+        self._ignore_keys, self._records_limit = _bulk_settings(self.producer_config)
+        self._runs: list[tuple] = []  # send_encoded's arguments, for _hand_over
+        self._runs_records = 0
 
     def run(self, batches: Iterable[Any], *, rows: bool) -> QuorumLogCommitMessage:
         from producer.errors import ProducerClosedError
         from producer.sync_producer import SyncProducer
 
-        options = self.options
-        producer = SyncProducer(
-            config={"bootstrap.servers": options.bootstrap_servers, **options.producer_properties}
-        )
+        producer = SyncProducer(config=self.producer_config)
         try:
             try:
                 if rows:
@@ -188,6 +219,7 @@ class _TaskWriter:
                 else:
                     for batch in batches:
                         self._send_arrow(producer, batch)
+                        self._hand_over(producer)
             except BaseException as exc:
                 # Wait for what was handed over, so that what a failed attempt leaves behind
                 # is exactly its acknowledged records, and say how many there are.
@@ -229,71 +261,177 @@ class _TaskWriter:
         assert pa is not None
 
     def _send_arrow(self, producer: Any, batch: Any) -> None:
+        """One Arrow batch: split by topic, then by target partition computed for the whole
+        column at once (the partition column, else murmur2 of the key, else -1: the
+        producer's sticky partitioner), each piece handed to send_many with its partition,
+        so that per partition the rows keep their order."""
+        import numpy as np
         import pyarrow.compute as pc
 
         if batch.num_rows == 0:
             return
         self._check_batch(batch)
         names = batch.schema.names
-        needs_rows = any(
-            name in names and batch.column(names.index(name)).null_count < batch.num_rows
-            for name in ("headers", "timestamp")
-        )
-        if needs_rows:
-            self._send_rows(producer, [batch])
-            return
-        group_columns = [
-            name
-            for name in ("topic", "partition")
-            if name in names
-            and not (name == "topic" and self.options.topic is not None)
-            and batch.column(names.index(name)).null_count < batch.num_rows
-        ]
-        if not group_columns:
-            self._send_columns(producer, batch, self.options.topic, None)
-            return
-        table = batch.select(group_columns).to_pylist()  # small dicts only for grouping keys
-        groups: dict[tuple, list[int]] = {}
-        for index, keys in enumerate(table):
-            groups.setdefault(tuple(keys[c] for c in group_columns), []).append(index)
-        for group_key, indices in groups.items():
-            values = dict(zip(group_columns, group_key, strict=True))
-            topic = self.options.topic or values.get("topic")
-            part = batch.take(pc.cast(indices, "int64")) if len(groups) > 1 else batch
-            self._send_columns(producer, part, topic, values.get("partition"))
+        if self.options.topic is not None or "topic" not in names:
+            by_topic = [(self.options.topic, batch)]
+        else:
+            topics = batch.column(names.index("topic"))
+            distinct = pc.unique(topics).to_pylist()
+            by_topic = (
+                [(distinct[0], batch)]
+                if len(distinct) == 1
+                else [(t, batch.filter(pc.equal(topics, t))) for t in distinct]
+            )
+        for topic, part in by_topic:
+            assert topic is not None  # the schema check requires the option or the column
+            targets = self._targets(producer, topic, part)
+            if targets is None:
+                self._send_columns(producer, part, topic, None)
+                continue
+            # Rows left to the sticky partitioner (-1) may land on any partition: pieces are
+            # cut where stickiness changes, so that no row overtakes an earlier one of the
+            # same partition; within a run of explicit targets a stable sort groups them.
+            sticky = targets < 0
+            cuts = np.flatnonzero(sticky[1:] != sticky[:-1]) + 1
+            for run in np.split(np.arange(len(targets)), cuts):
+                run_part = part if len(run) == part.num_rows else part.slice(run[0], len(run))
+                if sticky[run[0]]:
+                    self._send_columns(producer, run_part, topic, None)
+                    continue
+                run_targets = targets[run]
+                order = np.argsort(run_targets, kind="stable")  # row order kept per partition
+                ordered = run_targets[order]
+                bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()]
+                bounds.append(len(run))
+                if len(bounds) > 2:  # one take, then zero-copy slices per partition
+                    run_part = run_part.take(order)
+                for first, end in zip(bounds, bounds[1:], strict=False):
+                    piece = run_part.slice(first, end - first)
+                    self._send_columns(producer, piece, topic, int(ordered[first]))
 
-    def _send_columns(self, producer: Any, batch: Any, topic: Any, partition: Any) -> None:
+    def _targets(self, producer: Any, topic: str, batch: Any) -> Any:
+        """int64 partition per row (-1: the producer's sticky choice), or None when every row
+        is left to the sticky partitioner (no partition column, no keys)."""
+        import numpy as np
+
         names = batch.schema.names
-        values = _as_bytes_list(batch.column(names.index("value")))
-        keys = None
-        if "key" in names:
+        explicit = None
+        if "partition" in names:
+            column = batch.column(names.index("partition"))
+            if column.null_count < batch.num_rows:
+                explicit = column.to_numpy(zero_copy_only=False)
+                if column.null_count == 0:
+                    return explicit.astype(np.int64)
+        keyed = None
+        if "key" in names and not self._ignore_keys:
             key_column = batch.column(names.index("key"))
             if key_column.null_count < batch.num_rows:
-                keys = _as_bytes_list(key_column)
-        future = producer.send_many(topic, values, keys, partition)
-        self.tracker.sent += len(values)
-        future.add_done_callback(lambda f, t=topic: self.tracker.bulk_done(t, f))
+                keyed = key_partitions(key_column, self._partition_count(topic))
+        if explicit is None:
+            return keyed
+        valid = ~np.isnan(explicit) if explicit.dtype.kind == "f" else np.ones(len(explicit), bool)
+        merged = keyed if keyed is not None else np.full(batch.num_rows, -1, dtype=np.int64)
+        merged = merged.copy()
+        merged[valid] = explicit[valid].astype(np.int64)
+        return merged
+
+    def _partition_count(self, topic: str) -> int:
+        """The topic's partition count, asked once per task (one Metadata request)."""
+        count = self._partition_counts.get(topic)
+        if count is None:
+            import trio
+
+            from producer.fetch_client import FetchClient
+
+            async def ask() -> int:
+                with trio.fail_after(self.options.task_timeout_ms / 1000):
+                    async with FetchClient(self.options.bootstrap_servers) as client:
+                        return await client.partition_count(topic)
+
+            count = self._partition_counts[topic] = trio.run(ask)
+        return count
+
+    def _send_columns(self, producer: Any, batch: Any, topic: Any, partition: Any) -> None:
+        """Rows of one partition (None: sticky): cut into runs that fill a batch, each
+        encoded for the whole run at once (spark/record_encoding.py) and queued for the
+        producer as a ready records section (handed over by _hand_over)."""
+        import numpy as np
+        import pyarrow as pa
+
+        from spark.record_encoding import column_lengths, encode_records, plan_runs, record_sizes
+
+        names = batch.schema.names
+
+        def used(name: str) -> Any:
+            if name not in names:
+                return None
+            column = batch.column(names.index(name))
+            return column if column.null_count < batch.num_rows else None
+
+        values = batch.column(names.index("value"))
+        keys, headers, stamps = used("key"), used("headers"), used("timestamp")
+        if pa.types.is_string(values.type):  # UTF-8 bytes, as the row path sends them
+            values = values.cast(pa.binary())
+        if keys is not None and pa.types.is_string(keys.type):
+            keys = keys.cast(pa.binary())
+        timestamps = None
+        if stamps is not None:  # epoch ms; a null timestamp is the time now, as with send()
+            as_ms = stamps.cast(pa.timestamp("ms", tz=stamps.type.tz), safe=False)
+            now = time.time_ns() // 1_000_000
+            timestamps = as_ms.cast(pa.int64()).fill_null(now).to_numpy().astype(np.int64)
+        limit, delta_bytes = self._records_limit
+        try:
+            key_lengths, value_lengths = column_lengths(keys, values)
+            sizes = record_sizes(
+                keys, values, delta_bytes, timestamps, headers, (key_lengths, value_lengths)
+            )
+            for start, end in plan_runs(sizes, limit):
+                count = end - start
+                run_keys = None if keys is None else keys.slice(start, count)
+                run_values = values.slice(start, count)
+                run_stamps = None if timestamps is None else timestamps[start:end]
+                run_headers = None if headers is None else headers.slice(start, count)
+                records = encode_records(
+                    run_keys,
+                    run_values,
+                    run_stamps,
+                    run_headers,
+                    (key_lengths[start:end], value_lengths[start:end]),
+                )
+                span = (
+                    None if run_stamps is None else (int(run_stamps.min()), int(run_stamps.max()))
+                )
+                self._runs.append(
+                    (topic, partition, run_keys, run_values, records, span, headers is not None)
+                )
+                self._runs_records += count
+        except ValueError as exc:  # a header with a null key
+            raise QuorumLogWriteError(
+                f"quorumlog sink: Spark partition {self.spark_partition}: {exc}; nothing of "
+                f"this batch was sent"
+            ) from None
+
+    def _hand_over(self, producer: Any) -> None:
+        """The runs of one Arrow batch go to the producer's thread in one command."""
+        if not self._runs:
+            return
+        future = producer.send_encoded(self._runs)
+        self.tracker.sent += self._runs_records
+        topics = ",".join(sorted({run[0] for run in self._runs}))
+        future.add_done_callback(lambda f: self.tracker.bulk_done(topics, f))
         self.tracker.pending.append(future)
+        self._runs, self._runs_records = [], 0
 
     # -- rows ----------------------------------------------------------------------------------
 
-    def _send_rows(self, producer: Any, batches: Iterable[Any]) -> None:
+    def _send_rows(self, producer: Any, rows: Iterable[Any]) -> None:
+        """The row writer: Spark Rows, validated a chunk at a time, then sent one by one."""
         chunk: list = []
-        for batch in batches:
-            if hasattr(batch, "to_pylist"):  # an Arrow batch on the per-record path
-                self._check_batch(batch)
-                rows: Iterable[Any] = batch.to_pylist()
-                if "timestamp" in batch.schema.names:
-                    stamps = _timestamps_ms(batch.column(batch.schema.names.index("timestamp")))
-                    for row, stamp in zip(rows, stamps, strict=True):
-                        row["timestamp"] = stamp
-                for row in rows:
-                    self._send_row(producer, row)
-            else:  # Spark Rows: validated a chunk at a time, then sent
-                chunk.append(batch)
-                if len(chunk) >= ROW_CHUNK:
-                    self._send_row_chunk(producer, chunk)
-                    chunk = []
+        for row in rows:
+            chunk.append(row)
+            if len(chunk) >= ROW_CHUNK:
+                self._send_row_chunk(producer, chunk)
+                chunk = []
         self._send_row_chunk(producer, chunk)
 
     def _send_row_chunk(self, producer: Any, rows: list) -> None:

@@ -215,6 +215,33 @@ async def test_message_too_large_from_the_broker_splits_batches(broker):
     assert [r.value for r in records] == values
 
 
+@pytest.mark.parametrize("compression_type", ["none", "lz4"])
+async def test_send_encoded_batches_round_trip_and_split(broker, compression_type):
+    """send_encoded (the Spark writer's path): records encoded by the caller, keys/values
+    kept as Arrow columns; a batch the broker refuses as too large is split from them."""
+    pa = pytest.importorskip("pyarrow")
+    from spark.record_encoding import encode_records
+
+    await broker.create_topic("enc", partitions=2, **{"max.message.bytes": "2000"})
+    keys = pa.array([None if i % 5 == 0 else b"k%d" % i for i in range(300)], pa.binary())
+    values = pa.array([b"%04d" % i + b"." * 96 for i in range(300)], pa.binary())
+    async with Producer(broker.bootstrap, compression_type=compression_type) as producer:
+        small = await producer.send_encoded(
+            "enc", 1, keys[:10], values[:10], encode_records(keys[:10], values[:10])
+        )
+        big = await producer.send_encoded("enc", 0, keys, values, encode_records(keys, values))
+        assert [r.offset for r in await small.wait()] == list(range(10))
+        assert [r.offset for r in await big.wait()] == list(range(300))
+        assert producer.sender.split_count > 0 or compression_type != "none"
+    records = await read_partition(broker.bootstrap, "enc", 0)
+    assert [(r.key, r.value) for r in records] == list(
+        zip(keys.to_pylist(), values.to_pylist(), strict=True)
+    )
+    assert [r.value for r in await read_partition(broker.bootstrap, "enc", 1)] == values[
+        :10
+    ].to_pylist()
+
+
 @pytest.mark.parametrize("compression_type", ["lz4", "zstd", "gzip", "snappy"])
 async def test_compressed_batches_round_trip(broker, compression_type):
     await broker.create_topic("zip", partitions=1)

@@ -1,5 +1,6 @@
 """Helpers for the Spark tests and the benchmark: topic creation on a real cluster (replication
-factor 1) and a local SparkSession with the quorumlog data source registered."""
+factor 1) and a local SparkSession in which the quorumlog data source is found without a
+register() call (Spark's lookup imports pyspark_quorumlog.py from the workers' PYTHONPATH)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,4 @@ def make_session(master: str = "local[2,2]"):
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    from spark import QuorumLogDataSource
-
-    session.dataSource.register(QuorumLogDataSource)
     return session

@@ -30,7 +30,7 @@ from spark.options import (  # noqa: E402
     parse_write_options,
 )
 from spark.reader import apply_filter  # noqa: E402
-from spark.stream_reader import limit_offsets  # noqa: E402
+from spark.stream_reader import limit_offsets, wait_for_more  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -69,10 +69,13 @@ def test_split_follows_kafka_offset_range_calculator():
 @given(
     sizes=st.lists(st.integers(0, 5000), min_size=1, max_size=8),
     min_partitions=st.integers(1, 64),
+    max_records=st.none() | st.integers(1, 3000),
 )
-def test_split_covers_every_offset_exactly_once(sizes, min_partitions):
+def test_split_covers_every_offset_exactly_once(sizes, min_partitions, max_records):
     ranges = [OffsetRange("t", p, 7, 7 + size) for p, size in enumerate(sizes)]
-    pieces = split_ranges(ranges, min_partitions)
+    pieces = split_ranges(ranges, min_partitions, max_records)
+    if max_records is not None:  # maxRecordsPerPartition: no piece above it
+        assert all(0 < r.size <= max_records for r in pieces)
     for p, size in enumerate(sizes):
         mine = sorted((r.start_offset, r.end_offset) for r in pieces if r.partition == p)
         covered = [o for s, e in mine for o in range(s, e)]
@@ -156,3 +159,92 @@ def test_stream_limit_shares_the_budget_by_lag():
         taken = [end["t"][str(p)] - 10 for p in range(4)]
         assert all(0 <= t <= lag for t, lag in zip(taken, lags, strict=True))
         assert sum(taken) == min(budget, sum(lags)), (lags, budget, taken)
+
+
+READ = {"kafka.bootstrap.servers": "h:1", "subscribe": "a"}
+
+
+@pytest.mark.parametrize(
+    ("options", "streaming", "message"),
+    [
+        ({**READ, "subscibe": "b"}, False, "'subscibe'.*did you mean 'subscribe'"),
+        ({**READ, "startingoffset": "earliest"}, False, "did you mean 'startingOffsets'"),
+        ({**READ, "failondatalos": "false"}, True, "did you mean 'failOnDataLoss'"),
+        ({**READ, "includeheader": "true"}, False, "did you mean 'includeHeaders'"),
+        ({**READ, "maxoffsetspertrigger": "5"}, False, "not an option of a batch read"),
+        ({**READ, "endingoffsets": "latest"}, True, "not an option of a streaming read"),
+        ({**READ, "nonsense": "1"}, False, "unknown option 'nonsense'"),
+        ({**READ, "kafka.sesion.timeout.ms": "5"}, False, "kafka.sesion.timeout.ms: not a con"),
+        ({**READ, "kafka.request.timout.ms": "5"}, False, "did you mean 'kafka.request.timeo"),
+        ({**READ, "kafka.auto.offset.reset": "x"}, False, "auto.offset.reset.*startingOffsets"),
+        ({**READ, "kafka.isolation.level": "read_committed"}, False, "isolation.level"),
+        ({**READ, "startingtimestamp": "x"}, False, "startingTimestamp: expected an integer"),
+        ({**READ, "endingoffsetsbytimestamp": "{"}, False, "endingOffsetsByTimestamp: exp"),
+        ({**READ, "startingoffsetsbytimestampstrategy": "x"}, False, "Strategy: expected"),
+        ({**READ, "maxrecordsperpartition": "0"}, False, "maxRecordsPerPartition"),
+        ({**READ, "maxtriggerdelay": "5 parsecs"}, True, "maxTriggerDelay: expected a dur"),
+        ({**READ, "minoffsetspertrigger": "9", "maxoffsetspertrigger": "5"}, True, "<="),
+        ({**READ, "subscribepattern": "a"}, False, "exactly one of"),
+        ({"kafka.bootstrap.servers": "h:1", "subscribepattern": "(x"}, False, "bad regex"),
+        ({**READ, "bootstrap.servers": "other:2"}, False, "disagree"),
+        ({**READ, "path": "/tmp/x"}, False, "unknown option 'path'"),
+    ],
+)
+def test_unknown_or_misspelt_read_options_are_errors_naming_them(options, streaming, message):
+    with pytest.raises(QuorumLogOptionError, match=message):
+        parse_read_options(options, streaming=streaming)
+
+
+def test_spark_sql_kafka_read_options_are_understood():
+    options = parse_read_options(
+        {"kafka.bootstrap.servers": "h:1", "subscribepattern": "ev.*", "kafka.group.id": "g",
+         "groupidprefix": "spark-kafka", "kafka.client.id": "c", "kafka.request.timeout.ms": "7000",
+         "kafka.fetch.max.wait.ms": "50", "kafka.security.protocol": "PLAINTEXT",
+         "startingtimestamp": "1000", "startingoffsetsbytimestamp": '{"ev": {"0": 5}}',
+         "endingoffsetsbytimestamp": '{"ev": {"0": 9000}}', "includeheaders": "true",
+         "startingoffsetsbytimestampstrategy": "latest", "maxrecordsperpartition": "100",
+         "kafkaconsumer.polltimeoutms": "9000", "fetchoffset.numretries": "4"}
+    )  # fmt: skip
+    assert options.subscribe_pattern == "ev.*" and options.subscribe is None
+    assert options.starting_timestamps == 1000  # startingTimestamp wins, as in Spark
+    assert options.ending_timestamps == {"ev": {0: 9000}}
+    assert options.timestamp_strategy == "latest" and options.include_headers
+    assert options.max_records_per_partition == 100
+    assert options.client_settings == {
+        "client_id": "c", "request_timeout_ms": 7000, "max_wait_ms": 50, "max_attempts": 4
+    }  # fmt: skip
+    stream = parse_read_options(
+        {**READ, "minoffsetspertrigger": "10", "maxtriggerdelay": "30s",
+         "maxoffsetspertrigger": "100"},
+        streaming=True,
+    )  # fmt: skip
+    assert (stream.min_offsets_per_trigger, stream.max_trigger_delay_ms) == (10, 30_000)
+    assert parse_read_options(READ).include_headers is False  # spark-sql-kafka's default
+
+
+WRITE = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
+
+
+def test_write_options_take_kafka_names_and_refuse_unknown_ones():
+    options = parse_write_options({**WRITE, "kafka.linger.ms": "20", "kafka.acks": "all"})
+    assert options.producer_properties == {"linger.ms": "20", "acks": "all"}
+    assert options.bootstrap_servers == "h:1"
+    for raw, message in [
+        ({**WRITE, "kafka.liner.ms": "5"}, "kafka.liner.ms.*did you mean 'kafka.linger.ms'"),
+        ({**WRITE, "producer.liner.ms": "5"}, "did you mean 'producer.linger.ms'"),
+        ({**WRITE, "kafka.value.serializer": "x"}, "kafka.value.serializer: not supported"),
+        ({**WRITE, "topc": "x"}, "'topc'.*did you mean 'topic'"),
+        ({**WRITE, "subscribe": "x"}, "not an option of a write"),
+        ({**WRITE, "kafka.acks": "1", "producer.acks": "all"}, "disagree"),
+        ({**WRITE, "kafka.acks": "1", "kafka.enable.idempotence": "true"}, "acks"),
+    ]:
+        with pytest.raises(QuorumLogOptionError, match=message):
+            parse_write_options(raw)
+
+
+def test_min_offsets_per_trigger_waits_until_max_trigger_delay():
+    assert not wait_for_more(5, None, 0, 1000)  # no minimum: every trigger reads
+    assert wait_for_more(5, 10, 999, 1000)  # too few, not waited long enough: skip
+    assert not wait_for_more(5, 10, 1000, 1000)  # maxTriggerDelay passed: read the 5
+    assert not wait_for_more(10, 10, 0, 1000)  # enough
+    assert not wait_for_more(0, 10, 0, 1000)  # nothing new: no batch either way

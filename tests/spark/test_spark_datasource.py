@@ -70,7 +70,7 @@ def test_round_trip_keys_headers_partitions_string_and_binary(cluster, bootstrap
     )
     _write(explicit, bootstrap, None, writer=writer)
 
-    rows = _read(session, bootstrap, topic).collect()
+    rows = _read(session, bootstrap, topic, includeHeaders="true").collect()
     assert len(rows) == 3100
     by_value = {bytes(r.value).decode(): r for r in rows}
     assert set(by_value) == {f"v{i}" for i in range(3100)}
@@ -257,6 +257,8 @@ def test_streaming_round_trip_resumes_from_the_checkpoint(cluster, bootstrap, se
             .option("subscribe", source)
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", "150")
+            .option("minOffsetsPerTrigger", "100")  # Trigger.AvailableNow reads all anyway
+            .option("maxTriggerDelay", "1h")
             .load()
             .selectExpr("key", "concat(value, cast('!' as binary)) as value")
         )

@@ -1,0 +1,311 @@
+"""Kafka records (RecordBatch v2's records section) for a whole Arrow column pair at once.
+
+A record is `length, attributes (0), timestampDelta, offsetDelta, keyLength, key,
+valueLength, value, headerCount` with every integer a zigzag varint (Kafka's
+DefaultRecord; log/records/builder.py writes the same bytes one record at a time). Here
+every integer column is encoded with numpy for all rows together, each varint column
+becomes an Arrow binary column (a scalar where all rows share it), and Arrow's
+`binary_join_element_wise` concatenates them with the keys and values row by row in C: no
+Python object per record. Headers (`keyLength, key, valueLength, value` each) are encoded the
+same way for the flattened header list, whose per-record slices are contiguous.
+
+`plan_runs` cuts a column pair into runs whose records fit one batch (offsetDelta is the
+index within the run, so runs are cut first and each is encoded on its own).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+MAX_VARINT_BYTES = 10  # a zigzag varint of an int64 (timestamp deltas); lengths take <= 5
+
+
+def _zigzag(values: Any) -> Any:
+    import numpy as np
+
+    values = values.astype(np.int64)
+    return ((values << 1) ^ (values >> 63)).astype(np.uint64)
+
+
+def varint_widths(values: Any) -> Any:
+    """Bytes of the zigzag varint of each int64 in `values` (1..5 for int32 values, up to
+    10 for int64)."""
+    import numpy as np
+
+    zz = _zigzag(values)
+    width = np.ones(len(zz), dtype=np.int64)
+    for shift in range(7, 64, 7):
+        width += zz >= np.uint64(1 << shift)
+    return width
+
+
+def _varint_matrix(values: Any) -> tuple[Any, Any]:
+    """((rows, 5) uint8 varint bytes, width per row) of the zigzag varints of `values`."""
+    import numpy as np
+
+    zz = _zigzag(values)
+    width = varint_widths(values)
+    out = np.zeros((len(zz), MAX_VARINT_BYTES), dtype=np.uint8)
+    for column in range(MAX_VARINT_BYTES):
+        byte = (zz >> np.uint64(7 * column)) & np.uint64(0x7F)
+        more = width > column + 1
+        out[:, column] = (byte | (more.astype(np.uint64) << np.uint64(7))).astype(np.uint8)
+    return out, width
+
+
+def _varint_column(values: Any) -> Any:
+    """The zigzag varints of `values` as an Arrow binary array (a scalar when they are all
+    equal: the common case for key and value lengths)."""
+    import numpy as np
+    import pyarrow as pa
+
+    if len(values) and (values == values[0]).all():
+        matrix, width = _varint_matrix(values[:1])
+        return pa.scalar(matrix[0, : int(width[0])].tobytes(), pa.binary())
+    matrix, width = _varint_matrix(values)
+    data = matrix[np.arange(MAX_VARINT_BYTES)[None, :] < width[:, None]]  # row-major
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum(width, out=offsets[1:])
+    return pa.BinaryArray.from_buffers(
+        pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+
+
+@functools.lru_cache(maxsize=4096)  # a few lengths per job
+def _varint_scalar(value: int) -> Any:
+    import numpy as np
+    import pyarrow as pa
+
+    matrix, width = _varint_matrix(np.array([value]))
+    return pa.scalar(matrix[0, : int(width[0])].tobytes(), pa.binary())
+
+
+_UNIFORM_CACHE: dict[tuple[int, int], tuple[Any, Any]] = {}
+
+
+def _uniform_columns(key_length: int, value_length: int, rows: int) -> tuple[Any, Any]:
+    """(length varints, offsetDelta varints) for records 0..rows-1 of one shape (at least
+    `rows` long; cached per shape, grown by doubling)."""
+    import numpy as np
+
+    cached = _UNIFORM_CACHE.get((key_length, value_length))
+    if cached is not None and len(cached[1]) >= rows:
+        return cached
+    size = max(rows, 2 * len(cached[1]) if cached else 16384)
+    deltas = np.arange(size, dtype=np.int64)
+    fixed = 3 + _width(key_length) + max(key_length, 0) + _width(value_length)
+    body = fixed + max(value_length, 0) + varint_widths(deltas)
+    columns = (_varint_column(body), _varint_column(deltas))
+    if len(_UNIFORM_CACHE) > 64:  # a few shapes per job; do not grow without bound
+        _UNIFORM_CACHE.clear()
+    _UNIFORM_CACHE[(key_length, value_length)] = columns
+    return columns
+
+
+@functools.lru_cache(maxsize=4096)
+def _width(value: int) -> int:
+    import numpy as np
+
+    return int(varint_widths(np.array([value]))[0])
+
+
+def column_lengths(keys: Any, values: Any) -> tuple[Any, Any]:
+    """(key lengths, value lengths) as int64 numpy arrays, -1 for null (no keys: all -1)."""
+    import numpy as np
+
+    value_lengths = _lengths(values)
+    if keys is None:
+        return np.full(len(value_lengths), -1, np.int64), value_lengths
+    return _lengths(keys), value_lengths
+
+
+def _lengths(column: Any) -> Any:
+    """int64 byte length of each element, -1 where null."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    lengths = pc.binary_length(column).fill_null(-1)
+    return lengths.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def record_sizes(
+    keys: Any,
+    values: Any,
+    offset_delta_bytes: int,
+    timestamps_ms: Any = None,
+    headers: Any = None,
+    known_lengths: tuple[Any, Any] | None = None,
+) -> Any:
+    """Encoded size of each record with an offsetDelta of `offset_delta_bytes` bytes (an
+    upper bound when that is the widest a run can need; timestamp deltas are taken from the
+    smallest timestamp given, another upper bound for any run): for cutting runs.
+    `known_lengths`: (key lengths, value lengths) from column_lengths, if known."""
+    import numpy as np
+
+    key_lengths, value_lengths = known_lengths or column_lengths(keys, values)
+    rows = len(value_lengths)
+    if (
+        rows
+        and timestamps_ms is None
+        and headers is None
+        and (key_lengths == key_lengths[0]).all()
+        and (value_lengths == value_lengths[0]).all()
+    ):  # one shape: one size
+        key_length, value_length = int(key_lengths[0]), int(value_lengths[0])
+        body_bytes = 3 + offset_delta_bytes + _width(key_length) + max(key_length, 0)
+        body_bytes += _width(value_length) + max(value_length, 0)
+        return np.full(rows, body_bytes + _width(body_bytes), dtype=np.int64)
+    body = (
+        3  # attributes, timestampDelta 0, headerCount 0
+        + offset_delta_bytes
+        + varint_widths(key_lengths)
+        + np.maximum(key_lengths, 0)
+        + varint_widths(value_lengths)
+        + np.maximum(value_lengths, 0)
+    )
+    if timestamps_ms is not None and len(timestamps_ms):
+        body += varint_widths(timestamps_ms - timestamps_ms.min()) - 1
+    if headers is not None:
+        counts, _section, section_lengths = _headers_section(headers)
+        body += varint_widths(counts) - 1 + section_lengths
+    return body + varint_widths(body)
+
+
+def _headers_section(headers: Any) -> tuple[Any, Any, Any]:
+    """(header count per record, the records' encoded headers as an Arrow binary array,
+    their byte length per record) for a list<struct<key: string, value: binary|string>>
+    column: each header is `keyLength, key, valueLength, value` (valueLength -1: null). A
+    null list has no headers; a null header key is refused (Kafka's keys are non-null)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = len(headers)
+    counts = pc.list_value_length(headers).fill_null(0).to_numpy(zero_copy_only=False)
+    counts = counts.astype(np.int64)
+    flat = headers.flatten()  # the headers of every record, in record order
+    if len(flat) == 0:
+        return counts, pa.scalar(b"", pa.binary()), np.zeros(rows, dtype=np.int64)
+    header_keys, header_values = flat.flatten()
+    if header_keys.null_count:
+        raise ValueError("a header with a null key (Kafka header keys are non-null)")
+    header_keys = header_keys.cast(pa.binary())
+    header_values = header_values.cast(pa.binary())
+    empty = pa.scalar(b"", pa.binary())
+    encoded = pc.binary_join_element_wise(
+        _varint_column(_lengths(header_keys)),
+        header_keys,
+        _varint_column(_lengths(header_values)),
+        header_values if header_values.null_count == 0 else pc.fill_null(header_values, empty),
+        empty,
+    )
+    _validity, encoded_offsets, encoded_data = encoded.buffers()
+    bounds = np.frombuffer(encoded_offsets, dtype=np.int32)[
+        encoded.offset : encoded.offset + len(encoded) + 1
+    ]
+    firsts = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(counts, out=firsts[1:])
+    offsets = bounds[firsts].astype(np.int32)  # record i: its headers' bytes, contiguous
+    section = pa.BinaryArray.from_buffers(
+        pa.binary(), rows, [None, pa.py_buffer(offsets), encoded_data]
+    )
+    return counts, section, np.diff(offsets).astype(np.int64)
+
+
+def encode_records(
+    keys: Any,
+    values: Any,
+    timestamps_ms: Any = None,
+    headers: Any = None,
+    known_lengths: tuple[Any, Any] | None = None,
+) -> bytes:
+    """The records section of one batch holding these rows (offsetDelta 0..n-1): the bytes
+    log.records.builder.build_batch_from_columns writes for the same keys and values, and
+    the same per-record timestamps (int64 numpy, ms; timestampDelta from their minimum, the
+    batch's base timestamp) and headers (an Arrow list<struct<key, value>> column), if
+    given; else timestampDelta 0 (the batch's one timestamp) and no headers.
+    `known_lengths`: (key lengths, value lengths) from column_lengths, if known."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = len(values)
+    if pa.types.is_string(values.type):
+        values = values.cast(pa.binary())
+    if keys is not None and pa.types.is_string(keys.type):
+        keys = keys.cast(pa.binary())
+    key_lengths, value_lengths = known_lengths or column_lengths(keys, values)
+    uniform_keys = keys is None or (key_lengths == key_lengths[0]).all()
+    plain = timestamps_ms is None and headers is None
+    if plain and uniform_keys and (value_lengths == value_lengths[0]).all():
+        # Every record the same shape but for its offsetDelta: the length and offsetDelta
+        # varints are slices of columns made once per shape (the common case).
+        key_length = int(key_lengths[0])
+        value_length = int(value_lengths[0])
+        lengths, deltas = _uniform_columns(key_length, value_length, rows)
+        lengths, deltas = lengths.slice(0, rows), deltas.slice(0, rows)
+        key_varint: Any = _varint_scalar(key_length)
+        value_varint: Any = _varint_scalar(value_length)
+        timestamp_varint: Any = pa.scalar(b"\x00", pa.binary())
+        header_pieces: list[Any] = [pa.scalar(b"\x00", pa.binary())]  # headerCount 0
+    else:
+        offset_deltas = np.arange(rows, dtype=np.int64)
+        body = (
+            3
+            + varint_widths(offset_deltas)
+            + varint_widths(key_lengths)
+            + np.maximum(key_lengths, 0)
+            + varint_widths(value_lengths)
+            + np.maximum(value_lengths, 0)
+        )
+        timestamp_varint = pa.scalar(b"\x00", pa.binary())
+        if timestamps_ms is not None:
+            timestamp_deltas = np.asarray(timestamps_ms, dtype=np.int64)
+            timestamp_deltas = timestamp_deltas - timestamp_deltas.min()
+            body += varint_widths(timestamp_deltas) - 1
+            timestamp_varint = _varint_column(timestamp_deltas)
+        header_pieces = [pa.scalar(b"\x00", pa.binary())]
+        if headers is not None:
+            counts, section, section_lengths = _headers_section(headers)
+            body += varint_widths(counts) - 1 + section_lengths
+            header_pieces = [_varint_column(counts), section]
+        lengths, deltas = _varint_column(body), _varint_column(offset_deltas)
+        key_varint, value_varint = _varint_column(key_lengths), _varint_column(value_lengths)
+    empty = pa.scalar(b"", pa.binary())
+    pieces = [
+        lengths,
+        pa.scalar(b"\x00", pa.binary()),  # attributes 0
+        timestamp_varint,
+        deltas,
+        key_varint,
+    ]
+    if keys is not None:
+        pieces.append(keys if keys.null_count == 0 else pc.fill_null(keys, empty))
+    pieces += [
+        value_varint,
+        values if values.null_count == 0 else pc.fill_null(values, empty),
+        *header_pieces,
+    ]
+    joined = pc.binary_join_element_wise(*pieces, empty)  # the last argument: the separator
+    _validity, offsets, data = joined.buffers()
+    bounds = np.frombuffer(offsets, dtype=np.int32)
+    start, end = int(bounds[joined.offset]), int(bounds[joined.offset + rows])
+    return memoryview(data)[start:end].tobytes()
+
+
+def plan_runs(sizes: Any, limit_bytes: int) -> list[tuple[int, int]]:
+    """[start, end) runs of consecutive records whose sizes sum to at most `limit_bytes`
+    (a record larger than that gets a run of its own)."""
+    import numpy as np
+
+    runs = []
+    ends = np.cumsum(sizes)
+    start, base, count = 0, 0, len(sizes)
+    while start < count:
+        end = int(np.searchsorted(ends, base + limit_bytes, side="right"))
+        end = max(end, start + 1)
+        runs.append((start, end))
+        base = int(ends[end - 1])
+        start = end
+    return runs
