@@ -41,6 +41,7 @@ from log.coordinator.group_coordinator import (
     partition_for,
 )
 from log.coordinator.group_state import GroupConfig, GroupState, JoinResult, Reply, SyncResult
+from log.coordinator.internal_topic import InternalTopic
 from log.coordinator.records import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -59,7 +60,6 @@ from log.records.reader import iter_records
 from log.replication.replica_manager import ReplicaManager
 from log.storage.append_origin import AppendOrigin
 from quorum.broker_interface import ControllerChannel, MetadataSource
-from quorum.controller import CreatableTopic, CreateTopicsRequest
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class GroupCoordinatorDriver:
         self.core.owns_all = False
         self._waiters: dict[Hashable, list] = {}  # token -> [Event, result]
         self._wakeup = trio.Event()
-        self._creating = False
+        self.internal_topic = InternalTopic(OFFSETS_TOPIC, metadata, controller)
 
     def partition_for(self, group_id: str) -> int:
         """The group's __consumer_offsets partition (AddOffsetsToTxn adds it to a transaction)."""
@@ -130,38 +130,12 @@ class GroupCoordinatorDriver:
 
     async def ensure_offsets_topic(self) -> bool:
         """True when __consumer_offsets exists; else asks the controller to create it."""
-        image = self.metadata.image
-        if image.topic(OFFSETS_TOPIC) is not None:
-            return True
-        if self._creating:
-            return False
-        self._creating = True
-        try:
-            props = self.config.props
-            live_count = max(1, len(image.live_broker_ids()))
-            replication_factor = min(props["offsets.topic.replication.factor"], live_count)
-            request = CreateTopicsRequest(
-                (
-                    CreatableTopic(
-                        OFFSETS_TOPIC,
-                        self.num_partitions,
-                        replication_factor,
-                        {
-                            "cleanup.policy": "compact",
-                            "segment.bytes": str(props["offsets.topic.segment.bytes"]),
-                        },
-                    ),
-                )
-            )
-            response = await self.controller.create_topics(request)
-            code = response.results[0].error_code
-            if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-                logger.warning("creating %s failed: %s", OFFSETS_TOPIC, response.results[0])
-        except KafkaError as exc:
-            logger.warning("creating %s failed: %r", OFFSETS_TOPIC, exc)
-        finally:
-            self._creating = False
-        return False
+        props = self.config.props
+        return await self.internal_topic.ensure(
+            self.num_partitions,
+            props["offsets.topic.replication.factor"],
+            lambda factor: {"segment.bytes": str(props["offsets.topic.segment.bytes"])},
+        )
 
     def sync_ownership(self) -> None:
         """Load the partitions we now lead, unload those we no longer lead."""

@@ -39,6 +39,7 @@ import trio
 
 from log.common.errors import CorruptRecordError, ErrorCode, KafkaError
 from log.common.node_config import NodeConfig
+from log.coordinator.internal_topic import InternalTopic
 from log.coordinator.transaction_coordinator import (
     AddPartitionsResult,
     EndTxnResult,
@@ -63,7 +64,6 @@ from log.records.reader import iter_records
 from log.replication.replica_fetcher import LeaderConnection
 from log.replication.replica_manager import ReplicaManager
 from quorum.broker_interface import ControllerChannel, MetadataSource
-from quorum.controller import CreatableTopic, CreateTopicsRequest
 from quorum.records import NO_LEADER
 
 logger = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class TransactionCoordinatorDriver:
         )
         self._ensure_producer_id = ensure_producer_id
         self._loaded_epochs: dict[int, int] = {}  # partition -> coordinator epoch loaded
-        self._creating = False
+        self.internal_topic = InternalTopic(TRANSACTION_STATE_TOPIC, metadata, controller)
         self._markers: collections.deque[TxnMarker] = collections.deque()
         self._markers_changed = trio.Event()
         self._busy_brokers: set[int] = set()
@@ -127,42 +127,15 @@ class TransactionCoordinatorDriver:
 
     async def ensure_topic(self) -> bool:
         """True when __transaction_state exists; else asks the controller to create it."""
-        image = self.metadata.image
-        if image.topic(TRANSACTION_STATE_TOPIC) is not None:
-            return True
-        if self._creating:
-            return False
-        self._creating = True
-        try:
-            props = self.config.props
-            live_count = max(1, len(image.live_broker_ids()))
-            replication_factor = min(props["transaction.state.log.replication.factor"], live_count)
-            min_isr = min(props["transaction.state.log.min.isr"], replication_factor)
-            request = CreateTopicsRequest(
-                (
-                    CreatableTopic(
-                        TRANSACTION_STATE_TOPIC,
-                        self.num_partitions,
-                        replication_factor,
-                        {
-                            "cleanup.policy": "compact",
-                            "min.insync.replicas": str(min_isr),
-                            "segment.bytes": str(props["transaction.state.log.segment.bytes"]),
-                        },
-                    ),
-                )
-            )
-            response = await self.controller.create_topics(request)
-            code = response.results[0].error_code
-            if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-                logger.warning(
-                    "creating %s failed: %s", TRANSACTION_STATE_TOPIC, response.results[0]
-                )
-        except KafkaError as exc:
-            logger.warning("creating %s failed: %r", TRANSACTION_STATE_TOPIC, exc)
-        finally:
-            self._creating = False
-        return False
+        props = self.config.props
+        return await self.internal_topic.ensure(
+            self.num_partitions,
+            props["transaction.state.log.replication.factor"],
+            lambda factor: {
+                "min.insync.replicas": str(min(props["transaction.state.log.min.isr"], factor)),
+                "segment.bytes": str(props["transaction.state.log.segment.bytes"]),
+            },
+        )
 
     def coordinator_for(self, transactional_id: str) -> tuple[ErrorCode, int]:
         """(NONE, the coordinator's broker id) or (COORDINATOR_NOT_AVAILABLE, -1)."""
