@@ -40,6 +40,7 @@ def _commit(producer: Producer) -> None:
         except KafkaException as exc:
             if not exc.args[0].retriable():
                 raise
+            print(f"commit: retriable {exc.args[0]}", flush=True)
             time.sleep(0.1)
 
 
@@ -83,7 +84,11 @@ def main() -> int:
         )
 
     rewind()
+    transactions, reported = 0, time.monotonic()
     while any(positions[p] < ends[p] for p in partitions):
+        if time.monotonic() - reported > 5:  # a trace for whoever reads a stuck run's log
+            print(f"{txn_id} at {positions} after {transactions} transactions", flush=True)
+            reported = time.monotonic()
         producer.begin_transaction()
         pending = dict(positions)
         copied = 0
@@ -114,6 +119,7 @@ def main() -> int:
             rewind()
             continue
         positions = pending
+        transactions += 1
     print(f"{txn_id} done at {positions}", flush=True)
     consumer.close()
     return 0
