@@ -146,13 +146,23 @@ def check_formattable(node_dir: Path, cluster_id: str, node_id: int) -> None:
                 f"{node_dir} is node {existing.node_id}'s directory, not node {node_id}'s"
             )
         return
-    if node_dir.is_dir() and any(node_dir.iterdir()):
+    if node_dir.is_dir() and _holds_files(node_dir):
         raise FormatError(
             f"{node_dir} is not empty and has no {NODE_CONFIG_FILE}: data of an unknown "
             "cluster; use an empty directory"
         )
     if node_dir.exists() and not node_dir.is_dir():
         raise FormatError(f"{node_dir} is not a directory")
+
+
+def _holds_files(node_dir: Path) -> bool:
+    """Whether any file lies below `node_dir`: empty directories (a log disk mounted at
+    node-N/kafka-logs, a fresh file system's lost+found) hold no other cluster's data."""
+    return any(
+        p.is_file() or p.is_symlink()
+        for p in node_dir.rglob("*")
+        if "lost+found" not in p.relative_to(node_dir).parts
+    )
 
 
 def read_or_create_secret(path: Path) -> tuple[str, bool]:
