@@ -51,18 +51,18 @@ def _seed(bootstrap: str) -> dict[int, list[bytes]]:
     return expected
 
 
-STALL_S = 60  # a copier that reports nothing this long is hung (see Copiers)
+STALL_S = 25  # a copier that reports nothing this long is hung (see Copiers)
 
 
 class Copiers:
     """The copier processes; any that exits early (killed by us or by its own error) is
     started again with the same transactional.id until every one has exited 0.
 
-    A copier that reports no progress for STALL_S is killed and started again too: librdkafka
-    2.16's send_offsets_to_transaction can hang for good when the group coordinator's broker
-    left the metadata for a moment (it was fenced while it restarted) -- librdkafka issue #5511,
-    fixed by its PR #5512. Killing a hung client is one more copier crash, which the exactly-once
-    guarantee must survive like the others."""
+    A copier that reports no progress for STALL_S (it reports every 5 s) is killed and started
+    again too: librdkafka 2.16's send_offsets_to_transaction can hang for good when the group
+    coordinator's broker left the metadata for a moment (it was fenced while it restarted) --
+    librdkafka issue #5511, fixed by its PR #5512. Killing a hung client is one more copier
+    crash, which the exactly-once guarantee must survive like the others."""
 
     def __init__(self, bootstrap: str, ends: dict[int, int], out_dir: Path) -> None:
         self.bootstrap, self.ends, self.out_dir = bootstrap, ends, out_dir
