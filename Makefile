@@ -19,17 +19,19 @@ $(CK23_STAMP):
 	$(CK23_VENV)/bin/pip install --quiet confluent-kafka==2.3.0
 	touch $(CK23_STAMP)
 
-# Debian packages: kcat for the interop tests, iptables for the nemesis's network partitions;
-# installed where we are root with apt-get, otherwise what needs them skips with a note.
-SYSTEM_PACKAGES := kcat iptables
+# Debian packages (command:package): kcat for the interop tests, iptables for the nemesis's
+# network partitions, ip (iproute2) for the multi-host tests' network namespaces; installed where
+# we are root with apt-get, otherwise what needs them skips with a note.
+SYSTEM_PACKAGES := kcat:kcat iptables:iptables ip:iproute2
 system-deps:
-	@for tool in $(SYSTEM_PACKAGES); do \
+	@for entry in $(SYSTEM_PACKAGES); do \
+	  tool=$${entry%%:*}; package=$${entry##*:}; \
 	  command -v $$tool >/dev/null 2>&1 || PATH="$$PATH:/usr/sbin:/sbin" command -v $$tool >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$tool >/dev/null 2>&1 || \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$package >/dev/null 2>&1 || \
 	    { apt-get update -qq >/dev/null 2>&1 && \
-	      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$tool >/dev/null 2>&1; } || \
-	    echo "note: could not install $$tool; what needs it will skip"; \
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$package >/dev/null 2>&1; } || \
+	    echo "note: could not install $$package; what needs it will skip"; \
 	  else echo "note: $$tool not installed (needs root + apt-get); what needs it will skip"; fi; }; \
 	done
 
