@@ -23,7 +23,7 @@ from log.server.authorization import Authorization
 from log.server.producer_ids import ProducerIdDriver
 from log.storage.manager import LogManager
 from quorum.broker_interface import ControllerChannel, MetadataSource
-from quorum.image import MetadataImage
+from quorum.image import MetadataImage, PartitionRegistration
 
 MAX_ADMIN_WAIT_MS = 30_000  # longest an admin request waits for the local image to catch up
 
@@ -70,3 +70,22 @@ class BrokerContext:
                 image = self.replica_manager.sync()
             return True
         return False
+
+    async def wait_for_partitions(
+        self,
+        partitions: list[tuple[str, int]],
+        ready: Callable[[str, int, PartitionRegistration], bool],
+        timeout_ms: int,
+    ) -> bool:
+        """Wait until every (topic, partition) is `ready` in the local image (one deleted
+        meanwhile counts as ready: nothing to wait for), or `timeout_ms` passes (False)."""
+
+        def visible(image: MetadataImage) -> bool:
+            for name, index in partitions:
+                topic = image.topic(name)
+                state = None if topic is None else topic.partitions.get(index)
+                if state is not None and not ready(name, index, state):
+                    return False
+            return True
+
+        return not partitions or await self.wait_until(visible, timeout_ms)

@@ -15,7 +15,7 @@ from log.protocol.admin import ELECT_LEADERS_RESPONSE
 from log.protocol.connection import Request
 from log.server.authorization import require_cluster
 from log.server.broker_context import BrokerContext
-from quorum.image import MetadataImage
+from quorum.image import PartitionRegistration
 from quorum.leader_election import ElectionType, ElectLeadersRequest, ElectLeadersTopic
 from quorum.records import NO_LEADER
 
@@ -39,19 +39,12 @@ async def handle_elect_leaders(ctx: BrokerContext, request: Request) -> object:
         if result.error_code == ErrorCode.NONE
     ]
 
-    def visible(image: MetadataImage) -> bool:
-        for name, partition in elected:
-            topic = image.topic(name)
-            state = None if topic is None else topic.partitions.get(partition)
-            if state is None:
-                continue  # deleted meanwhile: nothing to wait for
-            if election_type == ElectionType.PREFERRED and state.leader != state.replicas[0]:
-                return False
-            if state.leader == NO_LEADER:
-                return False
-        return True
+    def ready(_topic: str, _partition: int, state: PartitionRegistration) -> bool:
+        if election_type == ElectionType.PREFERRED:
+            return state.leader == state.replicas[0]
+        return state.leader != NO_LEADER
 
-    late = bool(elected) and not await ctx.wait_until(visible, body.timeout_ms)
+    late = not await ctx.wait_for_partitions(elected, ready, body.timeout_ms)
     return R(
         throttle_time_ms=0,
         error_code=response.error_code,

@@ -22,7 +22,7 @@ from log.protocol.admin import (
 from log.protocol.connection import Request
 from log.server.authorization import require_cluster
 from log.server.broker_context import BrokerContext
-from quorum.image import MetadataImage
+from quorum.image import PartitionRegistration
 from quorum.reassignment import (
     AlterPartitionReassignmentsRequest,
     ReassignablePartition,
@@ -59,20 +59,13 @@ async def handle_alter_partition_reassignments(ctx: BrokerContext, request: Requ
         if result.error_code == ErrorCode.NONE
     ]
 
-    def visible(image: MetadataImage) -> bool:
-        for name, partition in changed:
-            topic = image.topic(name)
-            state = None if topic is None else topic.partitions.get(partition)
-            if state is None:
-                continue
-            target = targets.get((name, partition))
-            if target is not None and state.target_replicas != target:
-                return False
-            if target is None and state.adding_replicas:
-                return False
-        return True
+    def ready(topic: str, partition: int, state: PartitionRegistration) -> bool:
+        target = targets.get((topic, partition))
+        if target is None:  # a cancel: the added replicas are gone
+            return not state.adding_replicas
+        return state.target_replicas == target
 
-    late = bool(changed) and not await ctx.wait_until(visible, body.timeout_ms)
+    late = not await ctx.wait_for_partitions(changed, ready, body.timeout_ms)
     return A(
         throttle_time_ms=0,
         error_code=response.error_code,
