@@ -69,6 +69,18 @@ def _read_committed(bootstrap: str, topic: str, expected: int, timeout_s: float 
     return values
 
 
+def _open_transaction(bootstrap: str, transactional_id: str):
+    """The topic created and a producer with a transaction open: v0..v19 written, not ended."""
+    _create_topics(bootstrap, TOPIC)
+    producer = _producer(bootstrap, transactional_id)
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for i in range(20):
+        producer.produce(TOPIC, value=b"v%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    return producer
+
+
 def _create_topics(bootstrap: str, *names: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -149,19 +161,7 @@ async def test_coordinator_killed_mid_transaction_client_recovers(tmp_path):
     bootstrap = cluster.layout.bootstrap_servers
     num_partitions = cluster.config(1).props["transaction.state.log.num.partitions"]
     tid = "failover-txn"
-    producer = None
-
-    def first_half() -> None:
-        nonlocal producer
-        _create_topics(bootstrap, TOPIC)
-        producer = _producer(bootstrap, tid)
-        producer.init_transactions(60)
-        producer.begin_transaction()
-        for i in range(20):
-            producer.produce(TOPIC, value=b"v%d" % i, partition=i % 2)
-        assert producer.flush(30) == 0
-
-    await trio.to_thread.run_sync(first_half)
+    producer = await trio.to_thread.run_sync(_open_transaction, bootstrap, tid)
     image = await cluster.image_from(1)
     topic = image.topic(TRANSACTION_STATE_TOPIC)
     assert topic is not None and len(topic.partitions) == num_partitions == 5  # local clusters
@@ -179,7 +179,6 @@ async def test_coordinator_killed_mid_transaction_client_recovers(tmp_path):
     await wait_until(moved, 60)
 
     def second_half() -> list:
-        assert producer is not None
         for i in range(20, 30):
             producer.produce(TOPIC, value=b"v%d" % i, partition=i % 2)
         producer.commit_transaction(90)
@@ -274,19 +273,7 @@ async def test_partition_leader_killed_before_commit_markers_reach_the_new_leade
     bootstrap = cluster.layout.bootstrap_servers
     num_partitions = cluster.config(1).props["transaction.state.log.num.partitions"]
     tid = "leader-bounce"
-    producer = None
-
-    def begin() -> None:
-        nonlocal producer
-        _create_topics(bootstrap, TOPIC)
-        producer = _producer(bootstrap, tid)
-        producer.init_transactions(60)
-        producer.begin_transaction()
-        for i in range(20):
-            producer.produce(TOPIC, value=b"v%d" % i, partition=i % 2)
-        assert producer.flush(30) == 0
-
-    await trio.to_thread.run_sync(begin)
+    producer = await trio.to_thread.run_sync(_open_transaction, bootstrap, tid)
     image = await cluster.image_from(1)
     coordinator = (
         image.topic(TRANSACTION_STATE_TOPIC).partitions[partition_for(tid, num_partitions)].leader
@@ -305,7 +292,6 @@ async def test_partition_leader_killed_before_commit_markers_reach_the_new_leade
     await wait_until(moved, 60)
 
     def commit() -> list:
-        assert producer is not None
         producer.commit_transaction(90)
         return _read_committed(bootstrap, TOPIC, 20)
 
@@ -354,7 +340,6 @@ async def test_prepared_commit_completes_on_the_new_coordinator(tmp_path):
     cluster.kill9(4)
 
     def commit() -> None:
-        assert producer is not None
         producer.commit_transaction(60)  # answered at PrepareCommit
 
     await trio.to_thread.run_sync(commit)
