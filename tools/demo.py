@@ -349,7 +349,9 @@ class DemoInterruptedError(Exception):
     """SIGINT/SIGTERM arrived; the cluster was stopped."""
 
 
-async def run_demo(data_dir: Path, rows: int, console: Console) -> DemoResult:
+async def run_demo(
+    data_dir: Path, rows: int, console: Console, base_port: int | None = None
+) -> DemoResult:
     """The demo; SIGINT (Ctrl-C) or SIGTERM cancels it, and the cluster is stopped either way."""
     result: list[DemoResult] = []
     interrupted = False
@@ -357,7 +359,7 @@ async def run_demo(data_dir: Path, rows: int, console: Console) -> DemoResult:
         async with trio.open_nursery() as nursery:
 
             async def work() -> None:
-                result.append(await _demo(data_dir, rows, console))
+                result.append(await _demo(data_dir, rows, console, base_port))
                 nursery.cancel_scope.cancel()
 
             async def watch() -> None:
@@ -374,11 +376,11 @@ async def run_demo(data_dir: Path, rows: int, console: Console) -> DemoResult:
     return result[0]
 
 
-async def _demo(data_dir: Path, rows: int, console: Console) -> DemoResult:
+async def _demo(data_dir: Path, rows: int, console: Console, base_port: int | None) -> DemoResult:
     layout = ClusterLayout(
         data_dir,
         DEMO_NODE_COUNT,
-        free_base_port(DEMO_NODE_COUNT),
+        base_port or free_base_port(DEMO_NODE_COUNT),
         extra_properties=DEMO_NODE_PROPERTIES,
     )
     with console.status(f"starting {DEMO_NODE_COUNT} nodes in {data_dir} ..."):
@@ -501,7 +503,9 @@ def print_failover(console: Console, failover: FailoverReport | None) -> None:
 @click.option("--rows", type=click.IntRange(1), default=DEFAULT_ROWS, show_default=True,
               help="rows in the dataset")  # fmt: skip
 @click.option("--keep-data", is_flag=True, help="keep the cluster directory afterwards")
-def demo(rows: int, keep_data: bool) -> None:
+@click.option("--base-port", type=click.IntRange(1024, 65000), default=None,
+              help="first Kafka port (controller +100, Raft +200, metrics +300); default: free ones")  # fmt: skip
+def demo(rows: int, keep_data: bool, base_port: int | None) -> None:
     """Start a 3-node cluster, write a dataset, read it back, verify it, report, stop.
 
     Uses the Spark pipeline (spark/pipeline.py) when it is installed, else our own
@@ -511,12 +515,13 @@ def demo(rows: int, keep_data: bool) -> None:
     Examples:
       quorumlog demo
       quorumlog demo --rows 20000 --keep-data
+      quorumlog demo --base-port 29092
     """
     console = Console()
     data_dir = Path(tempfile.mkdtemp(prefix="quorumlog-demo-"))
     failed = True
     try:
-        result = trio.run(run_demo, data_dir, rows, console)
+        result = trio.run(run_demo, data_dir, rows, console, base_port)
         print_report(console, result)
         failed = False
     except (KeyboardInterrupt, DemoInterruptedError):

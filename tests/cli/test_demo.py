@@ -7,14 +7,15 @@ import subprocess
 import sys
 
 import pytest
-from cluster_harness import REPO
+from cluster_harness import REPO, free_base_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def test_demo_runs_end_to_end():
     process = subprocess.run(
-        [sys.executable, "-m", "tools", "demo", "--rows", "5000"],
+        [sys.executable, "-m", "tools", "demo", "--rows", "5000",
+         "--base-port", str(free_base_port(3))],
         cwd=REPO, capture_output=True, text=True, timeout=280,
     )  # fmt: skip
     assert process.returncode == 0, process.stdout + process.stderr

@@ -56,12 +56,29 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def _port_range() -> tuple[int, int]:
+    """This process's share of 10000..32500 (below Linux's ephemeral range, 32768+): the whole
+    of it, or under pytest-xdist one slice per worker, so that workers never race for a port."""
+    low, high = 10000, 32500
+    worker, count = (
+        os.environ.get("PYTEST_XDIST_WORKER"),
+        os.environ.get("PYTEST_XDIST_WORKER_COUNT"),
+    )
+    if worker and count:
+        width = (high - low) // int(count)
+        low += width * int(worker.removeprefix("gw"))
+        high = low + width
+    return low, high
+
+
 def free_base_port(count: int) -> int:
-    """A base port with base..base+count, +100.., +200.. all free (seeded by pid)."""
+    """A base port with base..base+count, +100.., +200.., +300.. (Kafka, controller, Raft,
+    metrics) all free (seeded by pid)."""
     rng = random.Random(os.getpid() ^ time.time_ns())
+    low, high = _port_range()
     for _ in range(200):
-        base = rng.randrange(10000, 32500 - 200 - count)  # below Linux's ephemeral range (32768+)
-        ports = [base + k + i for k in (0, 100, 200) for i in range(count)]
+        base = rng.randrange(low, high - 300 - count)
+        ports = [base + k + i for k in (0, 100, 200, 300) for i in range(count)]
         if all(_port_free(p) for p in ports):
             return base
     raise RuntimeError("no free ports")

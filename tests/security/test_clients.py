@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
+import time
 
 import pytest
 import trio
@@ -101,12 +102,14 @@ def _confluent_auth_error(bootstrap: str, conf: dict) -> list:
 
     errors: list = []
     admin = AdminClient({"bootstrap.servers": bootstrap, "error_cb": errors.append, **conf})
-    try:
-        admin.list_topics(timeout=3)
-    except Exception as exc:  # KafkaException: the metadata request never got an answer
-        errors.append(exc.args[0] if exc.args else exc)
-    for _ in range(10):  # error_cb is served by poll
-        admin.poll(0.2)
+    deadline = time.monotonic() + 10
+    while not errors and time.monotonic() < deadline:  # error_cb is served by poll
+        admin.poll(0.1)
+    if not errors:
+        try:
+            admin.list_topics(timeout=3)
+        except Exception as exc:  # KafkaException: the metadata request never got an answer
+            errors.append(exc.args[0] if exc.args else exc)
     return errors
 
 
@@ -186,10 +189,14 @@ def _kafka_python_round_trip(bootstrap: str, pki, mechanism: str) -> list[bytes]
     producer.flush(20)
     producer.close()
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             consumer_timeout_ms=5000, **conf)  # fmt: skip
+                             consumer_timeout_ms=10_000, **conf)  # fmt: skip
     consumer.assign([TopicPartition("t", 0)])
     consumer.seek_to_beginning()
-    values = [msg.value for msg in consumer][:N]
+    values = []
+    for msg in consumer:  # ends after N records, or after 10 s without one
+        values.append(msg.value)
+        if len(values) == N:
+            break
     consumer.close()
     return values
 
