@@ -1,7 +1,11 @@
-"""Transactions on 3 real nodes with unmodified clients: confluent-kafka's transactional
+"""Transactions on real nodes with unmodified clients: confluent-kafka's transactional
 producer (commit, abort, send_offsets_to_transaction with a consumer group) read back by a
 read_committed consumer; kill -9 of the transaction coordinator mid-transaction; a producer
-killed mid-transaction is aborted after its timeout."""
+killed mid-transaction is aborted after its timeout.
+
+The tests share one cluster (3 controllers + broker 4, which the prepared-commit test needs as a
+non-controller): each uses its own topic and transactional ids, and every node a test killed is
+started again, and ready, before the next one runs."""
 
 from __future__ import annotations
 
@@ -13,15 +17,42 @@ import time
 
 import pytest
 import trio
-from cluster_harness import REPO, Cluster, wait_until
+from cluster_harness import REPO, Cluster, kill_started, wait_until
 
 from log.coordinator.transaction_driver import TRANSACTION_STATE_TOPIC
 from log.coordinator.transaction_log import partition_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-TOPIC = "txn-out"
 SOURCE = "txn-in"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = Cluster(tmp_path_factory.mktemp("txn-cluster"), 4)
+    try:
+        cluster.start_all()
+        yield cluster
+    finally:
+        cluster.stop_all()
+        kill_started()
+
+
+@pytest.fixture(autouse=True)
+def _kill_node_processes(cluster):
+    """Overrides tests/node's per-test kill: the cluster lives for the module; what a test
+    killed is started again after it."""
+    yield
+    for node_id in cluster.layout.node_ids:
+        if node_id not in cluster.processes:
+            cluster.start(node_id)
+            cluster.wait_ready(node_id)
+
+
+@pytest.fixture
+def topic(request) -> str:
+    """A topic name of the test's own (the tests share the cluster)."""
+    return "txn-" + request.node.name.removeprefix("test_")[:40].replace("_", "-")
 
 
 def _producer(bootstrap: str, transactional_id: str, timeout_ms: int = 60_000):
@@ -69,14 +100,14 @@ def _read_committed(bootstrap: str, topic: str, expected: int, timeout_s: float 
     return values
 
 
-def _open_transaction(bootstrap: str, transactional_id: str):
+def _open_transaction(bootstrap: str, topic: str, transactional_id: str):
     """The topic created and a producer with a transaction open: v0..v19 written, not ended."""
-    _create_topics(bootstrap, TOPIC)
+    _create_topics(bootstrap, topic)
     producer = _producer(bootstrap, transactional_id)
     producer.init_transactions(60)
     producer.begin_transaction()
     for i in range(20):
-        producer.produce(TOPIC, value=b"v%d" % i, partition=i % 2)
+        producer.produce(topic, value=b"v%d" % i, partition=i % 2)
     assert producer.flush(30) == 0
     return producer
 
@@ -92,31 +123,29 @@ def _create_topics(bootstrap: str, *names: str) -> None:
         future.result(timeout=30)
 
 
-async def test_commit_abort_and_offsets_with_confluent_kafka(tmp_path):
+async def test_commit_abort_and_offsets_with_confluent_kafka(cluster, topic):
     from confluent_kafka import Consumer, TopicPartition
 
-    cluster = Cluster(tmp_path, 3)
-    cluster.start_all()
     bootstrap = cluster.layout.bootstrap_servers
 
     def run() -> tuple[list, dict]:
-        _create_topics(bootstrap, TOPIC, SOURCE)
+        _create_topics(bootstrap, topic, SOURCE)
         producer = _producer(bootstrap, "copier-1")
         producer.init_transactions(60)
         producer.begin_transaction()
         for i in range(10):
-            producer.produce(TOPIC, value=b"c%d" % i, partition=i % 2)
+            producer.produce(topic, value=b"c%d" % i, partition=i % 2)
         producer.commit_transaction(60)
         producer.begin_transaction()
         for i in range(5):
-            producer.produce(TOPIC, value=b"a%d" % i, partition=i % 2)
+            producer.produce(topic, value=b"a%d" % i, partition=i % 2)
         producer.flush(30)
         producer.abort_transaction(60)
         # consume-transform-produce: offsets committed with the transaction
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "copier-group",
                              "enable.auto.commit": False})  # fmt: skip
         producer.begin_transaction()
-        producer.produce(TOPIC, value=b"o0", partition=0)
+        producer.produce(topic, value=b"o0", partition=0)
         offsets = [TopicPartition(SOURCE, 0, 7), TopicPartition(SOURCE, 1, 3)]
         producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
         producer.commit_transaction(60)
@@ -134,14 +163,14 @@ async def test_commit_abort_and_offsets_with_confluent_kafka(tmp_path):
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "copier-group",
                              "enable.auto.commit": False})  # fmt: skip
         producer.begin_transaction()
-        producer.produce(TOPIC, value=b"a-offsets", partition=1)
+        producer.produce(topic, value=b"a-offsets", partition=1)
         producer.send_offsets_to_transaction(
             [TopicPartition(SOURCE, 0, 99)], consumer.consumer_group_metadata(), 60
         )
         producer.abort_transaction(60)
         after_abort = consumer.committed([TopicPartition(SOURCE, 0)], 30)
         consumer.close()
-        values = _read_committed(bootstrap, TOPIC, 11)
+        values = _read_committed(bootstrap, topic, 11)
         return values, {
             "committed": {tp.partition: tp.offset for tp in committed},
             "after_abort": after_abort[0].offset,
@@ -152,22 +181,20 @@ async def test_commit_abort_and_offsets_with_confluent_kafka(tmp_path):
     assert sorted(values) == sorted([b"c%d" % i for i in range(10)] + [b"o0"])
 
 
-async def test_coordinator_killed_mid_transaction_client_recovers(tmp_path):
+async def test_coordinator_killed_mid_transaction_client_recovers(cluster, topic):
     """kill -9 the leader of the transactional id's __transaction_state partition while the
     transaction is open: the client finds the new coordinator (which replayed the partition)
     and commits; a read_committed consumer sees every record once."""
-    cluster = Cluster(tmp_path, 3)
-    cluster.start_all()
     bootstrap = cluster.layout.bootstrap_servers
     num_partitions = cluster.config(1).props["transaction.state.log.num.partitions"]
     tid = "failover-txn"
-    producer = await trio.to_thread.run_sync(_open_transaction, bootstrap, tid)
+    producer = await trio.to_thread.run_sync(_open_transaction, bootstrap, topic, tid)
     image = await cluster.image_from(1)
-    topic = image.topic(TRANSACTION_STATE_TOPIC)
-    assert topic is not None and len(topic.partitions) == num_partitions == 5  # local clusters
-    assert {len(p.replicas) for p in topic.partitions.values()} == {3}
+    txn_state = image.topic(TRANSACTION_STATE_TOPIC)
+    assert txn_state is not None and len(txn_state.partitions) == num_partitions == 5  # local
+    assert {len(p.replicas) for p in txn_state.partitions.values()} == {3}
     assert image.topic_configs(TRANSACTION_STATE_TOPIC)["min.insync.replicas"] == "2"
-    coordinator = topic.partitions[partition_for(tid, num_partitions)].leader
+    coordinator = txn_state.partitions[partition_for(tid, num_partitions)].leader
     cluster.kill9(coordinator)
     survivor = next(i for i in (1, 2, 3) if i != coordinator)
 
@@ -180,9 +207,9 @@ async def test_coordinator_killed_mid_transaction_client_recovers(tmp_path):
 
     def second_half() -> list:
         for i in range(20, 30):
-            producer.produce(TOPIC, value=b"v%d" % i, partition=i % 2)
+            producer.produce(topic, value=b"v%d" % i, partition=i % 2)
         producer.commit_transaction(90)
-        return _read_committed(bootstrap, TOPIC, 30)
+        return _read_committed(bootstrap, topic, 30)
 
     values = await trio.to_thread.run_sync(second_half)
     assert sorted(values) == sorted(b"v%d" % i for i in range(30))
@@ -191,7 +218,7 @@ async def test_coordinator_killed_mid_transaction_client_recovers(tmp_path):
     assert described["coordinator"] != coordinator
     assert described["state"] == "CompleteCommit" and described["partitions"] == []
     listed = json.loads(_quorumlog(bootstrap, "transactions", "list", "--json"))
-    assert [(t["transactional_id"], t["state"]) for t in listed] == [(tid, "CompleteCommit")]
+    assert [t["state"] for t in listed if t["transactional_id"] == tid] == ["CompleteCommit"]
 
 
 def _quorumlog(bootstrap: str, *args: str) -> str:
@@ -224,13 +251,11 @@ PRODUCER_SCRIPT = textwrap.dedent(
 )
 
 
-async def test_killed_producer_transaction_is_aborted_after_its_timeout(tmp_path):
-    cluster = Cluster(tmp_path, 3)
-    cluster.start_all()
+async def test_killed_producer_transaction_is_aborted_after_its_timeout(cluster, topic):
     bootstrap = cluster.layout.bootstrap_servers
-    await trio.to_thread.run_sync(_create_topics, bootstrap, TOPIC)
+    await trio.to_thread.run_sync(_create_topics, bootstrap, topic)
     process = subprocess.Popen(
-        [sys.executable, "-c", PRODUCER_SCRIPT, bootstrap, TOPIC],
+        [sys.executable, "-c", PRODUCER_SCRIPT, bootstrap, topic],
         stdout=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
     )
@@ -244,7 +269,8 @@ async def test_killed_producer_transaction_is_aborted_after_its_timeout(tmp_path
 
     async def aborted() -> bool:
         return any(
-            cluster.log_matches(i, "aborting timed-out transaction doomed") for i in (1, 2, 3)
+            cluster.log_matches(i, "aborting timed-out transaction doomed")
+            for i in cluster.layout.node_ids
         )
 
     # transaction.timeout.ms 3 s, checked every 10 s (Kafka's default interval)
@@ -256,29 +282,27 @@ async def test_killed_producer_transaction_is_aborted_after_its_timeout(tmp_path
         producer = _producer(bootstrap, "survivor")
         producer.init_transactions(60)
         producer.begin_transaction()
-        producer.produce(TOPIC, value=b"after", partition=0)
+        producer.produce(topic, value=b"after", partition=0)
         producer.commit_transaction(60)
-        return _read_committed(bootstrap, TOPIC, 1, timeout_s=90)
+        return _read_committed(bootstrap, topic, 1, timeout_s=90)
 
     values = await trio.to_thread.run_sync(after)
     assert values == [b"after"]
 
 
-async def test_partition_leader_killed_before_commit_markers_reach_the_new_leader(tmp_path):
+async def test_partition_leader_killed_before_commit_markers_reach_the_new_leader(cluster, topic):
     """kill -9 the leader of a partition of an open transaction (not the coordinator): the
     client's commit is answered and the coordinator's markers go to the partition's new leader,
     so read_committed readers see the records."""
-    cluster = Cluster(tmp_path, 3)
-    cluster.start_all()
     bootstrap = cluster.layout.bootstrap_servers
     num_partitions = cluster.config(1).props["transaction.state.log.num.partitions"]
     tid = "leader-bounce"
-    producer = await trio.to_thread.run_sync(_open_transaction, bootstrap, tid)
+    producer = await trio.to_thread.run_sync(_open_transaction, bootstrap, topic, tid)
     image = await cluster.image_from(1)
     coordinator = (
         image.topic(TRANSACTION_STATE_TOPIC).partitions[partition_for(tid, num_partitions)].leader
     )
-    leaders = {p: state.leader for p, state in image.topic(TOPIC).partitions.items()}
+    leaders = {p: state.leader for p, state in image.topic(topic).partitions.items()}
     victim = next((leader for leader in leaders.values() if leader != coordinator), None)
     if victim is None:  # the coordinator leads both partitions: kill it instead
         victim = coordinator
@@ -286,28 +310,26 @@ async def test_partition_leader_killed_before_commit_markers_reach_the_new_leade
     survivor = next(i for i in (1, 2, 3) if i != victim)
 
     async def moved() -> bool:
-        topic = (await cluster.image_from(survivor)).topic(TOPIC)
-        return all(state.leader not in (victim, -1) for state in topic.partitions.values())
+        partitions = (await cluster.image_from(survivor)).topic(topic).partitions
+        return all(state.leader not in (victim, -1) for state in partitions.values())
 
     await wait_until(moved, 60)
 
     def commit() -> list:
         producer.commit_transaction(90)
-        return _read_committed(bootstrap, TOPIC, 20)
+        return _read_committed(bootstrap, topic, 20)
 
     values = await trio.to_thread.run_sync(commit)
     assert sorted(values) == sorted(b"v%d" % i for i in range(20))
 
 
-async def test_prepared_commit_completes_on_the_new_coordinator(tmp_path):
+async def test_prepared_commit_completes_on_the_new_coordinator(cluster, topic):
     """A commit is prepared (PrepareCommit replicated, the client answered) but its marker
     cannot be written: the only replica of the partition (broker 4, not a controller) is down.
     Then the coordinator is killed: the new one replays PrepareCommit and, once broker 4 is
     back, writes the marker and completes the transaction; read_committed sees the records."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    cluster = Cluster(tmp_path, 4)
-    cluster.start_all()
     bootstrap = cluster.layout.bootstrap_servers
     num_partitions = cluster.config(1).props["transaction.state.log.num.partitions"]
     rf1 = "rf1"
@@ -380,7 +402,7 @@ def bootstrap_without(cluster: Cluster, node_id: int) -> str:
     )
 
 
-async def test_zombie_producer_is_fenced_and_its_writes_never_visible(tmp_path):
+async def test_zombie_producer_is_fenced_and_its_writes_never_visible(cluster, topic):
     """Two instances with one transactional.id: the second's init_transactions aborts the
     first's open transaction and fences it; the first's commit fails as fenced; read_committed
     readers see only the second's records. A broker that does not coordinate the id answers
@@ -391,32 +413,30 @@ async def test_zombie_producer_is_fenced_and_its_writes_never_visible(tmp_path):
     from log.protocol.producer_id import INIT_PRODUCER_ID_REQUEST
     from tests.broker.conftest import WireClient
 
-    cluster = Cluster(tmp_path, 3)
-    cluster.start_all()
     bootstrap = cluster.layout.bootstrap_servers
     num_partitions = cluster.config(1).props["transaction.state.log.num.partitions"]
     tid = "zombie"
 
     def run() -> tuple[str, list]:
-        _create_topics(bootstrap, TOPIC)
+        _create_topics(bootstrap, topic)
         zombie = _producer(bootstrap, tid)
         zombie.init_transactions(60)
         zombie.begin_transaction()
         for i in range(5):
-            zombie.produce(TOPIC, value=b"z%d" % i, partition=i % 2)
+            zombie.produce(topic, value=b"z%d" % i, partition=i % 2)
         assert zombie.flush(30) == 0
         successor = _producer(bootstrap, tid)
         successor.init_transactions(60)
         successor.begin_transaction()
-        successor.produce(TOPIC, value=b"s0", partition=0)
+        successor.produce(topic, value=b"s0", partition=0)
         successor.commit_transaction(60)
         try:
-            zombie.produce(TOPIC, value=b"z-late", partition=1)
+            zombie.produce(topic, value=b"z-late", partition=1)
             zombie.commit_transaction(30)
             outcome = "committed"
         except KafkaException as exc:
             outcome = exc.args[0].name()
-        return outcome, _read_committed(bootstrap, TOPIC, 1)
+        return outcome, _read_committed(bootstrap, topic, 1)
 
     outcome, values = await trio.to_thread.run_sync(run)
     assert outcome == "_FENCED", outcome  # librdkafka: "the producer has been fenced"
