@@ -85,7 +85,14 @@ def free_base_port(count: int) -> int:
 
 
 class Cluster:
-    def __init__(self, data_dir: Path, node_count: int, base_port: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        node_count: int,
+        base_port: int | None = None,
+        extra_props: dict | None = None,
+    ) -> None:
+        """`extra_props` go into every node's config on top of TEST_PROPS."""
         self.layout = ClusterLayout(data_dir, node_count, base_port or free_base_port(node_count))
         self.processes: dict[int, subprocess.Popen] = {}
         cluster_id, password = "test-cluster", PASSWORD
@@ -96,6 +103,7 @@ class Cluster:
                 node_dir.mkdir(parents=True, exist_ok=True)
                 props = self.layout.node_properties(node_id, cluster_id, password)
                 props.update(TEST_PROPS)
+                props.update(extra_props or {})
                 path.write_text(to_toml(props))
 
     def config(self, node_id: int) -> NodeConfig:

@@ -29,7 +29,9 @@ SOURCE = "txn-in"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = Cluster(tmp_path_factory.mktemp("txn-cluster"), 4)
+    # timed-out transactions looked for every second (Kafka's default: 10 s)
+    cleanup = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000}
+    cluster = Cluster(tmp_path_factory.mktemp("txn-cluster"), 4, extra_props=cleanup)
     try:
         cluster.start_all()
         yield cluster
@@ -273,7 +275,7 @@ async def test_killed_producer_transaction_is_aborted_after_its_timeout(cluster,
             for i in cluster.layout.node_ids
         )
 
-    # transaction.timeout.ms 3 s, checked every 10 s (Kafka's default interval)
+    # transaction.timeout.ms 3 s, checked every second (the module cluster's interval)
     await wait_until(aborted, 60)
 
     def after() -> list:
