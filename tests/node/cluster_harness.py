@@ -91,8 +91,12 @@ class Cluster:
         node_count: int,
         base_port: int | None = None,
         extra_props: dict | None = None,
+        shared: bool = False,
     ) -> None:
-        """`extra_props` go into every node's config on top of TEST_PROPS."""
+        """`extra_props` go into every node's config on top of TEST_PROPS. A `shared` cluster
+        is one a fixture keeps for several tests (and stops itself): kill_started, which other
+        tests' fixtures call, leaves its processes alone."""
+        self.shared = shared
         self.layout = ClusterLayout(data_dir, node_count, base_port or free_base_port(node_count))
         self.processes: dict[int, subprocess.Popen] = {}
         cluster_id, password = "test-cluster", PASSWORD
@@ -120,7 +124,8 @@ class Cluster:
             stdin=subprocess.DEVNULL,
         )
         log.close()
-        STARTED.append(process)
+        if not self.shared:
+            STARTED.append(process)
         self.processes[node_id] = process
 
     def wait_ready(self, node_id: int, timeout_s: float = 60) -> None:

@@ -17,7 +17,7 @@ import time
 
 import pytest
 import trio
-from cluster_harness import REPO, Cluster, kill_started, wait_until
+from cluster_harness import REPO, Cluster, wait_until
 
 from log.coordinator.transaction_driver import TRANSACTION_STATE_TOPIC
 from log.coordinator.transaction_log import partition_for
@@ -31,19 +31,17 @@ SOURCE = "txn-in"
 def cluster(tmp_path_factory):
     # timed-out transactions looked for every second (Kafka's default: 10 s)
     cleanup = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000}
-    cluster = Cluster(tmp_path_factory.mktemp("txn-cluster"), 4, extra_props=cleanup)
+    cluster = Cluster(tmp_path_factory.mktemp("txn-cluster"), 4, extra_props=cleanup, shared=True)
     try:
         cluster.start_all()
         yield cluster
     finally:
         cluster.stop_all()
-        kill_started()
 
 
 @pytest.fixture(autouse=True)
-def _kill_node_processes(cluster):
-    """Overrides tests/node's per-test kill: the cluster lives for the module; what a test
-    killed is started again after it."""
+def _restart_killed_nodes(cluster):
+    """What a test killed is started again after it (the cluster lives for the module)."""
     yield
     for node_id in cluster.layout.node_ids:
         if node_id not in cluster.processes:

@@ -1,5 +1,6 @@
 """Fixtures for the Spark data source tests: one real 3-node quorumlog cluster and one local
-SparkSession per module (both slow to start)."""
+SparkSession for all of them (both slow to start; under pytest-xdist, one per worker). Each test
+writes topics of its own names, so the tests share them."""
 
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ sys.path.insert(0, str(HERE.parents[1] / "tests" / "node"))
 sys.path.insert(0, str(HERE))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
     from cluster_harness import Cluster
 
-    cluster = Cluster(tmp_path_factory.mktemp("spark-cluster"), 3)
+    cluster = Cluster(tmp_path_factory.mktemp("spark-cluster"), 3, shared=True)
     try:
         cluster.start_all()
         yield cluster
@@ -28,12 +29,12 @@ def cluster(tmp_path_factory):
         cluster.stop_all()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def bootstrap(cluster) -> str:
     return cluster.layout.bootstrap_servers
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def session():
     from spark_harness import make_session
 
