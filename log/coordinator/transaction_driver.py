@@ -235,6 +235,22 @@ class TransactionCoordinatorDriver:
         assert isinstance(response, AddPartitionsResult)
         return response
 
+    async def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Sequence[TopicPartition],
+    ) -> AddPartitionsResult:
+        """AddPartitionsToTxn verify_only (KIP-890 part 1): nothing is written."""
+        self.sync_ownership()
+        step = self.core.handle_verify_partitions(
+            transactional_id, producer_id, producer_epoch, partitions
+        )
+        response = await self._execute(step)
+        assert isinstance(response, AddPartitionsResult)
+        return response
+
     async def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
     ) -> ErrorCode:
