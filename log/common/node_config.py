@@ -223,6 +223,13 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         10000,
         "how often transactions open longer than their timeout are aborted",
     ),
+    ConfigKey(
+        "transaction.partition.verification.enable",
+        bool,
+        True,
+        "partition leaders ask the transaction coordinator whether a transactional batch's "
+        "partition is in its transaction before appending it (KIP-890 part 1)",
+    ),
     # consumer groups (log/coordinator): Kafka's names and defaults
     ConfigKey(
         "group.initial.rebalance.delay.ms", int, 3000, "wait for more members of an Empty group"

@@ -46,6 +46,7 @@ import trio
 
 from log.common.errors import ErrorCode, KafkaError
 from log.common.node_config import NodeConfig, parse_overrides
+from log.coordinator.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from log.coordinator.group_driver import GroupCoordinatorDriver
 from log.coordinator.transaction_driver import TransactionCoordinatorDriver
 from log.protocol.apis import error_response_body
@@ -198,6 +199,7 @@ class KafkaServer:
             ensure_producer_id=self.producer_ids.ensure_producer_id,
             group_partition_for=self.group_coordinator.partition_for,
         )
+        self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(config, self.replica_manager)
         self.ctx = BrokerContext(
             config=config,
             log_manager=log_manager,
@@ -207,6 +209,7 @@ class KafkaServer:
             group_coordinator=self.group_coordinator,
             producer_ids=self.producer_ids,
             transaction_coordinator=self.transaction_coordinator,
+            add_partitions_to_txn_manager=self.add_partitions_to_txn_manager,
             fetch_sessions=FetchSessionCache(
                 props["max.incremental.fetch.session.cache.slots"],
                 sweep_interval_ms=max(props["replica.lag.time.max.ms"] // 4, 1),
@@ -338,6 +341,7 @@ class KafkaServer:
                     await nursery.start(self.log_manager.cleaner.run, self.ctx.clock_ms)
                 await nursery.start(self.group_coordinator.run)
                 await nursery.start(self.transaction_coordinator.run)
+                await nursery.start(self.add_partitions_to_txn_manager.run)
                 for endpoint in self.config.broker_listeners:
                     group = by_name[endpoint.listener]
                     port = self.ports[endpoint.listener] = group[0].socket.getsockname()[1]
