@@ -24,9 +24,10 @@
 - Timeouts: every transaction.abort.timed.out.transaction.cleanup.interval.ms the core's
   `expired_transactions` aborts what stayed open longer than its timeout.
 
-Transaction version: the coordinator runs transaction version 0 (KIP-98 semantics: the
-transaction APIs v0-2 we declare, no epoch bump per transaction). KIP-890 part 2 needs EndTxn v5
-and the `transaction.version` finalized feature, neither of which we advertise.
+Transaction version: the coordinator runs transaction version 0 (KIP-98 semantics, no epoch
+bump per transaction). KIP-890 part 2 needs EndTxn v5 and the `transaction.version` finalized
+feature, neither of which we advertise. KIP-890 part 1: `verify_partitions` answers partition
+leaders' AddPartitionsToTxn verify_only (add_partitions_to_txn_manager.py asks).
 """
 
 from __future__ import annotations
