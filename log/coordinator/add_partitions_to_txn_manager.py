@@ -14,7 +14,10 @@ no question). Nothing is cached across transactions. Disabled by
 
 How: the verifications waiting for one coordinator broker (the leader of the transactional id's
 __transaction_state partition) go out as one AddPartitionsToTxn v4+ request with `verify_only`
-per transaction, one request in flight per broker, over the inter-broker listener. A second
+per transaction, one request in flight per broker, over the inter-broker listener (so the
+inter-broker principal needs ClusterAction, as for replication). When this broker is the
+coordinator itself its transaction coordinator is asked directly (Kafka sends a request to
+itself; the answer is the same, without the round trip). A second
 verification of a transactional id already waiting in the batch: same epoch -> the older one is
 answered NETWORK_EXCEPTION (a client retry), a higher epoch -> the older one is fenced
 (INVALID_PRODUCER_EPOCH), a lower epoch -> the new one is fenced.
@@ -40,6 +43,7 @@ import trio
 
 from log.common.errors import CorruptRecordError, ErrorCode, KafkaError
 from log.common.node_config import NodeConfig
+from log.coordinator.transaction_driver import TransactionCoordinatorDriver
 from log.coordinator.transaction_log import partition_for
 from log.protocol.transactions import ADD_PARTITIONS_TO_TXN_REQUEST
 from log.records.batch_header import iter_batches
@@ -100,10 +104,18 @@ class ProduceVerification:
 
 
 class AddPartitionsToTxnManager:
-    def __init__(self, config: NodeConfig, replica_manager: ReplicaManager) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        replica_manager: ReplicaManager,
+        local_coordinator: TransactionCoordinatorDriver | None = None,
+    ) -> None:
+        """`local_coordinator` answers the transactional ids this broker coordinates itself,
+        without a request to itself."""
         props = config.props
         self.config = config
         self.replica_manager = replica_manager
+        self.local_coordinator = local_coordinator
         self.enabled: bool = props["transaction.partition.verification.enable"]
         self.num_partitions: int = props["transaction.state.log.num.partitions"]
         self._pending: dict[int, dict[str, _Verification]] = {}  # broker id -> by txn id
@@ -182,6 +194,15 @@ class AddPartitionsToTxnManager:
         coordinator = self._coordinator_for(transactional_id)
         if coordinator is None or self._nursery is None:
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if coordinator == self.config.node_id and self.local_coordinator is not None:
+            result = await self.local_coordinator.verify_partitions(
+                transactional_id, producer_id, producer_epoch, partitions
+            )
+            return {
+                tp: _producer_code(code, generic_error_supported)
+                for tp, code in result.errors.items()
+                if code != ErrorCode.NONE
+            }
         batch = self._pending.setdefault(coordinator, {})
         existing = batch.get(transactional_id)
         if existing is not None:

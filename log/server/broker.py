@@ -199,7 +199,9 @@ class KafkaServer:
             ensure_producer_id=self.producer_ids.ensure_producer_id,
             group_partition_for=self.group_coordinator.partition_for,
         )
-        self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(config, self.replica_manager)
+        self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+            config, self.replica_manager, self.transaction_coordinator
+        )
         self.ctx = BrokerContext(
             config=config,
             log_manager=log_manager,
