@@ -183,3 +183,32 @@ async def test_verification_can_be_disabled(nursery, tmp_path):
     accepted = await produce(client, "t1", 1, txn_batch(pid, epoch, 0))
     assert accepted.error_code == 0
     await client.aclose()
+
+
+async def test_list_offsets_max_timestamp_stops_at_the_lso_for_read_committed(nursery, tmp_path):
+    """ListOffsets -3 (max timestamp): read_committed does not see a record at or above the last
+    stable offset (Kafka's Partition.fetchOffsetForTimestamp filter), read_uncommitted does."""
+    from log.protocol.offsets import LIST_OFFSETS_REQUEST
+
+    L = LIST_OFFSETS_REQUEST.cls
+    broker = await start_broker(nursery, tmp_path, **PROPS)
+    await broker.create_topic(TOPIC, partitions=1)
+    client = await WireClient.connect(broker.port)
+    plain = build_batch([Record(b"old", timestamp_ms=100)])
+    assert (await produce(client, None, 0, plain)).error_code == 0
+    # An open transaction (written without a transactional id: not verified) holds the LSO at 1.
+    open_txn = build_batch([Record(b"new", timestamp_ms=500)], producer_id=77, producer_epoch=0,
+                           base_sequence=0, is_transactional=True)  # fmt: skip
+    assert (await produce(client, None, 0, open_txn)).error_code == 0
+
+    async def max_timestamp(isolation_level: int) -> tuple[int, int]:
+        body = await client.call(2, 5, L(replica_id=-1, isolation_level=isolation_level, topics=[
+            L.ListOffsetsTopic(name=TOPIC, partitions=[
+                L.ListOffsetsPartition(partition_index=0, timestamp=-3)])]))  # fmt: skip
+        answer = body.topics[0].partitions[0]
+        assert answer.error_code == 0
+        return answer.offset, answer.timestamp
+
+    assert await max_timestamp(0) == (1, 500)
+    assert await max_timestamp(1) == (-1, -1)
+    await client.aclose()
