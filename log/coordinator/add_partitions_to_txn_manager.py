@@ -136,6 +136,8 @@ class AddPartitionsToTxnManager:
         """Kafka's handleProduceAppend before appendRecords: which transactional entries may be
         appended (with their guards) and which are answered with an error."""
         verification = ProduceVerification({}, {})
+        if transactional_id is None or not self.enabled:
+            return verification  # the hot path of every other producer: no header is read
         producers: set[tuple[int, int]] = set()
         transactional_entries: list[int] = []
         for index, (_, _, records) in enumerate(entries):
@@ -147,7 +149,7 @@ class AddPartitionsToTxnManager:
             producers.update((h.producer_id, h.producer_epoch) for h in transactional)
             if transactional:
                 transactional_entries.append(index)
-        if not producers or transactional_id is None or not self.enabled:
+        if not producers:
             return verification
         if len(producers) > 1:
             message = "transactional records of more than one producer id"
@@ -155,7 +157,7 @@ class AddPartitionsToTxnManager:
                 verification.errors[index] = (ErrorCode.INVALID_PRODUCER_ID_MAPPING, message)
             return verification
         ((producer_id, producer_epoch),) = producers
-        wanted: dict[TopicPartition, int] = {}
+        wanted: dict[TopicPartition, list[int]] = {}  # a partition named twice: both entries
         for index in transactional_entries:
             topic, partition, _ = entries[index]
             hosted = self.replica_manager.get(topic, partition)
@@ -166,7 +168,7 @@ class AddPartitionsToTxnManager:
             )
             if guard is not None:
                 verification.guards[index] = guard
-                wanted[(topic, partition)] = index
+                wanted.setdefault((topic, partition), []).append(index)
         if not wanted:
             return verification
         errors = await self.verify_transaction(
@@ -174,9 +176,9 @@ class AddPartitionsToTxnManager:
             generic_error_supported=produce_version > 10,
         )  # fmt: skip
         for tp, code in errors.items():
-            index = wanted[tp]
-            verification.guards.pop(index, None)
-            verification.errors[index] = produce_error(code)
+            for index in wanted.get(tp, ()):
+                verification.guards.pop(index, None)
+                verification.errors[index] = produce_error(code)
         return verification
 
     # -- verification requests ---------------------------------------------------------------

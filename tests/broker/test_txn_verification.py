@@ -155,6 +155,17 @@ async def test_transactional_produce_to_a_partition_not_added_is_refused(nursery
     refused = await produce(client, "t1", 1, txn_batch(pid, epoch, 0))
     assert refused.error_code == ErrorCode.INVALID_TXN_STATE
     assert broker.server.ctx.replica_manager.get(TOPIC, 1).log.log_end_offset == 0
+    # The same partition named twice in one request: both entries refused.
+    twice = produce_body(TOPIC, 1, txn_batch(pid, epoch, 0), acks=-1)
+    topic_data = twice.topic_data[0]
+    parts = topic_data.partition_data * 2
+    twice = dataclasses.replace(twice, transactional_id="t1", topic_data=[
+        dataclasses.replace(topic_data, partition_data=parts)])  # fmt: skip
+    answer = await client.call(0, 9, twice)
+    assert [p.error_code for p in answer.responses[0].partition_responses] == [
+        ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_TXN_STATE,
+    ]  # fmt: skip
+    assert broker.server.ctx.replica_manager.get(TOPIC, 1).log.log_end_offset == 0
     # Partition 0 was: the first batch is verified, the next needs no question.
     ok = await produce(client, "t1", 0, txn_batch(pid, epoch, 0))
     assert (ok.error_code, ok.base_offset) == (0, 0)
