@@ -124,6 +124,8 @@ class AddPartitionsToTxnManager:
         self._wakeup = trio.Event()
         self._connections: dict[int, LeaderConnection] = {}
         self._nursery: trio.Nursery | None = None
+        self.verified_partition_count = 0  # metrics: partitions asked about, and refused
+        self.failed_partition_count = 0
 
     # -- the produce path --------------------------------------------------------------------
 
@@ -175,6 +177,8 @@ class AddPartitionsToTxnManager:
             transactional_id, producer_id, producer_epoch, list(wanted),
             generic_error_supported=produce_version > 10,
         )  # fmt: skip
+        self.verified_partition_count += len(wanted)
+        self.failed_partition_count += len(errors)
         for tp, code in errors.items():
             for index in wanted.get(tp, ()):
                 verification.guards.pop(index, None)

@@ -260,6 +260,19 @@ class KafkaServer:
             "Transaction markers waiting to be sent to partition leaders (WriteTxnMarkers)",
             lambda: txn.queued_marker_count,
         )
+        verifier = self.add_partitions_to_txn_manager
+        metrics.counter(
+            "txn_verifications",
+            "Partitions whose first transactional batch was verified with the transaction "
+            "coordinator (KIP-890 part 1)",
+            lambda: verifier.verified_partition_count,
+        )
+        metrics.counter(
+            "txn_verification_failures",
+            "Verified partitions refused (not in the transaction) or not confirmed (coordinator "
+            "unreachable, moving or loading)",
+            lambda: verifier.failed_partition_count,
+        )
         metrics.gauge("connections", "Open Kafka connections", lambda: self.connection_count)
         metrics.counter(
             "failed_authentications",

@@ -178,6 +178,8 @@ async def test_transactional_produce_to_a_partition_not_added_is_refused(nursery
     other = await produce(client, "never-initialised", 1, txn_batch(pid + 1000, 0, 0))
     assert other.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     assert broker.server.ctx.replica_manager.get(TOPIC, 1).log.log_end_offset == 0
+    verifier = broker.server.add_partitions_to_txn_manager  # the metrics' counters
+    assert (verifier.verified_partition_count, verifier.failed_partition_count) == (5, 4)
     await client.aclose()
 
 
