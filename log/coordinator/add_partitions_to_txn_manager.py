@@ -30,6 +30,9 @@ NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_
 become NOT_ENOUGH_REPLICAS, which every client retries without a metadata refresh. The guards of
 the verified partitions go with the append (`ReplicaManager.append_records`): a marker or a new
 epoch of the producer appended meanwhile voids the guard and the batch is INVALID_TXN_STATE.
+
+TxnOffsetCommit is verified the same way for the group's __consumer_offsets partition
+(`verify_offsets_partition`), its failures answered as Kafka's maybeConvertOffsetCommitError does.
 """
 
 from __future__ import annotations
@@ -71,6 +74,17 @@ RETRIABLE_AS_NOT_ENOUGH_REPLICAS = frozenset(
         ErrorCode.NOT_COORDINATOR,
     }
 )
+
+# A failed verification as TxnOffsetCommit answers it (Kafka's maybeConvertOffsetCommitError):
+# retriable codes a committing client retries without looking its coordinator up again.
+OFFSET_COMMIT_ERRORS = {
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
 
 A = ADD_PARTITIONS_TO_TXN_REQUEST.cls
 
@@ -184,6 +198,35 @@ class AddPartitionsToTxnManager:
                 verification.guards.pop(index, None)
                 verification.errors[index] = produce_error(code)
         return verification
+
+    async def verify_offsets_partition(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        topic_partition: TopicPartition,
+    ) -> tuple[ErrorCode, VerificationGuard | None]:
+        """TxnOffsetCommit (Kafka's GroupCoordinator.handleTxnCommitOffsets): is the group's
+        __consumer_offsets partition in the transaction? NONE with the guard to append with (None:
+        nothing to verify), or the error for every offset, as Kafka's
+        maybeConvertOffsetCommitError gives it to TxnOffsetCommit v0-3."""
+        hosted = self.replica_manager.get(*topic_partition)
+        if not self.enabled or hosted is None or not hosted.is_leader:
+            return ErrorCode.NONE, None  # the commit answers NOT_COORDINATOR itself
+        guard = hosted.log.producer_state_manager.maybe_start_verification(
+            producer_id, producer_epoch
+        )
+        if guard is None:
+            return ErrorCode.NONE, None
+        errors = await self.verify_transaction(
+            transactional_id, producer_id, producer_epoch, [topic_partition]
+        )
+        self.verified_partition_count += 1
+        self.failed_partition_count += len(errors)
+        code = errors.get(topic_partition, ErrorCode.NONE)
+        if code == ErrorCode.NONE:
+            return ErrorCode.NONE, guard
+        return OFFSET_COMMIT_ERRORS.get(code, code), None
 
     # -- verification requests ---------------------------------------------------------------
 

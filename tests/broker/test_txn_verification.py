@@ -225,3 +225,36 @@ async def test_list_offsets_max_timestamp_stops_at_the_lso_for_read_committed(nu
     assert await max_timestamp(0) == (1, 500)
     assert await max_timestamp(1) == (-1, -1)
     await client.aclose()
+
+
+async def test_txn_offset_commit_needs_the_offsets_partition_in_the_transaction(nursery, tmp_path):
+    """TxnOffsetCommit without AddOffsetsToTxn: the group's __consumer_offsets partition is not in
+    the transaction, so nothing is written (INVALID_TXN_STATE); after AddOffsetsToTxn it is."""
+    from log.protocol.transactions import ADD_OFFSETS_TO_TXN_REQUEST, TXN_OFFSET_COMMIT_REQUEST
+
+    AO = ADD_OFFSETS_TO_TXN_REQUEST.cls
+    TO = TXN_OFFSET_COMMIT_REQUEST.cls
+    broker = await start_broker(nursery, tmp_path, **PROPS)
+    await broker.create_topic(TOPIC)
+    client = await WireClient.connect(broker.port)
+    await find_coordinator(client, "t1")
+    assert (await find_coordinator(client, "grp", key_type=0)).error_code == 0
+    first = await init(client, "t1")
+    pid, epoch = first.producer_id, first.producer_epoch
+    commit = TO(transactional_id="t1", group_id="grp", producer_id=pid, producer_epoch=epoch,
+                topics=[TO.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[
+                    TO.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=7, committed_metadata="")])])  # fmt: skip
+
+    async def commit_code() -> int:
+        return (await client.call(28, 2, commit)).topics[0].partitions[0].error_code
+
+    assert await commit_code() == ErrorCode.INVALID_TXN_STATE
+    groups = broker.server.ctx.group_coordinator.core
+    assert not groups.has_pending_txn_offsets("grp")
+    added = await client.call(25, 2, AO(transactional_id="t1", producer_id=pid,
+                                        producer_epoch=epoch, group_id="grp"))  # fmt: skip
+    assert added.error_code == 0
+    assert await commit_code() == 0
+    assert groups.has_pending_txn_offsets("grp")
+    await client.aclose()

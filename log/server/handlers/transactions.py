@@ -13,6 +13,9 @@ not checked for WRITE, and each transaction of the batch is either added (verify
 verified (verify_only true: nothing written; a partition not in the transaction is
 TRANSACTION_ABORTABLE). Every version: a partition of an unknown topic fails the transaction with
 UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED.
+
+TxnOffsetCommit verifies (KIP-890 part 1, add_partitions_to_txn_manager.py) that the group's
+__consumer_offsets partition is in the transaction before writing the offsets.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from collections.abc import Iterable
 
 from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode
-from log.coordinator.group_coordinator import OFFSET_METADATA_MAX_BYTES, OffsetAndMetadata
+from log.coordinator.group_coordinator import (
+    OFFSET_METADATA_MAX_BYTES,
+    OFFSETS_TOPIC,
+    OffsetAndMetadata,
+)
 from log.coordinator.transaction_driver import TRANSACTION_STATE_TOPIC, TransactionCoordinatorDriver
 from log.coordinator.transaction_state import TransactionState
 from log.protocol.connection import Request
@@ -262,9 +269,15 @@ async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> obje
     if not body.transactional_id:
         code = ErrorCode.INVALID_REQUEST
     elif offsets:
-        code = await ctx.group_coordinator.commit_transactional_offsets(
-            body.group_id, body.producer_id, body.producer_epoch, offsets
+        # KIP-890 part 1: the group's __consumer_offsets partition must be in the transaction
+        offsets_partition = (OFFSETS_TOPIC, ctx.group_coordinator.partition_for(body.group_id))
+        code, guard = await ctx.add_partitions_to_txn_manager.verify_offsets_partition(
+            body.transactional_id, body.producer_id, body.producer_epoch, offsets_partition
         )
+        if code == ErrorCode.NONE:
+            code = await ctx.group_coordinator.commit_transactional_offsets(
+                body.group_id, body.producer_id, body.producer_epoch, offsets, guard
+            )
     codes.update(dict.fromkeys(offsets, code))
     by_topic: dict[str, list[tuple[int, int]]] = {}
     for (name, partition), c in sorted(codes.items()):
