@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from log.common.errors import ErrorCode, error_for
-from log.protocol.coordinator import FIND_COORDINATOR_REQUEST
+from log.protocol.coordinator import find_coordinator_request, single_coordinator
 from log.protocol.groups import (
     DESCRIBE_GROUPS_REQUEST,
     LIST_GROUPS_REQUEST,
@@ -43,14 +43,14 @@ def _raise(code: int, what: str) -> None:
 async def coordinator(admin: AdminClient, group_id: str) -> BrokerConnection:
     import trio
 
-    F = FIND_COORDINATOR_REQUEST.cls
     for _ in range(COORDINATOR_ATTEMPTS):
-        body = await admin.request(FIND_COORDINATOR_KEY, F(key=group_id, key_type=0))
-        if body.error_code in RETRIABLE:
+        body = await admin.request(FIND_COORDINATOR_KEY, find_coordinator_request(group_id, 0))
+        code, node_id, host, port = single_coordinator(body)
+        if code in RETRIABLE:
             await trio.sleep(0.25)
             continue
-        _raise(body.error_code, f"FindCoordinator {group_id}")
-        return await admin.fetch_client.connections.connected(body.node_id, body.host, body.port)
+        _raise(code, f"FindCoordinator {group_id}")
+        return await admin.fetch_client.connections.connected(node_id, host, port)
     _raise(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"FindCoordinator {group_id}")
     raise AssertionError("unreachable")
 

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from log.common.errors import ErrorCode, error_for
-from log.protocol.coordinator import FIND_COORDINATOR_REQUEST
+from log.protocol.coordinator import find_coordinator_request, single_coordinator
 from log.protocol.transaction_admin import (
     DESCRIBE_TRANSACTIONS_REQUEST,
     LIST_TRANSACTIONS_REQUEST,
@@ -39,16 +39,17 @@ def _raise(code: int, what: str) -> None:
 async def coordinator(admin: AdminClient, transactional_id: str) -> BrokerConnection:
     import trio
 
-    F = FIND_COORDINATOR_REQUEST.cls
     for _ in range(COORDINATOR_ATTEMPTS):
         body = await admin.request(
-            FIND_COORDINATOR_KEY, F(key=transactional_id, key_type=KEY_TYPE_TRANSACTION)
+            FIND_COORDINATOR_KEY,
+            find_coordinator_request(transactional_id, KEY_TYPE_TRANSACTION),
         )
-        if body.error_code in RETRIABLE:
+        code, node_id, host, port = single_coordinator(body)
+        if code in RETRIABLE:
             await trio.sleep(0.25)
             continue
-        _raise(body.error_code, f"FindCoordinator {transactional_id}")
-        return await admin.fetch_client.connections.connected(body.node_id, body.host, body.port)
+        _raise(code, f"FindCoordinator {transactional_id}")
+        return await admin.fetch_client.connections.connected(node_id, host, port)
     _raise(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"FindCoordinator {transactional_id}")
     raise AssertionError("unreachable")
 

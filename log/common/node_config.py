@@ -223,6 +223,25 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         10000,
         "how often transactions open longer than their timeout are aborted",
     ),
+    ConfigKey(
+        "transactional.id.expiration.ms",
+        int,
+        604800000,
+        "a transactional id at rest (no open transaction) not used for this long is removed",
+    ),
+    ConfigKey(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        int,
+        3600000,
+        "how often expired transactional ids are removed",
+    ),
+    ConfigKey(
+        "transaction.partition.verification.enable",
+        bool,
+        True,
+        "partition leaders ask the transaction coordinator whether a transactional batch's "
+        "partition is in its transaction before appending it (KIP-890 part 1)",
+    ),
     # consumer groups (log/coordinator): Kafka's names and defaults
     ConfigKey(
         "group.initial.rebalance.delay.ms", int, 3000, "wait for more members of an Empty group"
@@ -381,6 +400,8 @@ def _validate_group_keys(p: Mapping[str, Any]) -> None:
         "transaction.state.log.segment.bytes",
         "transaction.max.timeout.ms",
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "transactional.id.expiration.ms",
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
     ):
         if p[name] < 1:
             raise ConfigError(f"{name} must be >= 1")

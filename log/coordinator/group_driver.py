@@ -59,6 +59,7 @@ from log.records.control import ControlRecordType, read_end_txn_marker
 from log.records.reader import iter_records
 from log.replication.replica_manager import ReplicaManager
 from log.storage.append_origin import AppendOrigin
+from log.storage.producer_state import VerificationGuard
 from quorum.broker_interface import ControllerChannel, MetadataSource
 
 logger = logging.getLogger(__name__)
@@ -438,11 +439,14 @@ class GroupCoordinatorDriver:
         producer_id: int,
         producer_epoch: int,
         offsets: dict[tuple[str, int], OffsetAndMetadata],
+        verification_guard: VerificationGuard | None = None,
     ) -> int:
         """TxnOffsetCommit (v0-2): write `offsets` as one transactional batch of the producer
         to the group's __consumer_offsets partition (acks=all); they stay pending, invisible to
         OffsetFetch, until the transaction's marker lands there (`on_transaction_completed`).
-        The partition's producer state fences an older producer epoch. One error code."""
+        The partition's producer state fences an older producer epoch. One error code.
+        `verification_guard`: the transaction verification passed (KIP-890 part 1); voided
+        meanwhile (a marker or new epoch got in first), the commit is INVALID_TXN_STATE."""
         try:
             self.check_group(group_id)
         except CoordinatorError as exc:
@@ -473,6 +477,11 @@ class GroupCoordinatorDriver:
             producer_epoch=producer_epoch,
             is_transactional=True,  # no sequence: the COORDINATOR origin checks only epochs
         )
+        if verification_guard is not None:
+            hosted = self.replica_manager.get(OFFSETS_TOPIC, partition)
+            state = hosted.log.producer_state_manager if hosted is not None else None
+            if state is not None and not state.verification_holds(verification_guard):
+                return ErrorCode.INVALID_TXN_STATE
         try:
             hosted, info = self.replica_manager.append_to_local_log(
                 OFFSETS_TOPIC,

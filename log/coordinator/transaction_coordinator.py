@@ -33,9 +33,13 @@ recognised by the epoch one below the current one (or MAX-1 of the previous prod
 overflow) and answered as the first was. `transaction_version_level` (the cluster's finalized
 feature) decides the record version and the version of coordinator-initiated aborts.
 
+Expiration: `expired_transactional_ids(now_ms, expiration_ms)` writes a tombstone for every
+transactional id at rest (Empty, CompleteCommit, CompleteAbort) not updated for
+transactional.id.expiration.ms (Dead is prepared, never completed: once the tombstone is
+replicated the id is dropped, as Kafka's removeExpiredTransactionalIds does).
+
 TODO(KIP-939): InitProducerId's keep_prepared_txn / enable_2pc (two-phase commit) are not
-supported; the driver must answer them UNSUPPORTED_VERSION. Transactional id expiration
-(transactional.id.expiration.ms, tombstones via Dead) is not done here yet.
+supported; the driver must answer them UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
@@ -129,6 +133,7 @@ class AppendOrigin(enum.Enum):
     FENCE_FOR_INIT = "fence_for_init"  # the abort InitProducerId starts for an Ongoing txn
     TIMEOUT_ABORT = "timeout_abort"
     COMPLETE_TXN = "complete_txn"  # CompleteCommit/CompleteAbort after the markers
+    EXPIRE_TRANSACTIONAL_ID = "expire_transactional_id"  # a tombstone: the id idled too long
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +145,7 @@ class TxnLogAppend:
     txn_partition: int
     coordinator_epoch: int
     key: bytes
-    value: bytes
+    value: bytes | None  # None: a tombstone (an expired transactional id)
     transit: TxnTransitMetadata
     origin: AppendOrigin
     timeout_ms: int
@@ -710,6 +715,16 @@ class TransactionCoordinator:
         _, loaded = self._lookup(append.transactional_id)
         metadata = loaded.transactions.get(append.transactional_id) if loaded is not None else None
         same_epoch = loaded is not None and loaded.coordinator_epoch == append.coordinator_epoch
+        if append.origin == AppendOrigin.EXPIRE_TRANSACTIONAL_ID:
+            if metadata is not None and same_epoch and metadata.pending_state == S.DEAD:
+                if error == ErrorCode.NONE:  # Kafka removes it; Dead is never completed
+                    assert loaded is not None
+                    metadata.state = S.DEAD
+                    metadata.pending_state = None
+                    del loaded.transactions[append.transactional_id]
+                else:
+                    metadata.abort_transition()
+            return Step()
         if error == ErrorCode.NONE:
             if loaded is None:
                 error = self._lookup(append.transactional_id)[0]
@@ -851,6 +866,27 @@ class TransactionCoordinator:
         return Step(append=self._append(loaded, md, pending.transit, AppendOrigin.COMPLETE_TXN))
 
     # -- timeouts --------------------------------------------------------------------------
+
+    def expired_transactional_ids(self, now_ms: int, expiration_ms: int) -> list[Step]:
+        """Kafka's removeExpiredTransactionalIds: every transactional id at rest (Empty,
+        CompleteCommit, CompleteAbort, nothing pending) whose last update is at least
+        `expiration_ms` (transactional.id.expiration.ms) old is prepared Dead; each Step writes
+        its tombstone, and once replicated the id is forgotten (a later InitProducerId starts
+        afresh with a new producer id). A failed write leaves it as it was."""
+        steps = []
+        for loaded in self._partitions.values():
+            for md in list(loaded.transactions.values()):
+                if (
+                    md.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+                    or md.pending_transition_in_progress
+                    or md.transactional_id in self._pending_complete
+                    or md.txn_last_update_timestamp_ms > now_ms - expiration_ms
+                ):
+                    continue
+                transit = md.prepare_dead()
+                append = self._append(loaded, md, transit, AppendOrigin.EXPIRE_TRANSACTIONAL_ID)
+                steps.append(Step(append=dataclasses.replace(append, value=None)))
+        return steps
 
     def expired_transactions(self, now_ms: int) -> list[Step]:
         """Abort every transaction Ongoing for longer than its timeout, fencing its producer

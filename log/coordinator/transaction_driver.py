@@ -23,10 +23,14 @@
   `on_marker_partition_deleted`.
 - Timeouts: every transaction.abort.timed.out.transaction.cleanup.interval.ms the core's
   `expired_transactions` aborts what stayed open longer than its timeout.
+- Expiration: every transaction.remove.expired.transaction.cleanup.interval.ms (1 h) the core's
+  `expired_transactional_ids` tombstones the transactional ids at rest and unused for
+  transactional.id.expiration.ms (7 days).
 
-Transaction version: the coordinator runs transaction version 0 (KIP-98 semantics: the
-transaction APIs v0-2 we declare, no epoch bump per transaction). KIP-890 part 2 needs EndTxn v5
-and the `transaction.version` finalized feature, neither of which we advertise.
+Transaction version: the coordinator runs transaction version 0 (KIP-98 semantics, no epoch
+bump per transaction). KIP-890 part 2 needs EndTxn v5 and the `transaction.version` finalized
+feature, neither of which we advertise. KIP-890 part 1: `verify_partitions` answers partition
+leaders' AddPartitionsToTxn verify_only (add_partitions_to_txn_manager.py asks).
 """
 
 from __future__ import annotations
@@ -103,6 +107,10 @@ class TransactionCoordinatorDriver:
         self.num_partitions = props["transaction.state.log.num.partitions"]
         self.cleanup_interval_ms = props[
             "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+        ]
+        self.transactional_id_expiration_ms = props["transactional.id.expiration.ms"]
+        self.expiration_interval_ms = props[
+            "transaction.remove.expired.transaction.cleanup.interval.ms"
         ]
         self.core = TransactionCoordinator(
             TransactionCoordinatorConfig(
@@ -230,6 +238,22 @@ class TransactionCoordinatorDriver:
         self.sync_ownership()
         step = self.core.handle_add_partitions(
             transactional_id, producer_id, producer_epoch, partitions, self.clock_ms()
+        )
+        response = await self._execute(step)
+        assert isinstance(response, AddPartitionsResult)
+        return response
+
+    async def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Sequence[TopicPartition],
+    ) -> AddPartitionsResult:
+        """AddPartitionsToTxn verify_only (KIP-890 part 1): nothing is written."""
+        self.sync_ownership()
+        step = self.core.handle_verify_partitions(
+            transactional_id, producer_id, producer_epoch, partitions
         )
         response = await self._execute(step)
         assert isinstance(response, AddPartitionsResult)
@@ -485,6 +509,21 @@ class TransactionCoordinatorDriver:
             except Exception:
                 logger.exception("aborting timed-out transactions failed")
 
+    async def _remove_expired_transactional_ids(self) -> None:
+        while True:
+            await trio.sleep(self.expiration_interval_ms / 1000)
+            try:
+                self.sync_ownership()
+                steps = self.core.expired_transactional_ids(
+                    self.clock_ms(), self.transactional_id_expiration_ms
+                )
+                for step in steps:
+                    self._in_background(step)
+                if steps:
+                    logger.info("removing %d expired transactional ids", len(steps))
+            except Exception:
+                logger.exception("removing expired transactional ids failed")
+
     async def _follow_metadata(self) -> None:
         async with self.metadata.subscribe() as images:
             async for _image in images:
@@ -500,6 +539,7 @@ class TransactionCoordinatorDriver:
                 self._nursery = nursery
                 nursery.start_soon(self._follow_metadata)
                 nursery.start_soon(self._abort_timed_out_transactions)
+                nursery.start_soon(self._remove_expired_transactional_ids)
                 nursery.start_soon(self._send_markers)
                 task_status.started()
         finally:

@@ -74,7 +74,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # v7's require_stable (KIP-447): UNSTABLE_OFFSET_COMMIT while a transaction's offsets wait
     _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-7", "1-7"),
     _api("FindCoordinator", coordinator.FIND_COORDINATOR_REQUEST,
-         coordinator.FIND_COORDINATOR_RESPONSE, "0-2", "0-2"),
+         coordinator.FIND_COORDINATOR_RESPONSE, "0-4", "0-4"),
     _api("JoinGroup", groups.JOIN_GROUP_REQUEST, groups.JOIN_GROUP_RESPONSE, "0-5", "0-5"),
     _api("Heartbeat", groups.HEARTBEAT_REQUEST, groups.HEARTBEAT_RESPONSE, "0-3", "0-3"),
     _api("LeaveGroup", groups.LEAVE_GROUP_REQUEST, groups.LEAVE_GROUP_RESPONSE, "0-3", "0-3"),
@@ -89,15 +89,18 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-3", "0-3"),
     # v2-4 are flexible and v3+ let a transactional producer bump its own epoch (KIP-360):
     # librdkafka needs v3 to recover from an abortable transaction error instead of failing.
+    # v5 only says the client knows TRANSACTION_ABORTABLE (KIP-890).
     _api("InitProducerId", producer_id.INIT_PRODUCER_ID_REQUEST,
-         producer_id.INIT_PRODUCER_ID_RESPONSE, "0-4", "0-4"),
+         producer_id.INIT_PRODUCER_ID_RESPONSE, "0-5", "0-5"),
     _api("OffsetForLeaderEpoch", offsets.OFFSET_FOR_LEADER_EPOCH_REQUEST,
          offsets.OFFSET_FOR_LEADER_EPOCH_RESPONSE, "0-3", "0-3"),
+    # v4+ (batched, verify_only) come from partition leaders (KIP-890 part 1, CLUSTER_ACTION).
     _api("AddPartitionsToTxn", transactions.ADD_PARTITIONS_TO_TXN_REQUEST,
-         transactions.ADD_PARTITIONS_TO_TXN_RESPONSE, "0-2", "0-2"),
+         transactions.ADD_PARTITIONS_TO_TXN_RESPONSE, "0-5", "0-5"),
     _api("AddOffsetsToTxn", transactions.ADD_OFFSETS_TO_TXN_REQUEST,
          transactions.ADD_OFFSETS_TO_TXN_RESPONSE, "0-2", "0-2"),
-    _api("EndTxn", transactions.END_TXN_REQUEST, transactions.END_TXN_RESPONSE, "0-2", "0-2"),
+    # v5 (transaction version 2, epoch bump per transaction) is not advertised: no TV2 yet.
+    _api("EndTxn", transactions.END_TXN_REQUEST, transactions.END_TXN_RESPONSE, "0-4", "0-4"),
     _api("TxnOffsetCommit", transactions.TXN_OFFSET_COMMIT_REQUEST,
          transactions.TXN_OFFSET_COMMIT_RESPONSE, "0-2", "0-2"),
     # Coordinator -> partition leaders (inter-broker): advertised once handled.
@@ -217,8 +220,8 @@ def api_versions_error_body(api_keys: frozenset[int] | None = None) -> Any:
 
 # Field names that identify what an error is about, in requests and responses.
 _PARTITION_ID_FIELDS = ("index", "partition", "partition_index")
-_NAME_FIELDS = ("name", "topic", "group_id", "resource_name")
-_COPIED_FIELDS = ("resource_type",)
+_NAME_FIELDS = ("name", "topic", "group_id", "resource_name", "key")
+_COPIED_FIELDS = ("resource_type", "transactional_id")
 _UNKNOWN_OFFSET_FIELDS = ("base_offset", "offset", "high_watermark", "committed_offset")
 
 

@@ -1,7 +1,7 @@
 """InitProducerId (22): a producer id and epoch for idempotent/transactional producers.
 
 v0-1 non-flexible; v2+ flexible; v3+ carries the current producer_id/producer_epoch (KIP-360,
-epoch bump).
+epoch bump); v4 PRODUCER_FENCED; v5 TRANSACTION_ABORTABLE (KIP-890): same layout.
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -28,7 +28,7 @@ from log.protocol.schema import (  # noqa: F401
 INIT_PRODUCER_ID_REQUEST = message(
     "InitProducerIdRequest",
     api_key=22,
-    versions="0-4",
+    versions="0-5",
     flexible_versions="2+",
     fields=(
         F("transactional_id", STRING, nullable="0+"),
@@ -41,7 +41,7 @@ INIT_PRODUCER_ID_REQUEST = message(
 INIT_PRODUCER_ID_RESPONSE = message(
     "InitProducerIdResponse",
     api_key=22,
-    versions="0-4",
+    versions="0-5",
     flexible_versions="2+",
     fields=(
         F("throttle_time_ms", INT32),

@@ -1,9 +1,12 @@
-"""Transaction APIs, non-flexible versions: AddPartitionsToTxn (24), AddOffsetsToTxn (25),
-EndTxn (26), TxnOffsetCommit (28); and WriteTxnMarkers (27, coordinator -> partition leaders,
-v0-1, flexible from v1).
+"""Transaction APIs: AddPartitionsToTxn (24, v0-5, flexible from v3), AddOffsetsToTxn (25),
+EndTxn (26, v0-4, flexible from v3), TxnOffsetCommit (28); and WriteTxnMarkers (27,
+coordinator -> partition leaders, v0-1, flexible from v1).
 
-Kafka renamed AddPartitionsToTxn's v0-3 fields with a v3_and_below_ prefix (KIP-890 batched
-v4); the names are kept verbatim.
+AddPartitionsToTxn v4+ (KIP-890 part 1) is the broker-to-broker form: a batch of
+`transactions`, each with `verify_only` (a partition leader asking whether its partition is in
+the transaction); Kafka renamed the v0-3 single-transaction fields with a v3_and_below_ prefix,
+the names are kept verbatim. v5 only says the sender knows TRANSACTION_ABORTABLE; EndTxn v4 and
+InitProducerId v5 likewise (same layouts).
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -27,36 +30,52 @@ from log.protocol.schema import (  # noqa: F401
 )
 
 # fmt: off
+# Kafka's commonStructs: one declaration each, shared by the v0-3 and v4+ fields.
+_ADD_TOPIC = STRUCT("AddPartitionsToTxnTopic",
+    F("name", STRING),
+    F("partitions", ARRAY(INT32)),
+)
+_TOPIC_RESULT = STRUCT("AddPartitionsToTxnTopicResult",
+    F("name", STRING),
+    F("results_by_partition", ARRAY(STRUCT("AddPartitionsToTxnPartitionResult",
+            F("partition_index", INT32),
+            F("partition_error_code", INT16),
+        ))),
+)
+
 ADD_PARTITIONS_TO_TXN_REQUEST = message(
     "AddPartitionsToTxnRequest",
     api_key=24,
-    versions="0-2",
+    versions="0-5",
     flexible_versions="3+",
     fields=(
-        F("v3_and_below_transactional_id", STRING),
-        F("v3_and_below_producer_id", INT64),
-        F("v3_and_below_producer_epoch", INT16),
-        F("v3_and_below_topics", ARRAY(STRUCT("AddPartitionsToTxnTopic",
-                F("name", STRING),
-                F("partitions", ARRAY(INT32)),
-            ))),
+        F("transactions", ARRAY(STRUCT("AddPartitionsToTxnTransaction",
+                F("transactional_id", STRING, "4+"),
+                F("producer_id", INT64, "4+"),
+                F("producer_epoch", INT16, "4+"),
+                F("verify_only", BOOL, "4+", default=False),
+                F("topics", ARRAY(_ADD_TOPIC), "4+"),
+            )), "4+"),
+        F("v3_and_below_transactional_id", STRING, "0-3"),
+        F("v3_and_below_producer_id", INT64, "0-3"),
+        F("v3_and_below_producer_epoch", INT16, "0-3"),
+        F("v3_and_below_topics", ARRAY(_ADD_TOPIC), "0-3"),
     ),
 )
 
 ADD_PARTITIONS_TO_TXN_RESPONSE = message(
     "AddPartitionsToTxnResponse",
     api_key=24,
-    versions="0-2",
+    versions="0-5",
     flexible_versions="3+",
     fields=(
         F("throttle_time_ms", INT32),
-        F("results_by_topic_v3_and_below", ARRAY(STRUCT("AddPartitionsToTxnTopicResult",
-                F("name", STRING),
-                F("results_by_partition", ARRAY(STRUCT("AddPartitionsToTxnPartitionResult",
-                        F("partition_index", INT32),
-                        F("partition_error_code", INT16),
-                    ))),
-            ))),
+        F("error_code", INT16, "4+"),
+        F("results_by_transaction", ARRAY(STRUCT("AddPartitionsToTxnResult",
+                F("transactional_id", STRING, "4+"),
+                F("topic_results", ARRAY(_TOPIC_RESULT), "4+"),
+            )), "4+"),
+        F("results_by_topic_v3_and_below", ARRAY(_TOPIC_RESULT), "0-3"),
     ),
 )
 
@@ -87,7 +106,7 @@ ADD_OFFSETS_TO_TXN_RESPONSE = message(
 END_TXN_REQUEST = message(
     "EndTxnRequest",
     api_key=26,
-    versions="0-2",
+    versions="0-4",
     flexible_versions="3+",
     fields=(
         F("transactional_id", STRING),
@@ -100,7 +119,7 @@ END_TXN_REQUEST = message(
 END_TXN_RESPONSE = message(
     "EndTxnResponse",
     api_key=26,
-    versions="0-2",
+    versions="0-4",
     flexible_versions="3+",
     fields=(
         F("throttle_time_ms", INT32),

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import trio
@@ -80,6 +80,7 @@ from log.storage.config import LogConfig, default_log_config, topic_log_config
 from log.storage.log import LogAppendInfo
 from log.storage.log_dir_failure_channel import LogDirFailedError
 from log.storage.manager import LogManager
+from log.storage.producer_state import VerificationGuard
 from quorum.broker_interface import ControllerChannel, MetadataSource
 from quorum.image import MetadataImage, PartitionRegistration, partition_changes
 
@@ -344,16 +345,28 @@ class ReplicaManager:
         return ErrorCode.REQUEST_TIMED_OUT
 
     async def append_records(
-        self, acks: int, timeout_ms: int, entries: Iterable[tuple[str, int, memoryview]]
+        self,
+        acks: int,
+        timeout_ms: int,
+        entries: Iterable[tuple[str, int, memoryview]],
+        verification_guards: Mapping[int, VerificationGuard] | None = None,
     ) -> list[AppendResult]:
         """Kafka's ReplicaManager.appendRecords: append each (topic, partition, records) as
         leader, in order, then (acks=-1) wait for each to reach the high watermark. One
-        result per entry; a failure affects only its partition."""
+        result per entry; a failure affects only its partition. `verification_guards` (by
+        entry index) are the transaction verifications the entries passed (KIP-890 part 1): an
+        entry whose guard was voided meanwhile is INVALID_TXN_STATE, nothing appended."""
         assert acks in (-1, 0, 1)
         image = self.sync()
         results: list[AppendResult] = []
         waits: list[tuple[AppendResult, HostedPartition, int]] = []
-        for topic, partition, records in entries:
+        guards = verification_guards or {}
+        for index, (topic, partition, records) in enumerate(entries):
+            guard = guards.get(index)
+            if guard is not None and not self._verification_holds(topic, partition, guard):
+                message = "the transaction ended while the partition was being verified"
+                results.append(AppendResult(ErrorCode.INVALID_TXN_STATE, None, message))
+                continue
             try:
                 hosted, info = self.append_to_local_log(topic, partition, records, acks, image)
             except KafkaError as exc:
@@ -366,6 +379,12 @@ class ReplicaManager:
         for result, hosted, required_offset in waits:
             result.error_code = await self.await_high_watermark(hosted, required_offset, timeout_ms)
         return results
+
+    def _verification_holds(self, topic: str, partition: int, guard: VerificationGuard) -> bool:
+        hosted = self._partitions.get((topic, partition))
+        if hosted is None:
+            return True  # the append answers why not
+        return hosted.log.producer_state_manager.verification_holds(guard)
 
     # -- transaction markers -------------------------------------------------------------------
 

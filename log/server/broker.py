@@ -46,6 +46,7 @@ import trio
 
 from log.common.errors import ErrorCode, KafkaError
 from log.common.node_config import NodeConfig, parse_overrides
+from log.coordinator.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from log.coordinator.group_driver import GroupCoordinatorDriver
 from log.coordinator.transaction_driver import TransactionCoordinatorDriver
 from log.protocol.apis import error_response_body
@@ -198,6 +199,9 @@ class KafkaServer:
             ensure_producer_id=self.producer_ids.ensure_producer_id,
             group_partition_for=self.group_coordinator.partition_for,
         )
+        self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+            config, self.replica_manager, self.transaction_coordinator
+        )
         self.ctx = BrokerContext(
             config=config,
             log_manager=log_manager,
@@ -207,6 +211,7 @@ class KafkaServer:
             group_coordinator=self.group_coordinator,
             producer_ids=self.producer_ids,
             transaction_coordinator=self.transaction_coordinator,
+            add_partitions_to_txn_manager=self.add_partitions_to_txn_manager,
             fetch_sessions=FetchSessionCache(
                 props["max.incremental.fetch.session.cache.slots"],
                 sweep_interval_ms=max(props["replica.lag.time.max.ms"] // 4, 1),
@@ -254,6 +259,19 @@ class KafkaServer:
             "txn_coordinator_markers_queued",
             "Transaction markers waiting to be sent to partition leaders (WriteTxnMarkers)",
             lambda: txn.queued_marker_count,
+        )
+        verifier = self.add_partitions_to_txn_manager
+        metrics.counter(
+            "txn_verifications",
+            "Partitions whose first transactional batch was verified with the transaction "
+            "coordinator (KIP-890 part 1)",
+            lambda: verifier.verified_partition_count,
+        )
+        metrics.counter(
+            "txn_verification_failures",
+            "Verified partitions refused (not in the transaction) or not confirmed (coordinator "
+            "unreachable, moving or loading)",
+            lambda: verifier.failed_partition_count,
         )
         metrics.gauge("connections", "Open Kafka connections", lambda: self.connection_count)
         metrics.counter(
@@ -338,6 +356,7 @@ class KafkaServer:
                     await nursery.start(self.log_manager.cleaner.run, self.ctx.clock_ms)
                 await nursery.start(self.group_coordinator.run)
                 await nursery.start(self.transaction_coordinator.run)
+                await nursery.start(self.add_partitions_to_txn_manager.run)
                 for endpoint in self.config.broker_listeners:
                     group = by_name[endpoint.listener]
                     port = self.ports[endpoint.listener] = group[0].socket.getsockname()[1]

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import trio
 
 from log.common.node_config import NodeConfig
+from log.coordinator.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from log.coordinator.group_driver import GroupCoordinatorDriver
 from log.coordinator.transaction_driver import TransactionCoordinatorDriver
 from log.replication.fetch_session import FetchSessionCache
@@ -42,6 +43,7 @@ class BrokerContext:
     group_coordinator: GroupCoordinatorDriver
     producer_ids: ProducerIdDriver
     transaction_coordinator: TransactionCoordinatorDriver
+    add_partitions_to_txn_manager: AddPartitionsToTxnManager
     fetch_sessions: FetchSessionCache
     advertised_api_keys: frozenset[int]
     clock_ms: Callable[[], int] = wall_clock_ms

@@ -36,6 +36,14 @@ the marker that says whether it was aborted. So
 
 and the log's last stable offset is min(first_unstable_offset, high watermark).
 
+Transaction verification (KIP-890 part 1, Kafka's VerificationGuard). Before a producer's first
+transactional batch of a transaction is appended, the leader asks the transaction coordinator
+whether the partition is in the transaction; `maybe_start_verification` hands out the guard held
+meanwhile (None when the transaction is already open here). A marker or a new epoch of the
+producer appended while it waits voids the guard (`verification_holds` is False), so a batch
+verified for a transaction that ended meanwhile cannot open a transaction the coordinator never
+hears of (a hanging transaction holding the LSO forever).
+
 Snapshots. `take_snapshot()` writes the state as of `map_end_offset` to
 `<map_end_offset:020d>.snapshot` in the partition directory; on restart `load()` reads the
 newest valid snapshot at or below the log end offset (skipping and deleting corrupt ones) and
@@ -152,6 +160,14 @@ class CompletedTxn:
     last_offset: int
     is_aborted: bool
     last_stable_offset: int
+
+
+@dataclass(frozen=True, eq=False)
+class VerificationGuard:
+    """A transaction verification under way for a producer (compared by identity)."""
+
+    producer_id: int
+    producer_epoch: int
 
 
 @dataclass(slots=True)
@@ -299,6 +315,49 @@ class ProducerStateManager:
         self._unreplicated_txns: dict[int, CompletedTxn] = {}
         self._map_end_offset = 0
         self._last_snapshot_offset = 0
+        # producer id -> (producer epoch, guard) of a transaction verification under way
+        # (KIP-890 part 1, Kafka's VerificationStateEntry); never snapshotted.
+        self._verifications: dict[int, tuple[int, VerificationGuard]] = {}
+
+    # -- transaction verification (KIP-890 part 1) ---------------------------------------------
+
+    def maybe_start_verification(
+        self, producer_id: int, producer_epoch: int
+    ) -> VerificationGuard | None:
+        """Before a transactional batch is appended as leader: None when the producer already
+        has a transaction open here at this epoch (nothing to verify); else the guard to hold
+        while the transaction coordinator is asked whether the partition is in the
+        transaction. Concurrent requests of one producer and epoch share one guard."""
+        entry = self._producers.get(producer_id)
+        if (
+            entry is not None
+            and entry.producer_epoch == producer_epoch
+            and entry.current_txn_first_offset is not None
+        ):
+            return None
+        current = self._verifications.get(producer_id)
+        if current is not None and current[0] == producer_epoch:
+            return current[1]
+        guard = VerificationGuard(producer_id, producer_epoch)
+        self._verifications[producer_id] = (producer_epoch, guard)
+        return guard
+
+    def verification_holds(self, guard: VerificationGuard) -> bool:
+        """True when no marker or newer epoch of the producer was appended since `guard` was
+        handed out (or its transaction is already open here: a concurrent request opened it):
+        the verified batch may be appended."""
+        entry = self._producers.get(guard.producer_id)
+        if (
+            entry is not None
+            and entry.producer_epoch == guard.producer_epoch
+            and entry.current_txn_first_offset is not None
+        ):
+            return True
+        current = self._verifications.get(guard.producer_id)
+        return current is not None and current[1] is guard
+
+    def _end_verification(self, producer_id: int) -> None:
+        self._verifications.pop(producer_id, None)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -464,6 +523,9 @@ class ProducerStateManager:
         if entry is None:
             entry = ProducerStateEntry(header.producer_id, header.producer_epoch)
             self._producers[header.producer_id] = entry
+        # A marker or a new epoch ends the verified transaction; a data batch opens it here
+        # (then `verification_holds` sees the open transaction): the guard is done either way.
+        self._end_verification(header.producer_id)
         entry.maybe_update_producer_epoch(header.producer_epoch)
         entry.last_timestamp_ms = header.max_timestamp
         if marker is not None:
@@ -596,6 +658,7 @@ class ProducerStateManager:
         self._map_end_offset = offset
 
     def _clear(self) -> None:
+        self._verifications.clear()
         self._producers.clear()
         self._ongoing_txns.clear()
         self._unreplicated_txns.clear()

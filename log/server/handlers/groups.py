@@ -7,11 +7,13 @@ Thin: each handler turns the request body into calls on the broker's GroupCoordi
 FindCoordinator (key_type 0, group): creates __consumer_offsets on first use (answering
 COORDINATOR_NOT_AVAILABLE until it exists, clients retry), then answers the leader of partition
 `partition_for(group_id)`. Transaction coordinators (key_type 1): handlers/transactions.py.
+v4+ (KIP-699) batches: every key of `coordinator_keys` is looked up as a v0-3 key is and
+answered as one `coordinators` entry.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode
@@ -75,13 +77,33 @@ def _no_coordinator(code: int, message: str) -> object:
 async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     key_type = getattr(body, "key_type", KEY_TYPE_GROUP)
+    if request.api_version < 4:
+        return await _find_one(ctx, request, key_type, body.key)
+    coordinators = []
+    for key in body.coordinator_keys:
+        one = await _find_one(ctx, request, key_type, key)
+        coordinators.append(
+            FC.Coordinator(
+                key=key,
+                node_id=one.node_id,
+                host=one.host,
+                port=one.port,
+                error_code=one.error_code,
+                error_message=one.error_message,
+            )
+        )
+    return FC(coordinators=coordinators)
+
+
+async def _find_one(ctx: BrokerContext, request: Request, key_type: int, key: str) -> Any:
+    """One key's coordinator, in the v0-3 body's fields."""
     if key_type == KEY_TYPE_TRANSACTION:
-        return await find_transaction_coordinator(ctx, request, body.key)
+        return await find_transaction_coordinator(ctx, request, key)
     if key_type != KEY_TYPE_GROUP:
         return _no_coordinator(ErrorCode.INVALID_REQUEST, f"unknown key_type {key_type}")
-    if not body.key:
+    if not key:
         return _no_coordinator(ErrorCode.INVALID_GROUP_ID, "empty group id")
-    if not allowed(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP, body.key):
+    if not allowed(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP, key):
         return _no_coordinator(ErrorCode.GROUP_AUTHORIZATION_FAILED, "group DESCRIBE refused")
     groups = driver(ctx)
     if not await groups.ensure_offsets_topic():
@@ -89,7 +111,7 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> objec
     image = ctx.replica_manager.sync()
     topic = image.topic(OFFSETS_TOPIC)
     assert topic is not None
-    state = topic.partitions.get(partition_for(body.key, groups.num_partitions))
+    state = topic.partitions.get(partition_for(key, groups.num_partitions))
     if state is None or state.leader == NO_LEADER:
         return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader")
     for broker_id, host, port, _rack in live_brokers(image, listener_of(request)):

@@ -12,6 +12,11 @@ its partition. acks=-1 then waits until the high watermark passes the appended b
 fell below min.insync.replicas meanwhile, NOT_LEADER_OR_FOLLOWER when leadership moved,
 REQUEST_TIMED_OUT after the request's timeout_ms.
 
+Transactional batches are verified first (KIP-890 part 1): the first batch of a transaction on
+a partition is appended only once the transaction coordinator confirmed the partition is in the
+transaction (INVALID_TXN_STATE if not; NOT_ENOUGH_REPLICAS when it could not be asked, which
+clients retry); see log/coordinator/add_partitions_to_txn_manager.py.
+
 This handler adds what is Produce's own: acks outside {-1, 0, 1} -> INVALID_REQUIRED_ACKS for
 every partition; NOT_LEADER_OR_FOLLOWER answers (v10+, KIP-951) carry the partition's current
 leader and epoch from this broker's image, and that leader's endpoint in node_endpoints, so the
@@ -52,7 +57,7 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
     entries_allowed = [entry for entry, code in zip(entries, refused, strict=True) if not code]
     # -- end authorization -------------------------------------------------------------------
     if acks in (-1, 0, 1):
-        appended = await ctx.replica_manager.append_records(acks, body.timeout_ms, entries_allowed)
+        appended = await _verify_and_append(ctx, request, acks, entries_allowed)
     else:
         appended = [AppendResult(ErrorCode.INVALID_REQUIRED_ACKS, None)] * len(entries_allowed)
     appended_iter = iter(appended)
@@ -85,6 +90,33 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
         ],
         node_endpoints=hints.node_endpoints(),
     )
+
+
+async def _verify_and_append(
+    ctx: BrokerContext, request: Request, acks: int, entries: list[Any]
+) -> list[AppendResult]:
+    """Transaction verification (KIP-890 part 1, add_partitions_to_txn_manager.py), then the
+    append of the entries that passed, with their verification guards."""
+    verification = await ctx.add_partitions_to_txn_manager.verify_produce(
+        getattr(request.body, "transactional_id", None), entries, request.api_version
+    )
+    if not verification.errors:
+        return await ctx.replica_manager.append_records(
+            acks, request.body.timeout_ms, entries, verification.guards
+        )
+    kept = [i for i in range(len(entries)) if i not in verification.errors]
+    guards = {
+        position: verification.guards[i]
+        for position, i in enumerate(kept)
+        if i in verification.guards
+    }
+    appended = await ctx.replica_manager.append_records(
+        acks, request.body.timeout_ms, [entries[i] for i in kept], guards
+    )
+    results = dict(zip(kept, appended, strict=True))
+    for i, (code, message) in verification.errors.items():
+        results[i] = AppendResult(code, None, message)
+    return [results[i] for i in range(len(entries))]
 
 
 def _refusals(ctx: BrokerContext, request: Request, entries: list[Any]) -> list[ErrorCode]:

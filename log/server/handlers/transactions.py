@@ -1,11 +1,21 @@
 """The transaction APIs at the coordinators: FindCoordinator key_type 1, InitProducerId with a
-transactional id, AddPartitionsToTxn (v0-2), AddOffsetsToTxn, EndTxn, DescribeTransactions and
+transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and
 ListTransactions (transaction coordinator, log/coordinator/transaction_driver.py), and
 TxnOffsetCommit (group coordinator, group_driver.py).
 
 Thin: each handler turns the request body into one driver call and the result into the response
-body. The transaction APIs are answered at the versions declared in log/protocol/transactions.py
-(v0-2, transaction version 0: KIP-98 semantics, no epoch bump per transaction).
+body. The transaction APIs are answered at the versions declared in log/protocol/transactions.py,
+at transaction version 0 (KIP-98 semantics, no epoch bump per transaction).
+
+AddPartitionsToTxn v4+ (KIP-890 part 1) comes from partition leaders, not clients: CLUSTER_ACTION
+is required for the whole request (CLUSTER_AUTHORIZATION_FAILED otherwise, Kafka's), topics are
+not checked for WRITE, and each transaction of the batch is either added (verify_only false) or
+verified (verify_only true: nothing written; a partition not in the transaction is
+TRANSACTION_ABORTABLE). Every version: a partition of an unknown topic fails the transaction with
+UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED.
+
+TxnOffsetCommit verifies (KIP-890 part 1, add_partitions_to_txn_manager.py) that the group's
+__consumer_offsets partition is in the transaction before writing the offsets.
 """
 
 from __future__ import annotations
@@ -14,7 +24,11 @@ from collections.abc import Iterable
 
 from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode
-from log.coordinator.group_coordinator import OFFSET_METADATA_MAX_BYTES, OffsetAndMetadata
+from log.coordinator.group_coordinator import (
+    OFFSET_METADATA_MAX_BYTES,
+    OFFSETS_TOPIC,
+    OffsetAndMetadata,
+)
 from log.coordinator.transaction_driver import TRANSACTION_STATE_TOPIC, TransactionCoordinatorDriver
 from log.coordinator.transaction_state import TransactionState
 from log.protocol.connection import Request
@@ -30,7 +44,7 @@ from log.protocol.transactions import (
     END_TXN_RESPONSE,
     TXN_OFFSET_COMMIT_RESPONSE,
 )
-from log.server.authorization import allowed
+from log.server.authorization import allowed, require_cluster
 from log.server.broker_context import BrokerContext
 from log.server.handlers.metadata import listener_of, live_brokers
 
@@ -107,32 +121,68 @@ async def init_transactional_producer_id(ctx: BrokerContext, request: Request) -
 
 async def handle_add_partitions_to_txn(ctx: BrokerContext, request: Request) -> object:
     body = request.body
-    wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
-    # authorization (Kafka's): WRITE on the transactional id, else every partition is refused;
-    # WRITE on each topic, else those partitions are refused and the rest not attempted
-    refused: int | None = None
-    if not _txn_id_allowed(ctx, request, AclOperation.WRITE, body.v3_and_below_transactional_id):
-        refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    denied = {t for t, _ in wanted if not allowed(ctx, request, AclOperation.WRITE,
-                                                   ResourceType.TOPIC, t)}  # fmt: skip
-    if refused is not None or denied:
-        errors = {
-            (t, p): refused
-            if refused is not None
-            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            if t in denied
-            else ErrorCode.OPERATION_NOT_ATTEMPTED
-            for t, p in wanted
-        }
+    version = request.api_version
+    if version < 4:
+        wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+        errors = await _add_partitions(
+            ctx, request, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+            body.v3_and_below_producer_epoch, wanted, verify_only=False,
+        )  # fmt: skip
         return AP(results_by_topic_v3_and_below=_partition_results(errors.items()))
-    result = await driver(ctx).add_partitions(
-        body.v3_and_below_transactional_id,
-        body.v3_and_below_producer_id,
-        body.v3_and_below_producer_epoch,
-        wanted,
-    )
-    errors = {tp: _for_version(c, request.api_version, 2) for tp, c in result.errors.items()}
-    return AP(results_by_topic_v3_and_below=_partition_results(errors.items()))
+    require_cluster(ctx, request, AclOperation.CLUSTER_ACTION)  # authorization: brokers only
+    results = []
+    for txn in body.transactions:
+        wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+        errors = await _add_partitions(
+            ctx, request, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted,
+            verify_only=txn.verify_only,
+        )  # fmt: skip
+        results.append(
+            AP.AddPartitionsToTxnResult(
+                transactional_id=txn.transactional_id,
+                topic_results=_partition_results(errors.items()),
+            )
+        )
+    return AP(error_code=0, results_by_transaction=results)
+
+
+async def _add_partitions(
+    ctx: BrokerContext,
+    request: Request,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    wanted: list[tuple[str, int]],
+    *,
+    verify_only: bool,
+) -> dict[tuple[str, int], int]:
+    """One transaction's partitions (Kafka's KafkaApis.handleAddPartitionsToTxnRequest): the
+    error code per partition."""
+    from_client = request.api_version < 4
+    # authorization (Kafka's, clients only): WRITE on the transactional id, else every
+    # partition is refused; WRITE on each topic, else those partitions are refused
+    if from_client and not _txn_id_allowed(ctx, request, AclOperation.WRITE, transactional_id):
+        return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    denied = set()
+    if from_client:
+        denied = {t for t, _ in wanted if not allowed(ctx, request, AclOperation.WRITE,
+                                                      ResourceType.TOPIC, t)}  # fmt: skip
+    image = ctx.replica_manager.sync()
+    failed: dict[tuple[str, int], int] = {}
+    for topic_name, partition in wanted:
+        topic = image.topic(topic_name)
+        if topic_name in denied:
+            failed[(topic_name, partition)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif topic is None or partition not in topic.partitions:
+            failed[(topic_name, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if failed:  # the rest are not attempted
+        return {tp: failed.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
+    txn = driver(ctx)
+    if verify_only:
+        result = await txn.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
+    else:
+        result = await txn.add_partitions(transactional_id, producer_id, producer_epoch, wanted)
+    return {tp: _for_version(c, request.api_version, 2) for tp, c in result.errors.items()}
 
 
 def _txn_id_allowed(
@@ -219,9 +269,15 @@ async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> obje
     if not body.transactional_id:
         code = ErrorCode.INVALID_REQUEST
     elif offsets:
-        code = await ctx.group_coordinator.commit_transactional_offsets(
-            body.group_id, body.producer_id, body.producer_epoch, offsets
+        # KIP-890 part 1: the group's __consumer_offsets partition must be in the transaction
+        offsets_partition = (OFFSETS_TOPIC, ctx.group_coordinator.partition_for(body.group_id))
+        code, guard = await ctx.add_partitions_to_txn_manager.verify_offsets_partition(
+            body.transactional_id, body.producer_id, body.producer_epoch, offsets_partition
         )
+        if code == ErrorCode.NONE:
+            code = await ctx.group_coordinator.commit_transactional_offsets(
+                body.group_id, body.producer_id, body.producer_epoch, offsets, guard
+            )
     codes.update(dict.fromkeys(offsets, code))
     by_topic: dict[str, list[tuple[int, int]]] = {}
     for (name, partition), c in sorted(codes.items()):
