@@ -13,7 +13,7 @@ import time
 
 import pytest
 import trio
-from cluster_harness import STARTED, Cluster
+from cluster_harness import Cluster
 
 from log.common.errors import ErrorCode
 from log.protocol.producer_id import INIT_PRODUCER_ID_REQUEST
@@ -34,11 +34,9 @@ IP = INIT_PRODUCER_ID_REQUEST.cls
 def cluster(tmp_path_factory):
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    cluster = Cluster(tmp_path_factory.mktemp("txn-verification"), 3)
+    cluster = Cluster(tmp_path_factory.mktemp("txn-verification"), 3, shared=True)
     try:
         cluster.start_all()
-        for process in cluster.processes.values():
-            STARTED.remove(process)  # the cluster outlives each test; stopped below
         admin = AdminClient({"bootstrap.servers": cluster.layout.bootstrap_servers})
         futures = admin.create_topics([NewTopic(TOPIC, PARTITIONS, replication_factor=3)])
         futures[TOPIC].result(timeout=60)
