@@ -45,9 +45,11 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/quorumlog demo
 
-# The whole suite, slow real-cluster tests included (this is what CI runs).
+# The whole suite, slow real-cluster tests included (this is what CI runs), on two pytest-xdist
+# workers: most real-cluster tests wait on processes and sockets, so two share 2 cores well.
+# A file's tests stay on one worker (--dist loadfile: module fixtures start one cluster).
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Everything but the slow real-cluster tests, for a quick local loop.
 test-fast: setup
