@@ -29,8 +29,18 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 from log.common.errors import CorruptRecordError, ErrorCode
+from log.coordinator import consumer_group_records as cgr
+from log.coordinator.consumer_group_state import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    HeartbeatResult,
+    TopicLookup,
+    validate_heartbeat,
+)
 from log.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from log.coordinator.group_state import (
     GroupConfig,
@@ -39,7 +49,12 @@ from log.coordinator.group_state import (
     MemberMetadata,
     Reply,
 )
-from log.coordinator.records import GroupMetadataValue, MemberMetadataValue
+from log.coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataValue,
+    encode_key,
+)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 MAX_GROUP_ID_BYTES = 249 * 4  # Kafka bounds nothing; one frame bounds everything anyway
@@ -80,11 +95,16 @@ class GroupCleanup:
     group_removed: bool  # the group went Dead: its GroupMetadataKey gets a tombstone too
 
 
+CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"  # KIP-848 groups (consumer_group_state.py)
+
+
 @dataclasses.dataclass(frozen=True)
 class GroupOverview:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = CLASSIC_GROUP_TYPE
 
 
 class CoordinatorError(Exception):
@@ -99,8 +119,12 @@ class GroupCoordinator:
         config: GroupConfig,
         num_partitions: int,
         new_member_id: Callable[[str], str] | None = None,
+        consumer_config: ConsumerGroupConfig | None = None,
     ) -> None:
         self.config = config
+        self.consumer_config = consumer_config or ConsumerGroupConfig()
+        # KIP-848 consumer groups by id; a group id is either here or in `groups`, never both
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.num_partitions = num_partitions
         counter = itertools.count(1)
         self.new_member_id = new_member_id or (lambda client_id: f"{client_id}-{next(counter)}")
@@ -151,6 +175,10 @@ class GroupCoordinator:
             g for g in self.groups if partition_for(g, self.num_partitions) == partition
         ]:
             replies += self.groups.pop(group_id).mark_dead()
+        for group_id in [
+            g for g in self.consumer_groups if partition_for(g, self.num_partitions) == partition
+        ]:
+            del self.consumer_groups[group_id]
         for group_id in [
             g for g in self.offsets if partition_for(g, self.num_partitions) == partition
         ]:
@@ -228,7 +256,11 @@ class GroupCoordinator:
         generation_id: int,
         now_ms: int,
         group_instance_id: str | None = None,
+        api_version: int = 9,
     ) -> int:
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return consumer_group.validate_offset_commit(member_id, generation_id, api_version)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
@@ -311,7 +343,8 @@ class GroupCoordinator:
             for topic, partition in expired:
                 self.store_offset(group_id, topic, partition, None)
             removed = (
-                (
+                group_id not in self.consumer_groups  # not done: removing empty KIP-848 groups
+                and (
                     group is None
                     or (group.state is GroupState.EMPTY and not group.pending_member_ids)
                 )
@@ -332,6 +365,9 @@ class GroupCoordinator:
         """The (topic, partition)s whose committed offset expired (Kafka's KIP-211 / KIP-496
         rules: the group's state says which offsets may expire and from when)."""
         offsets = self.offsets.get(group_id, {})
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None and consumer_group.members:
+            return []  # a KIP-848 group with members: they use its offsets
         pending = self.pending_commits.get(group_id, {})
         base_ms: int | None = None  # None: from each offset's commit timestamp
         subscribed: frozenset[str] | None = None  # their offsets stay (KIP-496)
@@ -385,17 +421,28 @@ class GroupCoordinator:
     # -- admin ---------------------------------------------------------------------------------
 
     def list_groups(self) -> list[GroupOverview]:
-        names = sorted(set(self.groups) | set(self.offsets))
+        names = sorted(set(self.groups) | set(self.offsets) | set(self.consumer_groups))
         overviews = []
         for name in names:
             group = self.groups.get(name)
-            if group is None:
+            consumer_group = self.consumer_groups.get(name)
+            if consumer_group is not None:
+                overviews.append(GroupOverview(name, CONSUMER_PROTOCOL_TYPE,
+                                               consumer_group.state.value, CONSUMER_GROUP_TYPE))  # fmt: skip
+            elif group is None:
                 overviews.append(GroupOverview(name, "", GroupState.EMPTY.value))
             else:
                 overviews.append(GroupOverview(name, group.protocol_type or "", group.state.value))
         return overviews
 
     def delete_group(self, group_id: str) -> tuple[int, list[Reply]]:
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                return ErrorCode.NON_EMPTY_GROUP, []
+            del self.consumer_groups[group_id]
+            self.offsets.pop(group_id, None)
+            return ErrorCode.NONE, []
         group = self.groups.get(group_id)
         if group is None and group_id not in self.offsets:
             return ErrorCode.GROUP_ID_NOT_FOUND, []
@@ -416,10 +463,13 @@ class GroupCoordinator:
         while its subscriptions are not known yet); any other group with members is
         NON_EMPTY_GROUP. The caller writes tombstones for the partitions answered NONE."""
         group = self.groups.get(group_id)
-        if group is None and group_id not in self.offsets:
+        if group is None and group_id not in self.offsets and group_id not in self.consumer_groups:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         subscribed: frozenset[str] | None = frozenset()
-        if group is not None and group.protocol_type is not None and not group.is_empty():
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            subscribed = consumer_group.subscribed_topics()
+        elif group is not None and group.protocol_type is not None and not group.is_empty():
             if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
                 return ErrorCode.NON_EMPTY_GROUP, {}
             subscribed = self._subscribed_topics(group) if group.protocol_name else None
@@ -437,7 +487,75 @@ class GroupCoordinator:
 
     def next_deadline_ms(self) -> int | None:
         deadlines = [d for g in self.groups.values() if (d := g.next_deadline_ms()) is not None]
+        deadlines += [
+            d for g in self.consumer_groups.values() if (d := g.next_deadline_ms()) is not None
+        ]
         return min(deadlines) if deadlines else None
+
+    def poll_consumer_groups(
+        self, now_ms: int
+    ) -> list[tuple[str, list[str], list[tuple[bytes, bytes | None]]]]:
+        """(group id, expired member ids, records to append) of KIP-848 groups' timeouts."""
+        results = []
+        for group in list(self.consumer_groups.values()):
+            deadline = group.next_deadline_ms()
+            if deadline is None or deadline > now_ms:
+                continue
+            expired, records = group.poll(now_ms)
+            if expired:
+                results.append((group.group_id, expired, records))
+        return results
+
+    # -- KIP-848 consumer groups -------------------------------------------------------------------
+
+    def consumer_heartbeat(
+        self,
+        group_id: str,
+        request: HeartbeatRequest,
+        now_ms: int,
+        lookup: TopicLookup,
+        api_version: int,
+    ) -> tuple[HeartbeatResult, list[tuple[bytes, bytes | None]]]:
+        """ConsumerGroupHeartbeat: (result, records to append). A classic group of the same id
+        with members is GROUP_ID_NOT_FOUND (Kafka: "not a consumer group"); an empty one is
+        replaced (its GroupMetadataKey gets a tombstone, written by the caller)."""
+        refused = validate_heartbeat(request, self.consumer_config.assignors, api_version)
+        if refused is not None:
+            return HeartbeatResult(refused[0], refused[1]), []
+        group = self.consumer_groups.get(group_id)
+        replaced: list[tuple[bytes, bytes | None]] = []
+        if group is None:
+            if request.member_epoch != 0:
+                return HeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found"
+                ), []
+            classic = self.groups.get(group_id)
+            if classic is not None:
+                if not classic.is_empty():
+                    return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
+                                           f"group {group_id} is not a consumer group"), []  # fmt: skip
+                assert not classic.mark_dead(), "an empty group has nobody waiting"
+                del self.groups[group_id]
+                replaced = [(encode_key(GroupMetadataKey(group_id)), None)]
+            group = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_config)
+        new_member_id = self.new_member_id(request.client_id)
+        result, records = group.heartbeat(request, now_ms, lookup, new_member_id)
+        return result, replaced + records
+
+    def load_consumer_group_record(
+        self, key: cgr.ConsumerGroupRecordKey, value: Any, now_ms: int
+    ) -> None:
+        """Replay one KIP-848 record (decoded value, None: a tombstone) from __consumer_offsets."""
+        group = self.consumer_groups.get(key.group_id)
+        if group is None:
+            if value is None:
+                return
+            group = self.consumer_groups[key.group_id] = ConsumerGroup(
+                key.group_id, self.consumer_config
+            )
+        group.replay(key, value, now_ms)
+        if key.version == cgr.GROUP_METADATA and value is None:
+            del self.consumer_groups[key.group_id]
 
     def poll(self, now_ms: int) -> tuple[list[Reply], list[tuple[str, str]]]:
         """(replies, expired (group_id, member_id)) of every group's due timeouts."""

@@ -2,7 +2,8 @@
 LeaveGroup (13), OffsetCommit (8), OffsetFetch (9), ListGroups (16), DescribeGroups (15),
 DeleteGroups (42).
 
-LeaveGroup v3 replaces member_id by a members batch (KIP-345). OffsetCommit v0-1 and OffsetFetch
+LeaveGroup v3 replaces member_id by a members batch (KIP-345). OffsetCommit v8 is flexible and v9
+carries a KIP-848 member epoch (same fields). OffsetCommit v0-1 and OffsetFetch
 v0 are declared but refused (see apis.py).
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
@@ -153,7 +154,7 @@ LEAVE_GROUP_RESPONSE = message(
 OFFSET_COMMIT_REQUEST = message(
     "OffsetCommitRequest",
     api_key=8,
-    versions="0-7",
+    versions="0-9",
     flexible_versions="8+",
     fields=(
         F("group_id", STRING),
@@ -177,7 +178,7 @@ OFFSET_COMMIT_REQUEST = message(
 OFFSET_COMMIT_RESPONSE = message(
     "OffsetCommitResponse",
     api_key=8,
-    versions="0-7",
+    versions="0-9",
     flexible_versions="8+",
     fields=(
         F("throttle_time_ms", INT32, "3+"),

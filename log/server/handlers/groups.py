@@ -219,6 +219,7 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
         body.generation_id_or_member_epoch,
         offsets,
         body.group_instance_id,
+        request.api_version,
     )
     for tp in offsets:
         codes[tp] = code
@@ -316,20 +317,17 @@ def _by_topic(found: dict) -> dict[str, list]:
     return by_topic
 
 
-CLASSIC_GROUP_TYPE = "classic"  # ListGroups v5's group_type: every group here is classic
-
-
 async def handle_list_groups(ctx: BrokerContext, request: Request) -> object:
     """Groups this coordinator owns; v4 filters by state (KIP-518, case-insensitive, as
-    Kafka's parse), v5 by type (only classic groups exist here)."""
+    Kafka's parse), v5 by type (classic, consumer: KIP-848)."""
     groups = driver(ctx)
     groups.sync_ownership()
     overviews = groups.core.list_groups()
     body = request.body
     states = {s.lower() for s in getattr(body, "states_filter", None) or ()}
     types = {t.lower() for t in getattr(body, "types_filter", None) or ()}
-    if types and CLASSIC_GROUP_TYPE not in types:
-        overviews = []
+    if types:
+        overviews = [o for o in overviews if o.group_type in types]
     L = LIST_GROUPS_RESPONSE.cls
     may_list_all = allowed_cluster(ctx, request, AclOperation.DESCRIBE, count=False)
     return L(
@@ -339,7 +337,7 @@ async def handle_list_groups(ctx: BrokerContext, request: Request) -> object:
                 group_id=o.group_id,
                 protocol_type=o.protocol_type,
                 group_state=o.state,
-                group_type=CLASSIC_GROUP_TYPE,
+                group_type=o.group_type,
             )  # fmt: skip
             for o in overviews
             if not states or o.state.lower() in states
@@ -372,6 +370,8 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request) -> object
         group = groups.core.groups.get(group_id)
         if group is None:
             state = GroupState.DEAD.value if group_id not in groups.core.offsets else "Empty"
+            if group_id in groups.core.consumer_groups:
+                state = GroupState.DEAD.value  # Kafka: not a classic group (ConsumerGroupDescribe)
             described.append(
                 DG.DescribedGroup(
                     error_code=0,
