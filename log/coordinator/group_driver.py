@@ -183,6 +183,10 @@ class GroupCoordinatorDriver:
             except Exception:  # a corrupt partition must not take the coordinator down
                 logger.exception("loading %s-%s failed", OFFSETS_TOPIC, partition)
             self.core.complete_load(partition)
+            for group_id, group in sorted(self.core.consumer_groups.items()):
+                if partition_for(group_id, self.num_partitions) == partition:
+                    logger.info("consumer group %s loaded: group epoch %d, %d members",
+                                group_id, group.group_epoch, len(group.members))  # fmt: skip
 
     def _load(self, hosted) -> None:  # noqa: ANN001
         log = hosted.log
