@@ -9,9 +9,10 @@ inputs (never on dict order).
 - `uniform` (Kafka's UniformAssignor, the default): balanced and sticky. Partitions a member
   already has in the current target and may keep (it still subscribes, the partition still
   exists) stay with it; the others go, one at a time, to the eligible member with the fewest
-  partitions; then partitions move from the most loaded member to an eligible one holding at
-  least two fewer until none can. With identical subscriptions every member ends with
-  floor(P/N) or ceil(P/N) partitions.
+  partitions; then the most loaded member gives partitions, one at a time, to the least loaded
+  member subscribed to the topic while that one holds at least two fewer, until none can. With
+  identical subscriptions every member ends with floor(P/N) or ceil(P/N) partitions, and a
+  member joining only takes partitions from the others (no other partition moves).
 - `range` (Kafka's RangeAssignor): per topic, the members subscribed to it in member id order
   get consecutive ranges; the first (partitions % members) get one more. Members with the same
   subscriptions get the same partition numbers of every topic (co-partitioning).
@@ -21,6 +22,7 @@ inputs (never on dict order).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Hashable, Mapping
 from typing import TypeVar
 
@@ -110,32 +112,52 @@ def _uniform(
                 if 0 <= partition < partition_counts.get(topic, 0) and tp not in owner:
                     owner[tp] = member
                     owned[member].add(tp)
-    # 2. the rest, one by one, to the least loaded eligible member
     topics = sorted({t for m in members for t in subscriptions[m]}, key=_sort_key)
-    eligible = {t: [m for m in members if t in subscriptions[m]] for t in topics}
+    least = _LeastLoaded(
+        {t: tuple(m for m in members if t in subscriptions[m]) for t in topics},
+        {m: len(owned[m]) for m in members},
+    )
+
+    def move(tp: tuple[Topic, int], to: str) -> None:
+        source = owner.get(tp)
+        if source is not None:
+            owned[source].discard(tp)
+            least.changed(source, len(owned[source]))
+        owner[tp] = to
+        owned[to].add(tp)
+        least.changed(to, len(owned[to]))
+
+    # 2. the rest, one by one, to the least loaded eligible member
     for topic in topics:
         for partition in range(partition_counts.get(topic, 0)):
-            tp = (topic, partition)
-            if tp in owner or not eligible[topic]:
-                continue
-            member = min(eligible[topic], key=lambda m: (len(owned[m]), m))
-            owner[tp] = member
-            owned[member].add(tp)
-    # 3. balance: move a partition from a member to an eligible one with >= 2 fewer
+            if (topic, partition) not in owner and (target := least.of(topic)) is not None:
+                move((topic, partition), target)
+    # 3. balance: the most loaded member gives a partition to the least loaded member
+    # subscribed to its topic while that one holds at least two fewer (few moves: sticky)
     moved = True
     while moved:
         moved = False
-        for member in sorted(members, key=lambda m: (-len(owned[m]), m)):
-            for tp in sorted(owned[member], key=lambda tp: (_sort_key(tp[0]), tp[1])):
-                target = min(eligible[tp[0]], key=lambda m: (len(owned[m]), m))
-                if len(owned[target]) + 1 < len(owned[member]):
-                    owned[member].discard(tp)
-                    owned[target].add(tp)
-                    owner[tp] = target
+        queue = {m: sorted(owned[m], key=lambda tp: (_sort_key(tp[0]), tp[1])) for m in members}
+        position = dict.fromkeys(members, 0)
+        heap = [(-len(owned[m]), m) for m in members]
+        heapq.heapify(heap)
+        while heap:
+            negative_load, member = heapq.heappop(heap)
+            if -negative_load != len(owned[member]):
+                continue  # stale: its current load was pushed when it changed
+            candidates = queue[member]
+            while position[member] < len(candidates):
+                tp = candidates[position[member]]
+                position[member] += 1
+                if owner.get(tp) != member:
+                    continue
+                target = least.of(tp[0])
+                if target is not None and len(owned[target]) + 1 < len(owned[member]):
+                    move(tp, target)
                     moved = True
+                    heapq.heappush(heap, (-len(owned[member]), member))
+                    heapq.heappush(heap, (-len(owned[target]), target))
                     break
-            if moved:
-                break
     result: dict[str, dict[Topic, frozenset[int]]] = {}
     for member in members:
         by_topic: dict[Topic, set[int]] = {}
@@ -143,3 +165,37 @@ def _uniform(
             by_topic.setdefault(topic, set()).add(partition)
         result[member] = {t: frozenset(p) for t, p in by_topic.items()}
     return result
+
+
+class _LeastLoaded:
+    """The least loaded member (ties: smallest id) among those subscribed to a topic, in
+    O(log members): one heap per distinct set of subscribers, stale entries skipped."""
+
+    def __init__(self, eligible: Mapping[Hashable, tuple[str, ...]], load: dict[str, int]) -> None:
+        self.load = load
+        self.heap_of: dict[Hashable, list[tuple[int, str]]] = {}
+        by_set: dict[tuple[str, ...], list[tuple[int, str]]] = {}
+        self.heaps_with: dict[str, list[list[tuple[int, str]]]] = {m: [] for m in load}
+        for topic, members in eligible.items():
+            if not members:
+                continue
+            heap = by_set.get(members)
+            if heap is None:
+                heap = by_set[members] = [(load[m], m) for m in members]
+                heapq.heapify(heap)
+                for m in members:
+                    self.heaps_with[m].append(heap)
+            self.heap_of[topic] = heap
+
+    def of(self, topic: Hashable) -> str | None:
+        heap = self.heap_of.get(topic)
+        if heap is None:
+            return None
+        while heap[0][0] != self.load[heap[0][1]]:
+            heapq.heappop(heap)
+        return heap[0][1]
+
+    def changed(self, member: str, load: int) -> None:
+        self.load[member] = load
+        for heap in self.heaps_with[member]:
+            heapq.heappush(heap, (load, member))
