@@ -18,7 +18,10 @@ Offset expiry (Kafka >= 2.1, KIP-211), run every offsets.retention.check.interva
 after it became Empty (after the commit when the state timestamp is unknown); a standalone
 group (no protocol type: assign() consumers, admin tools) loses each offset offsets.retention.ms
 after its commit; a Stable consumer group loses, offsets.retention.ms after their commit, the
-offsets of topics none of its members subscribes to any more (KIP-496). An offset committed with an explicit expiry (OffsetCommit v2-v4
+offsets of topics none of its members subscribes to any more (KIP-496); a KIP-848 consumer
+group, as Kafka's ConsumerGroup, loses each offset of a topic its members do not subscribe to
+offsets.retention.ms after its commit, and once it has neither members nor offsets it is
+removed (the tombstones of its records are in the GroupCleanup). An offset committed with an explicit expiry (OffsetCommit v2-v4
 retention_time_ms) expires at that time instead, under the same conditions. Offsets with a
 commit in flight never expire. An Empty group left without offsets is removed (Dead). The
 caller writes tombstones for what `expire_offsets` returns.
@@ -93,6 +96,8 @@ class GroupCleanup:
     group_id: str
     expired: tuple[tuple[str, int], ...]  # (topic, partition) of expired offsets
     group_removed: bool  # the group went Dead: its GroupMetadataKey gets a tombstone too
+    # a KIP-848 group removed: the tombstones of its records (instead of GroupMetadataKey's)
+    group_records: tuple[tuple[bytes, bytes | None], ...] = ()
 
 
 CLASSIC_GROUP_TYPE = "classic"
@@ -337,26 +342,33 @@ class GroupCoordinator:
     def expire_offsets(self, now_ms: int) -> list[GroupCleanup]:
         """Drop expired offsets and groups left Empty without offsets (see the docstring)."""
         cleanups = []
-        for group_id in sorted(set(self.groups) | set(self.offsets)):
+        for group_id in sorted(set(self.groups) | set(self.offsets) | set(self.consumer_groups)):
             group = self.groups.get(group_id)
             expired = self._expired(group_id, group, now_ms)
             for topic, partition in expired:
                 self.store_offset(group_id, topic, partition, None)
+            consumer_group = self.consumer_groups.get(group_id)
             removed = (
-                group_id not in self.consumer_groups  # not done: removing empty KIP-848 groups
-                and (
-                    group is None
-                    or (group.state is GroupState.EMPTY and not group.pending_member_ids)
+                (
+                    (consumer_group is None or not consumer_group.members)
+                    and (
+                        group is None
+                        or (group.state is GroupState.EMPTY and not group.pending_member_ids)
+                    )
                 )
                 and group_id not in self.offsets
                 and group_id not in self.pending_commits
                 and not self.has_pending_txn_offsets(group_id)  # Kafka's hasOffsets counts them
             )
+            records: tuple[tuple[bytes, bytes | None], ...] = ()
             if removed and group is not None:
                 assert not group.mark_dead(), "an Empty group has nobody waiting"
                 del self.groups[group_id]
+            if removed and consumer_group is not None:
+                records = tuple(consumer_group.remove_all_records())
+                del self.consumer_groups[group_id]
             if expired or removed:
-                cleanups.append(GroupCleanup(group_id, tuple(expired), removed))
+                cleanups.append(GroupCleanup(group_id, tuple(expired), removed, records))
         return cleanups
 
     def _expired(
@@ -366,12 +378,12 @@ class GroupCoordinator:
         rules: the group's state says which offsets may expire and from when)."""
         offsets = self.offsets.get(group_id, {})
         consumer_group = self.consumer_groups.get(group_id)
-        if consumer_group is not None and consumer_group.members:
-            return []  # a KIP-848 group with members: they use its offsets
         pending = self.pending_commits.get(group_id, {})
         base_ms: int | None = None  # None: from each offset's commit timestamp
         subscribed: frozenset[str] | None = None  # their offsets stay (KIP-496)
-        if group is None or group.protocol_type is None:
+        if consumer_group is not None:  # Kafka's ConsumerGroup: from each commit, unsubscribed
+            subscribed = consumer_group.subscribed_topics()
+        elif group is None or group.protocol_type is None:
             pass  # standalone: each offset from its commit
         elif group.state is GroupState.EMPTY:
             if group.pending_member_ids:

@@ -640,7 +640,9 @@ class GroupCoordinatorDriver:
                 (encode_key(OffsetCommitKey(group_id, topic, partition)), None)
                 for topic, partition in cleanup.expired
             ]
-            if cleanup.group_removed:
+            if cleanup.group_records:
+                records += cleanup.group_records
+            elif cleanup.group_removed:
                 records.append((encode_key(GroupMetadataKey(group_id)), None))
             code = await self._append(group_id, records)
             if code:

@@ -282,3 +282,21 @@ def test_no_partition_is_ever_owned_by_two_members(steps):
         for m, tps in given_.items():  # what the clients hold never overlaps either
             for n, other in given_.items():
                 assert m == n or not tps & other
+
+
+def test_offsets_expire_unless_subscribed_and_an_empty_group_goes_away():
+    from log.coordinator.group_coordinator import OffsetAndMetadata
+
+    w = World()
+    w.hb("m1", 0)
+    retention = w.core.config.offsets_retention_ms
+    for topic in ("t", "old"):
+        w.core.store_offset(GROUP, topic, 0, OffsetAndMetadata(5, -1, "", w.now))
+    [cleanup] = w.core.expire_offsets(w.now + retention)
+    assert (cleanup.expired, cleanup.group_removed) == ((("old", 0),), False)  # t: subscribed
+    w.hb("m1", -1)
+    [cleanup] = w.core.expire_offsets(w.now + retention)
+    assert (cleanup.expired, cleanup.group_removed) == ((("t", 0),), True)
+    assert GROUP not in w.core.consumer_groups
+    w.records += cleanup.group_records
+    assert GROUP not in w.replayed().consumer_groups
