@@ -2,8 +2,8 @@
 
 Thin: the heartbeat becomes a `HeartbeatRequest` for the GroupCoordinatorDriver, whose sans-IO
 core (log/coordinator/consumer_group_state.py) decides; assignments travel as topic ids, as on
-the wire. Authorization as Kafka's KafkaApis: READ on the group for the heartbeat, DESCRIBE on
-the group for the describe (topic names in a description are those the image knows).
+the wire. Authorization as Kafka's KafkaApis: READ on the group and DESCRIBE on each subscribed
+topic for the heartbeat, DESCRIBE on the group for the describe (topic names in a description are those the image knows).
 """
 
 from __future__ import annotations
@@ -43,6 +43,15 @@ async def handle_consumer_group_heartbeat(ctx: BrokerContext, request: Request) 
     if getattr(body, "subscribed_topic_regex", None):  # librdkafka sends "" for none
         return HB(error_code=ErrorCode.INVALID_REQUEST, member_epoch=-1, heartbeat_interval_ms=0,
                   error_message="SubscribedTopicRegex is not supported")  # fmt: skip
+    denied = [
+        name
+        for name in body.subscribed_topic_names or ()
+        if not allowed(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+    ]
+    if denied:  # Kafka: DESCRIBE on every subscribed topic
+        return HB(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, member_epoch=-1,
+                  heartbeat_interval_ms=0,
+                  error_message=f"not authorized to describe {', '.join(sorted(denied))}")  # fmt: skip
     owned = None
     if body.topic_partitions is not None:
         owned = [(tp.topic_id, list(tp.partitions)) for tp in body.topic_partitions]
