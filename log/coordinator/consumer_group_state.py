@@ -214,6 +214,18 @@ class ConsumerGroup:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
+        """Kafka's ConsumerGroup.validateOffsetFetch: no member id and a negative epoch (admin
+        tools, OffsetFetch before v9) pass; otherwise the member and its epoch must match."""
+        if member_id is None and member_epoch < 0:
+            return ErrorCode.NONE
+        member = self.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
     # -- heartbeat -------------------------------------------------------------------------------
 
     def heartbeat(

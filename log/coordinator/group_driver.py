@@ -580,9 +580,19 @@ class GroupCoordinatorDriver:
                          "committed" if committed else "aborted", count)  # fmt: skip
 
     def fetch_offsets(
-        self, group_id: str, partitions: list[tuple[str, int]] | None
+        self,
+        group_id: str,
+        partitions: list[tuple[str, int]] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
-        self.check_group(group_id)  # raises CoordinatorError
+        """Raises CoordinatorError (also for a KIP-848 member's id or epoch, OffsetFetch v9)."""
+        self.check_group(group_id)
+        consumer_group = self.core.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            code = consumer_group.validate_offset_fetch(member_id, member_epoch)
+            if code:
+                raise CoordinatorError(code)
         return self.core.fetch_offsets(group_id, partitions)
 
     async def delete_group(self, group_id: str) -> int:

@@ -105,6 +105,23 @@ async def test_consumer_group_on_the_wire(gbroker):
     assert [(t.name, p.committed_offset) for t in fetched.topics for p in t.partitions] == [
         ("t", 42)
     ]
+    # OffsetFetch v8 batches groups; v9 checks a member's id and epoch
+    G = F.OffsetFetchRequestGroup
+    wanted = [G.OffsetFetchRequestTopics(name="t", partition_indexes=[0])]
+    answers = []
+    for version, member, epoch in ((8, None, -1), (9, "m1", 1), (9, "m1", 0), (9, "zz", 1)):
+        body = await client.call(9, version, F(groups=[
+            G(group_id="cg", member_id=member, member_epoch=epoch, topics=wanted),
+            G(group_id="other", topics=None)]))  # fmt: skip
+        cg, other = body.groups
+        offsets = [p.committed_offset for t in cg.topics for p in t.partitions]
+        answers.append((cg.error_code, offsets, other.error_code, other.topics))
+    assert answers == [
+        (0, [42], 0, []),
+        (0, [42], 0, []),
+        (ErrorCode.STALE_MEMBER_EPOCH, [], 0, []),
+        (ErrorCode.UNKNOWN_MEMBER_ID, [], 0, []),
+    ]
 
     # a classic member may not join a consumer group with members
     J = JOIN_GROUP_REQUEST.cls
