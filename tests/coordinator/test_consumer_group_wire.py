@@ -134,6 +134,13 @@ async def test_consumer_group_on_the_wire(gbroker):
     assert (left.error_code, left.member_epoch) == (0, -1)
     described = await client.call(69, 0, CD(group_ids=["cg"]))
     assert (described.groups[0].group_state, described.groups[0].group_epoch) == ("Empty", 2)
+    # an empty consumer group turns classic when a classic member joins (as in Kafka)
+    assert (await client.call(11, 3, join)).error_code == 0
+    listed = await client.call(16, 5, L())
+    assert [(g.group_id, g.group_type) for g in listed.groups] == [("cg", "classic")]
+    assert (await client.call(69, 0, CD(group_ids=["cg"]))).groups[0].error_code == (
+        ErrorCode.GROUP_ID_NOT_FOUND
+    )
     await client.aclose()
 
 
