@@ -300,3 +300,18 @@ def test_offsets_expire_unless_subscribed_and_an_empty_group_goes_away():
     assert GROUP not in w.core.consumer_groups
     w.records += cleanup.group_records
     assert GROUP not in w.replayed().consumer_groups
+
+
+def test_a_member_that_does_not_revoke_in_its_rebalance_timeout_is_fenced():
+    w = World()
+    w.hb("m1", 0, rebalance_timeout_ms=5_000)
+    w.hb("m2", 0)
+    w.hb("m1", 1, owned=[(T, [0, 1, 2, 3])])
+    assert w.member("m1").state is MemberState.UNREVOKED_PARTITIONS
+    w.now += 4_000
+    w.hb("m1", 1, owned=[(T, [0, 1, 2, 3])])  # heartbeats, but keeps the partitions
+    assert w.core.poll_consumer_groups(w.now) == []
+    w.now += 1_000
+    [(_, expired, _)] = w.core.poll_consumer_groups(w.now)
+    assert expired == ["m1"]
+    assert _set(w.hb("m2", 2, owned=[]).assignment) == {(T, p) for p in range(4)}
