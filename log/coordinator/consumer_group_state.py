@@ -23,8 +23,10 @@ Vocabulary and rules are Kafka's (group-coordinator module, modern consumer grou
 
 Every change comes back as __consumer_offsets records (consumer_group_records.py, Kafka's
 record types and order), which `replay` applies to rebuild the group after a fail-over.
-Not done: static membership (instance ids are stored; epoch -2 is a plain leave), regex
-subscriptions, rack-aware assignment, classic members in a consumer group.
+Static members (an instance id): leaving with epoch -2 keeps the member and its partitions until
+its session times out; joining again with the same instance id (a new member id) takes them
+over without a rebalance; joining while the old one is still active is UNRELEASED_INSTANCE_ID.
+Not done: regex subscriptions, rack-aware assignment, classic members in a consumer group.
 """
 
 from __future__ import annotations
@@ -238,9 +240,26 @@ class ConsumerGroup:
             member = self.members.get(request.member_id)
             if member is None:
                 return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID, "unknown member"), []
-            records += self._remove_member(request.member_id, lookup)
+            if epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+                # a static member leaves for a while: it keeps its partitions (nobody else
+                # gets them, no rebalance) until its session times out or it comes back
+                self._set_epoch(member, STATIC_LEAVE_EPOCH)
+                records.append(self._current_record(member))
+            else:
+                records += self._remove_member(request.member_id, lookup)
             return HeartbeatResult(ErrorCode.NONE, member_id=request.member_id,
                                    member_epoch=epoch), records  # fmt: skip
+        if epoch == JOIN_EPOCH and request.instance_id is not None:
+            static = next((m for m in self.members.values()
+                           if m.instance_id == request.instance_id), None)  # fmt: skip
+            member_id = request.member_id or new_member_id
+            if static is not None and static.member_id != member_id:
+                if static.member_epoch != STATIC_LEAVE_EPOCH:
+                    return HeartbeatResult(
+                        ErrorCode.UNRELEASED_INSTANCE_ID,
+                        f"static member {request.instance_id} is still active",
+                    ), []
+                return self._replace_static_member(static, member_id, request, now_ms)
         if epoch == JOIN_EPOCH:
             member_id = request.member_id or new_member_id
             old = self.members.get(member_id)
@@ -304,6 +323,44 @@ class ConsumerGroup:
             member_epoch=member.member_epoch,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
             assignment=dict(member.assigned) if send else None,
+        ), records
+
+    def _replace_static_member(
+        self,
+        old: ConsumerGroupMember,
+        member_id: str,
+        request: HeartbeatRequest,
+        now_ms: int,
+    ) -> tuple[HeartbeatResult, list[Record]]:
+        """A static member comes back (a new member id, its instance id): it takes over the
+        old member's partitions and target, with no new group epoch (Kafka's static join)."""
+        target = self.target.get(old.member_id)
+        records = self._remove_member(old.member_id, None, bump=False)
+        member = dataclasses.replace(
+            old,
+            member_id=member_id,
+            member_epoch=old.previous_member_epoch,  # its epoch before it left (-2)
+            session_deadline_ms=now_ms + self.config.session_timeout_ms,
+            revocation_deadline_ms=None,
+        )
+        if request.rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        if request.subscribed_topic_names is not None:
+            member.subscribed_topic_names = tuple(sorted(set(request.subscribed_topic_names)))
+        member.client_id, member.client_host = request.client_id, request.client_host
+        self.members[member_id] = member
+        if target is not None:
+            self.target[member_id] = target
+            records.append(self._target_member_record(member_id, target))
+        records.append(self._member_record(member))
+        self._reconcile(member, [], now_ms)  # it owns nothing yet: pending revocations go
+        records.append(self._current_record(member))
+        return HeartbeatResult(
+            ErrorCode.NONE,
+            member_id=member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            assignment=dict(member.assigned),
         ), records
 
     def _member_record(self, member: ConsumerGroupMember) -> Record:

@@ -315,3 +315,34 @@ def test_a_member_that_does_not_revoke_in_its_rebalance_timeout_is_fenced():
     [(_, expired, _)] = w.core.poll_consumer_groups(w.now)
     assert expired == ["m1"]
     assert _set(w.hb("m2", 2, owned=[]).assignment) == {(T, p) for p in range(4)}
+
+
+def test_a_static_member_leaves_and_comes_back_without_a_rebalance():
+    w = World(session_timeout_ms=10_000)
+    w.hb("a1", 0, instance_id="i1")
+    w.hb("b", 0)
+    w.hb("a1", 1, owned=[(T, [0, 1, 2, 3])])
+    w.hb("a1", 1, owned=[(t, sorted(p)) for t, p in w.member("a1").assigned.items()])
+    w.hb("b", 2, owned=[])
+    group = w.core.consumer_groups[GROUP]
+    kept, epoch = dict(w.member("a1").assigned), group.group_epoch
+    assert w.hb("a1", -2).member_epoch == -2  # leaves for a while: keeps its partitions
+    assert w.member("a1").member_epoch == -2 and w.member("a1").assigned == kept
+    assert w.hb("b", 2, owned=w.owned("b")).assignment is None  # b gets nothing more
+    # the same instance again, a new member id: takes over, no new group epoch
+    assert w.hb("other", 0, instance_id="i1").error_code == 0
+    w.now += 1
+    refused = w.hb("third", 0, instance_id="i1")
+    assert refused.error_code == ErrorCode.UNRELEASED_INSTANCE_ID
+    assert "a1" not in group.members and w.member("other").assigned == kept
+    assert group.group_epoch == epoch
+    restored = w.replayed().consumer_groups[GROUP]
+    assert restored.members["other"].current() == w.member("other").current()
+    # a static member that never comes back leaves when its session times out
+    w.hb("other", w.member("other").member_epoch, owned=w.owned("other"))
+    w.hb("other", -2)
+    w.now += 5_000
+    w.hb("b", w.member("b").member_epoch, owned=w.owned("b"))
+    w.now += 5_000
+    [(_, expired, _)] = w.core.poll_consumer_groups(w.now)
+    assert expired == ["other"] and group.group_epoch == epoch + 1

@@ -162,6 +162,40 @@ def test_committed_offsets_carry_over_to_a_new_member(cluster):
     assert set(rest[0]) == expected_rest  # resumed where the first member committed
 
 
+def test_a_static_member_comes_back_to_its_partitions_without_a_rebalance(cluster):
+    """group.instance.id: the member leaves (epoch -2) and a new consumer with the same
+    instance id gets exactly its partitions; the other member's assignment never changes."""
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap = cluster.layout.bootstrap_servers
+    topic, group = "kip848-static", "kip848-static-group"
+    _create_topic(bootstrap, topic, 4)
+    a = _consumer(bootstrap, group, **{"group.instance.id": "static-a"})
+    b = _consumer(bootstrap, group)
+    a.subscribe([topic])
+    b.subscribe([topic])
+    _poll_until([a, b], lambda: len(_partitions(a)) == 2 and len(_partitions(b)) == 2, 60)
+    mine, theirs = _partitions(a), _partitions(b)
+    a.close()  # waits for the answer to its leave heartbeat (epoch -2)
+    # the static member stays in the group with its partitions (a plain leave would drop it)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(timeout=20)
+    [static] = [m for m in described.members if m.group_instance_id == "static-a"]
+    assert {tp.partition for tp in static.assignment.topic_partitions} == mine
+    again = _consumer(bootstrap, group, **{"group.instance.id": "static-a"})
+    again.subscribe([topic])
+
+    def back() -> bool:
+        assert _partitions(b) == theirs  # b keeps its partitions and gets none of a's
+        return _partitions(again) == mine
+
+    try:
+        _poll_until([again, b], back, 60)
+    finally:
+        again.close()
+        b.close()
+
+
 async def test_coordinator_fail_over_keeps_the_member_and_its_commits(cluster):
     """SIGKILL the group's coordinator: the new one replayed the group's records, so the
     running member keeps its member id and partitions, and commits with its epoch there."""
