@@ -122,6 +122,10 @@ class ErrorCode(enum.IntEnum):
     FETCH_SESSION_TOPIC_ID_ERROR = 106
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
+    FENCED_MEMBER_EPOCH = 110  # KIP-848: the member must rejoin with epoch 0
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113  # KIP-848: an OffsetCommit with an older member epoch
     TRANSACTION_ABORTABLE = 120  # KIP-890: the verify-only AddPartitionsToTxn's answer
 
 

@@ -251,6 +251,19 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("offsets.retention.ms", int, 604800000, "offsets of an Empty group expire after"),
     ConfigKey("offsets.retention.check.interval.ms", int, 600000, "how often offsets expire"),
     ConfigKey("offset.metadata.max.bytes", int, 4096, "largest metadata string of a commit"),
+    # consumer groups of the new protocol (KIP-848, log/coordinator/consumer_group_state.py)
+    ConfigKey(
+        "group.consumer.session.timeout.ms", int, 45000, "a KIP-848 member without heartbeat leaves"
+    ),
+    ConfigKey(
+        "group.consumer.heartbeat.interval.ms", int, 5000, "KIP-848 members heartbeat this often"
+    ),
+    ConfigKey(
+        "group.consumer.assignors",
+        str,
+        "uniform,range",
+        "server-side assignors (names or Kafka's class names); the first is the default",
+    ),
     ConfigKey("producer.id.expiration.ms", int, 86400000, "idle producer state expiry"),
     ConfigKey(
         "metadata.log.max.record.count.between.snapshots", int, 20000, "records per checkpoint"
@@ -391,6 +404,13 @@ def _validate_group_keys(p: Mapping[str, Any]) -> None:
     for name in ("offsets.retention.ms", "offsets.retention.check.interval.ms"):
         if p[name] < 1:
             raise ConfigError(f"{name} must be >= 1")
+    for name in ("group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms"):
+        if p[name] < 1:
+            raise ConfigError(f"{name} must be >= 1")
+    if p["group.consumer.heartbeat.interval.ms"] >= p["group.consumer.session.timeout.ms"]:
+        raise ConfigError(
+            "group.consumer.heartbeat.interval.ms must be < group.consumer.session.timeout.ms"
+        )
     if p["offset.metadata.max.bytes"] < 0:
         raise ConfigError("offset.metadata.max.bytes must be >= 0")
     for name in (

@@ -18,7 +18,10 @@ Offset expiry (Kafka >= 2.1, KIP-211), run every offsets.retention.check.interva
 after it became Empty (after the commit when the state timestamp is unknown); a standalone
 group (no protocol type: assign() consumers, admin tools) loses each offset offsets.retention.ms
 after its commit; a Stable consumer group loses, offsets.retention.ms after their commit, the
-offsets of topics none of its members subscribes to any more (KIP-496). An offset committed with an explicit expiry (OffsetCommit v2-v4
+offsets of topics none of its members subscribes to any more (KIP-496); a KIP-848 consumer
+group, as Kafka's ConsumerGroup, loses each offset of a topic its members do not subscribe to
+offsets.retention.ms after its commit, and once it has neither members nor offsets it is
+removed (the tombstones of its records are in the GroupCleanup). An offset committed with an explicit expiry (OffsetCommit v2-v4
 retention_time_ms) expires at that time instead, under the same conditions. Offsets with a
 commit in flight never expire. An Empty group left without offsets is removed (Dead). The
 caller writes tombstones for what `expire_offsets` returns.
@@ -29,8 +32,18 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 from log.common.errors import CorruptRecordError, ErrorCode
+from log.coordinator import consumer_group_records as cgr
+from log.coordinator.consumer_group_state import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    HeartbeatResult,
+    TopicLookup,
+    validate_heartbeat,
+)
 from log.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from log.coordinator.group_state import (
     GroupConfig,
@@ -39,7 +52,12 @@ from log.coordinator.group_state import (
     MemberMetadata,
     Reply,
 )
-from log.coordinator.records import GroupMetadataValue, MemberMetadataValue
+from log.coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataValue,
+    encode_key,
+)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 MAX_GROUP_ID_BYTES = 249 * 4  # Kafka bounds nothing; one frame bounds everything anyway
@@ -78,6 +96,12 @@ class GroupCleanup:
     group_id: str
     expired: tuple[tuple[str, int], ...]  # (topic, partition) of expired offsets
     group_removed: bool  # the group went Dead: its GroupMetadataKey gets a tombstone too
+    # a KIP-848 group removed: the tombstones of its records (instead of GroupMetadataKey's)
+    group_records: tuple[tuple[bytes, bytes | None], ...] = ()
+
+
+CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"  # KIP-848 groups (consumer_group_state.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +109,7 @@ class GroupOverview:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = CLASSIC_GROUP_TYPE
 
 
 class CoordinatorError(Exception):
@@ -99,8 +124,12 @@ class GroupCoordinator:
         config: GroupConfig,
         num_partitions: int,
         new_member_id: Callable[[str], str] | None = None,
+        consumer_config: ConsumerGroupConfig | None = None,
     ) -> None:
         self.config = config
+        self.consumer_config = consumer_config or ConsumerGroupConfig()
+        # KIP-848 consumer groups by id; a group id is either here or in `groups`, never both
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.num_partitions = num_partitions
         counter = itertools.count(1)
         self.new_member_id = new_member_id or (lambda client_id: f"{client_id}-{next(counter)}")
@@ -151,6 +180,10 @@ class GroupCoordinator:
             g for g in self.groups if partition_for(g, self.num_partitions) == partition
         ]:
             replies += self.groups.pop(group_id).mark_dead()
+        for group_id in [
+            g for g in self.consumer_groups if partition_for(g, self.num_partitions) == partition
+        ]:
+            del self.consumer_groups[group_id]
         for group_id in [
             g for g in self.offsets if partition_for(g, self.num_partitions) == partition
         ]:
@@ -228,7 +261,11 @@ class GroupCoordinator:
         generation_id: int,
         now_ms: int,
         group_instance_id: str | None = None,
+        api_version: int = 9,
     ) -> int:
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return consumer_group.validate_offset_commit(member_id, generation_id, api_version)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
@@ -305,25 +342,33 @@ class GroupCoordinator:
     def expire_offsets(self, now_ms: int) -> list[GroupCleanup]:
         """Drop expired offsets and groups left Empty without offsets (see the docstring)."""
         cleanups = []
-        for group_id in sorted(set(self.groups) | set(self.offsets)):
+        for group_id in sorted(set(self.groups) | set(self.offsets) | set(self.consumer_groups)):
             group = self.groups.get(group_id)
             expired = self._expired(group_id, group, now_ms)
             for topic, partition in expired:
                 self.store_offset(group_id, topic, partition, None)
+            consumer_group = self.consumer_groups.get(group_id)
             removed = (
                 (
-                    group is None
-                    or (group.state is GroupState.EMPTY and not group.pending_member_ids)
+                    (consumer_group is None or not consumer_group.members)
+                    and (
+                        group is None
+                        or (group.state is GroupState.EMPTY and not group.pending_member_ids)
+                    )
                 )
                 and group_id not in self.offsets
                 and group_id not in self.pending_commits
                 and not self.has_pending_txn_offsets(group_id)  # Kafka's hasOffsets counts them
             )
+            records: tuple[tuple[bytes, bytes | None], ...] = ()
             if removed and group is not None:
                 assert not group.mark_dead(), "an Empty group has nobody waiting"
                 del self.groups[group_id]
+            if removed and consumer_group is not None:
+                records = tuple(consumer_group.remove_all_records())
+                del self.consumer_groups[group_id]
             if expired or removed:
-                cleanups.append(GroupCleanup(group_id, tuple(expired), removed))
+                cleanups.append(GroupCleanup(group_id, tuple(expired), removed, records))
         return cleanups
 
     def _expired(
@@ -332,10 +377,13 @@ class GroupCoordinator:
         """The (topic, partition)s whose committed offset expired (Kafka's KIP-211 / KIP-496
         rules: the group's state says which offsets may expire and from when)."""
         offsets = self.offsets.get(group_id, {})
+        consumer_group = self.consumer_groups.get(group_id)
         pending = self.pending_commits.get(group_id, {})
         base_ms: int | None = None  # None: from each offset's commit timestamp
         subscribed: frozenset[str] | None = None  # their offsets stay (KIP-496)
-        if group is None or group.protocol_type is None:
+        if consumer_group is not None:  # Kafka's ConsumerGroup: from each commit, unsubscribed
+            subscribed = consumer_group.subscribed_topics()
+        elif group is None or group.protocol_type is None:
             pass  # standalone: each offset from its commit
         elif group.state is GroupState.EMPTY:
             if group.pending_member_ids:
@@ -385,17 +433,28 @@ class GroupCoordinator:
     # -- admin ---------------------------------------------------------------------------------
 
     def list_groups(self) -> list[GroupOverview]:
-        names = sorted(set(self.groups) | set(self.offsets))
+        names = sorted(set(self.groups) | set(self.offsets) | set(self.consumer_groups))
         overviews = []
         for name in names:
             group = self.groups.get(name)
-            if group is None:
+            consumer_group = self.consumer_groups.get(name)
+            if consumer_group is not None:
+                overviews.append(GroupOverview(name, CONSUMER_PROTOCOL_TYPE,
+                                               consumer_group.state.value, CONSUMER_GROUP_TYPE))  # fmt: skip
+            elif group is None:
                 overviews.append(GroupOverview(name, "", GroupState.EMPTY.value))
             else:
                 overviews.append(GroupOverview(name, group.protocol_type or "", group.state.value))
         return overviews
 
     def delete_group(self, group_id: str) -> tuple[int, list[Reply]]:
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                return ErrorCode.NON_EMPTY_GROUP, []
+            del self.consumer_groups[group_id]
+            self.offsets.pop(group_id, None)
+            return ErrorCode.NONE, []
         group = self.groups.get(group_id)
         if group is None and group_id not in self.offsets:
             return ErrorCode.GROUP_ID_NOT_FOUND, []
@@ -416,10 +475,13 @@ class GroupCoordinator:
         while its subscriptions are not known yet); any other group with members is
         NON_EMPTY_GROUP. The caller writes tombstones for the partitions answered NONE."""
         group = self.groups.get(group_id)
-        if group is None and group_id not in self.offsets:
+        if group is None and group_id not in self.offsets and group_id not in self.consumer_groups:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         subscribed: frozenset[str] | None = frozenset()
-        if group is not None and group.protocol_type is not None and not group.is_empty():
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            subscribed = consumer_group.subscribed_topics()
+        elif group is not None and group.protocol_type is not None and not group.is_empty():
             if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
                 return ErrorCode.NON_EMPTY_GROUP, {}
             subscribed = self._subscribed_topics(group) if group.protocol_name else None
@@ -437,7 +499,75 @@ class GroupCoordinator:
 
     def next_deadline_ms(self) -> int | None:
         deadlines = [d for g in self.groups.values() if (d := g.next_deadline_ms()) is not None]
+        deadlines += [
+            d for g in self.consumer_groups.values() if (d := g.next_deadline_ms()) is not None
+        ]
         return min(deadlines) if deadlines else None
+
+    def poll_consumer_groups(
+        self, now_ms: int
+    ) -> list[tuple[str, list[str], list[tuple[bytes, bytes | None]]]]:
+        """(group id, expired member ids, records to append) of KIP-848 groups' timeouts."""
+        results = []
+        for group in list(self.consumer_groups.values()):
+            deadline = group.next_deadline_ms()
+            if deadline is None or deadline > now_ms:
+                continue
+            expired, records = group.poll(now_ms)
+            if expired:
+                results.append((group.group_id, expired, records))
+        return results
+
+    # -- KIP-848 consumer groups -------------------------------------------------------------------
+
+    def consumer_heartbeat(
+        self,
+        group_id: str,
+        request: HeartbeatRequest,
+        now_ms: int,
+        lookup: TopicLookup,
+        api_version: int,
+    ) -> tuple[HeartbeatResult, list[tuple[bytes, bytes | None]]]:
+        """ConsumerGroupHeartbeat: (result, records to append). A classic group of the same id
+        with members is GROUP_ID_NOT_FOUND (Kafka: "not a consumer group"); an empty one is
+        replaced (its GroupMetadataKey gets a tombstone, written by the caller)."""
+        refused = validate_heartbeat(request, self.consumer_config.assignors, api_version)
+        if refused is not None:
+            return HeartbeatResult(refused[0], refused[1]), []
+        group = self.consumer_groups.get(group_id)
+        replaced: list[tuple[bytes, bytes | None]] = []
+        if group is None:
+            if request.member_epoch != 0:
+                return HeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found"
+                ), []
+            classic = self.groups.get(group_id)
+            if classic is not None:
+                if not classic.is_empty():
+                    return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
+                                           f"group {group_id} is not a consumer group"), []  # fmt: skip
+                assert not classic.mark_dead(), "an empty group has nobody waiting"
+                del self.groups[group_id]
+                replaced = [(encode_key(GroupMetadataKey(group_id)), None)]
+            group = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_config)
+        new_member_id = self.new_member_id(request.client_id)
+        result, records = group.heartbeat(request, now_ms, lookup, new_member_id)
+        return result, replaced + records
+
+    def load_consumer_group_record(
+        self, key: cgr.ConsumerGroupRecordKey, value: Any, now_ms: int
+    ) -> None:
+        """Replay one KIP-848 record (decoded value, None: a tombstone) from __consumer_offsets."""
+        group = self.consumer_groups.get(key.group_id)
+        if group is None:
+            if value is None:
+                return
+            group = self.consumer_groups[key.group_id] = ConsumerGroup(
+                key.group_id, self.consumer_config
+            )
+        group.replay(key, value, now_ms)
+        if key.version == cgr.GROUP_METADATA and value is None:
+            del self.consumer_groups[key.group_id]
 
     def poll(self, now_ms: int) -> tuple[list[Reply], list[tuple[str, str]]]:
         """(replies, expired (group_id, member_id)) of every group's due timeouts."""

@@ -16,6 +16,10 @@
   group's GroupMetadataValue with its members is appended; the leader's SyncGroup waits for the
   ISR, other changes (a leave, an expiry, timers) are appended without waiting. Replay restores
   the members, so after a fail-over they heartbeat and commit with the generation they had.
+- KIP-848 consumer groups (`consumer_heartbeat`): the core decides (consumer_group_state.py)
+  and hands back Kafka's consumer group records, appended before the heartbeat is answered
+  (acks=all) and replayed at load, so a new coordinator knows every member, its epoch and its
+  assignment. Session and revocation timeouts run on the same timer as the classic groups'.
 - Offset expiry: every offsets.retention.check.interval.ms `expire_offsets` asks the core what
   expired and appends tombstones (offsets, then the group key of a group gone Dead).
 """
@@ -30,8 +34,15 @@ from typing import Any
 import trio
 
 from log.common.errors import CorruptRecordError, ErrorCode, KafkaError
-from log.common.node_config import NodeConfig
+from log.common.node_config import ConfigError, NodeConfig
+from log.coordinator import consumer_group_records as cgr
 from log.coordinator.append_errors import COORDINATOR_APPEND_ERRORS
+from log.coordinator.assignors import parse_assignors
+from log.coordinator.consumer_group_state import (
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    HeartbeatResult,
+)
 from log.coordinator.group_coordinator import (
     OFFSETS_TOPIC,
     CoordinatorError,
@@ -97,6 +108,24 @@ def group_config_from(props: Mapping[str, Any]) -> GroupConfig:
     )
 
 
+def consumer_group_config_from(props: Mapping[str, Any]) -> ConsumerGroupConfig:
+    """The KIP-848 group settings (group.consumer.*) of a node's properties."""
+    defaults = ConsumerGroupConfig()
+    try:
+        assignors = parse_assignors(props.get("group.consumer.assignors", "uniform,range"))
+    except ValueError as exc:
+        raise ConfigError(f"group.consumer.assignors: {exc}") from exc
+    return ConsumerGroupConfig(
+        session_timeout_ms=props.get(
+            "group.consumer.session.timeout.ms", defaults.session_timeout_ms
+        ),
+        heartbeat_interval_ms=props.get(
+            "group.consumer.heartbeat.interval.ms", defaults.heartbeat_interval_ms
+        ),
+        assignors=assignors,
+    )
+
+
 def _new_member_id(client_id: str) -> str:
     return f"{client_id[:MAX_MEMBER_ID_CLIENT_BYTES]}-{uuid.uuid4()}"
 
@@ -117,7 +146,10 @@ class GroupCoordinatorDriver:
         self.clock_ms = clock_ms
         props = config.props
         self.num_partitions = props["offsets.topic.num.partitions"]
-        self.core = GroupCoordinator(group_config_from(props), self.num_partitions, _new_member_id)
+        self.core = GroupCoordinator(
+            group_config_from(props), self.num_partitions, _new_member_id,
+            consumer_group_config_from(props),
+        )  # fmt: skip
         self.core.owns_all = False
         self._waiters: dict[Hashable, list] = {}  # token -> [Event, result]
         self._wakeup = trio.Event()
@@ -152,6 +184,10 @@ class GroupCoordinatorDriver:
             except Exception:  # a corrupt partition must not take the coordinator down
                 logger.exception("loading %s-%s failed", OFFSETS_TOPIC, partition)
             self.core.complete_load(partition)
+            for group_id, group in sorted(self.core.consumer_groups.items()):
+                if partition_for(group_id, self.num_partitions) == partition:
+                    logger.info("consumer group %s loaded: group epoch %d, %d members",
+                                group_id, group.group_epoch, len(group.members))  # fmt: skip
 
     def _load(self, hosted) -> None:  # noqa: ANN001
         log = hosted.log
@@ -192,6 +228,11 @@ class GroupCoordinatorDriver:
         """One record of __consumer_offsets; `producer_id` for a transactional batch's (its
         offsets wait for the transaction's marker)."""
         if key_bytes is None:
+            return
+        if cgr.key_version(key_bytes) in cgr.KEY_VERSIONS:
+            cg_key = cgr.decode_key(key_bytes)
+            decoded = None if value is None else cgr.decode_value(cg_key.version, value)
+            self.core.load_consumer_group_record(cg_key, decoded, now_ms)
             return
         key = decode_key(key_bytes)
         if isinstance(key, OffsetCommitKey):
@@ -286,6 +327,15 @@ class GroupCoordinatorDriver:
             self.check_group(group_id)
         except CoordinatorError as exc:
             return JoinResult(exc.error_code, member_id=kwargs["member_id"])
+        consumer_group = self.core.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.members:  # a KIP-848 group: classic members may not join it
+                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                                  member_id=kwargs["member_id"])  # fmt: skip
+            del self.core.consumer_groups[group_id]  # an empty one turns classic, as in Kafka
+            code = await self._append(group_id, consumer_group.remove_all_records())
+            if code:
+                return JoinResult(code, member_id=kwargs["member_id"])
         now_ms = self.clock_ms()
         group = self.core.group(group_id, now_ms, create=True)
         assert group is not None
@@ -387,6 +437,7 @@ class GroupCoordinatorDriver:
         generation_id: int,
         offsets: dict[tuple[str, int], OffsetAndMetadata],
         group_instance_id: str | None = None,
+        api_version: int = 9,
     ) -> int:
         """Commit all of `offsets` or none: one error code for the request."""
         try:
@@ -394,7 +445,7 @@ class GroupCoordinatorDriver:
         except CoordinatorError as exc:
             return exc.error_code
         code = self.core.check_commit(
-            group_id, member_id, generation_id, self.clock_ms(), group_instance_id
+            group_id, member_id, generation_id, self.clock_ms(), group_instance_id, api_version
         )
         if code:
             return code
@@ -432,6 +483,31 @@ class GroupCoordinatorDriver:
         for (topic, partition), o in offsets.items():
             self.core.store_offset(group_id, topic, partition, o)
         return ErrorCode.NONE
+
+    async def consumer_heartbeat(
+        self, group_id: str, request: HeartbeatRequest, api_version: int
+    ) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat: the core's answer, once its records are replicated."""
+        try:
+            self.check_group(group_id)
+        except CoordinatorError as exc:
+            return HeartbeatResult(exc.error_code)
+        image = self.metadata.image
+
+        def lookup(name: str) -> tuple[uuid.UUID, int] | None:
+            topic = image.topic(name)
+            return None if topic is None else (topic.topic_id, len(topic.partitions))
+
+        result, records = self.core.consumer_heartbeat(
+            group_id, request, self.clock_ms(), lookup, api_version
+        )
+        self._wakeup.set()  # the session deadlines moved
+        if records:
+            code = await self._append(group_id, records)
+            if code:
+                logger.info("storing consumer group %s: %s", group_id, ErrorCode(code).name)
+                return HeartbeatResult(code)
+        return result
 
     async def commit_transactional_offsets(
         self,
@@ -513,9 +589,19 @@ class GroupCoordinatorDriver:
                          "committed" if committed else "aborted", count)  # fmt: skip
 
     def fetch_offsets(
-        self, group_id: str, partitions: list[tuple[str, int]] | None
+        self,
+        group_id: str,
+        partitions: list[tuple[str, int]] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
-        self.check_group(group_id)  # raises CoordinatorError
+        """Raises CoordinatorError (also for a KIP-848 member's id or epoch, OffsetFetch v9)."""
+        self.check_group(group_id)
+        consumer_group = self.core.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            code = consumer_group.validate_offset_fetch(member_id, member_epoch)
+            if code:
+                raise CoordinatorError(code)
         return self.core.fetch_offsets(group_id, partitions)
 
     async def delete_group(self, group_id: str) -> int:
@@ -524,11 +610,17 @@ class GroupCoordinatorDriver:
         except CoordinatorError as exc:
             return exc.error_code
         offsets = self.core.fetch_offsets(group_id, None)
+        consumer_group = self.core.consumer_groups.get(group_id)
         code, replies = self.core.delete_group(group_id)
         self._dispatch(replies)
         if code:
             return code
-        records = [(encode_key(GroupMetadataKey(group_id)), None)] + [
+        group_records: list[tuple[bytes, bytes | None]] = [
+            (encode_key(GroupMetadataKey(group_id)), None)
+        ]
+        if consumer_group is not None:
+            group_records = consumer_group.remove_all_records()
+        records = group_records + [
             (encode_key(OffsetCommitKey(group_id, topic, partition)), None)
             for topic, partition in offsets
         ]
@@ -567,7 +659,9 @@ class GroupCoordinatorDriver:
                 (encode_key(OffsetCommitKey(group_id, topic, partition)), None)
                 for topic, partition in cleanup.expired
             ]
-            if cleanup.group_removed:
+            if cleanup.group_records:
+                records += cleanup.group_records
+            elif cleanup.group_removed:
                 records.append((encode_key(GroupMetadataKey(group_id)), None))
             code = await self._append(group_id, records)
             if code:
@@ -617,6 +711,12 @@ class GroupCoordinatorDriver:
                 replies, expired = self.core.poll(self.clock_ms())
                 for group_id, member_id in expired:
                     logger.info("group %s: member %s session expired", group_id, member_id)
+                for group_id, members, records in self.core.poll_consumer_groups(self.clock_ms()):
+                    logger.info("consumer group %s: members %s timed out", group_id, members)
+                    code, _ = self._append_now(group_id, records)
+                    if code:
+                        logger.info("storing consumer group %s failed: %s", group_id,
+                                    ErrorCode(code).name)  # fmt: skip
                 self._dispatch(replies)
                 self._store_changed_now()
                 await trio.sleep(0)  # a deadline in the past never spins past other tasks

@@ -20,6 +20,7 @@ from log.protocol import (
     acls,
     admin,
     api_versions,
+    consumer_group,
     controller,
     coordinator,
     fetch,
@@ -70,9 +71,11 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("Fetch", fetch.FETCH_REQUEST, fetch.FETCH_RESPONSE, "0-17", "4-17"),
     _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-5", "1-5"),
     _api("Metadata", metadata.METADATA_REQUEST, metadata.METADATA_RESPONSE, "0-12", "1-12"),
-    _api("OffsetCommit", groups.OFFSET_COMMIT_REQUEST, groups.OFFSET_COMMIT_RESPONSE, "0-7", "2-7"),
+    # v9: KIP-848 members commit with their member epoch (STALE_MEMBER_EPOCH otherwise)
+    _api("OffsetCommit", groups.OFFSET_COMMIT_REQUEST, groups.OFFSET_COMMIT_RESPONSE, "0-9", "2-9"),
     # v7's require_stable (KIP-447): UNSTABLE_OFFSET_COMMIT while a transaction's offsets wait
-    _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-7", "1-7"),
+    # v8 batches groups, v9 checks a KIP-848 member's id and epoch (STALE_MEMBER_EPOCH)
+    _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-9", "1-9"),
     _api("FindCoordinator", coordinator.FIND_COORDINATOR_REQUEST,
          coordinator.FIND_COORDINATOR_RESPONSE, "0-4", "0-4"),
     _api("JoinGroup", groups.JOIN_GROUP_REQUEST, groups.JOIN_GROUP_RESPONSE, "0-5", "0-5"),
@@ -117,6 +120,11 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          "0-1", "0-1"),
     _api("DeleteGroups", groups.DELETE_GROUPS_REQUEST, groups.DELETE_GROUPS_RESPONSE, "0-1", "0-1"),
     # Flexible-only API (kafka-python's KafkaAdminClient.describe_cluster; librdkafka uses Metadata).
+    # KIP-848 consumer groups (log/coordinator/consumer_group_state.py)
+    _api("ConsumerGroupHeartbeat", consumer_group.CONSUMER_GROUP_HEARTBEAT_REQUEST,
+         consumer_group.CONSUMER_GROUP_HEARTBEAT_RESPONSE, "0-1", "0-1"),
+    _api("ConsumerGroupDescribe", consumer_group.CONSUMER_GROUP_DESCRIBE_REQUEST,
+         consumer_group.CONSUMER_GROUP_DESCRIBE_RESPONSE, "0", "0"),
     _api("DescribeCluster", admin.DESCRIBE_CLUSTER_REQUEST, admin.DESCRIBE_CLUSTER_RESPONSE,
          "0-1", "0-1"),
     # Admin extras: declared and decodable, advertised only once the broker handles them.
@@ -164,6 +172,7 @@ API_VERSIONS_KEY = 18
 # API families: a broker advertises a family once it handles every API in it.
 CORE_APIS = frozenset({0, 1, 2, 3, 18, 19, 20, 22, 32, 37, 60})
 GROUP_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42})
+CONSUMER_GROUP_APIS = frozenset({68, 69})  # KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe
 REPLICATION_APIS = frozenset({23})  # OffsetForLeaderEpoch: followers, and clients' epoch checks
 TRANSACTION_APIS = frozenset({24, 25, 26, 27, 28, 65, 66})
 ADMIN_EXTRA_APIS = frozenset({21, 33, 43, 44, 45, 46, 47, 61, 75})
@@ -174,6 +183,7 @@ ACL_APIS = frozenset({29, 30, 31})  # DescribeAcls, CreateAcls, DeleteAcls
 assert (
     CORE_APIS
     | GROUP_APIS
+    | CONSUMER_GROUP_APIS
     | REPLICATION_APIS
     | TRANSACTION_APIS
     | ADMIN_EXTRA_APIS

@@ -2,7 +2,9 @@
 LeaveGroup (13), OffsetCommit (8), OffsetFetch (9), ListGroups (16), DescribeGroups (15),
 DeleteGroups (42).
 
-LeaveGroup v3 replaces member_id by a members batch (KIP-345). OffsetCommit v0-1 and OffsetFetch
+LeaveGroup v3 replaces member_id by a members batch (KIP-345). OffsetCommit v8 is flexible and v9
+carries a KIP-848 member epoch (same fields); OffsetFetch v8 batches groups, v9 adds the member
+id and epoch. OffsetCommit v0-1 and OffsetFetch
 v0 are declared but refused (see apis.py).
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
@@ -153,7 +155,7 @@ LEAVE_GROUP_RESPONSE = message(
 OFFSET_COMMIT_REQUEST = message(
     "OffsetCommitRequest",
     api_key=8,
-    versions="0-7",
+    versions="0-9",
     flexible_versions="8+",
     fields=(
         F("group_id", STRING),
@@ -177,7 +179,7 @@ OFFSET_COMMIT_REQUEST = message(
 OFFSET_COMMIT_RESPONSE = message(
     "OffsetCommitResponse",
     api_key=8,
-    versions="0-7",
+    versions="0-9",
     flexible_versions="8+",
     fields=(
         F("throttle_time_ms", INT32, "3+"),
@@ -194,14 +196,24 @@ OFFSET_COMMIT_RESPONSE = message(
 OFFSET_FETCH_REQUEST = message(
     "OffsetFetchRequest",
     api_key=9,
-    versions="0-7",
+    versions="0-9",
     flexible_versions="6+",
     fields=(
-        F("group_id", STRING),
+        F("group_id", STRING, "0-7"),
         F("topics", ARRAY(STRUCT("OffsetFetchRequestTopic",
                 F("name", STRING),
                 F("partition_indexes", ARRAY(INT32)),
-            )), nullable="2+"),
+            )), "0-7", nullable="2-7"),
+        # v8 batches groups; v9 adds the KIP-848 member id and epoch
+        F("groups", ARRAY(STRUCT("OffsetFetchRequestGroup",
+                F("group_id", STRING),
+                F("member_id", STRING, "9+", nullable="9+", default=None),
+                F("member_epoch", INT32, "9+", default=-1),
+                F("topics", ARRAY(STRUCT("OffsetFetchRequestTopics",
+                        F("name", STRING),
+                        F("partition_indexes", ARRAY(INT32)),
+                    )), nullable="8+"),
+            )), "8+"),
         F("require_stable", BOOL, "7+", default=False),  # KIP-447
     ),
 )
@@ -209,7 +221,7 @@ OFFSET_FETCH_REQUEST = message(
 OFFSET_FETCH_RESPONSE = message(
     "OffsetFetchResponse",
     api_key=9,
-    versions="0-7",
+    versions="0-9",
     flexible_versions="6+",
     fields=(
         F("throttle_time_ms", INT32, "3+"),
@@ -222,8 +234,22 @@ OFFSET_FETCH_RESPONSE = message(
                         F("metadata", STRING, nullable="0+"),
                         F("error_code", INT16),
                     ))),
-            ))),
-        F("error_code", INT16, "2+"),
+            )), "0-7"),
+        F("error_code", INT16, "2-7"),
+        F("groups", ARRAY(STRUCT("OffsetFetchResponseGroup",
+                F("group_id", STRING),
+                F("topics", ARRAY(STRUCT("OffsetFetchResponseTopics",
+                        F("name", STRING),
+                        F("partitions", ARRAY(STRUCT("OffsetFetchResponsePartitions",
+                                F("partition_index", INT32),
+                                F("committed_offset", INT64),
+                                F("committed_leader_epoch", INT32, default=-1),
+                                F("metadata", STRING, nullable="0+"),
+                                F("error_code", INT16),
+                            ))),
+                    ))),
+                F("error_code", INT16),
+            )), "8+"),
     ),
 )
 

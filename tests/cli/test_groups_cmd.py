@@ -57,3 +57,29 @@ def test_groups_list_describe_reset(bootstrap):
     described = json.loads(run_cli(["groups", "describe", *b, "cli-group", "--json"]).stdout)
     assert described["offsets"][0]["committed_offset"] == 1
     run_cli(["groups", "reset-offsets", *b, "cli-group", "-t", "gtopic"], exit_code=2)
+
+
+def test_groups_describe_a_kip848_consumer_group(bootstrap):
+    """A group of the new protocol (group.protocol=consumer): ConsumerGroupDescribe's view."""
+    from confluent_kafka import Consumer
+
+    b = ["--bootstrap", bootstrap]
+    run_cli(["topics", "create", *b, "-t", "cgtopic", "-p", "2"])
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cli-cg",
+                         "group.protocol": "consumer", "enable.auto.commit": False})  # fmt: skip
+    try:
+        consumer.subscribe(["cgtopic"])
+        deadline = time.monotonic() + 60
+        while len(consumer.assignment()) < 2:
+            assert time.monotonic() < deadline
+            consumer.poll(0.1)
+        listed = json.loads(run_cli(["groups", "list", *b, "--json"]).stdout)
+        assert [g["protocol_type"] for g in listed if g["group"] == "cli-cg"] == ["consumer"]
+        described = json.loads(run_cli(["groups", "describe", *b, "cli-cg", "--json"]).stdout)
+        member_id = consumer.memberid()
+    finally:
+        consumer.close()
+    assert (described["state"], described["protocol"]) == ("Stable", "uniform")
+    [member] = described["members"]
+    assert member["member_id"] == member_id
+    assert member["assignment"] == ["cgtopic-0", "cgtopic-1"]

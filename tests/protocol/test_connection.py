@@ -316,7 +316,7 @@ def _error_codes(value, struct_type, version):
             codes.append(getattr(value, field.name))
         elif isinstance(element, StructType):
             items = getattr(value, field.name)
-            for item in items if isinstance(items, list) else [items]:
+            for item in items if isinstance(items, list) else [items] if items is not None else []:
                 codes.extend(_error_codes(item, element, version))
     return codes
 

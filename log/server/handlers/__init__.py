@@ -17,6 +17,7 @@ from typing import Any
 from log.protocol.apis import (
     ACL_APIS,
     ADMIN_EXTRA_APIS,
+    CONSUMER_GROUP_APIS,
     CORE_APIS,
     GROUP_APIS,
     LOG_DIR_APIS,
@@ -31,6 +32,10 @@ from log.server.handlers.admin import (
     handle_delete_topics,
     handle_describe_configs,
     handle_incremental_alter_configs,
+)
+from log.server.handlers.consumer_groups import (
+    handle_consumer_group_describe,
+    handle_consumer_group_heartbeat,
 )
 from log.server.handlers.delete_records import handle_delete_records
 from log.server.handlers.describe_producers import handle_describe_producers
@@ -126,10 +131,12 @@ HANDLERS: dict[int, Handler] = {
     61: handle_describe_producers,
     65: handle_describe_transactions,
     66: handle_list_transactions,
+    68: handle_consumer_group_heartbeat,
+    69: handle_consumer_group_describe,
     75: handle_describe_topic_partitions,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
-_FAMILIES = (CORE_APIS, GROUP_APIS, REPLICATION_APIS, TRANSACTION_APIS, ADMIN_EXTRA_APIS,
+_FAMILIES = (CORE_APIS, GROUP_APIS, CONSUMER_GROUP_APIS, REPLICATION_APIS, TRANSACTION_APIS, ADMIN_EXTRA_APIS,
              LOG_DIR_APIS, ACL_APIS)  # fmt: skip
 PARTLY_HANDLED_API_KEYS: frozenset[int] = frozenset().union(
     *(family for family in _FAMILIES if not family <= HANDLED_API_KEYS)

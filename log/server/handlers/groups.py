@@ -241,6 +241,7 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
         body.generation_id_or_member_epoch,
         offsets,
         body.group_instance_id,
+        request.api_version,
     )
     for tp in offsets:
         codes[tp] = code
@@ -263,40 +264,83 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
 
 async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    if request.api_version >= 8:  # a batch of groups, each answered on its own
+        return OF(groups=[await _fetch_group(ctx, request, g) for g in body.groups])
     # authorization: DESCRIBE on the group
     require_group(ctx, request, AclOperation.DESCRIBE, body.group_id)
     wanted = None
     if body.topics is not None:
         wanted = [(t.name, p) for t in body.topics for p in t.partition_indexes]
+    code, rows = _fetch_offsets(ctx, request, body.group_id, wanted, None, -1)
+    if code and request.api_version >= 2:
+        return OF(topics=[], error_code=code)
+    return OF(
+        topics=[
+            OF.OffsetFetchResponseTopic(
+                name=name,
+                partitions=[OF.OffsetFetchResponsePartition(**row) for row in parts],
+            )
+            for name, parts in rows.items()
+        ],
+        error_code=0,
+    )
+
+
+async def _fetch_group(ctx: BrokerContext, request: Request, group: object) -> object:
+    """One group of an OffsetFetch v8+ batch."""
+    G = OF.OffsetFetchResponseGroup  # noqa: N806
+    group_id = group.group_id  # type: ignore[attr-defined]
+    if not allowed(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return G(group_id=group_id, topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    topics = group.topics  # type: ignore[attr-defined]
+    wanted = None
+    if topics is not None:
+        wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
+    code, rows = _fetch_offsets(
+        ctx, request, group_id, wanted,
+        getattr(group, "member_id", None), getattr(group, "member_epoch", -1),
+    )  # fmt: skip
+    if code:
+        return G(group_id=group_id, topics=[], error_code=code)
+    return G(
+        group_id=group_id,
+        topics=[
+            G.OffsetFetchResponseTopics(
+                name=name,
+                partitions=[
+                    G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(**row)
+                    for row in parts
+                ],
+            )  # fmt: skip
+            for name, parts in rows.items()
+        ],
+        error_code=0,
+    )
+
+
+def _fetch_offsets(
+    ctx: BrokerContext,
+    request: Request,
+    group_id: str,
+    wanted: list[tuple[str, int]] | None,
+    member_id: str | None,
+    member_epoch: int,
+) -> tuple[int, dict[str, list[dict]]]:
+    """(group error, topic -> partition rows) of one group's committed offsets. v0-1 have no
+    group error: each partition carries it."""
     try:
-        found = driver(ctx).fetch_offsets(body.group_id, wanted)
+        found = driver(ctx).fetch_offsets(group_id, wanted, member_id, member_epoch)
     except CoordinatorError as exc:
         if request.api_version >= 2:
-            return OF(topics=[], error_code=exc.error_code)
-        found = {tp: None for tp in wanted or []}
-        by_topic = _by_topic(found)
-        return OF(
-            topics=[
-                OF.OffsetFetchResponseTopic(
-                    name=name,
-                    partitions=[
-                        OF.OffsetFetchResponsePartition(
-                            partition_index=p,
-                            committed_offset=-1,
-                            metadata="",
-                            error_code=exc.error_code,
-                        )  # fmt: skip
-                        for p, _ in parts
-                    ],
-                )
-                for name, parts in by_topic.items()
-            ],
-        )
+            return exc.error_code, {}
+        rows = {tp: {"committed_offset": -1, "metadata": "", "error_code": exc.error_code}
+                for tp in wanted or []}  # fmt: skip
+        return ErrorCode.NONE, _rows_by_topic(rows)
     # KIP-447: a consumer that asks for stable offsets waits (retries) while a transaction's
     # offset commit for the partition awaits its marker, instead of reading the older offset
     unstable = (
-        driver(ctx).core.pending_txn_partitions(body.group_id)
-        if getattr(body, "require_stable", False)
+        driver(ctx).core.pending_txn_partitions(group_id)
+        if getattr(request.body, "require_stable", False)
         else set()
     )
     # authorization: DESCRIBE on each topic; a listing of all leaves the others out
@@ -304,54 +348,42 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:
               if not allowed(ctx, request, DESCRIBE, ResourceType.TOPIC, tp[0], count=bool(wanted))}  # fmt: skip
     found = {tp: (None if tp[0] in denied else o) for tp, o in found.items()
              if wanted is not None or tp[0] not in denied}  # fmt: skip
-    return OF(
-        topics=[
-            OF.OffsetFetchResponseTopic(
-                name=name,
-                partitions=[
-                    OF.OffsetFetchResponsePartition(
-                        partition_index=p,
-                        committed_offset=-1 if o is None or (name, p) in unstable else o.offset,
-                        committed_leader_epoch=-1 if o is None else o.leader_epoch,
-                        metadata="" if o is None else o.metadata,
-                        error_code=(
-                            ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                            if name in denied
-                            else ErrorCode.UNSTABLE_OFFSET_COMMIT
-                            if (name, p) in unstable
-                            else 0
-                        ),
-                    )
-                    for p, o in parts
-                ],
-            )
-            for name, parts in _by_topic(found).items()
-        ],
-        error_code=0,
-    )
+    rows = {
+        tp: {
+            "committed_offset": -1 if o is None or tp in unstable else o.offset,
+            "committed_leader_epoch": -1 if o is None else o.leader_epoch,
+            "metadata": "" if o is None else o.metadata,
+            "error_code": (
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                if tp[0] in denied
+                else ErrorCode.UNSTABLE_OFFSET_COMMIT
+                if tp in unstable
+                else 0
+            ),
+        }
+        for tp, o in found.items()
+    }
+    return ErrorCode.NONE, _rows_by_topic(rows)
 
 
-def _by_topic(found: dict) -> dict[str, list]:
-    by_topic: dict[str, list] = {}
-    for (topic, partition), value in found.items():
-        by_topic.setdefault(topic, []).append((partition, value))
+def _rows_by_topic(rows: dict[tuple[str, int], dict]) -> dict[str, list[dict]]:
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), row in rows.items():
+        by_topic.setdefault(topic, []).append({"partition_index": partition, **row})
     return by_topic
-
-
-CLASSIC_GROUP_TYPE = "classic"  # ListGroups v5's group_type: every group here is classic
 
 
 async def handle_list_groups(ctx: BrokerContext, request: Request) -> object:
     """Groups this coordinator owns; v4 filters by state (KIP-518, case-insensitive, as
-    Kafka's parse), v5 by type (only classic groups exist here)."""
+    Kafka's parse), v5 by type (classic, consumer: KIP-848)."""
     groups = driver(ctx)
     groups.sync_ownership()
     overviews = groups.core.list_groups()
     body = request.body
     states = {s.lower() for s in getattr(body, "states_filter", None) or ()}
     types = {t.lower() for t in getattr(body, "types_filter", None) or ()}
-    if types and CLASSIC_GROUP_TYPE not in types:
-        overviews = []
+    if types:
+        overviews = [o for o in overviews if o.group_type in types]
     L = LIST_GROUPS_RESPONSE.cls
     may_list_all = allowed_cluster(ctx, request, AclOperation.DESCRIBE, count=False)
     return L(
@@ -361,7 +393,7 @@ async def handle_list_groups(ctx: BrokerContext, request: Request) -> object:
                 group_id=o.group_id,
                 protocol_type=o.protocol_type,
                 group_state=o.state,
-                group_type=CLASSIC_GROUP_TYPE,
+                group_type=o.group_type,
             )  # fmt: skip
             for o in overviews
             if not states or o.state.lower() in states
@@ -394,6 +426,8 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request) -> object
         group = groups.core.groups.get(group_id)
         if group is None:
             state = GroupState.DEAD.value if group_id not in groups.core.offsets else "Empty"
+            if group_id in groups.core.consumer_groups:
+                state = GroupState.DEAD.value  # Kafka: not a classic group (ConsumerGroupDescribe)
             described.append(
                 DG.DescribedGroup(
                     error_code=0,
