@@ -7,6 +7,10 @@
                                on our listeners; other brokers' certificates for replica fetchers)
     ssl.client.auth            required | requested | none (Kafka's names; mTLS)
 
+The controller listener (`CONTROLLER:SSL` in listener.security.protocol.map) uses the same
+settings: controller_contexts gives a controller node its server context and every node the
+client context it reaches the controllers with (None, None when the listener is PLAINTEXT).
+
 TLS 1.2 is the minimum on both sides. A listener's principal comes from the client
 certificate's subject when one was verified (principal.py).
 """
@@ -17,7 +21,7 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
-from log.common.node_config import ConfigError
+from log.common.node_config import ConfigError, NodeConfig
 
 _VERIFY_MODES = {
     "required": ssl.CERT_REQUIRED,
@@ -56,6 +60,15 @@ def client_context(props: Mapping[str, Any]) -> ssl.SSLContext:
         _load_chain(context, props, props["ssl.certificate.location"], props["ssl.key.location"])
     context.check_hostname = props["ssl.endpoint.identification.algorithm"].lower() == "https"
     return context
+
+
+def controller_contexts(config: NodeConfig) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
+    """(server context of this controller's listener or None, client context for reaching
+    the controllers or None): both None unless the controller listener is SSL."""
+    if config.controller_security_protocol != "SSL":
+        return None, None
+    server = server_context(config.props) if "controller" in config.roles else None
+    return server, client_context(config.props)
 
 
 def _load_chain(context: ssl.SSLContext, props: Mapping[str, Any], cert: str, key: str) -> None:
