@@ -24,7 +24,14 @@ from log.protocol.groups import (
 )
 from producer.connection import BrokerConnection
 from tools.admin_client import AdminClient
-from tools.cli_support import bootstrap_option, echo_json, json_option, print_table, run_client
+from tools.cli_support import (
+    bootstrap_option,
+    command_config_option,
+    echo_json,
+    json_option,
+    print_table,
+    run_client,
+)
 
 FIND_COORDINATOR_KEY = 10
 OFFSET_COMMIT_KEY = 8
@@ -176,8 +183,9 @@ def groups() -> None:
 
 @groups.command("list")
 @bootstrap_option
+@command_config_option
 @json_option
-def list_command(bootstrap, as_json):
+def list_command(bootstrap, security, as_json):
     """List the consumer groups of the cluster.
 
     \b
@@ -187,7 +195,7 @@ def list_command(bootstrap, as_json):
     """
 
     async def main() -> list[dict[str, Any]]:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             return await list_groups(admin)
 
     rows = run_client(main)
@@ -202,9 +210,10 @@ def list_command(bootstrap, as_json):
 
 @groups.command("describe")
 @bootstrap_option
+@command_config_option
 @click.argument("group_id")
 @json_option
-def describe_command(bootstrap, group_id, as_json):
+def describe_command(bootstrap, security, group_id, as_json):
     """Show a group's state, members and committed offsets with lag.
 
     \b
@@ -214,7 +223,7 @@ def describe_command(bootstrap, group_id, as_json):
     """
 
     async def main() -> dict[str, Any]:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             return await describe_group(admin, group_id)
 
     described = run_client(main)
@@ -236,6 +245,7 @@ def describe_command(bootstrap, group_id, as_json):
 
 @groups.command("reset-offsets")
 @bootstrap_option
+@command_config_option
 @click.argument("group_id")
 @click.option("--topic", "-t", required=True)
 @click.option("--to-earliest", "to", flag_value="earliest")
@@ -243,7 +253,7 @@ def describe_command(bootstrap, group_id, as_json):
 @click.option("--to-offset", "offset", type=click.IntRange(0), default=None)
 @click.option("--execute", is_flag=True, help="commit the new offsets (default: dry run)")
 @json_option
-def reset_offsets_command(bootstrap, group_id, topic, to, offset, execute, as_json):
+def reset_offsets_command(bootstrap, security, group_id, topic, to, offset, execute, as_json):
     """Set an (empty) group's committed offsets of a topic's partitions (a dry run unless
     --execute).
 
@@ -257,7 +267,7 @@ def reset_offsets_command(bootstrap, group_id, topic, to, offset, execute, as_js
     how = to or "offset"
 
     async def main() -> list[dict[str, Any]]:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             return await reset_offsets(admin, group_id, topic, how, offset, execute)
 
     rows = run_client(main)

@@ -286,6 +286,11 @@ def metadata(
             machine = trio.run(read_online, host, int(port), read_secret(secret_file), tls)
     except (KafkaError, OSError, pickle.UnpicklingError) as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    except trio.TooSlowError:
+        raise click.ClickException(
+            f"no answer from the controller at {bootstrap} (a CONTROLLER:SSL listener needs "
+            "--secret-file to be a node's node.toml, which carries its TLS settings)"
+        ) from None
     if show_records:
         if as_json:
             for offset, r in lines:
