@@ -14,7 +14,8 @@ batch applied; a batch rejected on replay is answered with its error code. Rando
 ids, placement start) is drawn here, never in the pure layer.
 
 The CONTROLLER listener: TLS first when it is `CONTROLLER:SSL` (the node's ssl.* settings;
-ssl.client.auth=required makes brokers present a certificate the CA signed), then every
+ssl.client.auth=required makes brokers present a certificate the CA signed, and with an
+authorizer its principal must be a super user: `peer_check`), then every
 connection proves it holds the cluster secret (quorum/controller_auth.py) before any request.
 RPCs (Kafka framing, CONTROLLER listener): BrokerRegistration, BrokerHeartbeat,
 AllocateProducerIds (Kafka's messages), ControllerForward (the other decisions) and
@@ -105,10 +106,14 @@ class ControllerService:
         seed: int | None = None,
         metrics: Any = None,
         ssl_context: ssl.SSLContext | None = None,
+        peer_check: Callable[[bytes | None], str] | None = None,
     ) -> None:
         assert "controller" in config.roles
         # The listener's TLS (log.security.tls.controller_contexts); None: plaintext.
         self.ssl_context = ssl_context
+        # With TLS: the peer's certificate (DER) -> why it may not act as a broker, "" if it
+        # may (log.security.tls.controller_peer_check); None: no check beyond the secret.
+        self.peer_check = peer_check
         # metrics: a log.server.metrics.NodeMetrics (or None): propose -> commit latency.
         self.metrics = metrics
         self.config = config
@@ -540,8 +545,12 @@ class ControllerService:
             async with self._handshake_slots:
                 with trio.fail_after(controller_auth.HANDSHAKE_TIMEOUT_S):
                     if self.ssl_context is not None:
-                        stream = trio.SSLStream(socket_stream, self.ssl_context, server_side=True)
-                        await stream.do_handshake()
+                        tls = trio.SSLStream(socket_stream, self.ssl_context, server_side=True)
+                        await tls.do_handshake()
+                        refusal = self.peer_check and self.peer_check(tls.getpeercert(True))
+                        if refusal:
+                            raise controller_auth.HandshakeError(refusal)
+                        stream = tls
                     await controller_auth.accept(stream, self._secret)
             return stream
         except (controller_auth.HandshakeError, trio.TooSlowError, trio.BrokenResourceError,

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import trio
 
 from log.common.node_config import NodeConfig
-from log.security.tls import controller_contexts
+from log.security.tls import controller_contexts, controller_peer_check
 from log.server.broker import KafkaServer
 from log.server.metrics import NodeMetrics
 from log.storage.config import default_log_config
@@ -105,7 +105,10 @@ class Node:
         self._controller_server_tls, self._controller_client_tls = controller_contexts(self.config)
         if "controller" in self.config.roles:
             self.controller = ControllerService(
-                self.config, metrics=self.metrics, ssl_context=self._controller_server_tls
+                self.config,
+                metrics=self.metrics,
+                ssl_context=self._controller_server_tls,
+                peer_check=controller_peer_check(self.config),
             )
             self.controller_port = await nursery.start(self.controller.run)
         if "broker" in self.config.roles:

@@ -7,7 +7,8 @@ creation to the active controller over TLS. Node 3 runs with the right certifica
 secret (it is started first, so it tries from the start): its Raft seat never joins (its own
 image stays empty), its broker never registers, the controller is never node 3, and nodes 1 and
 2 keep working. Strangers on the controller port -- plaintext, TLS without a client
-certificate or with one another CA signed, the right certificate but a wrong secret, or a
+certificate or with one another CA signed, a certificate our CA signed for a principal that is
+not a super user (the authorizer is on), the right certificate but a wrong secret, or a
 controller certificate the client does not trust -- are refused before any request.
 """
 
@@ -17,6 +18,7 @@ import ssl
 
 import pytest
 import trio
+from cryptography import x509
 
 from log.common.node_config import NODE_CONFIG_FILE, ConfigError, NodeConfig, Voter, to_toml
 from log.security.tls import client_context, controller_contexts
@@ -49,14 +51,23 @@ class Secured:
         return self.cluster.layout.controller_port(node_id)
 
 
-def _security(ca: CertificateAuthority, pki_dir, node_id: int) -> dict[str, object]:
-    cert, key = ca.issue(pki_dir, f"node-{node_id}", ("127.0.0.1", "localhost"))
+def _principal(cert) -> str:
+    return "User:" + x509.load_pem_x509_certificate(cert.read_bytes()).subject.rfc4514_string()
+
+
+def _security(ca: CertificateAuthority, certs: dict, node_id: int) -> dict[str, object]:
+    # the nodes' certificate principals may act as brokers; PLAINTEXT (ANONYMOUS) is trusted
+    # here only so the test's Kafka clients and replica fetchers need no credentials
+    brokers = ";".join(_principal(cert) for cert, _ in certs.values())
+    cert, key = certs[node_id]
     return {
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
         "ssl.certificate.location": str(cert),
         "ssl.key.location": str(key),
         "ssl.ca.location": str(ca.certificate_path),
         "ssl.client.auth": "required",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": f"User:ANONYMOUS;{brokers}",
     }
 
 
@@ -66,11 +77,13 @@ def secured(tmp_path_factory):
     pki_dir = data_dir / "pki"
     ca = CertificateAuthority.create(pki_dir)
     layout = ClusterLayout(data_dir, 3, free_base_port(3))
+    hosts = ("127.0.0.1", "localhost")
+    certs = {n: ca.issue(pki_dir, f"node-{n}", hosts) for n in layout.node_ids}
     for node_id in layout.node_ids:
         secret = WRONG_SECRET if node_id == 3 else PASSWORD
         props = layout.node_properties(node_id, "test-cluster", secret)
         props.update(TEST_PROPS)
-        props.update(_security(ca, pki_dir, node_id))
+        props.update(_security(ca, certs, node_id))
         layout.node_dir(node_id).mkdir(parents=True)
         (layout.node_dir(node_id) / NODE_CONFIG_FILE).write_text(to_toml(props))
     cluster = Cluster(data_dir, 3, base_port=layout.base_port)
@@ -150,8 +163,8 @@ def _context(secured: Secured, *, ca=None, cert: str = "", trust=None) -> ssl.SS
     return client_context(props)
 
 
-CASES = ("allowed", "plaintext", "no-certificate", "untrusted-certificate", "wrong-secret",
-         "untrusted-controller")  # fmt: skip
+CASES = ("allowed", "plaintext", "no-certificate", "untrusted-certificate", "not-a-broker",
+         "wrong-secret", "untrusted-controller")  # fmt: skip
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -163,6 +176,7 @@ async def test_the_controller_listener_refuses_strangers(secured, case):
         "plaintext": lambda: None,
         "no-certificate": lambda: _context(secured),
         "untrusted-certificate": lambda: _context(secured, ca=other_ca, cert="intruder"),
+        "not-a-broker": lambda: _context(secured, cert="client"),  # our CA's, not a super user
         "wrong-secret": lambda: secured.tls(1),
         "untrusted-controller": lambda: _context(
             secured, cert="client", trust=other_ca.certificate_path
