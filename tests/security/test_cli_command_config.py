@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 
+import click
 import pytest
 import trio
 
@@ -21,6 +22,8 @@ from tests.security.conftest import USERS
 from tools.admin_client import AdminClient
 from tools.client_security import client_security
 from tools.consume_cmd import Printer, consume, format_record
+from tools.perf_cmd import run_produce_benchmark
+from tools.perf_consume import run_consume_benchmark
 from tools.produce_cmd import produce_lines
 
 TOPIC = "secured"
@@ -152,3 +155,25 @@ async def test_the_cli_takes_command_config(secure_broker, tmp_path):
     assert refused.returncode == 1 and refused.stdout == ""
     assert "SASL_AUTHENTICATION_FAILED" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+async def test_perf_produces_and_consumes_over_sasl_ssl(secure_broker):
+    """perf's quorumlog and confluent clients take the settings (each in a thread: they run
+    their own event loop); kafka-python and aiokafka are refused rather than run insecurely."""
+    listener, props = _cases(secure_broker.pki)["SASL_SSL SCRAM-SHA-512"]
+    security = client_security(props)
+    bootstrap = secure_broker.bootstrap(listener)
+    await secure_broker.create_topic(TOPIC)
+    for runs, client in enumerate(("quorumlog", "confluent"), 1):
+        produced = await trio.to_thread.run_sync(lambda c=client: run_produce_benchmark(
+            bootstrap=bootstrap, topic=TOPIC, records=20, record_size=10, client=c,
+            security=security,
+        ))  # fmt: skip
+        assert produced["acknowledged"] == 20
+        consumed = await trio.to_thread.run_sync(lambda c=client: run_consume_benchmark(
+            bootstrap=bootstrap, topic=TOPIC, client=c, security=security,
+        ))  # fmt: skip
+        assert consumed["records"] >= 20 * runs  # and the senders' warm-up records
+    with pytest.raises(click.UsageError, match="--command-config"):
+        run_produce_benchmark(bootstrap=bootstrap, topic=TOPIC, records=1, record_size=1,
+                              client="kafka-python", security=security)  # fmt: skip
