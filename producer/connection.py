@@ -19,13 +19,18 @@ not check `can_send`; `request` waits for room); each request must be answered w
 with REQUEST_TIMED_OUT, as in Kafka's NetworkClient; frames are bounded by
 `max_frame_bytes`. `BrokerConnections` keeps one connection per node id, connecting in the
 background with `reconnect_backoff_ms` between attempts to the same node.
+
+How a connection is opened is a `Connector` (host, port) -> stream: `open_plaintext` (TCP with
+TCP_NODELAY) unless the caller passes one that adds TLS and/or a SASL login (the CLI builds
+those from `--command-config`: tools/client_security.py). A connector's KafkaError (a refused
+login: SASL_AUTHENTICATION_FAILED) ends the connection with that error.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
@@ -46,6 +51,14 @@ API_VERSIONS_REQUEST_VERSION = 2  # the highest non-flexible ApiVersions both si
 DEFAULT_RECONNECT_BACKOFF_MS = 50  # Kafka's reconnect.backoff.ms
 
 ResponseCallback = Callable[[ClientResponse | KafkaError | None], None]
+Connector = Callable[[str, int], Awaitable[trio.abc.Stream]]  # (host, port) -> a ready stream
+
+
+async def open_plaintext(host: str, port: int) -> trio.abc.Stream:
+    """The default Connector: TCP, requests written at once (TCP_NODELAY)."""
+    stream = await trio.open_tcp_stream(host, port)
+    stream.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
+    return stream
 
 
 class ConnectionFailedError(KafkaError):
@@ -79,8 +92,10 @@ class BrokerConnection:
         max_in_flight: int = 5,
         request_timeout_ms: int = 30000,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        connector: Connector = open_plaintext,
     ) -> None:
         assert max_in_flight >= 1
+        self.connector = connector
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -88,7 +103,7 @@ class BrokerConnection:
         self.request_timeout_ms = request_timeout_ms
         self.versions: dict[int, int] = {}
         self._codec = ClientCodec(client_id, max_frame_bytes, max_in_flight + 1)
-        self._stream: trio.SocketStream | None = None
+        self._stream: trio.abc.Stream | None = None
         self._send_lock = trio.Lock()
         self._pending: list[_Pending] = []  # in request order; the head is answered first
         self._read_scope: trio.CancelScope | None = None
@@ -127,8 +142,7 @@ class BrokerConnection:
         try:
             try:
                 with trio.fail_after(self.request_timeout_ms / 1000):
-                    self._stream = await trio.open_tcp_stream(self.host, self.port)
-                    self._stream.setsockopt(6, 1, 1)  # IPPROTO_TCP, TCP_NODELAY
+                    self._stream = await self.connector(self.host, self.port)
                     await self._handshake()
             except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
                 raise ConnectionFailedError(
@@ -318,8 +332,10 @@ class BrokerConnections:
         reconnect_backoff_ms: int = DEFAULT_RECONNECT_BACKOFF_MS,
         on_change: Callable[[], None] = lambda: None,
         on_disconnect: Callable[[int], None] = lambda node_id: None,
+        connector: Connector = open_plaintext,
     ) -> None:
         self._nursery = nursery
+        self._connector = connector
         self._client_id = client_id
         self._max_in_flight = max_in_flight
         self._request_timeout_ms = request_timeout_ms
@@ -376,6 +392,7 @@ class BrokerConnections:
             client_id=self._client_id,
             max_in_flight=self._max_in_flight,
             request_timeout_ms=self._request_timeout_ms,
+            connector=self._connector,
         )
         pool = self
 
@@ -401,7 +418,8 @@ class BrokerConnections:
     async def connected(self, node_id: int, host: str, port: int) -> BrokerConnection:
         """Connect if needed and wait until ready (callers bound this with a timeout). An
         attempt that fails raises ConnectionFailedError at once, so a caller going through
-        candidate nodes moves on instead of retrying a dead node until its timeout."""
+        candidate nodes moves on instead of retrying a dead node until its timeout; one whose
+        SASL login was refused raises that error (SASL_AUTHENTICATION_FAILED)."""
         attempted = False
         while True:
             if self._closed:
@@ -411,6 +429,8 @@ class BrokerConnections:
                 return connection
             if attempted and node_id not in self._connecting:
                 error = self._last_error.get(node_id)
+                if error is not None and error.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED:
+                    raise error  # as Kafka's clients: a refused login is not retried
                 raise ConnectionFailedError(f"cannot connect to node {node_id}: {error}")
             delay_ms = self.connection_delay_ms(node_id, now_ms())
             if node_id not in self._connecting and delay_ms:

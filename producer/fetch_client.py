@@ -30,7 +30,13 @@ from log.records.batch import DecodedRecord
 from log.records.batch_header import HEADER_BYTES, read_header
 from log.records.reader import iter_records
 from producer.cluster_view import TopicPartition
-from producer.connection import BrokerConnection, BrokerConnections, parse_bootstrap_servers
+from producer.connection import (
+    BrokerConnection,
+    BrokerConnections,
+    Connector,
+    open_plaintext,
+    parse_bootstrap_servers,
+)
 from producer.metadata import MetadataUpdater, ProducerMetadata
 
 FETCH_KEY = 1
@@ -69,8 +75,10 @@ class FetchClient:
         retry_backoff_ms: int = 100,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         max_wait_ms: int = 100,
+        connector: Connector = open_plaintext,
     ) -> None:
         self._bootstrap = parse_bootstrap_servers(bootstrap_servers)
+        self.connector = connector  # how connections open (TLS/SASL: producer/connection.py)
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -86,6 +94,7 @@ class FetchClient:
             client_id=self.client_id,
             max_in_flight=5,
             request_timeout_ms=self.request_timeout_ms,
+            connector=self.connector,
         )
         self.metadata = ProducerMetadata(self._bootstrap, retry_backoff_ms=self.retry_backoff_ms)
         self.updater = MetadataUpdater(

@@ -63,7 +63,13 @@ from producer.bulk import (
 )
 from producer.cluster_view import TopicPartition
 from producer.config import ProducerConfig
-from producer.connection import BrokerConnections, now_ms, parse_bootstrap_servers
+from producer.connection import (
+    BrokerConnections,
+    Connector,
+    now_ms,
+    open_plaintext,
+    parse_bootstrap_servers,
+)
 from producer.delivery_handle import DeliveryHandle, RecordDeliveryHandle, wait_completed
 from producer.errors import ProducerClosedError, root_error
 from producer.gc_tuning import GC_TUNING
@@ -104,9 +110,11 @@ class Producer:
         *,
         seed: int | None = None,
         gc_tuning: bool = True,
+        connector: Connector = open_plaintext,
         **overrides: object,
     ) -> None:
         self.config = build_config(bootstrap_servers, config, overrides)
+        self._connector = connector  # how connections open (TLS/SASL: producer/connection.py)
         self._gc_tuning = gc_tuning  # see producer/gc_tuning.py
         self._gc_tuned = False
         if not self.config.bootstrap_servers:
@@ -148,6 +156,7 @@ class Producer:
             request_timeout_ms=config.request_timeout_ms,
             on_change=self._on_connection_change,
             on_disconnect=lambda _node_id: self.updater.request_update(),
+            connector=self._connector,
         )
         self.updater = MetadataUpdater(
             self.metadata, self.connections, request_timeout_ms=config.request_timeout_ms

@@ -1,6 +1,8 @@
 """ControllerClient: a broker's calls to the controller quorum over TCP (Kafka framing).
 
-One TCP connection at a time, one request at a time (a lock), to one of
+One TCP connection at a time (TLS when given an `ssl_context`: the controller listener is
+`CONTROLLER:SSL`; the controller's certificate is checked against the voter's host), proving
+it holds the cluster secret (controller_auth.py) before any request; one request at a time (a lock), to one of
 `controller.quorum.voters`. `call()` finds the active controller: it starts with the last
 controller that answered (or the first voter), follows a NOT_CONTROLLER answer's `leader_id`
 when it has one, otherwise moves to the next voter; connection failures and retriable errors
@@ -17,6 +19,7 @@ does not chase the leader.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,14 +76,16 @@ class ControllerClient:
         secret: str,
         client_id: str = "quorumlog-broker",
         max_attempts: int = MAX_ATTEMPTS,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         assert voters and max_attempts >= 1
         self.voters = tuple(voters)
         self.secret = secret  # the cluster's controller.quorum.password (controller_auth.py)
+        self.ssl_context = ssl_context  # log.security.tls.controller_contexts; None: plaintext
         self.client_id = client_id
         self.max_attempts = max_attempts
         self._current = 0  # index into voters
-        self._stream: trio.SocketStream | None = None
+        self._stream: trio.abc.Stream | None = None
         self._frames: FrameDecoder | None = None
         self._next_correlation_id = 0
         self._lock = trio.Lock()
@@ -129,9 +134,14 @@ class ControllerClient:
         if self._stream is None:
             voter = self.voters[self._current]
             with trio.fail_after(CONNECT_TIMEOUT_MS / 1000):
-                stream = await trio.open_tcp_stream(voter.host, voter.port)
+                stream: trio.abc.Stream = await trio.open_tcp_stream(voter.host, voter.port)
             try:
                 with trio.fail_after(controller_auth.HANDSHAKE_TIMEOUT_S):
+                    if self.ssl_context is not None:
+                        stream = trio.SSLStream(
+                            stream, self.ssl_context, server_hostname=voter.host
+                        )
+                        await stream.do_handshake()
                     await controller_auth.connect(stream, self.secret)
             except BaseException as exc:
                 with trio.CancelScope(shield=True):

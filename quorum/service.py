@@ -13,6 +13,10 @@ quorum/controller.py), propose the records as one batch under a timeout, answer 
 batch applied; a batch rejected on replay is answered with its error code. Randomness (topic
 ids, placement start) is drawn here, never in the pure layer.
 
+The CONTROLLER listener: TLS first when it is `CONTROLLER:SSL` (the node's ssl.* settings;
+ssl.client.auth=required makes brokers present a certificate the CA signed, and with an
+authorizer its principal must be a super user: `peer_check`), then every
+connection proves it holds the cluster secret (quorum/controller_auth.py) before any request.
 RPCs (Kafka framing, CONTROLLER listener): BrokerRegistration, BrokerHeartbeat,
 AllocateProducerIds (Kafka's messages), ControllerForward (the other decisions) and
 MetadataFetch (log/protocol/controller_extra.py). Non-leaders answer NOT_CONTROLLER (with the
@@ -34,6 +38,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import ssl
 import time
 import uuid
 from collections.abc import Callable
@@ -94,8 +99,21 @@ def raft_config_for(config: NodeConfig) -> RaftConfig:
 class ControllerService:
     """`port = await nursery.start(service.run)`; serves until cancelled."""
 
-    def __init__(self, config: NodeConfig, *, seed: int | None = None, metrics: Any = None) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        *,
+        seed: int | None = None,
+        metrics: Any = None,
+        ssl_context: ssl.SSLContext | None = None,
+        peer_check: Callable[[bytes | None], str] | None = None,
+    ) -> None:
         assert "controller" in config.roles
+        # The listener's TLS (log.security.tls.controller_contexts); None: plaintext.
+        self.ssl_context = ssl_context
+        # With TLS: the peer's certificate (DER) -> why it may not act as a broker, "" if it
+        # may (log.security.tls.controller_peer_check); None: no check beyond the secret.
+        self.peer_check = peer_check
         # metrics: a log.server.metrics.NodeMetrics (or None): propose -> commit latency.
         self.metrics = metrics
         self.config = config
@@ -507,31 +525,42 @@ class ControllerService:
                 fields["error_message"] = str(exc)[:1000]
             return api.response.cls(**fields)
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
-        async with stream:
-            if not await self._authenticate(stream):
+    async def _serve_connection(self, socket_stream: trio.SocketStream) -> None:
+        async with socket_stream:
+            stream = await self._authenticate(socket_stream)
+            if stream is None:
                 return
             if self._connection_slots.value == 0:
                 return  # every slot is taken by authenticated peers: close
             await self._serve_authenticated(stream)
 
-    async def _authenticate(self, stream: trio.SocketStream) -> bool:
-        """The handshake (controller_auth.py) on one of MAX_HANDSHAKES slots, within
-        HANDSHAKE_TIMEOUT_S: a stranger holds a slot for seconds, never a session's."""
+    async def _authenticate(self, socket_stream: trio.SocketStream) -> trio.abc.Stream | None:
+        """TLS (when the listener is SSL), then the handshake (controller_auth.py), on one of
+        MAX_HANDSHAKES slots within HANDSHAKE_TIMEOUT_S: a stranger holds a slot for
+        seconds, never a session's. The stream to serve on, or None: refused."""
         if self._handshake_slots.value == 0:
-            return False
+            return None
+        stream: trio.abc.Stream = socket_stream
         try:
             async with self._handshake_slots:
                 with trio.fail_after(controller_auth.HANDSHAKE_TIMEOUT_S):
+                    if self.ssl_context is not None:
+                        tls = trio.SSLStream(socket_stream, self.ssl_context, server_side=True)
+                        await tls.do_handshake()
+                        refusal = self.peer_check and self.peer_check(tls.getpeercert(True))
+                        if refusal:
+                            raise controller_auth.HandshakeError(refusal)
+                        stream = tls
                     await controller_auth.accept(stream, self._secret)
-            return True
+            return stream
         except (controller_auth.HandshakeError, trio.TooSlowError, trio.BrokenResourceError,
                 trio.ClosedResourceError, OSError) as exc:  # fmt: skip
+            reason = exc.__cause__ or exc
             logger.info("node %d: controller connection from %s refused: %s",
-                        self.node_id, _peer(stream), exc or type(exc).__name__)  # fmt: skip
-            return False
+                        self.node_id, _peer(socket_stream), reason or type(exc).__name__)  # fmt: skip
+            return None
 
-    async def _serve_authenticated(self, stream: trio.SocketStream) -> None:
+    async def _serve_authenticated(self, stream: trio.abc.Stream) -> None:
         connection_id = next(self._connection_ids)
         async with self._connection_slots:
             try:
@@ -551,14 +580,14 @@ class ControllerService:
                     self._fence_wakeup.set()
 
     async def _serve_requests(
-        self, stream: trio.SocketStream, connection_id: int, scope: trio.CancelScope
+        self, stream: trio.abc.Stream, connection_id: int, scope: trio.CancelScope
     ) -> None:
         frames = FrameDecoder(self.config.props["socket.request.max.bytes"])
         try:
             while True:
                 frame = frames.next_frame()
                 if frame is None:
-                    data = b""
+                    data: bytes | bytearray = b""
                     with trio.move_on_after(self._idle_timeout_s):
                         data = await stream.receive_some(MAX_READ_BYTES)
                     if not data:

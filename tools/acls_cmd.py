@@ -16,8 +16,15 @@ from typing import Any
 
 import click
 
-from tools.cli_support import bootstrap_option, echo_json, json_option, print_table
-from tools.users_cmd import TIMEOUT_S, _admin, command_config_option
+from tools.cli_support import (
+    bootstrap_option,
+    command_config_option,
+    confluent_admin,
+    echo_json,
+    json_option,
+    print_table,
+)
+from tools.users_cmd import TIMEOUT_S
 
 OPERATIONS = ("All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
               "DescribeConfigs", "AlterConfigs", "IdempotentWrite")  # fmt: skip
@@ -141,7 +148,7 @@ def _canonical(operations: tuple[str, ...]) -> tuple[str, ...]:
 @bootstrap_option
 @command_config_option
 def add(allow_principal, deny_principal, host, operation, topic, group, transactional_id,
-        cluster, resource_pattern_type, bootstrap, command_config) -> None:  # fmt: skip
+        cluster, resource_pattern_type, bootstrap, security) -> None:  # fmt: skip
     """Add ACLs: each principal x host x operation on one resource.
 
     \b
@@ -153,7 +160,7 @@ def add(allow_principal, deny_principal, host, operation, topic, group, transact
     resource = _resource(topic, group, transactional_id, cluster)
     bindings = _bindings(_principals(allow_principal, deny_principal), host,
                          _canonical(operation), resource, resource_pattern_type)  # fmt: skip
-    admin = _admin(bootstrap, command_config)
+    admin = confluent_admin(bootstrap, security)
     futures = admin.create_acls(bindings, request_timeout=TIMEOUT_S)
     failures = []
     for binding, future in futures.items():
@@ -195,7 +202,7 @@ def _filter(resource: tuple[Any, str | None], pattern: str | None, principal: st
 @bootstrap_option
 @command_config_option
 def remove(allow_principal, deny_principal, host, operation, topic, group, transactional_id,
-           cluster, resource_pattern_type, bootstrap, command_config) -> None:  # fmt: skip
+           cluster, resource_pattern_type, bootstrap, security) -> None:  # fmt: skip
     """Remove the ACLs of one resource: all of them, or those matching the principals, hosts
     and operations given.
 
@@ -216,7 +223,7 @@ def remove(allow_principal, deny_principal, host, operation, topic, group, trans
         for h in host or (None,)
         for o in _canonical(operation) or (None,)
     ]
-    admin = _admin(bootstrap, command_config)
+    admin = confluent_admin(bootstrap, security)
     removed = 0
     for future in admin.delete_acls(filters, request_timeout=TIMEOUT_S).values():
         try:
@@ -233,7 +240,7 @@ def remove(allow_principal, deny_principal, host, operation, topic, group, trans
 @command_config_option
 @json_option
 def list_acls(principal, topic, group, transactional_id, cluster, resource_pattern_type,
-              bootstrap, command_config, as_json) -> None:  # fmt: skip
+              bootstrap, security, as_json) -> None:  # fmt: skip
     """ACLs, of one resource or all.
 
     \b
@@ -244,7 +251,7 @@ def list_acls(principal, topic, group, transactional_id, cluster, resource_patte
     resource = _resource(topic, group, transactional_id, cluster)
     pattern = resource_pattern_type if resource[1] is not None else None
     acl_filter = _filter(resource, pattern, principal, None, None, None)
-    admin = _admin(bootstrap, command_config)
+    admin = confluent_admin(bootstrap, security)
     try:
         found = admin.describe_acls(acl_filter, request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
     except Exception as exc:

@@ -41,7 +41,12 @@ from log.protocol.admin import (
 from log.protocol.log_dirs import DESCRIBE_LOG_DIRS_REQUEST
 from log.protocol.metadata import METADATA_REQUEST
 from producer.admin_requests import CREATE_TOPICS_KEY, create_topics_request
-from producer.connection import BrokerConnection, ConnectionFailedError
+from producer.connection import (
+    BrokerConnection,
+    ConnectionFailedError,
+    Connector,
+    open_plaintext,
+)
 from producer.fetch_client import FetchClient
 
 METADATA_KEY = 3
@@ -140,10 +145,14 @@ class AdminClient:
         *,
         client_id: str = "quorumlog-admin",
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        connector: Connector = open_plaintext,
     ) -> None:
         self.request_timeout_ms = request_timeout_ms
         self.fetch_client = FetchClient(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            connector=connector,
         )
 
     async def __aenter__(self) -> AdminClient:

@@ -1,4 +1,9 @@
-"""What every client command shares: --bootstrap/--json options, errors as one line, tables.
+"""What every client command shares: --bootstrap/--command-config/--json options, errors as one
+line, tables.
+
+`--command-config FILE` (env QUORUMLOG_COMMAND_CONFIG) reaches the command as a ClientSecurity
+(tools/client_security.py): pass `security.connector` to our clients, `confluent_admin` or
+`security.confluent` to confluent-kafka's.
 
 `run_client(main, *args)` runs an async command body under trio and turns what can go wrong
 for a user (a broker's KafkaError, an unreachable cluster, a bad value, a closed pipe, Ctrl-C)
@@ -12,12 +17,15 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
 import trio
 
 from log.common.errors import KafkaError
+from log.common.node_config import ConfigError
+from tools.client_security import PLAINTEXT, ClientSecurity, client_security, read_properties
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "QUORUMLOG_BOOTSTRAP"
@@ -33,6 +41,36 @@ bootstrap_option = click.option(
     show_envvar=True,
     help="host:port[,host:port...] of any broker(s)",
 )
+COMMAND_CONFIG_ENV = "QUORUMLOG_COMMAND_CONFIG"
+
+
+def _client_security(ctx: click.Context, param: click.Parameter, path: Path | None) -> Any:
+    if path is None:
+        return PLAINTEXT
+    try:
+        return client_security(read_properties(path))
+    except (ValueError, ConfigError) as exc:
+        raise click.BadParameter(f"{path}: {exc}", ctx, param) from None
+
+
+command_config_option = click.option(
+    "--command-config",
+    "security",
+    envvar=COMMAND_CONFIG_ENV,
+    show_envvar=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    callback=_client_security,
+    help="client properties file (security.protocol, ssl.*, sasl.*), as Kafka's tools take",
+)
+
+
+def confluent_admin(bootstrap: str, security: ClientSecurity) -> Any:
+    """confluent-kafka's AdminClient for `bootstrap` with the --command-config settings."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, **security.confluent})
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="print JSON instead of text")
 
 

@@ -25,7 +25,14 @@ import trio
 
 from log.records.batch import DecodedRecord
 from tools.admin_client import AdminClient
-from tools.cli_support import CommandError, bootstrap_option, run_client, run_guarded
+from tools.cli_support import (
+    CommandError,
+    bootstrap_option,
+    command_config_option,
+    run_client,
+    run_guarded,
+)
+from tools.client_security import PLAINTEXT, ClientSecurity
 from tools.group_consume import DEFAULT_ASSIGNMENT_TIMEOUT_MS, GroupOptions, consume_group
 
 FORMATS = ("value", "key-value", "json")
@@ -107,8 +114,9 @@ async def consume(
     timestamp_ms: int | None,
     printer: Printer,
     follow: bool,
+    security: ClientSecurity = PLAINTEXT,
 ) -> None:
-    async with AdminClient(bootstrap) as admin:
+    async with AdminClient(bootstrap, connector=security.connector) as admin:
         description = await admin.describe_topic(topic)
         known = [p.partition for p in description.partitions]
         for p in partitions:
@@ -140,6 +148,7 @@ async def consume(
 
 @click.command("consume")
 @bootstrap_option
+@command_config_option
 @click.option("--topic", "-t", required=True)
 @click.option("--partition", "-p", "partitions", type=click.IntRange(0), multiple=True,
               help="partition to read (repeatable; default all)")  # fmt: skip
@@ -159,7 +168,7 @@ async def consume(
 @click.option("--json", "as_json", is_flag=True, help="same as --format json")
 @click.option("--follow", "-F", is_flag=True, help="keep waiting for new records (Ctrl-C stops)")
 def consume_command(
-    bootstrap, topic, partitions, offset, from_beginning, group, assignment_timeout_ms,
+    bootstrap, security, topic, partitions, offset, from_beginning, group, assignment_timeout_ms,
     timestamp, max_records, fmt, key_separator, as_json, follow,
 ):  # fmt: skip
     """Print records of a topic, then exit at the end of the available data.
@@ -177,7 +186,7 @@ def consume_command(
     printer = Printer("json" if as_json else fmt, key_separator, max_records)
     if group is not None:
         _consume_in_group(bootstrap, topic, partitions, offset, group, assignment_timeout_ms,
-                          timestamp, printer, follow)  # fmt: skip
+                          timestamp, printer, follow, security)  # fmt: skip
         return
     offset = offset or "earliest"
     if offset not in ("earliest", "latest") and not offset.isdigit():
@@ -186,7 +195,8 @@ def consume_command(
         )
     timestamp_ms = parse_timestamp_ms(timestamp) if timestamp is not None else None
     with _summary(printer):
-        run_client(consume, bootstrap, topic, partitions, offset, timestamp_ms, printer, follow)
+        run_client(consume, bootstrap, topic, partitions, offset, timestamp_ms, printer, follow,
+                   security)  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -205,7 +215,8 @@ def _summary(printer: Printer):  # noqa: ANN202
 
 
 def _consume_in_group(
-    bootstrap, topic, partitions, offset, group, assignment_timeout_ms, timestamp, printer, follow
+    bootstrap, topic, partitions, offset, group, assignment_timeout_ms, timestamp, printer, follow,
+    security,
 ):  # fmt: skip
     if not group:
         raise click.BadParameter("must not be empty", param_hint="--group")
@@ -217,4 +228,4 @@ def _consume_in_group(
         )
     options = GroupOptions(group, offset or "latest", follow, assignment_timeout_ms)
     with _summary(printer):
-        run_guarded(consume_group, bootstrap, topic, options, printer)
+        run_guarded(consume_group, bootstrap, topic, options, printer, security)

@@ -33,6 +33,7 @@ from log.records.batch import DecodedRecord
 from log.records.builder import Header
 from tools.admin_client import AdminClient
 from tools.cli_support import CommandError
+from tools.client_security import PLAINTEXT, ClientSecurity
 
 POLL_TIMEOUT_S = 0.1  # one poll's wait; bounds how late Ctrl-C and the deadline are seen
 SESSION_TIMEOUT_MS = 10000  # a crashed member's partitions move after this
@@ -49,8 +50,11 @@ class GroupOptions:
     assignment_timeout_ms: int = DEFAULT_ASSIGNMENT_TIMEOUT_MS
 
 
-def consumer_config(bootstrap: str, options: GroupOptions) -> dict[str, Any]:
+def consumer_config(
+    bootstrap: str, options: GroupOptions, security: ClientSecurity = PLAINTEXT
+) -> dict[str, Any]:
     return {
+        **security.confluent,  # --command-config (librdkafka names)
         "bootstrap.servers": bootstrap,
         "group.id": options.group,
         "client.id": "quorumlog-consume",
@@ -81,14 +85,20 @@ def to_decoded_record(message: Any) -> DecodedRecord:
     )
 
 
-async def _check_topic(bootstrap: str, topic: str) -> None:
-    async with AdminClient(bootstrap) as admin:
+async def _check_topic(bootstrap: str, topic: str, security: ClientSecurity) -> None:
+    async with AdminClient(bootstrap, connector=security.connector) as admin:
         await admin.describe_topic(topic)  # UnknownTopicOrPartitionError, ConnectionFailedError
 
 
-def consume_group(bootstrap: str, topic: str, options: GroupOptions, printer: Any) -> None:
+def consume_group(
+    bootstrap: str,
+    topic: str,
+    options: GroupOptions,
+    printer: Any,
+    security: ClientSecurity = PLAINTEXT,
+) -> None:
     """Print records as a group member until the end (or forever with follow); commit them."""
-    trio.run(_check_topic, bootstrap, topic)
+    trio.run(_check_topic, bootstrap, topic, security)
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
     assigned: set[int] = set()
@@ -105,7 +115,7 @@ def consume_group(bootstrap: str, topic: str, options: GroupOptions, printer: An
     def on_revoke(consumer: Any, partitions: list) -> None:
         assigned.difference_update(p.partition for p in partitions)
 
-    consumer = Consumer(consumer_config(bootstrap, options))
+    consumer = Consumer(consumer_config(bootstrap, options, security))
     try:
         consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
         deadline = time.monotonic() + options.assignment_timeout_ms / 1000

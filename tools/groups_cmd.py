@@ -27,7 +27,14 @@ from log.protocol.groups import (
 )
 from producer.connection import BrokerConnection
 from tools.admin_client import AdminClient
-from tools.cli_support import bootstrap_option, echo_json, json_option, print_table, run_client
+from tools.cli_support import (
+    bootstrap_option,
+    command_config_option,
+    echo_json,
+    json_option,
+    print_table,
+    run_client,
+)
 
 FIND_COORDINATOR_KEY = 10
 OFFSET_COMMIT_KEY = 8
@@ -205,8 +212,9 @@ def groups() -> None:
 
 @groups.command("list")
 @bootstrap_option
+@command_config_option
 @json_option
-def list_command(bootstrap, as_json):
+def list_command(bootstrap, security, as_json):
     """List the consumer groups of the cluster.
 
     \b
@@ -216,7 +224,7 @@ def list_command(bootstrap, as_json):
     """
 
     async def main() -> list[dict[str, Any]]:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             return await list_groups(admin)
 
     rows = run_client(main)
@@ -231,9 +239,10 @@ def list_command(bootstrap, as_json):
 
 @groups.command("describe")
 @bootstrap_option
+@command_config_option
 @click.argument("group_id")
 @json_option
-def describe_command(bootstrap, group_id, as_json):
+def describe_command(bootstrap, security, group_id, as_json):
     """Show a group's state, members and committed offsets with lag.
 
     \b
@@ -243,7 +252,7 @@ def describe_command(bootstrap, group_id, as_json):
     """
 
     async def main() -> dict[str, Any]:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             return await describe_group(admin, group_id)
 
     described = run_client(main)
@@ -265,6 +274,7 @@ def describe_command(bootstrap, group_id, as_json):
 
 @groups.command("reset-offsets")
 @bootstrap_option
+@command_config_option
 @click.argument("group_id")
 @click.option("--topic", "-t", required=True)
 @click.option("--to-earliest", "to", flag_value="earliest")
@@ -272,7 +282,7 @@ def describe_command(bootstrap, group_id, as_json):
 @click.option("--to-offset", "offset", type=click.IntRange(0), default=None)
 @click.option("--execute", is_flag=True, help="commit the new offsets (default: dry run)")
 @json_option
-def reset_offsets_command(bootstrap, group_id, topic, to, offset, execute, as_json):
+def reset_offsets_command(bootstrap, security, group_id, topic, to, offset, execute, as_json):
     """Set an (empty) group's committed offsets of a topic's partitions (a dry run unless
     --execute).
 
@@ -286,7 +296,7 @@ def reset_offsets_command(bootstrap, group_id, topic, to, offset, execute, as_js
     how = to or "offset"
 
     async def main() -> list[dict[str, Any]]:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             return await reset_offsets(admin, group_id, topic, how, offset, execute)
 
     rows = run_client(main)

@@ -24,6 +24,7 @@ import io
 import json
 import os
 import pickle
+import ssl
 import tomllib
 import uuid
 from pathlib import Path
@@ -33,7 +34,8 @@ import click
 import trio
 
 from log.common.errors import KafkaError
-from log.common.node_config import Voter
+from log.common.node_config import NODE_CONFIG_FILE, NodeConfig, Voter
+from log.security.tls import controller_contexts
 from quorum.image import MetadataImage
 from quorum.raft import BATCH_FORMAT_VERSION
 from quorum.raft_checkpoint import CheckpointFiles, RaftCheckpoint
@@ -128,12 +130,26 @@ def read_secret(path: Path) -> str:
     raise click.ClickException(f"{path}: no secret in it")
 
 
-async def read_online(host: str, port: int, secret: str) -> MetadataStateMachine:
+def controller_tls(path: Path) -> ssl.SSLContext | None:
+    """The TLS a node's node.toml says its controller listener speaks (CONTROLLER:SSL), else
+    None (a plain secret file, or a PLAINTEXT controller listener)."""
+    if path.name != NODE_CONFIG_FILE:
+        return None
+    return controller_contexts(NodeConfig.load(path.parent))[1]
+
+
+async def read_online(
+    host: str, port: int, secret: str, ssl_context: ssl.SSLContext | None = None
+) -> MetadataStateMachine:
     from quorum.broker_lifecycle import BrokerLifecycle  # noqa: F401 - registers nothing
     from quorum.controller_client import ControllerClient
 
     client = ControllerClient(
-        [Voter(-1, host, port)], secret=secret, client_id="quorumlog-metadata", max_attempts=3
+        [Voter(-1, host, port)],
+        secret=secret,
+        client_id="quorumlog-metadata",
+        max_attempts=3,
+        ssl_context=ssl_context,
     )
     machine = MetadataStateMachine()
     try:
@@ -229,7 +245,8 @@ def _print_image(image: MetadataImage) -> None:
 @click.option(
     "--secret-file",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="with --bootstrap: the cluster secret (a file holding it, or a node's node.toml)",
+    help="with --bootstrap: the cluster secret (a file holding it, or a node's node.toml: "
+    "then also its controller listener's TLS settings)",
 )
 @click.option("--records", "show_records", is_flag=True, help="dump records with their offsets")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
@@ -265,9 +282,15 @@ def metadata(
                 raise click.UsageError("--records works with --data-dir only")
             if secret_file is None:
                 raise click.UsageError("--bootstrap needs --secret-file (the cluster secret)")
-            machine = trio.run(read_online, host, int(port), read_secret(secret_file))
+            tls = controller_tls(secret_file)
+            machine = trio.run(read_online, host, int(port), read_secret(secret_file), tls)
     except (KafkaError, OSError, pickle.UnpicklingError) as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    except trio.TooSlowError:
+        raise click.ClickException(
+            f"no answer from the controller at {bootstrap} (a CONTROLLER:SSL listener needs "
+            "--secret-file to be a node's node.toml, which carries its TLS settings)"
+        ) from None
     if show_records:
         if as_json:
             for offset, r in lines:

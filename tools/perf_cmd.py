@@ -26,12 +26,14 @@ import click
 import trio
 
 from tools.admin_client import AdminClient
-from tools.cli_support import run_guarded
+from tools.cli_support import command_config_option, run_guarded
+from tools.client_security import PLAINTEXT, ClientSecurity
 from tools.confluent_produce import produce_waiting
 from tools.perf_measure import LatencyLog, RunWindow, percentile
 from tools.progress import CountedValues, maybe_progress, stderr_is_terminal
 
 CLIENTS = ("quorumlog", "confluent", "aiokafka", "kafka-python")
+SECURE_CLIENTS = ("quorumlog", "confluent")  # the ones --command-config configures
 BULK_CHUNK_RECORDS = 10000  # records per send_many call in --bulk mode
 BATCH_SIZE_BYTES = 16384
 
@@ -44,6 +46,7 @@ class ProduceSettings:
     topic: str
     acks: str  # as typed: all, -1, 0 or 1
     linger_ms: int
+    security: ClientSecurity = PLAINTEXT  # --command-config: quorumlog and confluent only
 
     @property
     def acks_value(self) -> int:
@@ -97,6 +100,7 @@ class _ConfluentSender(_Sender):
                 "enable.idempotence": settings.idempotence,
                 "partitioner": "murmur2_random",
                 "queue.buffering.max.messages": 1000000,
+                **settings.security.confluent,
             }
         )
 
@@ -157,6 +161,7 @@ class _QuorumlogSender(_Sender):
             linger_ms=settings.linger_ms,
             batch_size=BATCH_SIZE_BYTES,
             enable_idempotence=settings.idempotence,
+            connector=settings.security.connector,
         )
 
     async def __aenter__(self) -> _QuorumlogSender:
@@ -295,11 +300,16 @@ def run_produce_benchmark(
     linger_ms: int = 5,
     bulk: bool = False,
     show_progress: bool = False,
+    security: ClientSecurity = PLAINTEXT,
 ) -> dict[str, Any]:
     """Run one client's produce workload; the result dict the command prints. With
     show_progress a bar on stderr counts the records handed to the client's send loop."""
     if client not in SENDERS:
         raise click.BadParameter(f"unknown client {client!r}; one of {', '.join(CLIENTS)}")
+    if security is not PLAINTEXT and client not in SECURE_CLIENTS:
+        raise click.UsageError(
+            f"--command-config works with --client {' or '.join(SECURE_CLIENTS)}"
+        )
     payload = os.urandom(record_size)
     counted = CountedValues([payload] * records) if show_progress else None
     values = counted if counted is not None else [payload] * records
@@ -307,7 +317,11 @@ def run_produce_benchmark(
     handed_out = lambda: counted.handed_out if counted is not None else 0  # noqa: E731
     with maybe_progress(show_progress, "sending", records, handed_out):
         elapsed_s, latencies = run_client(
-            client, ProduceSettings(bootstrap, topic, acks, linger_ms), bulk, values, window
+            client,
+            ProduceSettings(bootstrap, topic, acks, linger_ms, security),
+            bulk,
+            values,
+            window,
         )
     latencies.sort()
     return {
@@ -328,9 +342,9 @@ def run_produce_benchmark(
     }
 
 
-async def _check_cluster(bootstrap: str) -> None:
+async def _check_cluster(bootstrap: str, security: ClientSecurity = PLAINTEXT) -> None:
     """Fail fast with one line when nobody answers (clients would retry for minutes)."""
-    async with AdminClient(bootstrap) as admin:
+    async with AdminClient(bootstrap, connector=security.connector) as admin:
         await admin.metadata([])  # brokers only; every Kafka-protocol broker answers it
 
 
@@ -355,6 +369,7 @@ def perf() -> None:
 @click.option("--client", type=click.Choice(CLIENTS), default="quorumlog", show_default=True)
 @click.option("--linger-ms", type=click.IntRange(0), default=5, show_default=True)
 @click.option("--bulk", is_flag=True, help="quorumlog: use send_many (the bulk path)")
+@command_config_option
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def produce(
     bootstrap: str,
@@ -365,6 +380,7 @@ def produce(
     client: str,
     linger_ms: int,
     bulk: bool,
+    security: ClientSecurity,
     as_json: bool,
 ) -> None:
     """Produce N records and print records/s, MB/s and latency percentiles.
@@ -377,7 +393,7 @@ def produce(
       quorumlog perf produce --bootstrap 127.0.0.1:9092 --topic perf --records 1000000 \\
           --record-size 100 --acks 1 --client confluent --json
     """
-    run_guarded(trio.run, _check_cluster, bootstrap)
+    run_guarded(trio.run, _check_cluster, bootstrap, security)
     result = run_produce_benchmark(
         bootstrap=bootstrap,
         topic=topic,
@@ -388,6 +404,7 @@ def produce(
         linger_ms=linger_ms,
         bulk=bulk,
         show_progress=not as_json and stderr_is_terminal(),
+        security=security,
     )
     if as_json:
         click.echo(json.dumps(result))

@@ -23,7 +23,8 @@ import click
 import trio
 
 from tools.admin_client import AdminClient
-from tools.cli_support import CommandError, run_guarded
+from tools.cli_support import CommandError, command_config_option, run_guarded
+from tools.client_security import PLAINTEXT, ClientSecurity
 from tools.progress import maybe_progress, stderr_is_terminal
 
 CLIENTS = ("quorumlog", "confluent")
@@ -45,9 +46,9 @@ class Tally:
         self.payload_bytes += len(value or b"") + len(key or b"")
 
 
-async def _plan(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+async def _plan(bootstrap: str, topic: str, security: ClientSecurity) -> dict[int, tuple[int, int]]:
     """{partition: (log start offset, high watermark)} at the start of the run."""
-    async with AdminClient(bootstrap) as admin:
+    async with AdminClient(bootstrap, connector=security.connector) as admin:
         description = await admin.describe_topic(topic)
         partitions = [p.partition for p in description.partitions]
         starts = await admin.log_start_offsets(topic, partitions)
@@ -55,11 +56,12 @@ async def _plan(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     return {p: (starts[p], ends[p]) for p in partitions if ends[p] > starts[p]}
 
 
-def run_quorumlog(bootstrap: str, topic: str, plan, limit: int, tally: Tally) -> float:  # noqa: ANN001
+def run_quorumlog(bootstrap: str, topic: str, plan, limit: int, tally: Tally,  # noqa: ANN001
+                  security: ClientSecurity) -> float:  # fmt: skip
     from producer.fetch_client import FetchClient
 
     async def main() -> float:
-        async with FetchClient(bootstrap) as client:
+        async with FetchClient(bootstrap, connector=security.connector) as client:
             start = time.perf_counter()
             async with trio.open_nursery() as nursery:
 
@@ -79,13 +81,14 @@ def run_quorumlog(bootstrap: str, topic: str, plan, limit: int, tally: Tally) ->
     return trio.run(main)
 
 
-def run_confluent(bootstrap: str, topic: str, plan, limit: int, tally: Tally) -> float:  # noqa: ANN001
+def run_confluent(bootstrap: str, topic: str, plan, limit: int, tally: Tally,  # noqa: ANN001
+                  security: ClientSecurity) -> float:  # fmt: skip
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "quorumlog-perf-consume",
          "enable.auto.commit": False, "enable.partition.eof": True,
-         "fetch.wait.max.ms": 100}
+         "fetch.wait.max.ms": 100, **security.confluent}
     )  # fmt: skip
     try:
         consumer.assign([TopicPartition(topic, p, start) for p, (start, _) in plan.items()])
@@ -132,16 +135,17 @@ def run_consume_benchmark(
     records: int | None = None,
     client: str = "quorumlog",
     show_progress: bool = False,
+    security: ClientSecurity = PLAINTEXT,
 ) -> dict[str, Any]:
     """Read the topic (up to `records`); the result dict the command prints."""
-    plan = trio.run(_plan, bootstrap, topic)
+    plan = trio.run(_plan, bootstrap, topic, security)
     available = sum(end - start for start, end in plan.values())
     if available == 0:
         raise CommandError(f"topic {topic!r} has no records to consume")
     limit = min(records or available, available)
     tally = Tally()
     with maybe_progress(show_progress, "consuming", limit, lambda: tally.records):
-        elapsed_s = RUNNERS[client](bootstrap, topic, plan, limit, tally)
+        elapsed_s = RUNNERS[client](bootstrap, topic, plan, limit, tally, security)
     elapsed_s = max(elapsed_s, 1e-9)
     return {
         "client": client,
@@ -159,8 +163,10 @@ def run_consume_benchmark(
 @click.option("--topic", required=True)
 @click.option("--records", type=click.IntRange(1), help="stop after this many [all]")
 @click.option("--client", type=click.Choice(CLIENTS), default="quorumlog", show_default=True)
+@command_config_option
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def consume(bootstrap: str, topic: str, records: int | None, client: str, as_json: bool) -> None:
+def consume(bootstrap: str, topic: str, records: int | None, client: str,
+            security: ClientSecurity, as_json: bool) -> None:  # fmt: skip
     """Read a topic from the beginning and print records/s and MB/s.
 
     \b
@@ -172,7 +178,7 @@ def consume(bootstrap: str, topic: str, records: int | None, client: str, as_jso
     result = run_guarded(
         lambda: run_consume_benchmark(
             bootstrap=bootstrap, topic=topic, records=records, client=client,
-            show_progress=not as_json and stderr_is_terminal(),
+            show_progress=not as_json and stderr_is_terminal(), security=security,
         )
     )  # fmt: skip
     if as_json:

@@ -23,10 +23,12 @@ from tools.admin_client import AdminClient
 from tools.cli_support import (
     CommandError,
     bootstrap_option,
+    command_config_option,
     echo_json,
     parse_key_values,
     run_client,
 )
+from tools.client_security import PLAINTEXT, ClientSecurity
 
 READ_CHUNK_LINES = 1000  # lines per thread hop; bounds what we hold before send() takes it
 MAX_LINE_BYTES = 1 << 20  # a longer line is an error (the producer's max.request.size)
@@ -67,8 +69,9 @@ async def produce_lines(
     headers: list[tuple[str, bytes]],
     acks: int,
     partition: int | None,
+    security: ClientSecurity = PLAINTEXT,
 ) -> dict:
-    async with AdminClient(bootstrap) as admin:
+    async with AdminClient(bootstrap, connector=security.connector) as admin:
         description = await admin.describe_topic(topic)
     if partition is not None and partition >= len(description.partitions):
         raise CommandError(
@@ -90,7 +93,9 @@ async def produce_lines(
         span[2] += 1
 
     start = time.perf_counter()
-    async with Producer(bootstrap, acks=acks, linger_ms=5) as producer:
+    async with Producer(
+        bootstrap, acks=acks, linger_ms=5, connector=security.connector
+    ) as producer:
         while not errors:
             lines = await trio.to_thread.run_sync(_read_chunk, stream)
             if not lines:
@@ -120,6 +125,7 @@ async def produce_lines(
 
 @click.command("produce")
 @bootstrap_option
+@command_config_option
 @click.option("--topic", "-t", required=True)
 @click.option("--file", "-f", "path", type=click.Path(dir_okay=False, exists=True),
               help="read lines from this file instead of stdin")  # fmt: skip
@@ -131,7 +137,9 @@ async def produce_lines(
 )
 @click.option("--partition", "-p", type=click.IntRange(0), help="all records to this partition")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
-def produce(bootstrap, topic, path, key_separator, header_pairs, acks, partition, as_json):
+def produce(
+    bootstrap, security, topic, path, key_separator, header_pairs, acks, partition, as_json
+):
     """Produce one record per line of stdin (or --file) and print a summary.
 
     \b
@@ -150,12 +158,12 @@ def produce(bootstrap, topic, path, key_separator, header_pairs, acks, partition
         if path is None:
             return await produce_lines(
                 bootstrap, topic, sys.stdin.buffer, key_separator=separator,
-                headers=headers, acks=acks_value, partition=partition,
+                headers=headers, acks=acks_value, partition=partition, security=security,
             )  # fmt: skip
         with open(path, "rb") as stream:
             return await produce_lines(
                 bootstrap, topic, stream, key_separator=separator,
-                headers=headers, acks=acks_value, partition=partition,
+                headers=headers, acks=acks_value, partition=partition, security=security,
             )  # fmt: skip
 
     summary = run_client(main)

@@ -2,7 +2,9 @@
 
 At format time (once; restarts reuse it) DIR/certs/ gets a fresh CA and one certificate per node
 (tools/certificates.py), and every node's Kafka listener becomes SASL_SSL (also the inter-broker
-listener: replica fetchers log in over TLS as the `broker` user with SCRAM-SHA-512). Two users
+listener: replica fetchers log in over TLS as the `broker` user with SCRAM-SHA-512), and the
+CONTROLLER listener is SSL (brokers register, heartbeat and forward over TLS, checking the
+controller's certificate, then prove they hold the cluster secret). Two users
 exist, each with a generated password: `broker` (the nodes) and `admin` (you), both super users
 of the StandardAuthorizer the nodes run (everyone else needs ACLs: `quorumlog acls`). DIR/client.properties
 (mode 0600) holds the client settings, in the property names librdkafka, kcat and the Java
@@ -45,6 +47,8 @@ def secure_properties(data_dir: Path, node_ids: range) -> dict[int, dict[str, ob
     for node_id in node_ids:
         cert, key = ca.issue(certs, f"node-{node_id}", HOSTS)
         per_node[node_id] = {
+            # the controller listener too: TLS around the cluster-secret handshake
+            "listener.security.protocol.map": f"{LISTENER}:{LISTENER},CONTROLLER:SSL",
             "inter.broker.listener.name": LISTENER,
             "ssl.certificate.location": str(cert),
             "ssl.key.location": str(key),

@@ -21,12 +21,14 @@ from producer.connection import ConnectionFailedError
 from tools.admin_client import AdminClient, BrokerInfo, ReplicaLogInfo
 from tools.cli_support import (
     bootstrap_option,
+    command_config_option,
     echo_json,
     json_option,
     node_list,
     print_table,
     run_client,
 )
+from tools.client_security import PLAINTEXT, ClientSecurity
 from tools.topics_cmd import describe_with_offsets
 
 NO_LEADER = -1
@@ -72,8 +74,8 @@ def add_lag(topic: str, partition: dict, logs: LogDirsByBroker) -> None:
     partition["lag"] = None if not lags or None in lags else max(lags)
 
 
-async def cluster_status(bootstrap: str) -> dict:
-    async with AdminClient(bootstrap) as admin:
+async def cluster_status(bootstrap: str, security: ClientSecurity = PLAINTEXT) -> dict:
+    async with AdminClient(bootstrap, connector=security.connector) as admin:
         cluster = await admin.describe_cluster()
         topics = await describe_with_offsets(admin, None)
         logs = await replica_logs(admin, cluster.brokers)
@@ -98,8 +100,9 @@ async def cluster_status(bootstrap: str) -> dict:
 
 @click.command("status")
 @bootstrap_option
+@command_config_option
 @json_option
-def status(bootstrap, as_json):
+def status(bootstrap, security, as_json):
     """Show nodes, the active controller, partitions (leader/ISR/HW/lag) and problems.
 
     Lag is the largest offset lag its replicas' brokers report (DescribeLogDirs); `?` when a
@@ -110,7 +113,7 @@ def status(bootstrap, as_json):
       quorumlog status
       quorumlog status --bootstrap 127.0.0.1:9093 --json | jq .controller_id
     """
-    state = run_client(cluster_status, bootstrap)
+    state = run_client(cluster_status, bootstrap, security)
     if as_json:
         echo_json(state)
         return

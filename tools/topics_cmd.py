@@ -17,6 +17,7 @@ from tools.admin_client import AdminClient, TopicDescription
 from tools.cli_support import (
     CommandError,
     bootstrap_option,
+    command_config_option,
     echo_json,
     json_option,
     node_list,
@@ -46,13 +47,16 @@ def topics() -> None:
 
 @topics.command("create")
 @bootstrap_option
+@command_config_option
 @click.option("--topic", "-t", required=True)
 @click.option("--partitions", "-p", type=click.IntRange(1), default=1, show_default=True)
 @click.option("--replication-factor", "-r", type=click.IntRange(1), default=1, show_default=True)
 @config_option
 @click.option("--if-not-exists", is_flag=True, help="succeed if the topic already exists")
 @json_option
-def create(bootstrap, topic, partitions, replication_factor, configs, if_not_exists, as_json):
+def create(
+    bootstrap, security, topic, partitions, replication_factor, configs, if_not_exists, as_json
+):
     """Create a topic.
 
     \b
@@ -63,7 +67,7 @@ def create(bootstrap, topic, partitions, replication_factor, configs, if_not_exi
     config_map = parse_key_values(configs, "--config")
 
     async def main() -> bool:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             try:
                 await admin.create_topic(topic, partitions, replication_factor, config_map)
             except KafkaError as exc:
@@ -82,8 +86,9 @@ def create(bootstrap, topic, partitions, replication_factor, configs, if_not_exi
 
 @topics.command("list")
 @bootstrap_option
+@command_config_option
 @json_option
-def list_topics(bootstrap, as_json):
+def list_topics(bootstrap, security, as_json):
     """List topic names.
 
     \b
@@ -93,7 +98,7 @@ def list_topics(bootstrap, as_json):
     """
 
     async def main() -> list[str]:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             return await admin.list_topics()
 
     names = run_client(main)
@@ -134,9 +139,10 @@ async def describe_with_offsets(admin: AdminClient, names: list[str] | None) -> 
 
 @topics.command("describe")
 @bootstrap_option
+@command_config_option
 @click.option("--topic", "-t", "names", multiple=True, help="topic (repeatable; default all)")
 @json_option
-def describe(bootstrap, names, as_json):
+def describe(bootstrap, security, names, as_json):
     """Describe topics: partitions with leader, replicas, ISR, high watermark; config overrides.
 
     \b
@@ -146,7 +152,7 @@ def describe(bootstrap, names, as_json):
     """
 
     async def main() -> list[dict]:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             topics_out = await describe_with_offsets(admin, list(names) or None)
             for topic in topics_out:
                 entries = await admin.describe_topic_configs(topic["name"])
@@ -180,11 +186,12 @@ def describe(bootstrap, names, as_json):
 
 @topics.command("alter-config")
 @bootstrap_option
+@command_config_option
 @click.option("--topic", "-t", required=True)
 @config_option
 @click.option("--delete-config", "deletes", multiple=True, metavar="KEY", help="revert to default")
 @json_option
-def alter_config(bootstrap, topic, configs, deletes, as_json):
+def alter_config(bootstrap, security, topic, configs, deletes, as_json):
     """Set or revert topic configs (IncrementalAlterConfigs).
 
     \b
@@ -197,7 +204,7 @@ def alter_config(bootstrap, topic, configs, deletes, as_json):
         raise click.UsageError("give at least one --config KEY=VALUE or --delete-config KEY")
 
     async def main() -> dict[str, str | None]:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             await admin.alter_topic_configs(topic, config_map, deletes)
             entries = await admin.describe_topic_configs(topic)
             return {e.name: e.value for e in entries if not e.is_default}
@@ -212,9 +219,10 @@ def alter_config(bootstrap, topic, configs, deletes, as_json):
 
 @topics.command("add-partitions")
 @bootstrap_option
+@command_config_option
 @click.option("--topic", "-t", required=True)
 @click.option("--partitions", "-p", type=click.IntRange(1), required=True, help="new total")
-def add_partitions(bootstrap, topic, partitions):
+def add_partitions(bootstrap, security, topic, partitions):
     """Grow a topic to a new total partition count (CreatePartitions).
 
     \b
@@ -223,7 +231,7 @@ def add_partitions(bootstrap, topic, partitions):
     """
 
     async def main() -> None:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             await admin.create_partitions(topic, partitions)
 
     run_client(main)
@@ -232,6 +240,7 @@ def add_partitions(bootstrap, topic, partitions):
 
 @topics.command("elect-leaders")
 @bootstrap_option
+@command_config_option
 @click.option("--topic", "-t", help="only this topic (default: every topic)")
 @click.option("--partition", "-p", "partitions", type=click.IntRange(0), multiple=True,
               help="only these partitions of --topic (repeatable)")  # fmt: skip
@@ -245,7 +254,7 @@ def add_partitions(bootstrap, topic, partitions):
     "(records only the lost replicas held are gone)",
 )
 @json_option
-def elect_leaders(bootstrap, topic, partitions, election_type, as_json):
+def elect_leaders(bootstrap, security, topic, partitions, election_type, as_json):
     """Run leader elections (like kafka-leader-election.sh).
 
     \b
@@ -258,7 +267,7 @@ def elect_leaders(bootstrap, topic, partitions, election_type, as_json):
         raise CommandError("--partition needs --topic")
 
     async def main() -> dict[tuple[str, int], ErrorCode]:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             wanted = None
             if topic is not None:
                 chosen = partitions or range(len((await admin.describe_topic(topic)).partitions))
@@ -290,11 +299,12 @@ def _broker_ids(value: str) -> list[int]:
 
 @topics.command("reassign")
 @bootstrap_option
+@command_config_option
 @click.option("--topic", "-t", required=True)
 @click.option("--partition", "-p", type=click.IntRange(0), required=True)
 @click.option("--replicas", help="the new replica list, e.g. 2,3 (the first is preferred leader)")
 @click.option("--cancel", is_flag=True, help="cancel the partition's ongoing reassignment")
-def reassign(bootstrap, topic, partition, replicas, cancel):
+def reassign(bootstrap, security, topic, partition, replicas, cancel):
     """Move a partition's replicas to other brokers (like kafka-reassign-partitions.sh).
 
     The new replicas copy the log from the leader while writes go on; once they are in sync the
@@ -310,7 +320,7 @@ def reassign(bootstrap, topic, partition, replicas, cancel):
     target = None if cancel else _broker_ids(replicas)
 
     async def main() -> None:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             await admin.alter_partition_reassignment(topic, partition, target)
 
     run_client(main)
@@ -322,8 +332,9 @@ def reassign(bootstrap, topic, partition, replicas, cancel):
 
 @topics.command("reassignments")
 @bootstrap_option
+@command_config_option
 @json_option
-def reassignments(bootstrap, as_json):
+def reassignments(bootstrap, security, as_json):
     """List ongoing partition reassignments (replicas, adding, removing).
 
     \b
@@ -333,7 +344,7 @@ def reassignments(bootstrap, as_json):
     """
 
     async def main() -> dict:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             return await admin.list_partition_reassignments()
 
     ongoing = run_client(main)
@@ -350,9 +361,10 @@ def reassignments(bootstrap, as_json):
 
 @topics.command("delete")
 @bootstrap_option
+@command_config_option
 @click.option("--topic", "-t", required=True)
 @click.option("--if-exists", is_flag=True, help="succeed if the topic does not exist")
-def delete(bootstrap, topic, if_exists):
+def delete(bootstrap, security, topic, if_exists):
     """Delete a topic and its data.
 
     \b
@@ -361,7 +373,7 @@ def delete(bootstrap, topic, if_exists):
     """
 
     async def main() -> bool:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             try:
                 await admin.delete_topic(topic)
             except KafkaError as exc:

@@ -21,7 +21,14 @@ from log.protocol.transaction_admin import (
 )
 from producer.connection import BrokerConnection
 from tools.admin_client import AdminClient
-from tools.cli_support import bootstrap_option, echo_json, json_option, print_table, run_client
+from tools.cli_support import (
+    bootstrap_option,
+    command_config_option,
+    echo_json,
+    json_option,
+    print_table,
+    run_client,
+)
 
 FIND_COORDINATOR_KEY = 10
 DESCRIBE_TRANSACTIONS_KEY = 65
@@ -114,9 +121,10 @@ def transactions() -> None:
 
 @transactions.command("list")
 @bootstrap_option
+@command_config_option
 @click.option("--state", "states", multiple=True, help="only these states (repeatable)")
 @json_option
-def list_command(bootstrap, states, as_json):
+def list_command(bootstrap, security, states, as_json):
     """List the transactional ids of the cluster with their state.
 
     \b
@@ -126,7 +134,7 @@ def list_command(bootstrap, states, as_json):
     """
 
     async def main() -> list[dict[str, Any]]:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             return await list_transactions(admin, list(states))
 
     rows = run_client(main)
@@ -141,9 +149,10 @@ def list_command(bootstrap, states, as_json):
 
 @transactions.command("describe")
 @bootstrap_option
+@command_config_option
 @click.argument("transactional_id")
 @json_option
-def describe_command(bootstrap, transactional_id, as_json):
+def describe_command(bootstrap, security, transactional_id, as_json):
     """Show a transactional id's state, producer id/epoch, timeout and open partitions.
 
     \b
@@ -153,7 +162,7 @@ def describe_command(bootstrap, transactional_id, as_json):
     """
 
     async def main() -> dict[str, Any]:
-        async with AdminClient(bootstrap) as admin:
+        async with AdminClient(bootstrap, connector=security.connector) as admin:
             return await describe_transaction(admin, transactional_id)
 
     d = run_client(main)

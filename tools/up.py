@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 import trio
 
+from tools.cli_support import COMMAND_CONFIG_ENV
 from tools.cluster_layout import ClusterLayout, format_cluster
 from tools.node_format import FormatError
 from tools.secure_cluster import CLIENT_PROPERTIES, client_settings
@@ -232,6 +233,9 @@ async def run_cluster(layout: ClusterLayout, echo=click.echo) -> int:
                             echo(f"client settings ({layout.data_dir / CLIENT_PROPERTIES}):")
                             for name, value in settings.items():
                                 echo(f"  {name}={value}")
+                            path = layout.data_dir / CLIENT_PROPERTIES
+                            echo(f"quorumlog tools: --command-config {path} (or "
+                                 f"{COMMAND_CONFIG_ENV}={path}); kcat: -F {path}")  # fmt: skip
                         ready.set()
                         await trio.sleep_forever()
                 except ClusterNotReadyError:

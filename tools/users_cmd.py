@@ -10,35 +10,21 @@ iteration count, stored key and server key.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
-from tools.cli_support import CommandError, bootstrap_option, echo_json, json_option, print_table
+from tools.cli_support import (
+    bootstrap_option,
+    command_config_option,
+    confluent_admin,
+    echo_json,
+    json_option,
+    print_table,
+)
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 TIMEOUT_S = 30
-
-
-def _read_properties(path: Path | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    settings = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", "!")):
-            name, sep, value = line.partition("=")
-            if not sep:
-                raise CommandError(f"{path}: {line!r} is not name=value")
-            settings[name.strip()] = value.strip()
-    return settings
-
-
-def _admin(bootstrap: str, command_config: Path | None) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": bootstrap, **_read_properties(command_config)})
 
 
 def _mechanism(name: str) -> Any:
@@ -57,13 +43,6 @@ def _wait(futures: dict) -> None:
             failures.append(f"{user}: {error}")
     if failures:
         raise click.ClickException("; ".join(failures))
-
-
-command_config_option = click.option(
-    "--command-config",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="client properties file (security.protocol, sasl.*, ssl.*)",
-)
 
 
 @click.group("users")
@@ -85,7 +64,7 @@ def users() -> None:
 @click.option("--iterations", default=4096, show_default=True, type=click.IntRange(4096, 16384))
 @bootstrap_option
 @command_config_option
-def add(name, password, mechanism, iterations, bootstrap, command_config) -> None:
+def add(name, password, mechanism, iterations, bootstrap, security) -> None:
     """Add NAME (or replace its password) for SCRAM-SHA-256/-512.
 
     \b
@@ -101,7 +80,7 @@ def add(name, password, mechanism, iterations, bootstrap, command_config) -> Non
         )
         for m in mechanism or MECHANISMS
     ]
-    admin = _admin(bootstrap, command_config)
+    admin = confluent_admin(bootstrap, security)
     _wait(admin.alter_user_scram_credentials(operations))
     click.echo(f"user {name}: {', '.join(mechanism or MECHANISMS)} set")
 
@@ -112,7 +91,7 @@ def add(name, password, mechanism, iterations, bootstrap, command_config) -> Non
               help="default: every mechanism NAME has")  # fmt: skip
 @bootstrap_option
 @command_config_option
-def delete(name, mechanism, bootstrap, command_config) -> None:
+def delete(name, mechanism, bootstrap, security) -> None:
     """Delete NAME's SCRAM credentials.
 
     \b
@@ -122,7 +101,7 @@ def delete(name, mechanism, bootstrap, command_config) -> None:
     """
     from confluent_kafka.admin import UserScramCredentialDeletion
 
-    admin = _admin(bootstrap, command_config)
+    admin = confluent_admin(bootstrap, security)
     if not mechanism:
         described = _describe(admin, [name])
         mechanism = tuple(m for m, _ in described.get(name, []))
@@ -157,7 +136,7 @@ def _describe(admin: Any, names: list[str] | None) -> dict[str, list[tuple[str, 
 @bootstrap_option
 @command_config_option
 @json_option
-def list_users(bootstrap, command_config, as_json) -> None:
+def list_users(bootstrap, security, as_json) -> None:
     """Every SCRAM user with its mechanisms and iteration counts.
 
     \b
@@ -165,7 +144,7 @@ def list_users(bootstrap, command_config, as_json) -> None:
       quorumlog users list --command-config DIR/client.properties
       quorumlog users list --json --command-config DIR/client.properties
     """
-    described = _describe(_admin(bootstrap, command_config), None)
+    described = _describe(confluent_admin(bootstrap, security), None)
     if as_json:
         echo_json({user: dict(infos) for user, infos in sorted(described.items())})
         return

@@ -8,7 +8,8 @@ never silently falls back to a default.
 
 Listeners: `listeners` is Kafka's `NAME://host:port,...` (clients and replica fetchers: one or
 more listeners, each on its own port) plus the controller listener (`controller.listener.names`,
-default CONTROLLER: controller RPCs from brokers, our own HMAC handshake) on controller nodes.
+default CONTROLLER: controller RPCs from brokers, our own HMAC handshake; TLS around it when
+the map says `CONTROLLER:SSL`) on controller nodes.
 `listener.security.protocol.map` gives each client listener its security protocol (PLAINTEXT,
 SSL, SASL_PLAINTEXT, SASL_SSL; Kafka's default map names each protocol after itself);
 `inter.broker.listener.name` is the one replica fetchers connect to (default PLAINTEXT when
@@ -316,6 +317,7 @@ def parse_listeners(value: str, key: str = "listeners") -> tuple[Endpoint, ...]:
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+CONTROLLER_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
 
 
 def parse_security_protocol_map(value: str) -> dict[str, str]:
@@ -541,6 +543,12 @@ class NodeConfig:
             name = self.inter_broker_listener_name
             if name not in {e.listener for e in broker_listeners}:
                 raise ConfigError(f"inter.broker.listener.name: no {name} listener")
+        if self.controller_security_protocol not in CONTROLLER_SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listener.security.protocol.map: the {self.controller_listener_name} listener "
+                f"is PLAINTEXT or SSL, not {self.controller_security_protocol} (brokers prove "
+                "they hold controller.quorum.password there; SSL adds TLS around that)"
+            )
         if p["ssl.client.auth"] not in ("required", "requested", "none"):
             raise ConfigError("ssl.client.auth must be required, requested or none")
         if p["sasl.server.max.receive.size"] < 1:
@@ -572,6 +580,11 @@ class NodeConfig:
     def security_protocol(self, listener_name: str) -> str:
         """The security protocol of `listener_name`: the map's entry, else its own name."""
         return self.security_protocol_map.get(listener_name, listener_name)
+
+    @property
+    def controller_security_protocol(self) -> str:
+        """The controller listener's protocol: the map's entry, else PLAINTEXT."""
+        return self.security_protocol_map.get(self.controller_listener_name, "PLAINTEXT")
 
     @property
     def inter_broker_listener_name(self) -> str:

@@ -147,7 +147,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("DescribeLogDirs", log_dirs.DESCRIBE_LOG_DIRS_REQUEST,
          log_dirs.DESCRIBE_LOG_DIRS_RESPONSE, "0-5", "0-5"),
     # SASL (log/security/authenticator.py): handshake v0's raw tokens are not spoken.
-    _api("SaslHandshake", sasl.SASL_HANDSHAKE_REQUEST, sasl.SASL_HANDSHAKE_RESPONSE, "0-1", "1"),
+    _api("SaslHandshake", sasl.SASL_HANDSHAKE_REQUEST, sasl.SASL_HANDSHAKE_RESPONSE, "0-1", "0-1"),
     _api("SaslAuthenticate", sasl.SASL_AUTHENTICATE_REQUEST, sasl.SASL_AUTHENTICATE_RESPONSE,
          "0-2", "0-2"),
     # ACLs (log/security/authorizer.py): advertised once handled.

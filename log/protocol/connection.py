@@ -13,6 +13,8 @@ Kafka answers requests on a connection strictly in the order they arrived, so a 
 completes early (a fetch) waits behind an earlier one still parked (an acks=all produce):
 `send_response` returns whatever is now releasable, possibly nothing. `PAUSED` means
 `max_in_flight` requests are unanswered: stop reading the socket until one is answered.
+After a SaslHandshake v0 the driver takes the client's raw SASL tokens with `next_sasl_token`
+and answers each with `sasl_token_frame` (no headers), until the login completes.
 
 What cannot be answered closes the connection, as in Kafka: a bad frame size, an unknown API
 key, a version we have no schema for, a body that does not parse. ApiVersions at a version we
@@ -97,6 +99,19 @@ class BadRequest:
     reason: str
     close_connection: bool
     data_to_send: bytes = b""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SaslToken:
+    """A raw SASL token: after a SaslHandshake v0 the client sends its tokens as bare
+    size-prefixed frames, no request header (the pre-KIP-152 framing), until authenticated."""
+
+    data: bytes
+
+
+def sasl_token_frame(token: bytes) -> bytes:
+    """The server's answer to a SaslToken: the challenge as a bare size-prefixed frame."""
+    return SIZE.pack(len(token)) + token
 
 
 def encode_response(api: Api, api_version: int, correlation_id: int, body: Any) -> list:
@@ -204,6 +219,15 @@ class ServerConnection:
         except InvalidRequestError as exc:
             return self._close(header, ErrorCode.INVALID_REQUEST, str(exc))
         return self._hand_out(header, api, body)
+
+    def next_sasl_token(self) -> SaslToken | _Sentinel:
+        """The next frame as a raw SASL token (SaslHandshake v0), or NEED_DATA. Only between
+        requests: the handshake was answered, nothing is in flight."""
+        assert self._in_flight == 0, "raw SASL tokens follow an answered SaslHandshake v0"
+        if self._closed:
+            return NEED_DATA
+        frame = self._frames.next_frame()
+        return NEED_DATA if frame is None else SaslToken(bytes(frame))
 
     def send_response(self, request: Request, body: Any) -> bytes:
         """Queue the response to `request`; return the bytes now sendable (maybe b"")."""

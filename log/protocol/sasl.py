@@ -1,7 +1,8 @@
 """SaslHandshake (17) and SaslAuthenticate (36): SASL authentication of a connection.
 
 SaslHandshake v0-1 (non-flexible): the client names its mechanism; v1 means the SASL tokens
-follow inside SaslAuthenticate requests (v0's raw, headerless tokens are not spoken here).
+follow inside SaslAuthenticate requests, v0 that they follow as raw, headerless size-prefixed
+frames (log/protocol/connection.py's SaslToken).
 SaslAuthenticate v0-2 (v2 flexible); v1+ answers the session lifetime (KIP-368).
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,

@@ -16,6 +16,7 @@ fetcher backs off and retries, like any lost connection).
 from __future__ import annotations
 
 import secrets
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -101,6 +102,16 @@ def inter_broker_connector(config: NodeConfig) -> Connector:
                 f"sasl.jaas.config needs username/password: inter-broker listener is {protocol}"
             )
         username, password = jaas.username, jaas.password
+
+    return secure_connector(context, mechanism, username, password)
+
+
+def secure_connector(
+    context: ssl.SSLContext | None, mechanism: str, username: str, password: str
+) -> Connector:
+    """TCP, then TLS with `context` (unless None), then a SASL login with `mechanism` (unless
+    empty) as `username`: the inter-broker connector's steps, also the CLI's
+    (tools/client_security.py)."""
 
     async def connect(host: str, port: int) -> Any:
         stream: Any = await trio.open_tcp_stream(host, port)

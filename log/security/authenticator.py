@@ -12,6 +12,11 @@ of order ILLEGAL_SASL_STATE; bad credentials SASL_AUTHENTICATION_FAILED with the
 message; each then closes. With `connections.max.reauth.ms` > 0 the session lasts that long
 (SaslAuthenticate v1+ tells the client, which re-authenticates in time); a request after expiry
 closes the connection. Re-authentication must keep the principal.
+
+SaslHandshake v0 (clients pinned to a pre-1.0 protocol, e.g. kafka-python with
+api_version=(0, 11)): the tokens then come raw, without SaslAuthenticate around them
+(`expects_raw_token`); the driver feeds them to `authenticate` all the same, and a failure just
+closes the connection (v0 has no way to say why), as Kafka does. Re-authentication needs v1+.
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ class SaslServerAuthenticator:
         self.session_expiry_ms: int | None = None
         self._server: SaslServer | None = None
         self._rounds = 0
+        self._raw_tokens = False  # SaslHandshake v0: tokens arrive without SaslAuthenticate
 
     def admits(self, api_key: int, now_ms: int) -> bool:
         """May a request of `api_key` be handled now? False: close the connection."""
@@ -86,9 +92,16 @@ class SaslServerAuthenticator:
             return False
         return self.session_expiry_ms is None or now_ms < self.session_expiry_ms
 
-    def handshake(self, mechanism: str) -> HandshakeResult:
+    @property
+    def expects_raw_token(self) -> bool:
+        """After a SaslHandshake v0, until the login ends: the next frame is a raw token."""
+        return self._raw_tokens and self.state is SaslState.AUTHENTICATE
+
+    def handshake(self, mechanism: str, version: int = 1) -> HandshakeResult:
         reauthenticating = self.state is SaslState.COMPLETE
         if self.state is not SaslState.HANDSHAKE and not reauthenticating:
+            return self._fail_handshake(ErrorCode.ILLEGAL_SASL_STATE)
+        if reauthenticating and version == 0:  # KIP-368 re-authentication is v1+ only
             return self._fail_handshake(ErrorCode.ILLEGAL_SASL_STATE)
         if mechanism not in self.enabled_mechanisms:
             return self._fail_handshake(ErrorCode.UNSUPPORTED_SASL_MECHANISM)
@@ -97,6 +110,7 @@ class SaslServerAuthenticator:
         self.mechanism = mechanism
         self._server = self._new_server(mechanism)
         self._rounds = 0
+        self._raw_tokens = version == 0
         self.state = SaslState.AUTHENTICATE
         return HandshakeResult(ErrorCode.NONE, self.enabled_mechanisms, close=False)
 

@@ -7,6 +7,12 @@
                                on our listeners; other brokers' certificates for replica fetchers)
     ssl.client.auth            required | requested | none (Kafka's names; mTLS)
 
+The controller listener (`CONTROLLER:SSL` in listener.security.protocol.map) uses the same
+settings: controller_contexts gives a controller node its server context and every node the
+client context it reaches the controllers with (None, None when the listener is PLAINTEXT);
+with ssl.client.auth=required and an authorizer, controller_peer_check admits only brokers
+whose certificate's principal is a super user.
+
 TLS 1.2 is the minimum on both sides. A listener's principal comes from the client
 certificate's subject when one was verified (principal.py).
 """
@@ -14,10 +20,12 @@ certificate's subject when one was verified (principal.py).
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from log.common.node_config import ConfigError
+from log.common.node_config import ConfigError, NodeConfig
+from log.security.authorizer import AuthorizerConfig
+from log.security.principal import principal_from_certificate
 
 _VERIFY_MODES = {
     "required": ssl.CERT_REQUIRED,
@@ -56,6 +64,38 @@ def client_context(props: Mapping[str, Any]) -> ssl.SSLContext:
         _load_chain(context, props, props["ssl.certificate.location"], props["ssl.key.location"])
     context.check_hostname = props["ssl.endpoint.identification.algorithm"].lower() == "https"
     return context
+
+
+def controller_contexts(config: NodeConfig) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
+    """(server context of this controller's listener or None, client context for reaching
+    the controllers or None): both None unless the controller listener is SSL."""
+    if config.controller_security_protocol != "SSL":
+        return None, None
+    server = server_context(config.props) if "controller" in config.roles else None
+    return server, client_context(config.props)
+
+
+def controller_peer_check(config: NodeConfig) -> Callable[[bytes | None], str] | None:
+    """With a CONTROLLER:SSL listener, ssl.client.auth=required and an authorizer configured:
+    a check of each broker's verified certificate, its principal (principal.py) must be one
+    of `super.users` (the reason it is refused, else ""). None when any of the three is off:
+    the cluster secret alone then authenticates brokers."""
+    if (
+        config.controller_security_protocol != "SSL"
+        or config.props["ssl.client.auth"] != "required"
+    ):
+        return None
+    authorizer = AuthorizerConfig.from_props(config.props)
+    if not authorizer.enabled:
+        return None
+
+    def check(certificate_der: bytes | None) -> str:
+        principal = str(principal_from_certificate(certificate_der))
+        if principal in authorizer.super_users:
+            return ""
+        return f"{principal} is not in super.users: not allowed to act as a broker"
+
+    return check
 
 
 def _load_chain(context: ssl.SSLContext, props: Mapping[str, Any], cert: str, key: str) -> None:

@@ -50,7 +50,15 @@ from log.coordinator.add_partitions_to_txn_manager import AddPartitionsToTxnMana
 from log.coordinator.group_driver import GroupCoordinatorDriver
 from log.coordinator.transaction_driver import TransactionCoordinatorDriver
 from log.protocol.apis import error_response_body
-from log.protocol.connection import NEED_DATA, PAUSED, BadRequest, Request, ServerConnection
+from log.protocol.connection import (
+    NEED_DATA,
+    PAUSED,
+    BadRequest,
+    Request,
+    SaslToken,
+    ServerConnection,
+    sasl_token_frame,
+)
 from log.protocol.sasl import SASL_AUTHENTICATE_RESPONSE, SASL_HANDSHAKE_RESPONSE
 from log.replication.fetch_session import FetchSessionCache
 from log.replication.replica_manager import ReplicaManager
@@ -448,8 +456,12 @@ class KafkaServer:
         held = 0  # bytes of request_memory held for the request being received / handled
         try:
             while True:
+                event: object  # a Request, BadRequest, SaslToken, NEED_DATA or PAUSED
                 try:
-                    event = conn.next_request()
+                    if authenticator is not None and authenticator.expects_raw_token:
+                        event = conn.next_sasl_token()  # after a SaslHandshake v0
+                    else:
+                        event = conn.next_request()
                 except KafkaError as exc:  # InvalidFrameError
                     logger.info("closing connection from %s: %s", peer, exc)
                     return
@@ -470,6 +482,16 @@ class KafkaServer:
                     except KafkaError as exc:
                         logger.info("closing connection from %s: %s", peer, exc)
                         return
+                    continue
+                if isinstance(event, SaslToken):
+                    assert authenticator is not None  # only asked for with one
+                    answer = self._raw_sasl_token(event, authenticator, peer)
+                    if answer is None:
+                        return  # v0 cannot say why: the connection closes, as in Kafka
+                    conn.connection_state["principal"] = authenticator.principal
+                    if authenticator.state is SaslState.COMPLETE:
+                        conn.limit_frame_bytes(self.max_frame_bytes)
+                    await stream.send_all(answer)
                     continue
                 if isinstance(event, BadRequest):
                     if event.data_to_send:
@@ -521,7 +543,7 @@ class KafkaServer:
     ) -> tuple[Any, bool]:
         """Answer SaslHandshake / SaslAuthenticate on a SASL connection: (body, close after)."""
         if request.api_key == SASL_HANDSHAKE_KEY:
-            handshake = authenticator.handshake(request.body.mechanism)
+            handshake = authenticator.handshake(request.body.mechanism, request.api_version)
             close = handshake.close
             body = SASL_HANDSHAKE_RESPONSE.cls(
                 error_code=handshake.error_code, mechanisms=handshake.mechanisms
@@ -544,6 +566,19 @@ class KafkaServer:
             self._refusals.log(logger, logging.INFO, ("sasl", peer.rpartition(":")[0]),
                                "authentication of %s failed: %s", peer, reason)  # fmt: skip
         return body, close
+
+    def _raw_sasl_token(
+        self, token: SaslToken, authenticator: SaslServerAuthenticator, peer: str
+    ) -> bytes | None:
+        """A SaslHandshake v0 client's raw token: the frame to answer, or None: close."""
+        result = authenticator.authenticate(token.data, self.ctx.clock_ms())
+        if result.close:
+            self.failed_authentication_count += 1
+            self._refusals.log(logger, logging.INFO, ("sasl", peer.rpartition(":")[0]),
+                               "authentication of %s failed: %s: %s (SaslHandshake v0)", peer,
+                               result.error_code.name, result.error_message)  # fmt: skip
+            return None
+        return sasl_token_frame(result.auth_bytes)
 
     async def _dispatch(self, request: Request) -> Any:
         start_s = time.perf_counter()

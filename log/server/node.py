@@ -26,6 +26,7 @@ from collections.abc import Callable
 import trio
 
 from log.common.node_config import NodeConfig
+from log.security.tls import controller_contexts, controller_peer_check
 from log.server.broker import KafkaServer
 from log.server.metrics import NodeMetrics
 from log.storage.config import default_log_config
@@ -100,8 +101,15 @@ class Node:
 
     async def _start_roles(self, nursery: trio.Nursery) -> None:
         self._serve_metrics()
+        # CONTROLLER:SSL: TLS on the controller listener and on every broker's way to it
+        self._controller_server_tls, self._controller_client_tls = controller_contexts(self.config)
         if "controller" in self.config.roles:
-            self.controller = ControllerService(self.config, metrics=self.metrics)
+            self.controller = ControllerService(
+                self.config,
+                metrics=self.metrics,
+                ssl_context=self._controller_server_tls,
+                peer_check=controller_peer_check(self.config),
+            )
             self.controller_port = await nursery.start(self.controller.run)
         if "broker" in self.config.roles:
             await self._start_broker(nursery)
@@ -132,10 +140,11 @@ class Node:
                     config.node_id, len(manager.logs), manager.had_clean_shutdown,
                     (time.perf_counter() - start_s) * 1000)  # fmt: skip
         secret = config.props["controller.quorum.password"]
-        client = ControllerClient(config.controller_voters, secret=secret)
+        tls = self._controller_client_tls
+        client = ControllerClient(config.controller_voters, secret=secret, ssl_context=tls)
         # Metadata may come from any controller: a combined node asks its own first.
         local_first = sorted(config.controller_voters, key=lambda v: v.node_id != config.node_id)
-        fetch_client = ControllerClient(local_first, secret=secret)
+        fetch_client = ControllerClient(local_first, secret=secret, ssl_context=tls)
         self.lifecycle = lifecycle = BrokerLifecycle(
             config,
             client,
@@ -146,7 +155,7 @@ class Node:
         await nursery.start(lifecycle.run)
         # One client per purpose (each carries one request at a time): heartbeats never wait
         # behind a forwarded admin call or the metadata long-poll.
-        channel = ControllerClient(config.controller_voters, secret=secret)
+        channel = ControllerClient(config.controller_voters, secret=secret, ssl_context=tls)
         server = KafkaServer(
             config,
             self.log_manager,

@@ -21,6 +21,7 @@ from pathlib import Path
 import trio
 
 from log.common.node_config import NODE_CONFIG_FILE, NodeConfig, Voter, to_toml
+from log.security.tls import controller_contexts
 from quorum.controller_client import ControllerClient
 from quorum.state_machine import MetadataStateMachine
 from tools.cluster_layout import ClusterLayout
@@ -174,7 +175,13 @@ class Cluster:
         return [Voter(i, "127.0.0.1", self.layout.controller_port(i)) for i in ids]
 
     def client(self, node_ids=None) -> ControllerClient:
-        return ControllerClient(self.controller_voters(node_ids), secret=PASSWORD, max_attempts=40)
+        # TLS when the nodes' controller listener is SSL (up --secure), as their brokers do
+        config_dir = self.layout.node_dir(self.layout.controller_ids[0])
+        tls = None
+        if (config_dir / NODE_CONFIG_FILE).exists():
+            tls = controller_contexts(NodeConfig.load(config_dir))[1]
+        voters = self.controller_voters(node_ids)
+        return ControllerClient(voters, secret=PASSWORD, max_attempts=40, ssl_context=tls)
 
     async def image_from(self, node_id: int):
         """The committed image of controller `node_id` (MetadataFetch from its own state)."""

@@ -105,7 +105,7 @@ def test_refused_produce_with_acks_0_closes_instead_of_answering():
     assert isinstance(event, BadRequest) and event.close_connection and event.data_to_send == b""
 
 
-@pytest.mark.parametrize(("api_key", "version"), [(999, 0), (17, 0), (0, 9), (1, 12), (3, -1)])
+@pytest.mark.parametrize(("api_key", "version"), [(999, 0), (17, 2), (0, 9), (1, 12), (3, -1)])
 def test_unknown_api_or_undeclared_version_closes(api_key, version):
     conn = ServerConnection()
     payload = struct.pack(">hhih", api_key, version, 1, -1)
