@@ -11,9 +11,8 @@ import time
 
 import pytest
 import trio
-from cluster_harness import STARTED, Cluster, wait_until
+from cluster_harness import Cluster, wait_until
 
-from log.common.node_config import NODE_CONFIG_FILE, to_toml
 from log.coordinator.group_coordinator import OFFSETS_TOPIC, partition_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -28,16 +27,12 @@ CLUSTER_PROPS = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    cluster = Cluster(tmp_path_factory.mktemp("kip848"), 3)
-    for node_id in cluster.layout.node_ids:
-        props = dict(cluster.config(node_id).props)
-        props.update(CLUSTER_PROPS)
-        (cluster.layout.node_dir(node_id) / NODE_CONFIG_FILE).write_text(to_toml(props))
-    cluster.start_all()
-    mine = set(cluster.processes.values())
-    STARTED[:] = [p for p in STARTED if p not in mine]  # ours outlive each test, not the module
-    yield cluster
-    cluster.stop_all()
+    cluster = Cluster(tmp_path_factory.mktemp("kip848"), 3, extra_props=CLUSTER_PROPS, shared=True)
+    try:
+        cluster.start_all()
+        yield cluster
+    finally:
+        cluster.stop_all()
 
 
 def _consumer(bootstrap: str, group: str, **extra):

@@ -18,6 +18,10 @@ def restore_gc():
     yield
     gc.unfreeze()
     gc.set_threshold(*thresholds)
+    if enabled:
+        gc.enable()
+    else:
+        gc.disable()
 
 
 def _still_frozen(frozen: int) -> bool:
@@ -25,10 +29,6 @@ def _still_frozen(frozen: int) -> bool:
     objects may be freed meanwhile (threads of earlier tests drop theirs), so the count may
     only fall, never to 0."""
     return 0 < gc.get_freeze_count() <= frozen
-    if enabled:
-        gc.enable()
-    else:
-        gc.disable()
 
 
 def test_tuned_while_open_and_restored_after_the_last_exit():
