@@ -90,7 +90,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # v2-4 are flexible and v3+ let a transactional producer bump its own epoch (KIP-360):
     # librdkafka needs v3 to recover from an abortable transaction error instead of failing.
     _api("InitProducerId", producer_id.INIT_PRODUCER_ID_REQUEST,
-         producer_id.INIT_PRODUCER_ID_RESPONSE, "0-4", "0-4"),
+         producer_id.INIT_PRODUCER_ID_RESPONSE, "0-6", "0-6"),
     _api("OffsetForLeaderEpoch", offsets.OFFSET_FOR_LEADER_EPOCH_REQUEST,
          offsets.OFFSET_FOR_LEADER_EPOCH_RESPONSE, "0-3", "0-3"),
     _api("AddPartitionsToTxn", transactions.ADD_PARTITIONS_TO_TXN_REQUEST,
