@@ -26,6 +26,7 @@ import trio
 from log.common.errors import ErrorCode, KafkaError, error_for
 from log.protocol.coordinator import FIND_COORDINATOR_REQUEST
 from log.protocol.producer_id import INIT_PRODUCER_ID_REQUEST
+from log.protocol.transaction_admin import LIST_TRANSACTIONS_REQUEST
 from log.protocol.transactions import ADD_PARTITIONS_TO_TXN_REQUEST, END_TXN_REQUEST
 from producer.connection import BrokerConnection, BrokerConnections, parse_bootstrap_servers
 from producer.metadata import BrokerAddress, MetadataUpdater, ProducerMetadata
@@ -34,6 +35,7 @@ FIND_COORDINATOR_KEY = 10
 INIT_PRODUCER_ID_KEY = 22
 ADD_PARTITIONS_TO_TXN_KEY = 24
 END_TXN_KEY = 26
+LIST_TRANSACTIONS_KEY = 66
 TRANSACTION_KEY_TYPE = 1
 RETRY_BACKOFF_MAX_MS = 1000
 _RETRY_SAME = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS})
@@ -63,8 +65,10 @@ class TransactionClient:
         *,
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
+        updater: MetadataUpdater | None = None,
     ) -> None:
         self.metadata = metadata
+        self.updater = updater
         self.connections = connections
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -89,7 +93,9 @@ class TransactionClient:
             updater = MetadataUpdater(metadata, connections, request_timeout_ms=request_timeout_ms)
             nursery.start_soon(updater.run)
             try:
-                yield cls(metadata, connections, request_timeout_ms=request_timeout_ms)
+                yield cls(
+                    metadata, connections, request_timeout_ms=request_timeout_ms, updater=updater
+                )
             finally:
                 updater.close()
                 connections.close()
@@ -164,6 +170,37 @@ class TransactionClient:
             committed=commit,
         )
         await self._call(transactional_id, END_TXN_KEY, body, lambda r: r.error_code)
+
+    async def list_transactions(self, states: Sequence[str] = ()) -> list[tuple[str, int, str]]:
+        """ListTransactions at every broker (each answers for the coordinators it leads):
+        (transactional id, producer id, state name) for the states asked (all if none)."""
+        with trio.fail_after(self.request_timeout_ms / 1000):
+            while not self.metadata.brokers and self.updater is not None:
+                self.updater.request_update()
+                await self.updater.wait_for_update()
+                if not self.metadata.brokers:
+                    await trio.sleep(self.retry_backoff_ms / 1000)
+        request: Any = LIST_TRANSACTIONS_REQUEST.cls
+        body = request(state_filters=list(states), producer_id_filters=[])
+        found: list[tuple[str, int, str]] = []
+        for address in list(self.metadata.brokers.values()) or self.metadata.bootstrap:
+            attempt = 0
+            while True:
+                connection = await self.connections.connected(
+                    address.node_id, address.host, address.port
+                )
+                response = await connection.request(LIST_TRANSACTIONS_KEY, body)
+                if response.error_code == ErrorCode.NONE:
+                    break
+                if response.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or attempt > 50:
+                    raise error_for(response.error_code, f"ListTransactions at {address}")
+                attempt += 1
+                await trio.sleep(self.retry_backoff_ms / 1000)
+            found += [
+                (t.transactional_id, t.producer_id, t.transaction_state)
+                for t in response.transaction_states
+            ]
+        return found
 
     # -- finding the coordinator, retrying ------------------------------------------------------
 

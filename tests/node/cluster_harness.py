@@ -68,7 +68,13 @@ def free_base_port(count: int) -> int:
 
 
 class Cluster:
-    def __init__(self, data_dir: Path, node_count: int, base_port: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        node_count: int,
+        base_port: int | None = None,
+        props: dict | None = None,
+    ) -> None:
         self.layout = ClusterLayout(data_dir, node_count, base_port or free_base_port(node_count))
         self.processes: dict[int, subprocess.Popen] = {}
         cluster_id, password = "test-cluster", PASSWORD
@@ -77,9 +83,10 @@ class Cluster:
             path = node_dir / NODE_CONFIG_FILE
             if not path.exists():
                 node_dir.mkdir(parents=True, exist_ok=True)
-                props = self.layout.node_properties(node_id, cluster_id, password)
-                props.update(TEST_PROPS)
-                path.write_text(to_toml(props))
+                node_props = self.layout.node_properties(node_id, cluster_id, password)
+                node_props.update(TEST_PROPS)
+                node_props.update(props or {})
+                path.write_text(to_toml(node_props))
 
     def config(self, node_id: int) -> NodeConfig:
         return NodeConfig.load(self.layout.node_dir(node_id))
