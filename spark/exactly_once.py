@@ -145,18 +145,11 @@ async def _abort(client: Any, transactional_ids: Iterable[str]) -> None:
 
 
 async def _finish_commit(client: Any, job_id: str, winners: Sequence[PreparedTxn]) -> None:
-    from log.common.errors import ErrorCode, KafkaError
-
     for txn in winners:
-        try:
-            await client.end_txn(
-                txn.transactional_id, txn.producer_id, txn.producer_epoch, commit=True
-            )
-        except KafkaError as exc:
-            # Committed already and then reused (a later InitProducerId bumped the epoch): the
-            # commit went through before; anything else is an error.
-            if exc.error_code not in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
-                raise
+        # A retry of a commit that went through is answered NONE (same producer id and
+        # epoch); a fenced one (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH) means the transaction
+        # was aborted by someone else: raised, never taken for a commit.
+        await client.end_txn(txn.transactional_id, txn.producer_id, txn.producer_epoch, commit=True)
     committed = {t.transactional_id for t in winners}
     await _abort(
         client, [t for t in await _open_transactions(client, job_id) if t not in committed]
@@ -215,21 +208,41 @@ async def recover_job(bootstrap_servers: str, job_id: str) -> str:
     return "aborted" if open_ids else "clean"
 
 
-async def recover_jobs(bootstrap_servers: str, job_id_prefix: str) -> None:
-    """recover_job for every job whose id starts with the prefix (a streaming sink's batches,
-    when its query starts): commit intents finished, undecided transactions aborted."""
+def _batch_of(name: str, sink_prefix: str) -> int | None:
+    """The micro-batch number of a job id or transactional id under `sink_prefix`
+    ("<sink>-b"), or None."""
+    if not name.startswith(sink_prefix):
+        return None
+    digits = name[len(sink_prefix) :].split("-", 1)[0]
+    return int(digits) if digits.isdigit() else None
+
+
+async def recover_batches(bootstrap_servers: str, sink_prefix: str, before: int) -> None:
+    """recover_job for a streaming sink's micro-batches before `before` (job ids
+    "<sink>-b<n>"): commit intents finished, undecided transactions aborted. Spark's
+    checkpoint has those batches committed; the current one is left to its own commit."""
     from producer.transaction_client import TransactionClient
 
-    intents = await read_intents(bootstrap_servers, job_id_prefix)
+    intents = await read_intents(bootstrap_servers, sink_prefix)
     async with TransactionClient.open(bootstrap_servers) as client:
         for job_id, intent in intents.items():
+            batch = _batch_of(job_id, sink_prefix)
+            if batch is None or batch >= before:
+                continue
             if intent["decision"] == COMMIT and not intent["done"]:
                 await _finish_commit(client, job_id, _winners(intent))
                 intent["done"] = True
                 await write_intent(bootstrap_servers, job_id, intent)
-        prefix = TXN_PREFIX + job_id_prefix
+        prefix = TXN_PREFIX + sink_prefix
         listed = await client.list_transactions(["Ongoing"])
-        await _abort(client, sorted({t for t, _p, _s in listed if t.startswith(prefix)}))
+        stale = set()
+        for tid, _pid, _state in listed:
+            batch = (
+                _batch_of(tid[len(TXN_PREFIX) :], sink_prefix) if tid.startswith(prefix) else None
+            )
+            if batch is not None and batch < before:
+                stale.add(tid)
+        await _abort(client, sorted(stale))
 
 
 async def job_decided(bootstrap_servers: str, job_id: str) -> str | None:

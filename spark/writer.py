@@ -687,15 +687,14 @@ class QuorumLogStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
     """The streaming sink: each micro-batch's tasks write like batch tasks. exactlyOnce: each
     micro-batch is a job `<sink>-b<batchId>`, so a batch replayed after a restart from the
     checkpoint is written once (the sink id: exactlyOnceJobId, else a hash of the checkpoint
-    location); otherwise at-least-once, a replayed micro-batch is written again."""
+    location); otherwise at-least-once, a replayed micro-batch is written again. Each commit
+    first finishes earlier batches a crashed driver left (recover_batches)."""
 
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         super().__init__(options, schema)
         self.sink_id: str | None = None
         if self.write_options.exactly_once:
             import hashlib
-
-            from spark.exactly_once import recover_jobs
 
             lowered = {str(k).lower(): str(v) for k, v in options.items()}
             checkpoint = lowered.get("checkpointlocation")
@@ -707,7 +706,6 @@ class QuorumLogStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
             self.sink_id = self.write_options.job_id or (
                 "s" + hashlib.sha256(str(checkpoint).encode()).hexdigest()[:20]
             )
-            _run(recover_jobs, self.write_options.bootstrap_servers, f"{self.sink_id}-b")
 
     def _batch_job(self, batch_id: int) -> str | None:
         return None if self.sink_id is None else f"{self.sink_id}-b{batch_id}"
@@ -717,6 +715,13 @@ class QuorumLogStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
         return _TaskWriter(self.write_options, job_id).run(iterator, rows=False)
 
     def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803  (Spark's name)
+        if self.sink_id is not None:
+            # PySpark makes a new writer for each commit: recovery cannot run at start-up,
+            # where it would abort the prepared transactions of the batch being committed.
+            from spark.exactly_once import recover_batches
+
+            _run(recover_batches, self.write_options.bootstrap_servers, f"{self.sink_id}-b",
+                 batchId)  # fmt: skip
         self._commit(messages, self._batch_job(batchId))
 
     def abort(self, messages: list[Any], batchId: int) -> None:  # noqa: N803

@@ -11,8 +11,15 @@ speculative copy would (its commit message is discarded and it runs no more code
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
-from spark_harness import create_topic
+from spark_harness import REPO, create_topic
 
 PARTITIONS = 2
 ROWS = 20_000
@@ -146,3 +153,96 @@ def test_a_failed_job_leaves_nothing_visible(cluster, session):
     physical = _values(session, bootstrap, "eos-failed", **{"kafka.isolation.level":
                                                             "read_uncommitted"})  # fmt: skip
     assert physical, "the attempts wrote rows (then aborted)"
+
+
+def _crash_driver(tmp_path, point: str, args: list[str]) -> None:
+    """Run tests/spark/eos_driver.py with `args`, stopping its commit at `point`; SIGKILL it
+    (its whole process group: the Python driver, its JVM and Python workers) once there."""
+    from spark.exactly_once import PAUSE_ENV, PAUSE_FILE_ENV
+
+    marker = tmp_path / f"paused-{point}"
+    env = {**os.environ, PAUSE_ENV: point, PAUSE_FILE_ENV: str(marker)}
+    driver = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("eos_driver.py")), *args],
+        cwd=REPO, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240  # a hang guard, not a speed assertion
+        while not marker.exists():
+            assert driver.poll() is None, f"the driver exited ({driver.returncode}) first"
+            assert time.monotonic() < deadline, "the driver never reached " + point
+            time.sleep(0.2)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+
+
+def test_a_driver_killed_after_the_commit_intent_is_recovered_to_all(cluster, session, tmp_path):
+    import trio
+
+    from spark.exactly_once import recover_job
+
+    bootstrap = cluster.layout.bootstrap_servers
+    create_topic(cluster, "eos-crash", PARTITIONS)
+    _crash_driver(tmp_path, "after-intent", ["batch", bootstrap, "eos-crash", "5000", "crash1"])
+    # Prepared, decided, not committed: read_committed readers see none of it yet.
+    assert _values(session, bootstrap, "eos-crash") == []
+    assert trio.run(recover_job, bootstrap, "crash1") == "committed"
+    assert _values(session, bootstrap, "eos-crash") == list(range(5000))
+    assert trio.run(recover_job, bootstrap, "crash1") == "committed"  # idempotent
+    assert _values(session, bootstrap, "eos-crash") == list(range(5000))
+
+
+def test_a_run_with_the_same_job_id_aborts_an_undecided_one(cluster, session):
+    """A driver that died before its commit intent left prepared transactions (played here by
+    one task's transaction left prepared): the next run with that job id aborts them, then
+    writes its own output once."""
+    import pandas as pd
+
+    bootstrap = cluster.layout.bootstrap_servers
+    create_topic(cluster, "eos-undecided", PARTITIONS)
+
+    def leave_prepared(batches):
+        from producer.sync_producer import SyncProducer
+        from spark.exactly_once import transactional_id
+
+        producer = SyncProducer(
+            bootstrap, transactional_id=transactional_id("undecided", 1, 0),
+            transaction_two_phase_commit_enable=True,
+        )  # fmt: skip
+        producer.init_transactions()
+        producer.begin_transaction()
+        for batch in batches:
+            producer.send_many("eos-undecided", [v.encode() for v in batch["value"]]).result()
+            yield pd.DataFrame({"n": [len(batch)]})
+        producer.prepare_transaction()
+        producer.close()
+
+    df = session.range(0, 3000, 1, 1).selectExpr("cast(id as string) as value")
+    assert df.mapInPandas(leave_prepared, "n long").collect()
+    assert _values(session, bootstrap, "eos-undecided") == []  # held back by the open one
+    _write(session.range(0, 4000, 1, 2).selectExpr("cast(id as string) as value"), bootstrap,
+           "eos-undecided", exactlyOnce="true", exactlyOnceJobId="undecided")  # fmt: skip
+    assert _values(session, bootstrap, "eos-undecided") == list(range(4000))
+
+
+def test_a_streaming_query_killed_after_a_commit_writes_each_row_once(cluster, session, tmp_path):
+    """The driver is killed after the sink committed micro-batch 0 but before Spark recorded
+    that in the checkpoint; the restarted query replays batch 0, which the sink skips."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from eos_driver import run_stream
+
+    bootstrap = cluster.layout.bootstrap_servers
+    create_topic(cluster, "eos-s-in", PARTITIONS)
+    create_topic(cluster, "eos-s-out", PARTITIONS)
+    _write(session.range(0, 6000, 1, 2).selectExpr("cast(id as string) as value"), bootstrap,
+           "eos-s-in")  # fmt: skip
+    checkpoint = str(tmp_path / "checkpoint")
+    _crash_driver(
+        tmp_path, "after-commit", ["stream", bootstrap, "eos-s-in", "eos-s-out", checkpoint]
+    )
+    first = _values(session, bootstrap, "eos-s-out")
+    assert 0 < len(first) < 6000, "batch 0 was committed, the rest not yet"
+    run_stream(session, bootstrap, "eos-s-in", "eos-s-out", checkpoint)  # replays batch 0
+    assert _values(session, bootstrap, "eos-s-out") == list(range(6000))
