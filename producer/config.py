@@ -16,6 +16,9 @@ Relationships checked (and why):
   explicitly, a conflicting setting turns it off instead of failing; `ProducerConfig(...)` itself
   is strict.
 - `batch_size <= buffer_memory`: a pooled batch buffer must fit in the pool.
+- `transactional_id` (empty: none) needs idempotence, as in Kafka: when idempotence was not set
+  explicitly it is on, and a conflicting setting is an error rather than turning it off.
+  `transaction_two_phase_commit_enable` (KIP-939) needs a transactional id.
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ class ProducerConfig:
     partitioner_adaptive_partitioning_enable: bool = True
     partitioner_availability_timeout_ms: int = 0
     metadata_max_age_ms: int = 300000
+    transactional_id: str = ""
+    transaction_timeout_ms: int = 60000
+    transaction_two_phase_commit_enable: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -80,7 +86,7 @@ class ProducerConfig:
             raise InvalidConfigError(
                 f"unknown producer configuration key(s): {', '.join(sorted(unknown))}"
             )
-        if "enable_idempotence" not in values:
+        if "enable_idempotence" not in values and not values.get("transactional_id"):
             merged = {f.name: f.default for f in dataclasses.fields(cls)} | values
             if _idempotence_conflict(merged) is not None:
                 values["enable_idempotence"] = False
@@ -153,6 +159,7 @@ _RANGES: dict[str, tuple[int, int]] = {
     "max_request_size": (1, _INT32_MAX),
     "partitioner_availability_timeout_ms": (0, _INT64_MAX),
     "metadata_max_age_ms": (0, _INT64_MAX),
+    "transaction_timeout_ms": (1, _INT32_MAX),
 }
 
 
@@ -184,6 +191,10 @@ def _validate(config: ProducerConfig) -> None:
         conflict = _idempotence_conflict(dataclasses.asdict(config))
         if conflict is not None:
             raise InvalidConfigError(f"enable.idempotence=true requires that {conflict}")
+    if config.transactional_id and not config.enable_idempotence:
+        raise InvalidConfigError("transactional.id requires enable.idempotence=true")
+    if config.transaction_two_phase_commit_enable and not config.transactional_id:
+        raise InvalidConfigError("transaction.two.phase.commit.enable requires transactional.id")
     if config.batch_size > config.buffer_memory:
         raise InvalidConfigError(
             f"batch.size ({config.batch_size}) must not exceed buffer.memory "

@@ -9,8 +9,11 @@
 
 Each call finds the partition's leader through the same metadata machinery the producer uses
 (refreshing once, after the backoff, on NOT_LEADER_OR_FOLLOWER-type errors), sends ListOffsets
-(timestamp -2 earliest, -1 latest) or Fetch (read_uncommitted, no fetch session) to it, and
-decodes returned batches with log.records.reader. A fetch may end in a partial batch (the
+(timestamp -2 earliest, -1 latest) or Fetch (no fetch session) to it, and decodes returned
+batches with log.records.reader. `isolation_level` is Kafka's: 0 read_uncommitted (the
+default) or 1 read_committed, where "latest" is the last stable offset and the records of
+aborted transactions (the fetch response's aborted_transactions, up to their ABORT marker) are
+dropped, as Kafka's consumer does. A fetch may end in a partial batch (the
 broker cuts at max bytes): it is dropped and fetched again from its offset next time. Records
 before the requested offset (a batch starts earlier) are skipped. Every call is bounded:
 `max_bytes` per fetch, `request_timeout_ms` per request, `max_attempts` per call.
@@ -28,6 +31,7 @@ from log.protocol.fetch import FETCH_REQUEST
 from log.protocol.offsets import LIST_OFFSETS_REQUEST
 from log.records.batch import DecodedRecord
 from log.records.batch_header import HEADER_BYTES, read_header
+from log.records.control import ControlRecordType, read_end_txn_marker
 from log.records.reader import iter_records
 from producer.cluster_view import TopicPartition
 from producer.connection import (
@@ -45,6 +49,8 @@ LIST_OFFSETS_KEY = 2
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 CONSUMER_REPLICA_ID = -1
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 DEFAULT_MAX_BYTES = (
     1 << 20
 )  # per fetch request and per partition (Kafka's max.partition.fetch.bytes)
@@ -76,7 +82,11 @@ class FetchClient:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         max_wait_ms: int = 100,
         connector: Connector = open_plaintext,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> None:
+        if isolation_level not in (READ_UNCOMMITTED, READ_COMMITTED):
+            raise ValueError(f"isolation_level must be 0 or 1, got {isolation_level!r}")
+        self.isolation_level = isolation_level
         self._bootstrap = parse_bootstrap_servers(bootstrap_servers)
         self.connector = connector  # how connections open (TLS/SASL: producer/connection.py)
         self.client_id = client_id
@@ -167,7 +177,7 @@ class FetchClient:
             request: Any = LIST_OFFSETS_REQUEST.cls  # made at run time by schema.py: untyped
             body = request(
                 replica_id=CONSUMER_REPLICA_ID,
-                isolation_level=0,
+                isolation_level=self.isolation_level,
                 topics=[
                     request.ListOffsetsTopic(
                         name=topic,
@@ -216,7 +226,7 @@ class FetchClient:
                 max_wait_ms=self.max_wait_ms,
                 min_bytes=1,
                 max_bytes=max_bytes,
-                isolation_level=0,
+                isolation_level=self.isolation_level,
                 session_id=0,
                 session_epoch=-1,
                 topics=[
@@ -241,7 +251,8 @@ class FetchClient:
                     if topic_response.topic == topic and p.partition_index == partition:
                         if p.error_code != ErrorCode.NONE:
                             raise error_for(p.error_code, f"Fetch {tp} at offset {offset}")
-                        records, next_offset = decode_fetched(p.records, offset)
+                        aborted = p.aborted_transactions if self.isolation_level else None
+                        records, next_offset = decode_fetched(p.records, offset, aborted)
                         return records, next_offset, p.high_watermark
             raise error_for(ErrorCode.UNKNOWN_SERVER_ERROR, f"Fetch skipped {tp}")
 
@@ -282,9 +293,13 @@ class FetchClient:
         return [r async for r in self.iter_records(topic, partition, start_offset, end_offset)]
 
 
-def decode_fetched(records: Any, from_offset: int) -> tuple[list[DecodedRecord], int]:
+def decode_fetched(
+    records: Any, from_offset: int, aborted_transactions: Any = None
+) -> tuple[list[DecodedRecord], int]:
     """Decode a fetch response's records: whole batches only, records at >= from_offset;
-    also the offset after the last whole batch (from_offset when there is none)."""
+    also the offset after the last whole batch (from_offset when there is none).
+    `aborted_transactions` (read_committed): (producer_id, first_offset) of the aborted
+    transactions in range; their batches are skipped until the producer's ABORT marker."""
     next_offset = from_offset
     if records is None:
         return [], next_offset
@@ -292,12 +307,23 @@ def decode_fetched(records: Any, from_offset: int) -> tuple[list[DecodedRecord],
     out: list[DecodedRecord] = []
     position = 0
     end = len(view)
+    pending = sorted(
+        ((a.first_offset, a.producer_id) for a in aborted_transactions or ()), reverse=True
+    )
+    aborting: set[int] = set()  # producer ids inside an aborted transaction here
     while end - position >= HEADER_BYTES:
         header = read_header(view, position)
         size = header.size_bytes
         if position + size > end:
             break  # a partial batch at the end: fetched again next time
-        if not header.is_control:
+        while pending and pending[-1][0] <= header.last_offset:
+            aborting.add(pending.pop()[1])
+        skip = header.is_transactional and header.producer_id in aborting
+        if header.is_control and header.producer_id in aborting:
+            marker = read_end_txn_marker(view, position)
+            if marker is not None and marker.control_type == ControlRecordType.ABORT:
+                aborting.discard(header.producer_id)
+        if not header.is_control and not skip:
             out.extend(
                 record for record in iter_records(view, position) if record.offset >= from_offset
             )

@@ -84,6 +84,7 @@ class IdempotenceManager:
         self._epoch_bump_required = False
         self._partitions_to_rewrite_sequences: set[TopicPartition] = set()
         self._unresolved_next_sequence: dict[TopicPartition, int] = {}
+        self.transactional = False  # batches carry the transactional flag (Producer sets it)
 
     # -- producer id and epoch ------------------------------------------------------------------
 
@@ -106,6 +107,14 @@ class IdempotenceManager:
         self.producer_epoch = producer_epoch
 
     def request_epoch_bump_for_partition(self, topic_partition: TopicPartition) -> None:
+        if self.transactional:
+            # A transaction cannot re-sequence under a new epoch: it must be aborted (Kafka
+            # makes this an abortable error; here the producer stops).
+            self.fatal_error = error_for(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"{topic_partition}: sequence lost inside a transaction; abort it",
+            )
+            return
         self._epoch_bump_required = True
         self._partitions_to_rewrite_sequences.add(topic_partition)
 
@@ -218,7 +227,7 @@ class IdempotenceManager:
         self.maybe_update_producer_id_and_epoch(tp)
         entry = self._entry(tp)
         batch.set_producer_state(
-            entry.producer_id, entry.producer_epoch, entry.next_sequence, False
+            entry.producer_id, entry.producer_epoch, entry.next_sequence, self.transactional
         )
         entry.next_sequence = (entry.next_sequence + batch.record_count) % SEQUENCE_MODULUS
         self.add_in_flight_batch(batch)

@@ -47,7 +47,12 @@ from typing import Any
 
 import trio
 
-from log.common.errors import MessageTooLargeError, UnknownTopicOrPartitionError
+from log.common.errors import (
+    ErrorCode,
+    MessageTooLargeError,
+    UnknownTopicOrPartitionError,
+    error_for,
+)
 from log.records.batch_header import HEADER_BYTES
 from log.records.builder import Header
 from producer.accumulator import AppendStatus
@@ -83,6 +88,8 @@ from producer.producer_batch import (
     estimate_batch_size_upper_bound,
 )
 from producer.sender import Sender
+from producer.transaction_client import InitResult, TransactionClient
+from producer.transaction_session import TransactionSession
 
 __all__ = ["DeliveryHandle", "Producer", "RecordMetadata", "build_config", "wait_all"]
 
@@ -129,6 +136,7 @@ class Producer:
         self._closed = False
         self._accepting = False  # inside `async with` and not closing: send may go inline
         self.sender: Sender | None = None
+        self.transaction: TransactionSession | None = None
 
     # -- lifetime -------------------------------------------------------------------------------
 
@@ -161,9 +169,19 @@ class Producer:
         self.updater = MetadataUpdater(
             self.metadata, self.connections, request_timeout_ms=config.request_timeout_ms
         )
+        if config.transactional_id:
+            assert self.idempotence is not None  # ProducerConfig checks it
+            client = TransactionClient(
+                self.metadata, self.connections, request_timeout_ms=config.request_timeout_ms,
+                retry_backoff_ms=config.retry_backoff_ms,
+            )  # fmt: skip
+            self.transaction = TransactionSession(
+                config.transactional_id, config.transaction_timeout_ms,
+                config.transaction_two_phase_commit_enable, client, self.idempotence,
+            )  # fmt: skip
         self.sender = Sender(
             config, self.accumulator, self.metadata, self.updater, self.connections,
-            self.idempotence,
+            self.idempotence, self.transaction,
         )  # fmt: skip
         self._partition_counts = self.metadata.partition_counts
         self._sender_done = trio.Event()
@@ -248,13 +266,56 @@ class Producer:
 
     # -- sending --------------------------------------------------------------------------------
 
-    def _check_open(self) -> None:
+    def _check_open(self, sending: bool = False) -> None:
         if self._nursery is None:
             raise ProducerClosedError("use the producer inside `async with`")
         if self._closed:
             raise ProducerClosedError("producer is closed")
         if self.idempotence is not None and self.idempotence.fatal_error is not None:
             raise self.idempotence.fatal_error
+        if sending and self.transaction is not None and not self.transaction.can_send:
+            raise error_for(
+                ErrorCode.INVALID_TXN_STATE,
+                "a transactional producer sends between begin_transaction and its end",
+            )
+
+    # -- transactions (transactional.id set) ----------------------------------------------------
+
+    def _session(self) -> TransactionSession:
+        self._check_open()
+        if self.transaction is None:
+            raise error_for(ErrorCode.INVALID_TXN_STATE, "transactional.id is not set")
+        return self.transaction
+
+    async def init_transactions(self, keep_prepared_txn: bool = False) -> InitResult:
+        """InitProducerId for transactional.id: fences earlier producers with that id and
+        aborts their open transaction, unless `keep_prepared_txn` (KIP-939, needs
+        transaction.two.phase.commit.enable): then an open transaction is kept, and this
+        producer may only commit or abort it (`ongoing` in the result names it)."""
+        return await self._session().init(keep_prepared_txn)
+
+    def begin_transaction(self) -> None:
+        self._session().begin()
+
+    async def prepare_transaction(self) -> tuple[int, int]:
+        """KIP-939's first phase: flush, and leave the transaction open. Returns the producer
+        id and epoch with which any process can end it (TransactionClient.end_txn)."""
+        session = self._session()
+        await self.flush()
+        self._check_open()
+        return session.prepared()
+
+    async def commit_transaction(self) -> None:
+        """Flush, then EndTxn(commit). Callers check their deliveries: a record that failed
+        is not in the transaction (Kafka refuses the commit; abort instead)."""
+        session = self._session()
+        await self.flush()
+        await session.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        session = self._session()
+        await self.flush()
+        await session.end(commit=False)
 
     async def send(
         self,
@@ -332,7 +393,7 @@ class Producer:
         headers: Any,
         timestamp_ms: int | None,
     ) -> Any:  # ColumnarRecordHandle without headers, RecordHandle with them
-        self._check_open()
+        self._check_open(sending=True)
         sender = self.sender
         assert sender is not None  # made in __aenter__, which _check_open checked
         start_ms = now_ms()
@@ -558,7 +619,7 @@ class Producer:
         timestamp (now by default). Returns a BulkDelivery: `await delivery.wait()` gives
         [RecordMetadata] in call order (or raises the first failed batch's error).
         """
-        self._check_open()
+        self._check_open(sending=True)
         if keys is not None and len(keys) != len(values):
             raise ValueError("keys and values must have the same length")
         delivery = BulkDelivery(topic, len(values))
@@ -679,7 +740,7 @@ class Producer:
         arrays), read only if the broker answers MESSAGE_TOO_LARGE and the batch is split;
         a batch with headers or its own timestamps cannot be rebuilt from them and fails
         with MESSAGE_TOO_LARGE instead. The caller sizes the batch (at most batch.size)."""
-        self._check_open()
+        self._check_open(sending=True)
         count = len(values)
         delivery = BulkDelivery(topic, count)
         if not count:

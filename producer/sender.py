@@ -47,6 +47,7 @@ from producer.connection import BrokerConnections, ConnectionFailedError, now_ms
 from producer.idempotence import IdempotenceManager
 from producer.metadata import MetadataUpdater, ProducerMetadata
 from producer.producer_batch import ProducerBatch
+from producer.transaction_session import TransactionSession
 
 INIT_PRODUCER_ID_KEY = 22
 IDEMPOTENT_TRANSACTION_TIMEOUT_MS = (
@@ -71,6 +72,7 @@ class Sender:
         updater: MetadataUpdater,
         connections: BrokerConnections,
         idempotence: IdempotenceManager | None,
+        transaction: TransactionSession | None = None,
     ) -> None:
         self.config = config
         self.accumulator = accumulator
@@ -78,6 +80,7 @@ class Sender:
         self.updater = updater
         self.connections = connections
         self.idempotence = idempotence
+        self.transaction = transaction
         self.guarantee_message_order = config.max_in_flight_requests_per_connection == 1
         self._in_flight: dict[int, ProducerBatch] = {}  # id(batch) -> batch awaiting a response
         self._wakeup = trio.Event()
@@ -128,6 +131,8 @@ class Sender:
             if idempotence.has_fatal_error:
                 assert idempotence.fatal_error is not None
                 accumulator.abort_undrained_batches(idempotence.fatal_error)
+            elif self.transaction is not None and not idempotence.has_producer_id:
+                pass  # init_transactions gives the producer id; nothing is drained before
             elif idempotence.bump_idempotent_epoch_and_reset_id_if_needed():
                 if now >= self._init_backoff_until_ms:
                     await self._init_producer_id()
@@ -156,6 +161,8 @@ class Sender:
             drainable.append(node_id)
         drained = accumulator.drain(self.metadata, drainable, self.config.max_request_size, now)
         sent = False
+        if self.transaction is not None and drained:
+            drained = await self._add_partitions_to_txn(drained)
         for node_id, batches in drained.items():
             if batches:
                 await self._send_produce(node_id, batches)
@@ -227,7 +234,7 @@ class Sender:
             if self.guarantee_message_order:
                 self.accumulator.mute_partition(tp)
         body = PRODUCE_REQUEST.cls(
-            transactional_id=None,
+            transactional_id=self.transaction.transactional_id if self.transaction else None,
             acks=self.config.acks,
             timeout_ms=self.config.request_timeout_ms,
             topic_data=[_TopicData(name=t, partition_data=p) for t, p in topic_data.items()],
@@ -290,6 +297,32 @@ class Sender:
         elif outcome.action is ResponseAction.SPLIT:
             self.split_count += 1
         return outcome.refresh_metadata
+
+    # -- transactions ---------------------------------------------------------------------------
+
+    async def _add_partitions_to_txn(
+        self, drained: dict[int, list[ProducerBatch]]
+    ) -> dict[int, list[ProducerBatch]]:
+        """AddPartitionsToTxn for the partitions drained batches are the first of in this
+        transaction, before their Produce (Kafka's TransactionManager does it in its sender
+        too). When that fails the batches fail with its error (retried if it is retriable)."""
+        transaction = self.transaction
+        assert transaction is not None
+        new = {b.topic_partition for bs in drained.values() for b in bs} - transaction.partitions
+        if not new:
+            return drained
+        try:
+            await transaction.add_partitions(new)
+        except KafkaError as error:
+            for batches in drained.values():
+                if batches:
+                    for batch in batches:
+                        self._in_flight[id(batch)] = batch
+                    self._handle_produce_response(batches, error)
+            if not error.retriable and self.idempotence is not None:
+                self.idempotence.fatal_error = error
+            return {}
+        return drained
 
     # -- producer id ----------------------------------------------------------------------------
 

@@ -190,6 +190,13 @@ class SyncProducer:
             elif kind == "flush":
                 await producer.flush()
                 _set_result(future, None)
+            elif kind == "transaction":
+                name, call_args = args
+                method = getattr(producer, name)
+                result = method(*call_args)
+                if name != "begin_transaction":  # the others are coroutines
+                    result = await result
+                _set_result(future, result)
             else:
                 assert kind == "close"
                 try:
@@ -301,6 +308,23 @@ class SyncProducer:
     def flush(self, timeout_s: float | None = None) -> None:
         """Block until everything sent before this call is complete."""
         self._submit("flush", ()).result(timeout_s)
+
+    # Transactions (transactional.id set): Producer's methods, run on the producer's thread.
+    def init_transactions(self, keep_prepared_txn: bool = False) -> Any:
+        return self._submit("transaction", ("init_transactions", (keep_prepared_txn,))).result()
+
+    def begin_transaction(self) -> None:
+        self._submit("transaction", ("begin_transaction", ())).result()
+
+    def prepare_transaction(self) -> tuple[int, int]:
+        result: tuple[int, int] = self._submit("transaction", ("prepare_transaction", ())).result()
+        return result
+
+    def commit_transaction(self) -> None:
+        self._submit("transaction", ("commit_transaction", ())).result()
+
+    def abort_transaction(self) -> None:
+        self._submit("transaction", ("abort_transaction", ())).result()
 
     def close(self, timeout_ms: int | None = None) -> None:
         """Deliver (or, after `timeout_ms`, abort) what is pending; stop and join the thread.

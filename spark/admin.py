@@ -49,6 +49,16 @@ async def list_topics(bootstrap_servers: str) -> list[str]:
     return sorted(t.name for t in response.topics if t.error_code == 0 and not t.is_internal)
 
 
+async def broker_count(bootstrap_servers: str) -> int:
+    """How many brokers the cluster's metadata lists."""
+    from log.protocol.metadata import METADATA_REQUEST
+
+    request: Any = METADATA_REQUEST.cls  # generated at import: attributes are dynamic
+    body = request(topics=[], allow_auto_topic_creation=False)
+    response = await request_first_reachable(bootstrap_servers, METADATA_KEY, body)
+    return len(response.brokers)
+
+
 async def request_first_reachable(bootstrap_servers: str, api_key: int, body: Any) -> Any:
     """Send one request to the first bootstrap server that accepts a connection (trying them
     in turn, a refused one fails at once, until ADMIN_TIMEOUT_S) and return the answer."""

@@ -34,7 +34,7 @@ DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # spark-sql-kafka's maxTriggerDel
 
 # The option names, spelled as documented (matching is case-insensitive, as in Spark).
 _COMMON = ("bootstrap.servers", "kafka.bootstrap.servers")
-WRITE_OPTIONS = (*_COMMON, "topic", "writer", "taskTimeoutMs")
+WRITE_OPTIONS = (*_COMMON, "topic", "writer", "taskTimeoutMs", "exactlyOnce", "exactlyOnceJobId")
 _READ = (
     *_COMMON,
     "subscribe",
@@ -71,10 +71,12 @@ READ_KAFKA_SETTINGS = {
     "retry.backoff.ms": "retry_backoff_ms",
     "fetch.max.wait.ms": "max_wait_ms",
 }
+# kafka.isolation.level: read_committed (our default, as spark-sql-kafka allows) reads up to the
+# last stable offset and drops aborted transactions' records; FetchClient's isolation_level.
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 # kafka.<name> accepted on read with no effect, and why (anything else is refused).
 READ_KAFKA_ACCEPTED = {
     "group.id": "Spark tracks offsets itself: no group is joined, no offset committed",
-    "isolation.level": "read_uncommitted only (the default)",
     "security.protocol": "PLAINTEXT only (the default)",
 }
 # Refused with spark-sql-kafka's reasons.
@@ -201,6 +203,8 @@ class WriteOptions:
     producer_properties: dict[str, str] = field(default_factory=dict)
     writer_kind: str = "arrow"
     task_timeout_ms: int = DEFAULT_TASK_TIMEOUT_MS
+    exactly_once: bool = False  # spark/exactly_once.py
+    job_id: str | None = None  # exactlyOnceJobId: stable across re-runs (recovery), else fresh
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
@@ -246,9 +250,24 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     if kind not in WRITER_KINDS:
         raise QuorumLogOptionError(f"option writer: expected arrow or row, got {kind!r}")
     timeout_ms = _int(options, "taskTimeoutMs", 1000, 2**31 - 1) or DEFAULT_TASK_TIMEOUT_MS
+    exactly_once = _bool(options, "exactlyOnce", False)
+    job_id = _get(options, "exactlyOnceJobId")
+    if job_id is not None:
+        job_id = job_id.strip()
+        if not exactly_once:
+            raise QuorumLogOptionError("option exactlyOnceJobId needs exactlyOnce=true")
+        if not re.fullmatch(r"[A-Za-z0-9._]{1,100}", job_id):
+            raise QuorumLogOptionError(
+                f"option exactlyOnceJobId: letters, digits, '.' and '_' only, got {job_id!r}"
+            )
+    if exactly_once and "transactional.id" in producer_properties:
+        raise QuorumLogOptionError(
+            "option kafka.transactional.id: exactlyOnce gives each task attempt its own"
+        )
     return WriteOptions(
-        bootstrap, topic.strip() if topic else None, producer_properties, kind, timeout_ms
-    )
+        bootstrap, topic.strip() if topic else None, producer_properties, kind, timeout_ms,
+        exactly_once, job_id,
+    )  # fmt: skip
 
 
 def _producer_names() -> list[str]:
@@ -373,22 +392,25 @@ def _client_settings(options: Mapping[str, str]) -> dict[str, Any]:
             else:
                 out[keyword] = _int({option: value}, option, 0, 2**31 - 1) or 0
         elif name == "isolation.level":
-            if value.strip().lower() != "read_uncommitted":
+            level = value.strip().lower()
+            if level not in ISOLATION_LEVELS:
                 raise QuorumLogOptionError(
-                    f"option {option}: only read_uncommitted is supported, got {value!r}"
+                    f"option {option}: expected read_committed or read_uncommitted, got {value!r}"
                 )
+            out["isolation_level"] = ISOLATION_LEVELS[level]
         elif name == "security.protocol":
             if value.strip().upper() != "PLAINTEXT":
                 raise QuorumLogOptionError(
                     f"option {option}: only PLAINTEXT is supported, got {value!r}"
                 )
         elif name not in READ_KAFKA_ACCEPTED:
-            known = (*READ_KAFKA_SETTINGS, *READ_KAFKA_ACCEPTED)
+            known = (*READ_KAFKA_SETTINGS, *READ_KAFKA_ACCEPTED, "isolation.level")
             hint = _did_you_mean(name, known, KAFKA_PREFIX)
             raise QuorumLogOptionError(
                 f"option {option}: not a consumer setting this reader can honour (it "
                 f"understands kafka.{', kafka.'.join(sorted(known))}){hint}"
             )
+    out.setdefault("isolation_level", ISOLATION_LEVELS["read_committed"])
     poll = _int(options, "kafkaConsumer.pollTimeoutMs", 1, 2**31 - 1)
     if poll is not None:
         out.setdefault("request_timeout_ms", poll)

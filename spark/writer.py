@@ -23,7 +23,13 @@ Two paths feed the producer:
   to 512 KiB here (WRITER_PRODUCER_DEFAULTS).
 - Row (`.option("writer", "row")`, for comparison): one `send` per Row.
 
-Delivery guarantee: at-least-once, like spark-sql-kafka. Nothing acknowledged is lost, and a
+Delivery guarantee with `.option("exactlyOnce", "true")`: exactly once, all or nothing per job
+(per micro-batch when streaming), through transactions the driver commits as one decision
+(spark/exactly_once.py): each task attempt writes in its own transaction and prepares it; the
+commit message carries it. Readers see the job's records only with read_committed (the reader's
+default).
+
+Delivery guarantee otherwise: at-least-once, like spark-sql-kafka. Nothing acknowledged is lost, and a
 job that succeeds had every record acknowledged. Duplicates are possible when Spark re-runs a
 task (a retry after a failure, a speculative copy): the records that the earlier attempt had
 already had acknowledged are written again by the new attempt. When a task fails because
@@ -49,6 +55,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from spark.exactly_once import COMMIT, PreparedTxn
 from spark.key_partitions import key_partitions
 from spark.options import WriteOptions, parse_write_options
 from spark.schema import validate_sink_schema
@@ -90,6 +97,10 @@ class QuorumLogCommitMessage(WriterCommitMessage):
     records_sent: int
     records_acknowledged: int
     partitions: dict[tuple[str, int], PartitionWriteStats] = field(default_factory=dict)
+    # exactlyOnce: the task's prepared transaction (None: it wrote nothing, or skipped a job
+    # that was committed before, `skipped`)
+    prepared: PreparedTxn | None = None
+    skipped: bool = False
 
 
 class _Tracker:
@@ -155,6 +166,22 @@ def _task_ids() -> tuple[int, int]:
     return context.partitionId(), context.attemptNumber()
 
 
+def _stream_batch_id() -> int:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    raw = None if context is None else context.getLocalProperty("streaming.sql.batchId")
+    if raw is None:
+        raise QuorumLogWriteError("quorumlog sink: a streaming task without a batch id")
+    return int(raw)
+
+
+def _run(async_fn: Any, *args: Any) -> Any:
+    import trio
+
+    return trio.run(async_fn, *args)
+
+
 def _as_bytes_list(column: Any) -> list:
     import pyarrow as pa
 
@@ -193,8 +220,9 @@ def _bulk_settings(properties: Mapping[str, str]) -> tuple[bool, tuple[int, int]
 class _TaskWriter:
     """The body of one write task: sends through a SyncProducer, then reports."""
 
-    def __init__(self, options: WriteOptions) -> None:
+    def __init__(self, options: WriteOptions, job_id: str | None = None) -> None:
         self.options = options
+        self.job_id = job_id  # exactlyOnce: the job (or micro-batch) this task writes for
         self.spark_partition, self.attempt = _task_ids()
         self.tracker = _Tracker()
         self._partition_counts: dict[str, int] = {}
@@ -204,15 +232,31 @@ class _TaskWriter:
             **options.producer_properties,
         }
         self._ignore_keys, self._records_limit = _bulk_settings(self.producer_config)
+        self._skipped = False  # exactlyOnce: the job was committed by another attempt
         self._runs: list[tuple] = []  # send_encoded's arguments, for _hand_over
         self._runs_records = 0
 
     def run(self, batches: Iterable[Any], *, rows: bool) -> QuorumLogCommitMessage:
         from producer.errors import ProducerClosedError
         from producer.sync_producer import SyncProducer
+        from spark.exactly_once import job_decided, transactional_id
 
-        producer = SyncProducer(config=self.producer_config)
+        config = self.producer_config
+        txn_id = None
+        if self.job_id is not None:
+            if _run(job_decided, self.options.bootstrap_servers, self.job_id) == COMMIT:
+                for _batch in batches:  # a replay of a committed job: written already
+                    pass
+                return QuorumLogCommitMessage(self.spark_partition, self.attempt, 0, 0,
+                                              skipped=True)  # fmt: skip
+            txn_id = transactional_id(self.job_id, self.spark_partition, self.attempt)
+            config = {**config, "transactional.id": txn_id,
+                      "transaction.two.phase.commit.enable": "true"}  # fmt: skip
+        producer = SyncProducer(config=config)
         try:
+            if txn_id is not None:
+                producer.init_transactions()
+                producer.begin_transaction()
             try:
                 if rows:
                     self._send_rows(producer, batches)
@@ -231,14 +275,44 @@ class _TaskWriter:
                 )
                 raise
             self._wait_all(producer)
+            prepared = None
+            if txn_id is not None:
+                self._report()  # raises (and the transaction is aborted) if a record failed
+                prepared = self._prepare(producer, txn_id)
         except BaseException:
+            if txn_id is not None:
+                try:
+                    producer.abort_transaction()
+                except Exception as exc:  # fenced, or the thread ended: the driver sweeps it
+                    logger.info("quorumlog sink: abort of %s: %r", txn_id, exc)
             try:
                 producer.close(0)
             except ProducerClosedError:
                 pass  # its thread ended: the error on its way out already says so, and why
             raise
         producer.close(0)
-        return self._report()
+        message = self._report()
+        if txn_id is not None:
+            message.prepared = prepared
+            message.skipped = self._skipped
+        return message
+
+    def _prepare(self, producer: Any, txn_id: str) -> PreparedTxn | None:
+        """Flushed: prepare, unless the driver decided the job meanwhile (a straggler)."""
+        from spark.exactly_once import job_decided
+
+        if self.tracker.sent == 0:
+            producer.abort_transaction()  # nothing was added: nothing to commit
+            return None
+        decided = _run(job_decided, self.options.bootstrap_servers, self.job_id)
+        if decided is not None:
+            producer.abort_transaction()
+            if decided == COMMIT:
+                self._skipped = True
+                return None  # another attempt's output was committed
+            raise QuorumLogWriteError(f"quorumlog sink: job {self.job_id} was aborted")
+        producer_id, epoch = producer.prepare_transaction()
+        return PreparedTxn(txn_id, producer_id, epoch)
 
     # -- Arrow ---------------------------------------------------------------------------------
 
@@ -526,9 +600,44 @@ class _WriterBase:
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         self.write_options = parse_write_options(options)
         validate_sink_schema(schema, self.write_options.topic)
+        self.job_id: str | None = None
+        if self.write_options.exactly_once:
+            from spark.exactly_once import ensure_intent_topic
 
-    def _commit(self, messages: list[Any]) -> None:
+            ensure_intent_topic(self.write_options.bootstrap_servers)
+
+    def _start_batch_job(self) -> None:
+        """exactlyOnce batch writes: the job id; a given one first finishes what an earlier
+        run with that id left (spark/exactly_once.py recover_job)."""
+        import uuid
+
+        from spark.exactly_once import recover_job
+
+        options = self.write_options
+        if not options.exactly_once:
+            return
+        self.job_id = options.job_id or uuid.uuid4().hex
+        if options.job_id is not None:
+            outcome = _run(recover_job, options.bootstrap_servers, options.job_id)
+            logger.info("quorumlog sink: job %s recovered: %s", options.job_id, outcome)
+
+    def _decide(self, job_id: str | None, messages: list[Any], commit: bool) -> None:
+        """exactlyOnce: commit the tasks' prepared transactions as one decision, or abort."""
+        from spark.exactly_once import abort_job, commit_job
+
+        if job_id is None:
+            return
+        bootstrap = self.write_options.bootstrap_servers
+        if not commit:
+            _run(abort_job, bootstrap, job_id)
+            return
+        prepared = [m.prepared for m in messages if getattr(m, "prepared", None) is not None]
+        if not _run(commit_job, bootstrap, job_id, prepared):
+            logger.info("quorumlog sink: job %s was committed before; output unchanged", job_id)
+
+    def _commit(self, messages: list[Any], job_id: str | None = None) -> None:
         totals = check_messages(messages)
+        self._decide(job_id, messages, commit=True)
         records = sum(stats.records for stats in totals.values())
         logger.info(
             "quorumlog sink: %d task(s) wrote %d record(s), all acknowledged: %s",
@@ -542,36 +651,79 @@ class _WriterBase:
 
 
 class QuorumLogArrowWriter(_WriterBase, DataSourceArrowWriter):
+    def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        super().__init__(options, schema)
+        self._start_batch_job()
+
     def write(self, iterator: Iterator[Any]) -> QuorumLogCommitMessage:
-        return _TaskWriter(self.write_options).run(iterator, rows=False)
+        return _TaskWriter(self.write_options, self.job_id).run(iterator, rows=False)
 
     def commit(self, messages: list[Any]) -> None:
-        self._commit(messages)
+        self._commit(messages, self.job_id)
 
     def abort(self, messages: list[Any]) -> None:
-        """At-least-once: acknowledged records stay in the log (see the module docstring)."""
+        """exactlyOnce: nothing of the job becomes visible. Otherwise at-least-once:
+        acknowledged records stay in the log (see the module docstring)."""
+        self._decide(self.job_id, messages, commit=False)
 
 
 class QuorumLogRowWriter(_WriterBase, DataSourceWriter):
+    def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        super().__init__(options, schema)
+        self._start_batch_job()
+
     def write(self, iterator: Iterator[Any]) -> QuorumLogCommitMessage:
-        return _TaskWriter(self.write_options).run(iterator, rows=True)
+        return _TaskWriter(self.write_options, self.job_id).run(iterator, rows=True)
 
     def commit(self, messages: list[Any]) -> None:
-        self._commit(messages)
+        self._commit(messages, self.job_id)
 
     def abort(self, messages: list[Any]) -> None:
-        """At-least-once: acknowledged records stay in the log (see the module docstring)."""
+        """As QuorumLogArrowWriter.abort."""
+        self._decide(self.job_id, messages, commit=False)
 
 
 class QuorumLogStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
-    """The streaming sink: each micro-batch's tasks write like batch tasks (at-least-once;
-    a replayed micro-batch is written again)."""
+    """The streaming sink: each micro-batch's tasks write like batch tasks. exactlyOnce: each
+    micro-batch is a job `<sink>-b<batchId>`, so a batch replayed after a restart from the
+    checkpoint is written once (the sink id: exactlyOnceJobId, else a hash of the checkpoint
+    location); otherwise at-least-once, a replayed micro-batch is written again. Each commit
+    first finishes earlier batches a crashed driver left (recover_batches)."""
+
+    def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        super().__init__(options, schema)
+        self.sink_id: str | None = None
+        if self.write_options.exactly_once:
+            import hashlib
+
+            lowered = {str(k).lower(): str(v) for k, v in options.items()}
+            checkpoint = lowered.get("checkpointlocation")
+            if self.write_options.job_id is None and checkpoint is None:
+                raise QuorumLogWriteError(
+                    "quorumlog sink: exactlyOnce streaming needs a checkpointLocation or an "
+                    "exactlyOnceJobId"
+                )
+            self.sink_id = self.write_options.job_id or (
+                "s" + hashlib.sha256(str(checkpoint).encode()).hexdigest()[:20]
+            )
+
+    def _batch_job(self, batch_id: int) -> str | None:
+        return None if self.sink_id is None else f"{self.sink_id}-b{batch_id}"
 
     def write(self, iterator: Iterator[Any]) -> QuorumLogCommitMessage:
-        return _TaskWriter(self.write_options).run(iterator, rows=False)
+        job_id = None if self.sink_id is None else self._batch_job(_stream_batch_id())
+        return _TaskWriter(self.write_options, job_id).run(iterator, rows=False)
 
     def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803  (Spark's name)
-        self._commit(messages)
+        if self.sink_id is not None:
+            # PySpark makes a new writer for each commit: recovery cannot run at start-up,
+            # where it would abort the prepared transactions of the batch being committed.
+            from spark.exactly_once import recover_batches
+
+            _run(recover_batches, self.write_options.bootstrap_servers, f"{self.sink_id}-b",
+                 batchId)  # fmt: skip
+        self._commit(messages, self._batch_job(batchId))
 
     def abort(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
-        """At-least-once: acknowledged records stay in the log."""
+        """exactlyOnce: the micro-batch's transactions are aborted; otherwise at-least-once."""
+        self._decide(self._batch_job(batchId), messages, commit=False)

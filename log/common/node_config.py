@@ -219,6 +219,12 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("transaction.max.timeout.ms", int, 900000, "largest transaction.timeout.ms allowed"),
     ConfigKey(
+        "transaction.two.phase.commit.enable",
+        bool,
+        False,
+        "allow InitProducerId enable_2pc (KIP-939): transactions without timeout, ended later",
+    ),
+    ConfigKey(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
         int,
         10000,

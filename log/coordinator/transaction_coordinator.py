@@ -38,8 +38,13 @@ transactional id at rest (Empty, CompleteCommit, CompleteAbort) not updated for
 transactional.id.expiration.ms (Dead is prepared, never completed: once the tombstone is
 replicated the id is dropped, as Kafka's removeExpiredTransactionalIds does).
 
-TODO(KIP-939): InitProducerId's keep_prepared_txn / enable_2pc (two-phase commit) are not
-supported; the driver must answer them UNSUPPORTED_VERSION.
+Two-phase commit (KIP-939, InitProducerId v6): with `transaction.two.phase.commit.enable` an
+InitProducerId asking `enable_2pc` gets a transaction that never times out (its timeout is stored
+as Int.MaxValue, Kafka's marker of a 2PC transaction), so an external coordinator can prepare it
+and decide later. `keep_prepared_txn` on an Ongoing transaction leaves it open, writes nothing
+and answers its producer id and epoch (also as `ongoing_txn_*`), with which another process
+ends it by EndTxn. Unlike KIP-939 the epoch is not bumped: the writer that prepared the
+transaction is not fenced (abort with a plain InitProducerId, which fences, when it may live).
 """
 
 from __future__ import annotations
@@ -80,6 +85,7 @@ S = TransactionState
 OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_TRANSACTION_MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms
 DEFAULT_NUM_PARTITIONS = 50  # transaction.state.log.num.partitions
+TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1  # Int.MaxValue: a 2PC transaction never times out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +93,7 @@ class TransactionCoordinatorConfig:
     transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
     transaction_state_log_num_partitions: int = DEFAULT_NUM_PARTITIONS
     transaction_version_level: TransactionVersion = TransactionVersion.TV_2
+    two_phase_commit_enable: bool = False  # transaction.two.phase.commit.enable
 
     def __post_init__(self) -> None:
         if self.transaction_max_timeout_ms <= 0:
@@ -103,6 +110,9 @@ class InitProducerIdResult:
     error: ErrorCode
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
+    # KIP-939: the transaction keep_prepared_txn kept open, else -1
+    ongoing_txn_producer_id: int = NO_PRODUCER_ID
+    ongoing_txn_producer_epoch: int = NO_PRODUCER_EPOCH
 
 
 @dataclasses.dataclass(frozen=True)
@@ -351,7 +361,7 @@ class TransactionCoordinator:
             value=encode_value(value_for(transit), version),
             transit=transit,
             origin=origin,
-            timeout_ms=transit.txn_timeout_ms,
+            timeout_ms=min(transit.txn_timeout_ms, self.config.transaction_max_timeout_ms),
             **context,  # type: ignore[arg-type]
         )
 
@@ -364,11 +374,16 @@ class TransactionCoordinator:
         now_ms: int,
         expected_producer_id: int = NO_PRODUCER_ID,
         expected_producer_epoch: int = NO_PRODUCER_EPOCH,
+        enable_2pc: bool = False,
+        keep_prepared_txn: bool = False,
     ) -> Step:
         """InitProducerId. Without a transactional id: a fresh producer id, epoch 0 (idempotent
         producers). With one: the id's producer id with a bumped epoch, after the record is
-        written. `expected_*` (KIP-360, both or neither) let a live producer bump its own epoch."""
+        written. `expected_*` (KIP-360, both or neither) let a live producer bump its own epoch.
+        `enable_2pc` / `keep_prepared_txn`: KIP-939 two-phase commit (module docstring)."""
         if transactional_id is None:
+            if enable_2pc or keep_prepared_txn:
+                return _init_error(ErrorCode.INVALID_REQUEST)
             return self._init_without_transactional_id()
         if transactional_id == "":
             return _init_error(ErrorCode.INVALID_REQUEST)
@@ -376,12 +391,21 @@ class TransactionCoordinator:
             expected_producer_epoch == NO_PRODUCER_EPOCH
         ):
             return _init_error(ErrorCode.INVALID_REQUEST)
-        if not 0 < transaction_timeout_ms <= self.config.transaction_max_timeout_ms:
+        if enable_2pc and not self.config.two_phase_commit_enable:
+            # KIP-939: refused as an authorization failure, so a client cannot probe the setting
+            return _init_error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if keep_prepared_txn and not enable_2pc:
+            return _init_error(ErrorCode.INVALID_REQUEST)
+        if enable_2pc:
+            transaction_timeout_ms = TWO_PHASE_COMMIT_TIMEOUT_MS
+        elif not 0 < transaction_timeout_ms <= self.config.transaction_max_timeout_ms:
             return _init_error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         error, loaded = self._lookup(transactional_id)
         if loaded is None:
             return _init_error(error)
         metadata = loaded.transactions.get(transactional_id)
+        if keep_prepared_txn and metadata is not None and metadata.state == S.ONGOING:
+            return _keep_prepared(metadata)
         if metadata is None:
             try:
                 producer_id = self._allocate_producer_id()
@@ -897,6 +921,8 @@ class TransactionCoordinator:
             for md in list(loaded.transactions.values()):
                 if md.pending_transition_in_progress or md.state != S.ONGOING:
                     continue
+                if md.txn_timeout_ms == TWO_PHASE_COMMIT_TIMEOUT_MS:
+                    continue  # KIP-939: a prepared 2PC transaction waits for its coordinator
                 if md.txn_start_timestamp_ms + md.txn_timeout_ms >= now_ms:
                     continue
                 fence = md.prepare_fence_producer_epoch()
@@ -917,6 +943,15 @@ class TransactionCoordinator:
 
 def _init_error(error: ErrorCode) -> Step:
     return Step(InitProducerIdResult(error))
+
+
+def _keep_prepared(metadata: TransactionMetadata) -> Step:
+    """KIP-939 keep_prepared_txn on an Ongoing transaction: nothing is written, the transaction
+    stays open, and its producer id and epoch are answered for an EndTxn from this caller."""
+    if metadata.pending_transition_in_progress:
+        return _init_error(ErrorCode.CONCURRENT_TRANSACTIONS)
+    pid, epoch = metadata.producer_id, metadata.producer_epoch
+    return Step(InitProducerIdResult(ErrorCode.NONE, pid, epoch, pid, epoch))
 
 
 def _end_response(

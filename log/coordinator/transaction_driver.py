@@ -117,6 +117,7 @@ class TransactionCoordinatorDriver:
                 transaction_max_timeout_ms=props["transaction.max.timeout.ms"],
                 transaction_state_log_num_partitions=self.num_partitions,
                 transaction_version_level=TransactionVersion.TV_0,
+                two_phase_commit_enable=props["transaction.two.phase.commit.enable"],
             ),
             allocate_producer_id,
             group_partition_for,
@@ -217,12 +218,14 @@ class TransactionCoordinatorDriver:
         transaction_timeout_ms: int,
         expected_producer_id: int = -1,
         expected_producer_epoch: int = -1,
+        enable_2pc: bool = False,
+        keep_prepared_txn: bool = False,
     ) -> InitProducerIdResult:
         self.sync_ownership()
         await self._ensure_producer_id()
         step = self.core.handle_init_producer_id(
             transactional_id, transaction_timeout_ms, self.clock_ms(),
-            expected_producer_id, expected_producer_epoch,
+            expected_producer_id, expected_producer_epoch, enable_2pc, keep_prepared_txn,
         )  # fmt: skip
         response = await self._execute(step)
         assert isinstance(response, InitProducerIdResult)

@@ -94,7 +94,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # librdkafka needs v3 to recover from an abortable transaction error instead of failing.
     # v5 only says the client knows TRANSACTION_ABORTABLE (KIP-890).
     _api("InitProducerId", producer_id.INIT_PRODUCER_ID_REQUEST,
-         producer_id.INIT_PRODUCER_ID_RESPONSE, "0-5", "0-5"),
+         producer_id.INIT_PRODUCER_ID_RESPONSE, "0-6", "0-6"),
     _api("OffsetForLeaderEpoch", offsets.OFFSET_FOR_LEADER_EPOCH_REQUEST,
          offsets.OFFSET_FOR_LEADER_EPOCH_RESPONSE, "0-3", "0-3"),
     # v4+ (batched, verify_only) come from partition leaders (KIP-890 part 1, CLUSTER_ACTION).

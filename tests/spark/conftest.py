@@ -21,7 +21,11 @@ sys.path.insert(0, str(HERE))
 def cluster(tmp_path_factory):
     from cluster_harness import Cluster
 
-    cluster = Cluster(tmp_path_factory.mktemp("spark-cluster"), 3, shared=True)
+    # two-phase commit on: the exactly-once writer's transactions (test_exactly_once.py)
+    two_phase = {"transaction.two.phase.commit.enable": True}
+    cluster = Cluster(
+        tmp_path_factory.mktemp("spark-cluster"), 3, extra_props=two_phase, shared=True
+    )
     try:
         cluster.start_all()
         yield cluster

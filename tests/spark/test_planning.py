@@ -177,7 +177,7 @@ READ = {"kafka.bootstrap.servers": "h:1", "subscribe": "a"}
         ({**READ, "kafka.sesion.timeout.ms": "5"}, False, "kafka.sesion.timeout.ms: not a con"),
         ({**READ, "kafka.request.timout.ms": "5"}, False, "did you mean 'kafka.request.timeo"),
         ({**READ, "kafka.auto.offset.reset": "x"}, False, "auto.offset.reset.*startingOffsets"),
-        ({**READ, "kafka.isolation.level": "read_committed"}, False, "isolation.level"),
+        ({**READ, "kafka.isolation.level": "serializable"}, False, "isolation.level: expected"),
         ({**READ, "startingtimestamp": "x"}, False, "startingTimestamp: expected an integer"),
         ({**READ, "endingoffsetsbytimestamp": "{"}, False, "endingOffsetsByTimestamp: exp"),
         ({**READ, "startingoffsetsbytimestampstrategy": "x"}, False, "Strategy: expected"),
@@ -211,8 +211,11 @@ def test_spark_sql_kafka_read_options_are_understood():
     assert options.timestamp_strategy == "latest" and options.include_headers
     assert options.max_records_per_partition == 100
     assert options.client_settings == {
-        "client_id": "c", "request_timeout_ms": 7000, "max_wait_ms": 50, "max_attempts": 4
+        "client_id": "c", "request_timeout_ms": 7000, "max_wait_ms": 50, "max_attempts": 4,
+        "isolation_level": 1,  # read_committed unless kafka.isolation.level says otherwise
     }  # fmt: skip
+    uncommitted = parse_read_options({**READ, "kafka.isolation.level": "read_uncommitted"})
+    assert uncommitted.client_settings["isolation_level"] == 0
     stream = parse_read_options(
         {**READ, "minoffsetspertrigger": "10", "maxtriggerdelay": "30s",
          "maxoffsetspertrigger": "100"},

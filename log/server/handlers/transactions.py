@@ -104,18 +104,23 @@ async def find_transaction_coordinator(
 
 
 async def init_transactional_producer_id(ctx: BrokerContext, request: Request) -> object:
-    """InitProducerId with a transactional id (v3+: expected producer id and epoch, KIP-360)."""
+    """InitProducerId with a transactional id (v3+: expected producer id and epoch, KIP-360;
+    v6: KIP-939's enable_2pc and keep_prepared_txn, answered with ongoing_txn_*)."""
     body = request.body
     result = await driver(ctx).init_producer_id(
         body.transactional_id,
         body.transaction_timeout_ms,
         getattr(body, "producer_id", -1),
         getattr(body, "producer_epoch", -1),
+        getattr(body, "enable2_pc", False),
+        getattr(body, "keep_prepared_txn", False),
     )
     return IP(
         error_code=_for_version(result.error, request.api_version, 4),
         producer_id=result.producer_id,
         producer_epoch=result.producer_epoch,
+        ongoing_txn_producer_id=result.ongoing_txn_producer_id,
+        ongoing_txn_producer_epoch=result.ongoing_txn_producer_epoch,
     )
 
 

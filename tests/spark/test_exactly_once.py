@@ -1,0 +1,233 @@
+"""Exactly-once Spark writes (`exactlyOnce=true`, spark/exactly_once.py) on the Spark tests' real
+3-node cluster (two-phase commit enabled: tests/spark/conftest.py) and local Spark session (local[2,2]: a failed task is
+retried once). Reads use the reader's default, read_committed; read_uncommitted shows what is
+physically in the log.
+
+Speculative copies do not run in local mode (Spark never places a copy on the host running the
+original, and local mode has one host): the losing attempt is played by a transaction that a
+task opens under a later attempt number of its own job and leaves prepared, as a killed
+speculative copy would (its commit message is discarded and it runs no more code).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from spark_harness import REPO, create_topic
+
+PARTITIONS = 2
+ROWS = 20_000
+
+
+def _read(session, bootstrap, topic, **options):
+    reader = session.read.format("quorumlog").option("bootstrap.servers", bootstrap)
+    reader = reader.option("subscribe", topic)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _values(session, bootstrap, topic, **options) -> list[int]:
+    rows = _read(session, bootstrap, topic, **options).selectExpr("cast(value as string) v")
+    return sorted(int(r.v) for r in rows.collect())
+
+
+def _write(df, bootstrap, topic, **options):
+    writer = df.write.format("quorumlog").mode("append").option("bootstrap.servers", bootstrap)
+    writer = writer.option("topic", topic)
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    writer.save()
+
+
+def _failing_input(session, bootstrap: str, straggler_job: str | None):
+    """ROWS rows in PARTITIONS tasks; task 0's first attempt fails after half of its rows were
+    handed over (the writer runs an Arrow batch behind, so part of them are acknowledged), and,
+    with `straggler_job`, first leaves a prepared transaction of attempt 9 of that job holding
+    1000 of its rows (a speculative copy killed after it prepared)."""
+    import pandas as pd
+
+    half = ROWS // PARTITIONS // 2
+
+    def leave_prepared(values: list[str]) -> None:
+        from producer.sync_producer import SyncProducer
+        from spark.exactly_once import transactional_id
+
+        assert straggler_job is not None
+        producer = SyncProducer(
+            bootstrap, transactional_id=transactional_id(straggler_job, 0, 9),
+            transaction_two_phase_commit_enable=True,
+        )  # fmt: skip
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send_many("eos-in-doubt", [v.encode() for v in values]).result()
+        producer.prepare_transaction()
+        producer.close()
+
+    def fail_once(batches):
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        fail = context.partitionId() == 0 and context.attemptNumber() == 0
+        sent = 0
+        for batch in batches:
+            if fail and sent >= half:
+                if straggler_job is not None:
+                    leave_prepared(batch["value"].tolist()[:1000])
+                raise RuntimeError("injected failure in the first attempt of task 0")
+            sent += len(batch)
+            yield pd.DataFrame({"value": batch["value"]})
+
+    # 200-byte values: an Arrow batch (~200 KB) does not sit in a 64 KB stream buffer in the
+    # JVM, so the writer really sends the first half before the failure
+    df = session.range(0, ROWS, 1, PARTITIONS).selectExpr(
+        "lpad(cast(id as string), 200, '0') value"
+    )
+    return df.mapInPandas(fail_once, "value string")
+
+
+def test_a_failed_task_and_a_straggler_leave_each_row_exactly_once(cluster, session):
+    bootstrap = cluster.layout.bootstrap_servers
+    create_topic(cluster, "eos-in-doubt", PARTITIONS)
+    create_topic(cluster, "alo", PARTITIONS)
+    # At-least-once (the option off): the failed attempt's acknowledged rows are there twice.
+    _write(_failing_input(session, bootstrap, None), bootstrap, "alo")
+    at_least_once = _values(session, bootstrap, "alo")
+    assert sorted(set(at_least_once)) == list(range(ROWS))
+    assert len(at_least_once) > ROWS, "the injected failure left no duplicate behind"
+
+    # Exactly once: the same failure, plus a straggler's prepared transaction.
+    _write(_failing_input(session, bootstrap, "job1"), bootstrap, "eos-in-doubt",
+           exactlyOnce="true", exactlyOnceJobId="job1")  # fmt: skip
+    assert _values(session, bootstrap, "eos-in-doubt") == list(range(ROWS))
+    physical = _values(session, bootstrap, "eos-in-doubt", **{"kafka.isolation.level":
+                                                              "read_uncommitted"})  # fmt: skip
+    assert len(physical) > ROWS + 1000 - 1, "the failed attempt and the straggler wrote rows"
+
+    # A re-run with the same job id changes nothing (the job is committed).
+    _write(session.range(0, 100, 1, 1).selectExpr("cast(id as string) as value"), bootstrap,
+           "eos-in-doubt", exactlyOnce="true", exactlyOnceJobId="job1")  # fmt: skip
+    assert _values(session, bootstrap, "eos-in-doubt") == list(range(ROWS))
+
+
+def test_a_failed_job_leaves_nothing_visible(cluster, session):
+    bootstrap = cluster.layout.bootstrap_servers
+    create_topic(cluster, "eos-failed", PARTITIONS)
+
+    def always_fail(batches):
+        sent = 0
+        for batch in batches:
+            if sent >= 2000:
+                raise RuntimeError("injected failure in every attempt")
+            sent += len(batch)
+            yield batch
+
+    df = session.range(0, ROWS, 1, PARTITIONS).selectExpr(
+        "lpad(cast(id as string), 200, '0') value"
+    )
+    with pytest.raises(Exception, match="injected failure in every attempt"):
+        _write(df.mapInPandas(always_fail, "value string"), bootstrap, "eos-failed",
+               exactlyOnce="true")  # fmt: skip
+    assert _values(session, bootstrap, "eos-failed") == []
+    physical = _values(session, bootstrap, "eos-failed", **{"kafka.isolation.level":
+                                                            "read_uncommitted"})  # fmt: skip
+    assert physical, "the attempts wrote rows (then aborted)"
+
+
+def _crash_driver(tmp_path, point: str, args: list[str]) -> None:
+    """Run tests/spark/eos_driver.py with `args`, stopping its commit at `point`; SIGKILL it
+    (its whole process group: the Python driver, its JVM and Python workers) once there."""
+    from spark.exactly_once import PAUSE_ENV, PAUSE_FILE_ENV
+
+    marker = tmp_path / f"paused-{point}"
+    env = {**os.environ, PAUSE_ENV: point, PAUSE_FILE_ENV: str(marker)}
+    driver = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("eos_driver.py")), *args],
+        cwd=REPO, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240  # a hang guard, not a speed assertion
+        while not marker.exists():
+            assert driver.poll() is None, f"the driver exited ({driver.returncode}) first"
+            assert time.monotonic() < deadline, "the driver never reached " + point
+            time.sleep(0.2)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+
+
+def test_a_driver_killed_after_the_commit_intent_is_recovered_to_all(cluster, session, tmp_path):
+    import trio
+
+    from spark.exactly_once import recover_job
+
+    bootstrap = cluster.layout.bootstrap_servers
+    create_topic(cluster, "eos-crash", PARTITIONS)
+    _crash_driver(tmp_path, "after-intent", ["batch", bootstrap, "eos-crash", "5000", "crash1"])
+    # Prepared, decided, not committed: read_committed readers see none of it yet.
+    assert _values(session, bootstrap, "eos-crash") == []
+    assert trio.run(recover_job, bootstrap, "crash1") == "committed"
+    assert _values(session, bootstrap, "eos-crash") == list(range(5000))
+    assert trio.run(recover_job, bootstrap, "crash1") == "committed"  # idempotent
+    assert _values(session, bootstrap, "eos-crash") == list(range(5000))
+
+
+def test_a_run_with_the_same_job_id_aborts_an_undecided_one(cluster, session):
+    """A driver that died before its commit intent left prepared transactions (played here by
+    one task's transaction left prepared): the next run with that job id aborts them, then
+    writes its own output once."""
+    import pandas as pd
+
+    bootstrap = cluster.layout.bootstrap_servers
+    create_topic(cluster, "eos-undecided", PARTITIONS)
+
+    def leave_prepared(batches):
+        from producer.sync_producer import SyncProducer
+        from spark.exactly_once import transactional_id
+
+        producer = SyncProducer(
+            bootstrap, transactional_id=transactional_id("undecided", 1, 0),
+            transaction_two_phase_commit_enable=True,
+        )  # fmt: skip
+        producer.init_transactions()
+        producer.begin_transaction()
+        for batch in batches:
+            producer.send_many("eos-undecided", [v.encode() for v in batch["value"]]).result()
+            yield pd.DataFrame({"n": [len(batch)]})
+        producer.prepare_transaction()
+        producer.close()
+
+    df = session.range(0, 3000, 1, 1).selectExpr("cast(id as string) as value")
+    assert df.mapInPandas(leave_prepared, "n long").collect()
+    assert _values(session, bootstrap, "eos-undecided") == []  # held back by the open one
+    _write(session.range(0, 4000, 1, 2).selectExpr("cast(id as string) as value"), bootstrap,
+           "eos-undecided", exactlyOnce="true", exactlyOnceJobId="undecided")  # fmt: skip
+    assert _values(session, bootstrap, "eos-undecided") == list(range(4000))
+
+
+def test_a_streaming_query_killed_after_a_commit_writes_each_row_once(cluster, session, tmp_path):
+    """The driver is killed after the sink committed micro-batch 0 but before Spark recorded
+    that in the checkpoint; the restarted query replays batch 0, which the sink skips."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from eos_driver import run_stream
+
+    bootstrap = cluster.layout.bootstrap_servers
+    create_topic(cluster, "eos-s-in", PARTITIONS)
+    create_topic(cluster, "eos-s-out", PARTITIONS)
+    _write(session.range(0, 6000, 1, 2).selectExpr("cast(id as string) as value"), bootstrap,
+           "eos-s-in")  # fmt: skip
+    checkpoint = str(tmp_path / "checkpoint")
+    _crash_driver(
+        tmp_path, "after-commit", ["stream", bootstrap, "eos-s-in", "eos-s-out", checkpoint]
+    )
+    first = _values(session, bootstrap, "eos-s-out")
+    assert 0 < len(first) < 6000, "batch 0 was committed, the rest not yet"
+    run_stream(session, bootstrap, "eos-s-in", "eos-s-out", checkpoint)  # replays batch 0
+    assert _values(session, bootstrap, "eos-s-out") == list(range(6000))
