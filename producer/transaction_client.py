@@ -24,7 +24,7 @@ from typing import Any
 import trio
 
 from log.common.errors import ErrorCode, KafkaError, error_for
-from log.protocol.coordinator import FIND_COORDINATOR_REQUEST
+from log.protocol.coordinator import find_coordinator_request, single_coordinator
 from log.protocol.producer_id import INIT_PRODUCER_ID_REQUEST
 from log.protocol.transaction_admin import LIST_TRANSACTIONS_REQUEST
 from log.protocol.transactions import ADD_PARTITIONS_TO_TXN_REQUEST, END_TXN_REQUEST
@@ -246,8 +246,7 @@ class TransactionClient:
         return await self.connections.connected(address.node_id, address.host, address.port)
 
     async def _find_coordinator(self, transactional_id: str) -> BrokerAddress:
-        request: Any = FIND_COORDINATOR_REQUEST.cls
-        body = request(key=transactional_id, key_type=TRANSACTION_KEY_TYPE)
+        body = find_coordinator_request(transactional_id, TRANSACTION_KEY_TYPE)
         error: KafkaError | None = None
         for address in self.metadata.candidate_nodes():
             try:
@@ -258,7 +257,8 @@ class TransactionClient:
             except KafkaError as exc:
                 error = exc
                 continue
-            if response.error_code == ErrorCode.NONE:
-                return BrokerAddress(response.node_id, response.host, response.port)
-            error = error_for(response.error_code, f"FindCoordinator {transactional_id!r}")
+            code, node_id, host, port = single_coordinator(response)
+            if code == ErrorCode.NONE:
+                return BrokerAddress(node_id, host, port)
+            error = error_for(code, f"FindCoordinator {transactional_id!r}")
         raise error or error_for(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no broker answered")

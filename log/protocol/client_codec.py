@@ -76,8 +76,13 @@ def decode_response(
     return ClientResponse(correlation_id, api_key, api_version, body)
 
 
+# The highest version a client sends where later ones belong to brokers: AddPartitionsToTxn
+# v4+ is the batched, verify-only request partition leaders send (KIP-890 part 1).
+CLIENT_MAX_VERSIONS = {24: 3}
+
+
 def choose_versions(broker_api_keys: list[Any]) -> dict[int, int]:
-    """Per API key, the highest version both we and the broker speak.
+    """Per API key, the highest version both we (as a client) and the broker speak.
 
     `broker_api_keys` is an ApiVersions response's `api_keys`; APIs with no common version
     are left out (the caller raises UnsupportedVersionError if it needs one of them).
@@ -87,7 +92,8 @@ def choose_versions(broker_api_keys: list[Any]) -> dict[int, int]:
         api = APIS.get(entry.api_key)
         if api is None:
             continue
-        version = min(api.implemented[1], entry.max_version)
+        top = min(api.implemented[1], CLIENT_MAX_VERSIONS.get(entry.api_key, api.implemented[1]))
+        version = min(top, entry.max_version)
         if version >= max(api.implemented[0], entry.min_version):
             chosen[entry.api_key] = version
     return chosen

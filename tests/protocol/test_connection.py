@@ -369,7 +369,8 @@ def test_choose_versions_against_our_own_advertisement():
     from log.protocol.client_codec import choose_versions
 
     chosen = choose_versions(supported_api_versions())
-    assert chosen[0] == 10 and chosen[1] == 17 and chosen[3] == 12 and chosen[22] == 5
+    assert chosen[0] == 10 and chosen[1] == 17 and chosen[3] == 12 and chosen[22] == 6
+    assert chosen[24] == 3  # AddPartitionsToTxn v4+ is broker to broker
     entry = APIS[18].response.cls.ApiVersion
     assert choose_versions([entry(api_key=0, min_version=11, max_version=13)]) == {}
     assert choose_versions(
