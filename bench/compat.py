@@ -1,0 +1,266 @@
+"""`make compat`: peers' own test suites against a local 3-node quorumlog cluster.
+
+Two suites run against one `quorumlog up`-style cluster (tools/up.py's LocalCluster) on free
+ports, formatted with the two settings librdkafka's own test clusters use (`num.partitions`
+4, `default.replication.factor` 3):
+
+- librdkafka's `tests/test-runner` (Debian bookworm's librdkafka 2.0.2 source package, built
+  under build/compat/ by `make compat-deps`): one test per process (a hang costs its own kill
+  timeout, not the run), quick mode (`-Q`), broker tests only (`-L`), no socket emulation
+  (`-E`); `--rdkafka-tests` picks test numbers (default: every one in test.c);
+- confluent-kafka-python's integration tests (the release matching the venv's confluent-kafka,
+  unpacked under build/compat/ by `make compat-deps`: its PyPI sdist ships no tests) in their
+  bring-your-own-cluster mode (`BROKERS=...`), Schema Registry tests deselected (none here).
+
+Prints one table (suite, passed, failed, skipped) and writes it, with each test's result, to
+bench/results/compat.json, which `make bench` adds to its REPORT.md. A suite whose source is
+missing is reported "not run" with the reason, never silently left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from tools.cluster_layout import ClusterLayout
+from tools.up import LocalCluster
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build" / "compat"
+RESULTS = ROOT / "bench" / "results" / "compat.json"
+LIBRDKAFKA_DIR = BUILD / "librdkafka-2.0.2"
+# librdkafka's test clusters' settings (its tests assume 4 partitions and RF 3 by default), and
+# ACLs on but allowing what no ACL names, as Kafka's test clusters (0081's ACL subtests).
+NODE_SETTINGS = (
+    ("num.partitions", 4),
+    ("default.replication.factor", 3),
+    ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+    ("allow.everyone.if.no.acl.found", True),
+)
+RDKAFKA_KILL_S = 240  # per test number; the slowest passing test takes ~60 s on 2 busy cores
+# Quick mode turns these into no-ops: run them without -Q.
+RDKAFKA_NOT_QUICK = {"0018", "0019", "0022", "0026", "0045", "0061", "0102", "0122", "0132"}
+RDKAFKA_NOT_QUICK |= {"0137"}
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+RESULT_LINE = re.compile(r"^\|\s+(\d{4}_\w+)\s+\|\s+(PASSED|FAILED|SKIPPED)\s+\|\s+([\d.]+)s", re.M)
+
+
+@dataclass
+class SuiteResult:
+    suite: str
+    passed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    not_run: str = ""  # why the suite did not run at all
+    seconds: float = 0.0
+    detail: dict[str, str] = field(default_factory=dict)  # test -> result as printed
+
+    def row(self) -> dict:
+        return {
+            "suite": self.suite,
+            "passed": len(self.passed),
+            "failed": len(self.failed),
+            "skipped": len(self.skipped),
+            "not_run": self.not_run,
+            "seconds": round(self.seconds),
+            "failures": self.failed,
+            "detail": self.detail,
+        }
+
+
+def free_base_port() -> int:
+    """A base port with the Kafka, controller, Raft and metrics ports of 3 nodes free."""
+    import random
+    import socket
+
+    rng = random.Random(os.getpid() ^ time.time_ns())
+    for _ in range(200):
+        base = rng.randrange(10000, 32000)
+        ports = [base + k + i for k in (0, 100, 200, 300) for i in range(3)]
+        try:
+            for port in ports:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free ports")
+
+
+def rdkafka_test_numbers() -> list[str]:
+    test_c = (LIBRDKAFKA_DIR / "tests" / "test.c").read_text()
+    numbers = re.findall(r"^\s*_TEST\((\d{4})_", test_c, re.MULTILINE)
+    return sorted(set(numbers) - {"0000", "8000"})  # unit tests and the manual test
+
+
+def parse_rdkafka(output: str) -> dict[str, str]:
+    """The summary table's rows: {"0001_multiobj": "PASSED", ...}."""
+    return {name: result for name, result, _ in RESULT_LINE.findall(ANSI.sub("", output))}
+
+
+def run_rdkafka(bootstrap: str, numbers: list[str], log_dir: Path) -> SuiteResult:
+    result = SuiteResult("librdkafka 2.0.2 test-runner")
+    runner = LIBRDKAFKA_DIR / "tests" / "test-runner"
+    if not runner.exists():
+        result.not_run = f"{runner} not built (`make compat-deps` as root builds it)"
+        return result
+    tests_dir = runner.parent
+    conf = log_dir / "test.conf"
+    conf.write_text(f"bootstrap.servers={bootstrap}\ntest.timeout.multiplier=2\n")
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": "../src:../src-cpp",
+        "TEST_KAFKA_VERSION": "3.7.0",  # what our ApiVersions answer matches
+        "RDKAFKA_TEST_CONF": str(conf),
+    }
+    start = time.monotonic()
+    for number in numbers:
+        command = ["./test-runner", "-p1", "-E", "-L"]
+        command += [] if number in RDKAFKA_NOT_QUICK else ["-Q"]
+        output, code = _run(command + [number], tests_dir, env, RDKAFKA_KILL_S)
+        (log_dir / f"rdkafka-{number}.log").write_text(output)
+        rows = parse_rdkafka(output)
+        own = {name: res for name, res in rows.items() if name.startswith(number)}
+        if code is None:
+            own = {name: res for name, res in own.items() if res != "PASSED"}
+            own[f"{number} (killed after {RDKAFKA_KILL_S} s)"] = "FAILED"
+        elif not own:
+            own[number] = "PASSED" if code == 0 else "FAILED"
+        elif code != 0 and all(res != "FAILED" for res in own.values()):
+            own[f"{number} (exit {code})"] = "FAILED"
+        for name, res in own.items():
+            result.detail[name] = res
+            {"PASSED": result.passed, "FAILED": result.failed, "SKIPPED": result.skipped}[
+                res
+            ].append(name)
+        print(f"  {number}: {', '.join(f'{n} {r}' for n, r in own.items())}", flush=True)
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def run_confluent_python(bootstrap: str, tests_root: Path | None, log_dir: Path) -> SuiteResult:
+    import confluent_kafka
+
+    version = confluent_kafka.version()[0]
+    root = tests_root or BUILD / f"confluent-kafka-python-{version}"
+    result = SuiteResult(f"confluent-kafka-python {version} integration ({root.name}'s tests)")
+    if not (root / "tests" / "integration").is_dir():
+        result.not_run = f"{root}/tests/integration missing (`make compat-deps` fetches it)"
+        return result
+    report = log_dir / "confluent-python.xml"
+    python = BUILD / "ck-venv" / "bin" / "python"  # its tests' needs (trivup, ...), not ours
+    command = [str(python if python.exists() else sys.executable), "-m", "pytest", "-q",
+               "-p", "no:cacheprovider", "-o", "addopts=", "--timeout", "300",
+               "--junitxml", str(report), "tests/integration",
+               "--ignore", "tests/integration/schema_registry",
+               "-k", "not schema_registry and not sasl and not oauth"]  # fmt: skip
+    env = {**os.environ, "BROKERS": bootstrap, "PYTHONPATH": str(root)}
+    start = time.monotonic()
+    output, _ = _run(command, root, env, 1800)
+    result.seconds = time.monotonic() - start
+    (log_dir / "confluent-python.log").write_text(output)
+    if not report.exists():
+        result.not_run = "pytest wrote no report (see confluent-python.log)"
+        return result
+    _read_junit(report, result)
+    return result
+
+
+def _read_junit(report: Path, result: SuiteResult) -> None:
+    import xml.etree.ElementTree as ET
+
+    for case in ET.parse(report).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        tags = {child.tag for child in case}
+        if tags & {"failure", "error"}:
+            result.failed.append(name)
+            result.detail[name] = "FAILED"
+        elif "skipped" in tags:
+            result.skipped.append(name)
+            result.detail[name] = "SKIPPED"
+        else:
+            result.passed.append(name)
+            result.detail[name] = "PASSED"
+
+
+def _run(command: list[str], cwd: Path, env: dict, timeout_s: float) -> tuple[str, int | None]:
+    """Output and exit code of `command` (None: killed at the timeout, with its group)."""
+    with tempfile.TemporaryFile() as out:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)  # fmt: skip
+        try:
+            code: int | None = process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            code = None
+        out.seek(0)
+        return out.read().decode(errors="replace"), code
+
+
+def table(results: list[SuiteResult]) -> str:
+    lines = ["| suite | passed | failed | skipped | seconds |", "|---|---:|---:|---:|---:|"]
+    for r in results:
+        if r.not_run:
+            lines.append(f"| {r.suite} | - | - | - | not run: {r.not_run} |")
+        else:
+            counts = f"{len(r.passed)} | {len(r.failed)} | {len(r.skipped)}"
+            lines.append(f"| {r.suite} | {counts} | {r.seconds:.0f} |")
+    return "\n".join(lines)
+
+
+async def run_all(args: argparse.Namespace, work: Path) -> list[SuiteResult]:
+    layout = ClusterLayout(work / "cluster", 3, args.base_port or free_base_port(),
+                           extra_properties=NODE_SETTINGS)  # fmt: skip
+    log_dir = work / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    async with LocalCluster(layout) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        print(f"cluster: {bootstrap} ({work})", flush=True)
+        if "librdkafka" in args.suites:
+            numbers = args.rdkafka_tests or (
+                rdkafka_test_numbers() if LIBRDKAFKA_DIR.exists() else []
+            )
+            results.append(await trio.to_thread.run_sync(run_rdkafka, bootstrap, numbers, log_dir))
+        if "confluent-python" in args.suites:
+            results.append(
+                await trio.to_thread.run_sync(
+                    run_confluent_python, bootstrap, args.ck_tests, log_dir
+                )
+            )
+    return results
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suites", nargs="+", default=["librdkafka", "confluent-python"],
+                        choices=["librdkafka", "confluent-python"])  # fmt: skip
+    parser.add_argument("--rdkafka-tests", nargs="+", metavar="NNNN", help="test numbers")
+    parser.add_argument("--ck-tests", type=Path, help="a confluent-kafka-python source tree")
+    parser.add_argument("--base-port", type=int, help="Kafka port of node 1 [a free one]")
+    parser.add_argument("--work-dir", type=Path, help="cluster and logs [a temporary dir]")
+    args = parser.parse_args(argv)
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="quorumlog-compat-"))
+    results = trio.run(run_all, args, work)
+    print("\n" + table(results))
+    print(f"\nlogs: {work / 'logs'}")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                   "rows": [r.row() for r in results]}, indent=1))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
