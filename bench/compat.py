@@ -52,6 +52,16 @@ RDKAFKA_KILL_S = 240  # per test number; the slowest passing test takes ~60 s on
 # Quick mode turns these into no-ops: run them without -Q.
 RDKAFKA_NOT_QUICK = {"0018", "0019", "0022", "0026", "0045", "0061", "0102", "0122", "0132"}
 RDKAFKA_NOT_QUICK |= {"0137"}
+# Tests that run only in a named scenario, on a second cluster (noautocreate:
+# auto.create.topics.enable=false, else a producer's metadata request recreates a deleted topic).
+RDKAFKA_SCENARIOS = {"0107": "noautocreate"}
+# 0081 stops at its first failing admin API: run each API's subtest on its own.
+RDKAFKA_SUBTESTS = {"0081": ["do_test_CreateTopics", "do_test_DeleteTopics",
+    "do_test_CreatePartitions", "do_test_AlterConfigs", "do_test_DescribeConfigs",
+    "do_test_CreateAcls", "do_test_DescribeAcls", "do_test_DeleteAcls", "do_test_DeleteRecords",
+    "do_test_DeleteGroups", "do_test_ListConsumerGroups", "do_test_DescribeConsumerGroups",
+    "do_test_DeleteConsumerGroupOffsets", "do_test_AlterConsumerGroupOffsets",
+    "do_test_ListConsumerGroupOffsets", "do_test_unclean_destroy"]}  # fmt: skip
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 RESULT_LINE = re.compile(r"^\|\s+(\d{4}_\w+)\s+\|\s+(PASSED|FAILED|SKIPPED)\s+\|\s+([\d.]+)s", re.M)
 
@@ -65,6 +75,13 @@ class SuiteResult:
     not_run: str = ""  # why the suite did not run at all
     seconds: float = 0.0
     detail: dict[str, str] = field(default_factory=dict)  # test -> result as printed
+
+    def merge(self, other: SuiteResult) -> None:
+        self.passed += other.passed
+        self.failed += other.failed
+        self.skipped += other.skipped
+        self.detail |= other.detail
+        self.seconds += other.seconds
 
     def row(self) -> dict:
         return {
@@ -104,9 +121,15 @@ def rdkafka_test_numbers() -> list[str]:
     return sorted(set(numbers) - {"0000", "8000"})  # unit tests and the manual test
 
 
+FAILED_LINE = re.compile(r'^### Test "(\d{4}_\w+)[ "]', re.M)
+
+
 def parse_rdkafka(output: str) -> dict[str, str]:
-    """The summary table's rows: {"0001_multiobj": "PASSED", ...}."""
-    return {name: result for name, result, _ in RESULT_LINE.findall(ANSI.sub("", output))}
+    """The summary table's rows: {"0001_multiobj": "PASSED", ...}; a test that aborted the
+    runner before its summary counts FAILED by its `### Test "NNNN_name" failed` line."""
+    text = ANSI.sub("", output)
+    found = {name: "FAILED" for name in FAILED_LINE.findall(text)}
+    return found | {name: result for name, result, _ in RESULT_LINE.findall(text)}
 
 
 def run_rdkafka(bootstrap: str, numbers: list[str], log_dir: Path) -> SuiteResult:
@@ -125,13 +148,20 @@ def run_rdkafka(bootstrap: str, numbers: list[str], log_dir: Path) -> SuiteResul
         "RDKAFKA_TEST_CONF": str(conf),
     }
     start = time.monotonic()
-    for number in numbers:
+    runs = [(n, s) for n in numbers for s in (RDKAFKA_SUBTESTS.get(n) or [""])]
+    for number, subtest in runs:
         command = ["./test-runner", "-p1", "-E", "-L"]
         command += [] if number in RDKAFKA_NOT_QUICK else ["-Q"]
-        output, code = _run(command + [number], tests_dir, env, RDKAFKA_KILL_S)
-        (log_dir / f"rdkafka-{number}.log").write_text(output)
+        if number in RDKAFKA_SCENARIOS:
+            command += ["-s", RDKAFKA_SCENARIOS[number]]
+        run_env = {**env, "SUBTESTS": f"{subtest}:"} if subtest else env
+        output, code = _run(command + [number], tests_dir, run_env, RDKAFKA_KILL_S)
+        (log_dir / f"rdkafka-{number}{subtest and '-' + subtest}.log").write_text(output)
         rows = parse_rdkafka(output)
         own = {name: res for name, res in rows.items() if name.startswith(number)}
+        if subtest:  # one row per subtest: the first failing one no longer hides the rest
+            own = {f"{name} {subtest}": res for name, res in own.items()}
+            number = f"{number} {subtest}"
         if code is None:
             own = {name: res for name, res in own.items() if res != "PASSED"}
             own[f"{number} (killed after {RDKAFKA_KILL_S} s)"] = "FAILED"
@@ -221,25 +251,37 @@ def table(results: list[SuiteResult]) -> str:
 
 
 async def run_all(args: argparse.Namespace, work: Path) -> list[SuiteResult]:
-    layout = ClusterLayout(work / "cluster", 3, args.base_port or free_base_port(),
-                           extra_properties=NODE_SETTINGS)  # fmt: skip
+    base_port = args.base_port or free_base_port()
     log_dir = work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
+    numbers: list[str] = []
+    if "librdkafka" in args.suites and LIBRDKAFKA_DIR.exists():
+        numbers = args.rdkafka_tests or rdkafka_test_numbers()
     results = []
+    layout = ClusterLayout(work / "cluster", 3, base_port, extra_properties=NODE_SETTINGS)
     async with LocalCluster(layout) as cluster:
         bootstrap = cluster.bootstrap_servers
         print(f"cluster: {bootstrap} ({work})", flush=True)
         if "librdkafka" in args.suites:
-            numbers = args.rdkafka_tests or (
-                rdkafka_test_numbers() if LIBRDKAFKA_DIR.exists() else []
-            )
-            results.append(await trio.to_thread.run_sync(run_rdkafka, bootstrap, numbers, log_dir))
+            ours = [n for n in numbers if n not in RDKAFKA_SCENARIOS]
+            rdkafka = await trio.to_thread.run_sync(run_rdkafka, bootstrap, ours, log_dir)
+            results.append(rdkafka)
         if "confluent-python" in args.suites:
             results.append(
                 await trio.to_thread.run_sync(
                     run_confluent_python, bootstrap, args.ck_tests, log_dir
                 )
             )
+    scenario = [n for n in numbers if n in RDKAFKA_SCENARIOS]
+    if scenario:  # a second cluster, as librdkafka's noautocreate scenario wants it
+        settings = (*NODE_SETTINGS, ("auto.create.topics.enable", False))
+        layout = ClusterLayout(work / "cluster-noautocreate", 3, base_port + 50,
+                               extra_properties=settings)  # fmt: skip
+        async with LocalCluster(layout) as cluster:
+            bootstrap = cluster.bootstrap_servers
+            print(f"cluster (auto.create.topics.enable=false): {bootstrap}", flush=True)
+            more = await trio.to_thread.run_sync(run_rdkafka, bootstrap, scenario, log_dir)
+        rdkafka.merge(more)
     return results
 
 
