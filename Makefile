@@ -71,7 +71,8 @@ bench: setup
 # librdkafka's source package (pinned) and its build dependencies through a deb-src entry, its
 # test-runner built under build/compat/; a venv there with confluent-kafka (the version .venv
 # has) and what its integration tests import, and those tests at the matching release tag
-# (GitHub's tarball: the PyPI sdist ships no tests).
+# (GitHub's tarball: the PyPI sdist ships no tests); kafka-python's tests at the .venv's version
+# (GitHub's tarball: its sdist lacks test/service.py), run against an external broker.
 COMPAT_DIR        := build/compat
 LIBRDKAFKA_SOURCE := librdkafka=2.0.2-1
 LIBRDKAFKA_DIR    := $(COMPAT_DIR)/librdkafka-2.0.2
@@ -104,6 +105,12 @@ compat-deps: setup
 	  curl -fsSL https://github.com/confluentinc/confluent-kafka-python/archive/refs/tags/v$$version.tar.gz \
 	    | tar xz -C $$tree --strip-components=1 || \
 	  echo "note: could not fetch confluent-kafka-python v$$version's tests; reported not run"; }
+	@version=$$($(BIN)/python -c 'import kafka; print(kafka.__version__)'); \
+	tree=$(COMPAT_DIR)/kafka-python-$$version; \
+	[ -d $$tree/test/integration ] || { mkdir -p $$tree && \
+	  curl -fsSL https://github.com/dpkp/kafka-python/archive/refs/tags/$$version.tar.gz \
+	    | tar xz -C $$tree --strip-components=1 || \
+	  echo "note: could not fetch kafka-python $$version's tests; reported not run"; }
 
 compat: compat-deps
 	$(BIN)/python -m bench.compat

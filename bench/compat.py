@@ -10,7 +10,9 @@ ports, formatted with the two settings librdkafka's own test clusters use (`num.
   (`-E`); `--rdkafka-tests` picks test numbers (default: every one in test.c);
 - confluent-kafka-python's integration tests (the release matching the venv's confluent-kafka,
   unpacked under build/compat/ by `make compat-deps`: its PyPI sdist ships no tests) in their
-  bring-your-own-cluster mode (`BROKERS=...`), Schema Registry tests deselected (none here).
+  bring-your-own-cluster mode (`BROKERS=...`), Schema Registry tests deselected (none here);
+- kafka-python's integration tests (the release tag matching the venv's kafka-python: its
+  sdist's copy lacks test/service.py) in their external-broker mode (`KAFKA_URI`, one broker).
 
 Prints one table (suite, passed, failed, skipped) and writes it, with each test's result, to
 bench/results/compat.json, which `make bench` adds to its REPORT.md. A suite whose source is
@@ -48,6 +50,8 @@ NODE_SETTINGS = (
     ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
     ("allow.everyone.if.no.acl.found", True),
 )
+SUITES = ("librdkafka", "confluent-python", "kafka-python")
+KAFKA_VERSION = "4.0.0"  # the broker version kafka-python's tests assume (KIP-896 versions)
 RDKAFKA_KILL_S = 240  # per test number; the slowest passing test takes ~60 s on 2 busy cores
 # Quick mode turns these into no-ops: run them without -Q.
 RDKAFKA_NOT_QUICK = {"0018", "0019", "0022", "0026", "0045", "0061", "0102", "0122", "0132"}
@@ -207,10 +211,46 @@ def run_confluent_python(bootstrap: str, tests_root: Path | None, log_dir: Path)
     return result
 
 
+def run_kafka_python(bootstrap: str, tests_root: Path | None, log_dir: Path) -> SuiteResult:
+    """kafka-python's integration tests in their external-broker mode (KAFKA_URI, one broker:
+    the first of ours) for a given KAFKA_VERSION (what they may use)."""
+    import kafka
+
+    root = tests_root or BUILD / f"kafka-python-{kafka.__version__}"
+    result = SuiteResult(f"kafka-python {kafka.__version__} integration ({root.name}'s tests)")
+    if not (root / "test" / "integration").is_dir():
+        result.not_run = f"{root}/test/integration missing (`make compat-deps` fetches it)"
+        return result
+    report = log_dir / "kafka-python.xml"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+               "--junitxml", str(report), "test/integration"]  # fmt: skip
+    first = bootstrap.split(",")[0]
+    env = {
+        **os.environ,
+        "KAFKA_URI": f"PLAINTEXT://{first}",
+        "KAFKA_VERSION": KAFKA_VERSION,
+        "PYTHONPATH": str(root),  # its `test` package, not the standard library's
+    }
+    start = time.monotonic()
+    output, _ = _run(command, root, env, 1800)
+    result.seconds = time.monotonic() - start
+    (log_dir / "kafka-python.log").write_text(output)
+    if not report.exists():
+        result.not_run = "pytest wrote no report (see kafka-python.log)"
+        return result
+    _read_junit(report, result)
+    return result
+
+
 def _read_junit(report: Path, result: SuiteResult) -> None:
     import xml.etree.ElementTree as ET
 
-    for case in ET.parse(report).getroot().iter("testcase"):
+    cases = list(ET.parse(report).getroot().iter("testcase"))
+    ran = [case for case in cases if case.find("skipped") is None]
+    if ran and all(case.find("error") is not None for case in ran):
+        result.not_run = "every test errored in the suite's own fixtures (see its log)"
+        return
+    for case in cases:
         name = f"{case.get('classname')}::{case.get('name')}"
         tags = {child.tag for child in case}
         if tags & {"failure", "error"}:
@@ -272,6 +312,10 @@ async def run_all(args: argparse.Namespace, work: Path) -> list[SuiteResult]:
                     run_confluent_python, bootstrap, args.ck_tests, log_dir
                 )
             )
+        if "kafka-python" in args.suites:
+            results.append(
+                await trio.to_thread.run_sync(run_kafka_python, bootstrap, args.kp_tests, log_dir)
+            )
     scenario = [n for n in numbers if n in RDKAFKA_SCENARIOS]
     if scenario:  # a second cluster, as librdkafka's noautocreate scenario wants it
         settings = (*NODE_SETTINGS, ("auto.create.topics.enable", False))
@@ -287,10 +331,10 @@ async def run_all(args: argparse.Namespace, work: Path) -> list[SuiteResult]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--suites", nargs="+", default=["librdkafka", "confluent-python"],
-                        choices=["librdkafka", "confluent-python"])  # fmt: skip
+    parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=SUITES)
     parser.add_argument("--rdkafka-tests", nargs="+", metavar="NNNN", help="test numbers")
     parser.add_argument("--ck-tests", type=Path, help="a confluent-kafka-python source tree")
+    parser.add_argument("--kp-tests", type=Path, help="a kafka-python source tree")
     parser.add_argument("--base-port", type=int, help="Kafka port of node 1 [a free one]")
     parser.add_argument("--work-dir", type=Path, help="cluster and logs [a temporary dir]")
     args = parser.parse_args(argv)
