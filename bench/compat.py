@@ -42,13 +42,16 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "compat"
 RESULTS = ROOT / "bench" / "results" / "compat.json"
 LIBRDKAFKA_DIR = BUILD / "librdkafka-2.0.2"
-# librdkafka's test clusters' settings (its tests assume 4 partitions and RF 3 by default), and
+# librdkafka's test clusters' settings (its tests assume 4 partitions and RF 3 by default),
 # ACLs on but allowing what no ACL names, as Kafka's test clusters (0081's ACL subtests).
 NODE_SETTINGS = (
     ("num.partitions", 4),
     ("default.replication.factor", 3),
     ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
     ("allow.everyone.if.no.acl.found", True),
+    # Kafka's default (`quorumlog up` sets 0, as Kafka's quickstart): 0102 and 0118 have two
+    # consumers join one after the other and expect a single rebalance.
+    ("group.initial.rebalance.delay.ms", 3000),
 )
 SUITES = ("librdkafka", "confluent-python", "kafka-python")
 KAFKA_VERSION = "4.0.0"  # the broker version kafka-python's tests assume (KIP-896 versions)
