@@ -96,7 +96,7 @@ compat-deps: setup
 	     $(MAKE) -j2 -C tests build >/dev/null) || echo "note: building librdkafka's suite failed"; \
 	  fi; \
 	fi
-	@version=$$($(BIN)/python -c 'import confluent_kafka; print(confluent_kafka.version()[0])'); \
+	@version=$$($(BIN)/python -c 'import confluent_kafka; print(confluent_kafka.__version__)'); \
 	[ -x $(CK_VENV)/bin/python ] || { $(PYTHON) -m venv $(CK_VENV) && \
 	  $(CK_VENV)/bin/pip install --quiet "confluent-kafka[schemaregistry,avro,json,protobuf]==$$version" \
 	    $(CK_TEST_PINS); }; \

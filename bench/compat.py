@@ -190,7 +190,7 @@ def run_rdkafka(bootstrap: str, numbers: list[str], log_dir: Path) -> SuiteResul
 def run_confluent_python(bootstrap: str, tests_root: Path | None, log_dir: Path) -> SuiteResult:
     import confluent_kafka
 
-    version = confluent_kafka.version()[0]
+    version = confluent_kafka.__version__
     root = tests_root or BUILD / f"confluent-kafka-python-{version}"
     result = SuiteResult(f"confluent-kafka-python {version} integration ({root.name}'s tests)")
     if not (root / "tests" / "integration").is_dir():
