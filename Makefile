@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 CK23_VENV  ?= .venv-ck23
 CK23_STAMP := $(CK23_VENV)/.installed
 
-.PHONY: setup system-deps old-librdkafka demo test test-fast lint format bench clean
+.PHONY: setup system-deps old-librdkafka demo test test-fast lint format bench compat compat-deps clean
 
 setup: $(STAMP) old-librdkafka system-deps
 
@@ -66,6 +66,56 @@ format: setup
 
 bench: setup
 	$(BIN)/python -m bench
+
+# `make compat`: peers' own test suites against a local 3-node cluster on free ports, one table
+# (bench/compat.py; bench/results/compat.json, which `make bench` adds to its report).
+# compat-deps, as root on Debian bookworm (elsewhere what is missing is reported "not run"):
+# librdkafka's source package (pinned) and its build dependencies through a deb-src entry, its
+# test-runner built under build/compat/; a venv there with confluent-kafka (the version .venv
+# has) and what its integration tests import, and those tests at the matching release tag
+# (GitHub's tarball: the PyPI sdist ships no tests); kafka-python's tests at the .venv's version
+# (GitHub's tarball: its sdist lacks test/service.py), run against an external broker.
+COMPAT_DIR        := build/compat
+LIBRDKAFKA_SOURCE := librdkafka=2.0.2-1
+LIBRDKAFKA_DIR    := $(COMPAT_DIR)/librdkafka-2.0.2
+CK_VENV           := $(COMPAT_DIR)/ck-venv
+CK_TEST_PINS      := pytest==9.2.0 pytest-timeout==2.4.0 pytest-asyncio==1.5.0 trivup==0.12.2 \
+                     async-timeout==5.0.1
+DEB_SRC_LIST      := /etc/apt/sources.list.d/quorumlog-deb-src.sources
+compat-deps: setup
+	@mkdir -p $(COMPAT_DIR)
+	@if [ ! -x $(LIBRDKAFKA_DIR)/tests/test-runner ]; then \
+	  if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+	    echo "note: librdkafka's suite needs root + apt-get to build; it will be reported not run"; \
+	  else \
+	    if ! grep -rqs "deb-src" /etc/apt/sources.list /etc/apt/sources.list.d/; then \
+	      printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' > $(DEB_SRC_LIST); \
+	    fi; \
+	    apt-get update -qq && \
+	    (cd $(COMPAT_DIR) && apt-get source -qq $(LIBRDKAFKA_SOURCE)) && \
+	    DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -qq $(LIBRDKAFKA_SOURCE) && \
+	    (cd $(LIBRDKAFKA_DIR) && ./configure >/dev/null && $(MAKE) -j2 libs >/dev/null && \
+	     $(MAKE) -j2 -C tests build >/dev/null) || echo "note: building librdkafka's suite failed"; \
+	  fi; \
+	fi
+	@version=$$($(BIN)/python -c 'import confluent_kafka; print(confluent_kafka.__version__)'); \
+	[ -x $(CK_VENV)/bin/python ] || { $(PYTHON) -m venv $(CK_VENV) && \
+	  $(CK_VENV)/bin/pip install --quiet "confluent-kafka[schemaregistry,avro,json,protobuf]==$$version" \
+	    $(CK_TEST_PINS); }; \
+	tree=$(COMPAT_DIR)/confluent-kafka-python-$$version; \
+	[ -d $$tree/tests/integration ] || { mkdir -p $$tree && \
+	  curl -fsSL https://github.com/confluentinc/confluent-kafka-python/archive/refs/tags/v$$version.tar.gz \
+	    | tar xz -C $$tree --strip-components=1 || \
+	  echo "note: could not fetch confluent-kafka-python v$$version's tests; reported not run"; }
+	@version=$$($(BIN)/python -c 'import kafka; print(kafka.__version__)'); \
+	tree=$(COMPAT_DIR)/kafka-python-$$version; \
+	[ -d $$tree/test/integration ] || { mkdir -p $$tree && \
+	  curl -fsSL https://github.com/dpkp/kafka-python/archive/refs/tags/$$version.tar.gz \
+	    | tar xz -C $$tree --strip-components=1 || \
+	  echo "note: could not fetch kafka-python $$version's tests; reported not run"; }
+
+compat: compat-deps
+	$(BIN)/python -m bench.compat
 
 clean:
 	rm -rf $(VENV) $(CK23_VENV) .pytest_cache .hypothesis

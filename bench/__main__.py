@@ -75,6 +75,14 @@ def read_sections(path: Path) -> dict[str, list[dict]]:
     return sections
 
 
+def compat_section(path: Path) -> dict[str, list[dict]]:
+    """The last `make compat` run's rows (bench/compat.py), if there was one."""
+    if not path.exists():
+        return {}
+    last = json.loads(path.read_text())
+    return {"compat": [{**row, "date": last["date"]} for row in last["rows"]]}
+
+
 def main(argv: list[str]) -> int:
     quick = "--quick" in argv
     failures = 0
@@ -93,7 +101,9 @@ def main(argv: list[str]) -> int:
             code = subprocess.call([sys.executable, *args], env=env)
             print(f"\n({time.monotonic() - start:.0f} s, exit {code})", flush=True)
             failures += code != 0
-        report = write_report(read_sections(rows_path), RESULTS_DIR, quick=quick)
+        sections = read_sections(rows_path)
+        sections |= compat_section(RESULTS_DIR / "compat.json")
+        report = write_report(sections, RESULTS_DIR, quick=quick)
     print(f"\nreport: {report}")
     return 1 if failures else 0
 

@@ -193,6 +193,20 @@ def _log(rows: Rows) -> str:
 
 
 # (title, sections needed, Markdown builder taking the sections)
+def _compat(rows: Rows) -> str:
+    """`make compat`'s last run (bench/compat.py): pass rates of peers' own test suites."""
+    lines = []
+    for r in rows:
+        ran = r["passed"] + r["failed"]
+        rate = f"{100 * r['passed'] / ran:.0f}%" if ran else "-"
+        state = f"not run: {r['not_run']}" if r["not_run"] else rate
+        lines.append([r["suite"], r["passed"], r["failed"], r["skipped"], state])
+    date = rows[0].get("date", "") if rows else ""
+    return (f"From `make compat` ({date}); skipped = the suite's own filter (mock-cluster, "
+            "local-only, SSL/SASL tests).\n\n" +
+            table(["suite", "passed", "failed", "skipped", "pass rate"], lines))  # fmt: skip
+
+
 SECTIONS: list[tuple[str, tuple[str, ...], Callable[[dict[str, Rows]], str]]] = [
     ("Broker ingest vs protocol-only limit (confluent-kafka, acks=1)", ("broker_produce",),
      lambda s: _broker(s["broker_produce"])),
@@ -217,6 +231,8 @@ SECTIONS: list[tuple[str, tuple[str, ...], Callable[[dict[str, Rows]], str]]] = 
      lambda s: _spark(s["spark_write"])),
     ("Log append/read vs plain file writes", ("log_throughput",),
      lambda s: _log(s["log_throughput"])),
+    ("Peers' own test suites against a 3-node cluster (`make compat`)", ("compat",),
+     lambda s: _compat(s["compat"])),
 ]  # fmt: skip
 
 

@@ -138,6 +138,12 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ),
     ConfigKey("message.max.bytes", int, 1048588, "largest record batch accepted"),
     ConfigKey("socket.request.max.bytes", int, 104857600, "largest request frame accepted"),
+    ConfigKey(
+        "quorumlog.legacy.request.versions",
+        bool,
+        False,
+        "also answer (and advertise) the request versions Kafka 4.0 removed (KIP-896)",
+    ),
     ConfigKey("queued.max.requests", int, 500, "requests queued across connections"),
     ConfigKey(
         "queued.max.request.bytes",

@@ -1,9 +1,12 @@
 """The table of APIs we speak: versions advertised, versions answered, request/response schemas.
 
-`advertised` is what ApiVersions reports; `implemented` what we decode and answer. Versions
-advertised but not implemented exist for old clients' feature checks (librdkafka < 2.11.1
-required Produce v0 in range for compression, KAFKA-18659): a real request at such a version
-gets UNSUPPORTED_VERSION in that version's response layout (`error_response_body`).
+`implemented` is what we can decode and answer. `removed` is what Kafka 4.0 removed (KIP-896:
+its JSON's `validVersions` start above them): refused with UNSUPPORTED_VERSION and left out of
+ApiVersions unless the node keeps legacy versions (`quorumlog.legacy.request.versions`), so
+`answered(legacy)` is what a request may use. ApiVersions advertises exactly that, except two
+floors kept for old clients' feature checks, as Kafka 4 does (KEEP_ADVERTISED_LOW): a real
+request at such a version gets UNSUPPORTED_VERSION in that version's response layout
+(`error_response_body`).
 APIs come in families (CORE_APIS, GROUP_APIS, ...); DEFAULT_ADVERTISED is core + group +
 replication; a broker passes its own set to `api_versions_body(api_keys=...)` and
 `ServerConnection(advertised_api_keys=...)`. Every declared API is decoded whether advertised
@@ -46,36 +49,70 @@ class Api:
     response: Message
     advertised: Versions
     implemented: Versions
+    removed: Versions | None = None  # KIP-896: refused unless the node keeps legacy versions
 
     def __post_init__(self) -> None:
         assert self.request.versions[0] <= self.implemented[0]
         assert self.implemented[1] <= self.request.versions[1]
         assert self.request.versions == self.response.versions
+        assert self.removed is None or self.removed[0] == 0 < self.removed[1] + 1
 
-    def is_implemented(self, version: int) -> bool:
-        return in_range(version, self.implemented)
+    def answered(self, legacy: bool = False) -> Versions:
+        """The versions a request may use (`legacy`: KIP-896's removed ones too)."""
+        low, high = self.implemented
+        if self.removed is not None and not legacy:
+            low = max(low, self.removed[1] + 1)
+        return low, high
+
+    def is_implemented(self, version: int, legacy: bool = False) -> bool:
+        return in_range(version, self.answered(legacy))
+
+    def advertised_versions(self, legacy: bool = False) -> Versions:
+        """ApiVersions' range: what is answered, below it only a KEEP_ADVERTISED_LOW floor."""
+        low, high = self.answered(legacy)
+        if self.api_key in KEEP_ADVERTISED_LOW:
+            low = min(low, self.advertised[0])
+        return low, min(high, self.advertised[1])
 
     def is_declared(self, version: int) -> bool:
         return self.request.supports(version)
 
 
-def _api(name: str, request: Message, response: Message, advertised: str, implemented: str) -> Api:
+# Advertised below what is answered, for old clients' feature checks (Kafka 4 keeps both):
+# Produce v0 (KAFKA-18659: librdkafka < 2.11.1 turns compression off without it) and
+# SaslHandshake v0 (librdkafka's SASL_HANDSHAKE feature needs v0 in range).
+KEEP_ADVERTISED_LOW = frozenset({0, 17})
+
+
+def _api(
+    name: str,
+    request: Message,
+    response: Message,
+    advertised: str,
+    implemented: str,
+    removed: str | None = None,
+) -> Api:
     assert request.api_key is not None
     return Api(request.api_key, name, request, response, parse_versions(advertised),
-               parse_versions(implemented))  # fmt: skip
+               parse_versions(implemented),
+               None if removed is None else parse_versions(removed))  # fmt: skip
 
 
+# name, request, response, advertised, implemented, removed by Kafka 4.0 (KIP-896)
 # fmt: off
 APIS: dict[int, Api] = {api.api_key: api for api in (
-    _api("Produce", produce.PRODUCE_REQUEST, produce.PRODUCE_RESPONSE, "0-10", "3-10"),
-    _api("Fetch", fetch.FETCH_REQUEST, fetch.FETCH_RESPONSE, "0-17", "4-17"),
-    _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-5", "1-5"),
+    _api("Produce", produce.PRODUCE_REQUEST, produce.PRODUCE_RESPONSE, "0-10", "3-10", "0-2"),
+    _api("Fetch", fetch.FETCH_REQUEST, fetch.FETCH_RESPONSE, "0-17", "4-17", "0-3"),
+    _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-5", "1-5",
+         "0"),
     _api("Metadata", metadata.METADATA_REQUEST, metadata.METADATA_RESPONSE, "0-12", "1-12"),
     # v9: KIP-848 members commit with their member epoch (STALE_MEMBER_EPOCH otherwise)
-    _api("OffsetCommit", groups.OFFSET_COMMIT_REQUEST, groups.OFFSET_COMMIT_RESPONSE, "0-9", "2-9"),
+    _api("OffsetCommit", groups.OFFSET_COMMIT_REQUEST, groups.OFFSET_COMMIT_RESPONSE, "0-9", "2-9",
+         "0-1"),
     # v7's require_stable (KIP-447): UNSTABLE_OFFSET_COMMIT while a transaction's offsets wait
     # v8 batches groups, v9 checks a KIP-848 member's id and epoch (STALE_MEMBER_EPOCH)
-    _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-9", "1-9"),
+    _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-9", "1-9",
+         "0"),
     _api("FindCoordinator", coordinator.FIND_COORDINATOR_REQUEST,
          coordinator.FIND_COORDINATOR_RESPONSE, "0-4", "0-4"),
     _api("JoinGroup", groups.JOIN_GROUP_REQUEST, groups.JOIN_GROUP_RESPONSE, "0-5", "0-5"),
@@ -88,15 +125,17 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # v4+ requests are answered with the v0 error body (KIP-511), see `api_versions_error_body`.
     _api("ApiVersions", api_versions.API_VERSIONS_REQUEST, api_versions.API_VERSIONS_RESPONSE,
          "0-3", "0-3"),
-    _api("CreateTopics", admin.CREATE_TOPICS_REQUEST, admin.CREATE_TOPICS_RESPONSE, "0-4", "0-4"),
-    _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-3", "0-3"),
+    _api("CreateTopics", admin.CREATE_TOPICS_REQUEST, admin.CREATE_TOPICS_RESPONSE, "0-4", "0-4",
+         "0-1"),
+    _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-3", "0-3",
+         "0"),
     # v2-4 are flexible and v3+ let a transactional producer bump its own epoch (KIP-360):
     # librdkafka needs v3 to recover from an abortable transaction error instead of failing.
     # v5 only says the client knows TRANSACTION_ABORTABLE (KIP-890).
     _api("InitProducerId", producer_id.INIT_PRODUCER_ID_REQUEST,
          producer_id.INIT_PRODUCER_ID_RESPONSE, "0-6", "0-6"),
     _api("OffsetForLeaderEpoch", offsets.OFFSET_FOR_LEADER_EPOCH_REQUEST,
-         offsets.OFFSET_FOR_LEADER_EPOCH_RESPONSE, "0-3", "0-3"),
+         offsets.OFFSET_FOR_LEADER_EPOCH_RESPONSE, "0-3", "0-3", "0-1"),
     # v4+ (batched, verify_only) come from partition leaders (KIP-890 part 1, CLUSTER_ACTION).
     _api("AddPartitionsToTxn", transactions.ADD_PARTITIONS_TO_TXN_REQUEST,
          transactions.ADD_PARTITIONS_TO_TXN_RESPONSE, "0-5", "0-5"),
@@ -106,7 +145,8 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("EndTxn", transactions.END_TXN_REQUEST, transactions.END_TXN_RESPONSE, "0-4", "0-4"),
     _api("TxnOffsetCommit", transactions.TXN_OFFSET_COMMIT_REQUEST,
          transactions.TXN_OFFSET_COMMIT_RESPONSE, "0-2", "0-2"),
-    # Coordinator -> partition leaders (inter-broker): advertised once handled.
+    # Coordinator -> partition leaders (inter-broker): advertised once handled. Kafka 4 removed
+    # v0 (KIP-896) but our transaction coordinator still sends it: kept until it sends v1.
     _api("WriteTxnMarkers", transactions.WRITE_TXN_MARKERS_REQUEST,
          transactions.WRITE_TXN_MARKERS_RESPONSE, "0-1", "0-1"),
     # kafka-transactions.sh: each broker answers for the transactional ids it coordinates.
@@ -115,7 +155,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("ListTransactions", transaction_admin.LIST_TRANSACTIONS_REQUEST,
          transaction_admin.LIST_TRANSACTIONS_RESPONSE, "0-1", "0-1"),
     _api("DescribeConfigs", admin.DESCRIBE_CONFIGS_REQUEST, admin.DESCRIBE_CONFIGS_RESPONSE,
-         "0-2", "0-2"),
+         "0-2", "0-2", "0"),
     _api("CreatePartitions", admin.CREATE_PARTITIONS_REQUEST, admin.CREATE_PARTITIONS_RESPONSE,
          "0-1", "0-1"),
     _api("DeleteGroups", groups.DELETE_GROUPS_REQUEST, groups.DELETE_GROUPS_RESPONSE, "0-1", "0-1"),
@@ -145,15 +185,15 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          metadata.DESCRIBE_TOPIC_PARTITIONS_RESPONSE, "0", "0"),
     # Each broker describes its own replicas (kafka-python's describe_log_dirs; Kafka 4 is 1-5).
     _api("DescribeLogDirs", log_dirs.DESCRIBE_LOG_DIRS_REQUEST,
-         log_dirs.DESCRIBE_LOG_DIRS_RESPONSE, "0-5", "0-5"),
-    # SASL (log/security/authenticator.py): handshake v0's raw tokens are not spoken.
+         log_dirs.DESCRIBE_LOG_DIRS_RESPONSE, "0-5", "0-5", "0"),
+    # SASL (log/security/authenticator.py): v0 is followed by raw tokens, v1 by SaslAuthenticate.
     _api("SaslHandshake", sasl.SASL_HANDSHAKE_REQUEST, sasl.SASL_HANDSHAKE_RESPONSE, "0-1", "0-1"),
     _api("SaslAuthenticate", sasl.SASL_AUTHENTICATE_REQUEST, sasl.SASL_AUTHENTICATE_RESPONSE,
          "0-2", "0-2"),
     # ACLs (log/security/authorizer.py): advertised once handled.
-    _api("DescribeAcls", acls.DESCRIBE_ACLS_REQUEST, acls.DESCRIBE_ACLS_RESPONSE, "0-3", "0-3"),
-    _api("CreateAcls", acls.CREATE_ACLS_REQUEST, acls.CREATE_ACLS_RESPONSE, "0-3", "0-3"),
-    _api("DeleteAcls", acls.DELETE_ACLS_REQUEST, acls.DELETE_ACLS_RESPONSE, "0-3", "0-3"),
+    _api("DescribeAcls", acls.DESCRIBE_ACLS_REQUEST, acls.DESCRIBE_ACLS_RESPONSE, "0-3", "0-3", "0"),
+    _api("CreateAcls", acls.CREATE_ACLS_REQUEST, acls.CREATE_ACLS_RESPONSE, "0-3", "0-3", "0"),
+    _api("DeleteAcls", acls.DELETE_ACLS_REQUEST, acls.DELETE_ACLS_RESPONSE, "0-3", "0-3", "0"),
     _api("DescribeUserScramCredentials", sasl.DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
          sasl.DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE, "0", "0"),
     _api("AlterUserScramCredentials", sasl.ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
@@ -195,36 +235,40 @@ assert (
 DEFAULT_ADVERTISED: frozenset[int] = CORE_APIS | GROUP_APIS | REPLICATION_APIS
 
 
-def supported_api_versions(api_keys: frozenset[int] | None = None) -> list[Any]:
-    """ApiVersions' api_keys entries for `api_keys` (default: DEFAULT_ADVERTISED)."""
+def supported_api_versions(
+    api_keys: frozenset[int] | None = None, legacy: bool = False
+) -> list[Any]:
+    """ApiVersions' api_keys entries for `api_keys` (default: DEFAULT_ADVERTISED); `legacy`:
+    with KIP-896's removed versions."""
     response_cls: Any = (
         api_versions.API_VERSIONS_RESPONSE.cls
     )  # made at run time by schema.py: untyped
     entry = response_cls.ApiVersion
     keys = DEFAULT_ADVERTISED if api_keys is None else api_keys
-    return [
-        entry(api_key=key, min_version=APIS[key].advertised[0], max_version=APIS[key].advertised[1])
-        for key in sorted(keys)
-    ]
+    ranges = {key: APIS[key].advertised_versions(legacy) for key in sorted(keys)}
+    return [entry(api_key=key, min_version=low, max_version=high)
+            for key, (low, high) in ranges.items()]  # fmt: skip
 
 
-def api_versions_body(api_keys: frozenset[int] | None = None, throttle_time_ms: int = 0) -> Any:
-    """The ApiVersions response body (any version 0-2) advertising `api_keys`."""
+def api_versions_body(
+    api_keys: frozenset[int] | None = None, throttle_time_ms: int = 0, legacy: bool = False
+) -> Any:
+    """The ApiVersions response body (any version 0-3) advertising `api_keys`."""
     return api_versions.API_VERSIONS_RESPONSE.cls(
         error_code=ErrorCode.NONE,
-        api_keys=supported_api_versions(api_keys),
+        api_keys=supported_api_versions(api_keys, legacy),
         throttle_time_ms=throttle_time_ms,
     )
 
 
-def api_versions_error_body(api_keys: frozenset[int] | None = None) -> Any:
+def api_versions_error_body(api_keys: frozenset[int] | None = None, legacy: bool = False) -> Any:
     """KIP-511: the v0-layout body answering an ApiVersions request at a version we lack.
 
     Apache Kafka lists only its ApiVersions range here; we list all ranges, which clients
     ignore on error (kafka-python and librdkafka read only the ApiVersions entry).
     """
     return api_versions.API_VERSIONS_RESPONSE.cls(
-        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=supported_api_versions(api_keys)
+        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=supported_api_versions(api_keys, legacy)
     )
 
 

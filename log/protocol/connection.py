@@ -139,10 +139,13 @@ class ServerConnection:
         advertised_api_keys: frozenset[int] | None = None,
         accepted_api_keys: frozenset[int] | None = None,
         max_read_bytes: int = DEFAULT_MAX_READ_BYTES,
+        legacy_versions: bool = False,
     ) -> None:
         assert max_in_flight >= 1
         self.max_in_flight = max_in_flight
         self.advertised_api_keys = advertised_api_keys
+        # KIP-896's removed request versions: answered (and advertised) only when True
+        self.legacy_versions = legacy_versions
         # APIs this listener answers (None: every declared API); others close, as in Kafka.
         self.accepted_api_keys = accepted_api_keys
         self._frames = FrameDecoder(max_frame_bytes)
@@ -210,7 +213,7 @@ class ServerConnection:
                 header, ErrorCode.INVALID_REQUEST, f"unknown api key {header.api_key}"
             )
         version = header.api_version
-        if not api.is_implemented(version):
+        if not api.is_implemented(version, self.legacy_versions):
             return self._unsupported(api, header, view, position)
         try:
             if api.request.is_flexible(version):
@@ -277,9 +280,10 @@ class ServerConnection:
         self, api: Api, header: RequestHeader, view: memoryview, position: int
     ) -> BadRequest:
         version = header.api_version
-        reason = f"{api.name} v{version} is not supported (we answer v{api.implemented[0]}-v{api.implemented[1]})"
+        low, high = api.answered(self.legacy_versions)
+        reason = f"{api.name} v{version} is not supported (we answer v{low}-v{high})"
         if api.api_key == API_VERSIONS_KEY:
-            body = api_versions_error_body(self.advertised_api_keys)
+            body = api_versions_error_body(self.advertised_api_keys, self.legacy_versions)
             return self._answer(
                 header, reason, encode_response(api, 0, header.correlation_id, body)
             )

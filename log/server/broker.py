@@ -231,6 +231,7 @@ class KafkaServer:
         self.max_frame_bytes = config.props["socket.request.max.bytes"]
         self.sasl_max_receive_bytes = config.props["sasl.server.max.receive.size"]
         self.max_in_flight = config.props["max.inflight.requests.per.connection"]
+        self.legacy_versions = config.props["quorumlog.legacy.request.versions"]
         self.port: int | None = None
         self.ports: dict[str, int] = {}  # listener name -> bound port
         self.connection_count = 0
@@ -445,6 +446,7 @@ class KafkaServer:
             advertised_api_keys=ADVERTISED_API_KEYS,
             accepted_api_keys=HANDLED_API_KEYS,
             max_read_bytes=MAX_READ_BYTES,
+            legacy_versions=self.legacy_versions,
         )
         conn.connection_state["listener"] = listener or self.config.inter_broker_listener_name
         conn.connection_state["principal"] = principal

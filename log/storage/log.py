@@ -658,6 +658,10 @@ class UnifiedLog:
                     best = segment
             if best is None or best.max_timestamp_so_far < 0:
                 return None
+            # The record holding the max timestamp, not its batch's last offset (KAFKA-16310)
+            exact = self._first_record_at_or_after(best, best.max_timestamp_so_far)
+            if exact is not None:
+                return exact
             offset = best.offset_of_max_timestamp_so_far
             return TimestampAndOffset(
                 best.max_timestamp_so_far, offset, self._epoch_for_offset(offset)
@@ -667,17 +671,25 @@ class UnifiedLog:
         for segment in self._segments:
             if segment.size_bytes == 0 or segment.largest_timestamp < timestamp_ms:
                 continue
-            starting_offset = self._log_start_offset
-            while found := segment.find_offset_by_timestamp(timestamp_ms, starting_offset):
-                position, header = found
-                record = first_record_at_or_after(
-                    segment.read_batch(position, header), timestamp_ms, self._log_start_offset
-                )
-                if record is not None:
-                    offset, record_timestamp = record
-                    epoch = self._epoch_for_offset(offset)
-                    return TimestampAndOffset(record_timestamp, offset, epoch)
-                starting_offset = header.next_offset
+            found = self._first_record_at_or_after(segment, timestamp_ms)
+            if found is not None:
+                return found
+        return None
+
+    def _first_record_at_or_after(
+        self, segment: LogSegment, timestamp_ms: int
+    ) -> TimestampAndOffset | None:
+        """The first record of `segment` (from the log start on) stamped >= `timestamp_ms`."""
+        starting_offset = self._log_start_offset
+        while found := segment.find_offset_by_timestamp(timestamp_ms, starting_offset):
+            position, header = found
+            record = first_record_at_or_after(
+                segment.read_batch(position, header), timestamp_ms, self._log_start_offset
+            )
+            if record is not None:
+                offset, record_timestamp = record
+                return TimestampAndOffset(record_timestamp, offset, self._epoch_for_offset(offset))
+            starting_offset = header.next_offset
         return None
 
     # -- retention and truncation -------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""DescribeLogDirs (35) on the wire: every version 0-5 against a real KafkaServer, null vs named
-topics, sizes matching the logs on disk, and kafka-python's KafkaAdminClient.describe_log_dirs."""
+"""DescribeLogDirs (35) on the wire: every version 1-5 against a real KafkaServer (v0 went in
+Kafka 4.0, KIP-896: tests/broker/test_kip896.py), null vs named topics, sizes matching the logs
+on disk, and kafka-python's KafkaAdminClient.describe_log_dirs."""
 
 from __future__ import annotations
 
@@ -27,10 +28,10 @@ async def test_api_versions_advertises_describe_log_dirs(broker):
     client = await WireClient.connect(broker.port)
     body = await client.call(18, 2, API_VERSIONS_REQUEST.cls())
     ranges = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-    assert ranges[35] == (0, 5)
+    assert ranges[35] == (1, 5)
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
 async def test_describe_log_dirs_every_version(broker, version):
     await broker.create_topic("ld", 2)
     batch = build_batch([Record(b"v%d" % i) for i in range(10)])

@@ -78,3 +78,19 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
     assert (tmp_path / "results" / "broker_produce.png").stat().st_size > 1000
     assert "| consume (our FetchClient) | 350,000 | 0.50x |" in text
     assert "Spark" not in text  # a benchmark that did not run leaves its section out
+
+
+def test_report_includes_the_last_compat_run(tmp_path):
+    from bench.__main__ import compat_section
+
+    assert compat_section(tmp_path / "compat.json") == {}
+    (tmp_path / "compat.json").write_text(json.dumps({"date": "2026-11-26 06:00 UTC", "rows": [
+        {"suite": "librdkafka 2.0.2 test-runner", "passed": 90, "failed": 10, "skipped": 40,
+         "not_run": "", "seconds": 900, "failures": [], "detail": {}},
+        {"suite": "confluent-kafka-python", "passed": 0, "failed": 0, "skipped": 0,
+         "not_run": "tests missing", "seconds": 0, "failures": [], "detail": {}},
+    ]}))  # fmt: skip
+    report = write_report(compat_section(tmp_path / "compat.json"), tmp_path, quick=False)
+    text = report.read_text()
+    assert "| librdkafka 2.0.2 test-runner | 90 | 10 | 40 | 90% |" in text
+    assert "not run: tests missing" in text and "2026-11-26 06:00 UTC" in text

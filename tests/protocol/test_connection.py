@@ -81,7 +81,7 @@ def test_librdkafka_style_v3_request_is_answered_in_one_round_trip():
     (response,) = client.receive_data(conn.send_response(event, api_versions_body()))
     assert response.api_version == 3 and response.body.error_code == ErrorCode.NONE
     advertised = {k.api_key: (k.min_version, k.max_version) for k in response.body.api_keys}
-    assert advertised[0] == (0, 10) and advertised[1] == (0, 17) and advertised[3] == (0, 12)
+    assert advertised[0] == (0, 10) and advertised[1] == (4, 17) and advertised[3] == (1, 12)
     assert advertised[18] == (0, 3) and advertised[16] == (0, 5)
     assert set(advertised) == DEFAULT_ADVERTISED
     assert 24 not in advertised  # transaction APIs are opt-in

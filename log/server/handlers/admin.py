@@ -301,7 +301,29 @@ def _config_refusal(
 
 # -- AlterConfigs / IncrementalAlterConfigs (topic resources, forwarded) ------------------------
 
-OP_SET, OP_DELETE = 0, 1  # IncrementalAlterConfigs config_operation (APPEND 2 / SUBTRACT 3: no)
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
+# Kafka's LIST-type topic configs: the only ones APPEND/SUBTRACT apply to
+LIST_TOPIC_CONFIGS = frozenset(
+    {"cleanup.policy", "leader.replication.throttled.replicas",
+     "follower.replication.throttled.replicas"}
+)  # fmt: skip
+
+
+def _list_change(
+    ctx: BrokerContext, topic: str, key: str, values: str | None, operation: int
+) -> str:
+    """APPEND/SUBTRACT as Kafka applies them: to the topic's value, else the node's default,
+    as a comma-separated list (appended items not already there; subtracted ones removed)."""
+    current = ctx.image.topic_configs(topic).get(key)
+    if current is None:
+        current = default_log_config_properties(ctx.config).get(key, "")
+    items = [item.strip() for item in current.split(",") if item.strip()]
+    given = [item.strip() for item in (values or "").split(",") if item.strip()]
+    if operation == OP_APPEND:
+        items += [item for item in dict.fromkeys(given) if item not in items]
+    else:
+        items = [item for item in items if item not in given]
+    return ",".join(items)
 
 
 async def _alter_topic(
@@ -375,8 +397,18 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, request: Request)
                 changes[c.name] = c.value
             elif c.config_operation == OP_DELETE:
                 changes[c.name] = None
-            else:
-                code, message = ErrorCode.INVALID_REQUEST, "APPEND/SUBTRACT are not supported"
+            elif c.config_operation not in (OP_APPEND, OP_SUBTRACT):
+                code, message = ErrorCode.INVALID_REQUEST, f"unknown operation {c.config_operation}"
+            elif c.name not in LIST_TOPIC_CONFIGS:
+                verb = "append" if c.config_operation == OP_APPEND else "subtract"
+                code, message = (
+                    ErrorCode.INVALID_CONFIG,
+                    (f"Config value {verb} is not allowed for config key: {c.name}"),
+                )
+            elif code == ErrorCode.NONE:
+                changes[c.name] = _list_change(
+                    ctx, resource.resource_name, c.name, c.value, c.config_operation
+                )
         refusal = _config_refusal(ctx, request, resource, AclOperation.ALTER_CONFIGS)
         if refusal is not None:
             code, message = refusal, "ALTER_CONFIGS refused"

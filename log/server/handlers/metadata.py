@@ -44,7 +44,8 @@ def listener_of(request: Request) -> str:
 
 
 async def handle_api_versions(ctx: BrokerContext, request: Request) -> object:
-    return api_versions_body(ctx.advertised_api_keys)
+    legacy = ctx.config.props["quorumlog.legacy.request.versions"]
+    return api_versions_body(ctx.advertised_api_keys, legacy=legacy)
 
 
 def live_brokers(
