@@ -370,8 +370,9 @@ def test_choose_versions_against_our_own_advertisement():
 
     chosen = choose_versions(supported_api_versions())
     assert chosen[0] == 10 and chosen[1] == 17 and chosen[3] == 12 and chosen[22] == 6
-    assert chosen[24] == 3  # AddPartitionsToTxn v4+ is broker to broker
     entry = APIS[18].response.cls.ApiVersion
+    # AddPartitionsToTxn v4+ is what partition leaders send (KIP-890): a client stays at v3
+    assert choose_versions([entry(api_key=24, min_version=0, max_version=5)]) == {24: 3}
     assert choose_versions([entry(api_key=0, min_version=11, max_version=13)]) == {}
     assert choose_versions(
         [entry(api_key=1, min_version=4, max_version=19), entry(api_key=999)]
