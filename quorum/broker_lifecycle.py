@@ -33,7 +33,7 @@ from typing import Any
 import trio
 
 from log.common.errors import ErrorCode, KafkaError
-from log.common.node_config import NodeConfig
+from log.common.node_config import NodeConfig, Voter
 from quorum import controller as c
 from quorum.broker_interface import MAX_PENDING_IMAGES
 from quorum.controller_client import ControllerClient
@@ -73,6 +73,8 @@ class BrokerLifecycle:
         self.broker_id = config.node_id
         self.client = client
         self.fetch_client = fetch_client
+        # the node's other clients of the controllers (learn_voters keeps them all current)
+        self.other_controller_clients: list[ControllerClient] = []
         self.incarnation_id = incarnation_id or uuid.uuid4()
         self.heartbeat_interval_ms = config.props["broker.heartbeat.interval.ms"]
         self.session_timeout_ms = config.props["broker.session.timeout.ms"]
@@ -264,9 +266,23 @@ class BrokerLifecycle:
         after = self._state_machine.image
         if after is before:
             return False
+        if after.controllers is not before.controllers:
+            self._learn_controllers(after)
         self._log_changes(before, after)
         self._publish(after)
         return True
+
+    def add_controller_client(self, client: ControllerClient) -> None:
+        """Keep `client`'s controllers current too (from the image as it is now on)."""
+        self.other_controller_clients.append(client)
+        self._learn_controllers(self.image)
+
+    def _learn_controllers(self, image: MetadataImage) -> None:
+        """Controllers added at run time: every client of this broker may now call them."""
+        voters = [Voter(r.controller_id, r.controller_host, r.controller_port)
+                  for r in image.controllers.values()]  # fmt: skip
+        for client in (self.client, self.fetch_client, *self.other_controller_clients):
+            client.learn_voters(voters)
 
     def _log_changes(self, before: MetadataImage, after: MetadataImage) -> None:
         changes = partition_changes(before, after)

@@ -213,9 +213,13 @@ class HostCluster:
         *,
         listener: str = "PLAINTEXT",
         host_properties: Callable[[int, str], dict[str, object]] | None = None,
+        host_count: int | None = None,
     ) -> None:
         """`listener`: the client listener's name; `host_properties(host, address)`: that
-        host's own properties (e.g. its TLS files) on top of `properties`."""
+        host's own properties (e.g. its TLS files) on top of `properties`; `host_count`: how
+        many hosts form the cluster (all of the network's by default; the rest are spares a
+        test formats itself, e.g. a controller host that replaces a lost one)."""
+        self.host_count = host_count or network.host_count
         self.network = network
         self.data_dir = data_dir
         self.controller_count = controller_count
@@ -232,7 +236,7 @@ class HostCluster:
 
     @property
     def hosts(self) -> range:
-        return range(1, self.network.host_count + 1)
+        return range(1, self.host_count + 1)
 
     @property
     def controllers(self) -> str:
