@@ -75,6 +75,7 @@ from quorum.state_machine import ApplyResult, MetadataStateMachine
 logger = logging.getLogger(__name__)
 
 VOTER_CHANGE_TIMEOUT_S = 30  # an added voter catches up (a snapshot) before the change commits
+VOTER_PROBE_TIMEOUT_S = 3  # a new voter's Raft port must accept a connection by then
 _QUORUM_OPERATIONS = ("describe_quorum", "add_raft_voter", "remove_raft_voter")
 PROPOSE_TIMEOUT_MS = 5000  # a decision that has not committed by then is answered with a timeout
 MAX_CONNECTIONS = 256  # authenticated connections
@@ -492,6 +493,16 @@ class ControllerService:
                 raise VoterChangeRefusedError(f"cannot add node {request.voter_id}: {why}")
             raft_host, raft_port = mq.parse_endpoint(request.raft_endpoint) or ("", 0)
             host, port = mq.parse_endpoint(request.controller_endpoint) or ("", 0)
+            # The new voter counts towards the majority at once: it must be up to catch up.
+            try:
+                with trio.fail_after(VOTER_PROBE_TIMEOUT_S):
+                    probe = await trio.open_tcp_stream(raft_host, raft_port)
+                await probe.aclose()
+            except (OSError, trio.TooSlowError) as exc:
+                raise VoterChangeRefusedError(
+                    f"cannot add node {request.voter_id}: its Raft port {request.raft_endpoint} "
+                    f"does not answer ({type(exc).__name__}): start it first"
+                ) from None
             record = RegisterControllerRecord(request.voter_id, raft_host, raft_port, host, port)
             # First where it listens (brokers and the other controllers learn it), then the vote.
             await self._decide(lambda image: ([record], None))
