@@ -38,6 +38,7 @@ from quorum import controller as c
 from quorum.broker_interface import MAX_PENDING_IMAGES
 from quorum.controller_client import ControllerClient
 from quorum.image import MetadataImage, partition_changes
+from quorum.metadata_quorum import parse_endpoint
 from quorum.records import BrokerEndpoint
 from quorum.state_machine import MetadataStateMachine
 
@@ -161,7 +162,23 @@ class BrokerLifecycle:
             except (KafkaError, trio.TooSlowError) as exc:
                 logger.log(level, "node %d: registration failed: %s (retrying)",
                            self.broker_id, exc)  # fmt: skip
+                await self._discover_controllers()
             await trio.sleep(RETRY_BACKOFF_MS / 1000)
+
+    async def _discover_controllers(self) -> None:
+        """Ask any controller where the voters listen: the leader may be a controller added
+        after this node's node.toml was written (its metadata image, which says so too, is
+        only read once registered)."""
+        try:
+            with trio.fail_after(self.session_timeout_ms / 1000):
+                quorum = await self.fetch_client.describe_quorum(from_any_controller=True)
+        except (KafkaError, trio.TooSlowError, OSError) as exc:
+            logger.debug("node %d: no controller described the quorum: %s", self.broker_id, exc)
+            return
+        learnt = [(v.voter_id, parse_endpoint(v.controller_endpoint)) for v in quorum.voters]
+        voters = [Voter(i, *e) for i, e in learnt if i >= 0 and e is not None]
+        for client in (self.client, *self.other_controller_clients):
+            client.learn_voters(voters)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         await self.register()

@@ -83,3 +83,26 @@ async def test_describe_refusals_and_brokers_learning_new_controllers(tmp_path):
         await tool.aclose()
         await channel.aclose()
         nursery.cancel_scope.cancel()
+
+
+async def test_a_broker_whose_configuration_lacks_the_leader_finds_it(tmp_path):
+    """A broker's node.toml written before a controller was added names controllers that are
+    not the leader (here: one nobody runs); registering fails, so it asks any controller it can
+    reach (its metadata client's) where the voters listen, and registers with the leader."""
+    base = free_base_port(1)
+    config = _config(tmp_path, base)
+    service = ControllerService(config, seed=1)
+    secret = config.props["controller.quorum.password"]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        stale = [Voter(5, "127.0.0.1", base + 105)]  # nobody listens there
+        lifecycle = BrokerLifecycle(
+            config,
+            ControllerClient(stale, secret=secret, max_attempts=2),
+            ControllerClient(config.controller_voters, secret=secret),
+        )
+        with trio.fail_after(30):
+            await nursery.start(lifecycle.run)
+            await lifecycle.unfenced.wait()
+        assert Voter(1, "127.0.0.1", base + 100) in lifecycle.client.voters
+        nursery.cancel_scope.cancel()
