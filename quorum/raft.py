@@ -261,7 +261,7 @@ def _membership_after(journal: Any, index: int) -> list[MembershipChange]:
     changes = []
     for i in range(len(journal)):
         command, entry_index, _term = journal[i]
-        if entry_index > index:
+        if entry_index > index and command and command[0] == _MEMBERSHIP_COMMAND:
             change = decode_membership(bytes(command))
             if change is not None:
                 changes.append(change)
