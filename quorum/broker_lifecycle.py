@@ -33,11 +33,12 @@ from typing import Any
 import trio
 
 from log.common.errors import ErrorCode, KafkaError
-from log.common.node_config import NodeConfig
+from log.common.node_config import NodeConfig, Voter
 from quorum import controller as c
 from quorum.broker_interface import MAX_PENDING_IMAGES
 from quorum.controller_client import ControllerClient
 from quorum.image import MetadataImage, partition_changes
+from quorum.metadata_quorum import parse_endpoint
 from quorum.records import BrokerEndpoint
 from quorum.state_machine import MetadataStateMachine
 
@@ -73,6 +74,8 @@ class BrokerLifecycle:
         self.broker_id = config.node_id
         self.client = client
         self.fetch_client = fetch_client
+        # the node's other clients of the controllers (learn_voters keeps them all current)
+        self.other_controller_clients: list[ControllerClient] = []
         self.incarnation_id = incarnation_id or uuid.uuid4()
         self.heartbeat_interval_ms = config.props["broker.heartbeat.interval.ms"]
         self.session_timeout_ms = config.props["broker.session.timeout.ms"]
@@ -159,7 +162,23 @@ class BrokerLifecycle:
             except (KafkaError, trio.TooSlowError) as exc:
                 logger.log(level, "node %d: registration failed: %s (retrying)",
                            self.broker_id, exc)  # fmt: skip
+                await self._discover_controllers()
             await trio.sleep(RETRY_BACKOFF_MS / 1000)
+
+    async def _discover_controllers(self) -> None:
+        """Ask any controller where the voters listen: the leader may be a controller added
+        after this node's node.toml was written (its metadata image, which says so too, is
+        only read once registered)."""
+        try:
+            with trio.fail_after(self.session_timeout_ms / 1000):
+                quorum = await self.fetch_client.describe_quorum(from_any_controller=True)
+        except (KafkaError, trio.TooSlowError, OSError) as exc:
+            logger.debug("node %d: no controller described the quorum: %s", self.broker_id, exc)
+            return
+        learnt = [(v.voter_id, parse_endpoint(v.controller_endpoint)) for v in quorum.voters]
+        voters = [Voter(i, *e) for i, e in learnt if i >= 0 and e is not None]
+        for client in (self.client, *self.other_controller_clients):
+            client.learn_voters(voters)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         await self.register()
@@ -264,9 +283,23 @@ class BrokerLifecycle:
         after = self._state_machine.image
         if after is before:
             return False
+        if after.controllers is not before.controllers:
+            self._learn_controllers(after)
         self._log_changes(before, after)
         self._publish(after)
         return True
+
+    def add_controller_client(self, client: ControllerClient) -> None:
+        """Keep `client`'s controllers current too (from the image as it is now on)."""
+        self.other_controller_clients.append(client)
+        self._learn_controllers(self.image)
+
+    def _learn_controllers(self, image: MetadataImage) -> None:
+        """Controllers added at run time: every client of this broker may now call them."""
+        voters = [Voter(r.controller_id, r.controller_host, r.controller_port)
+                  for r in image.controllers.values()]  # fmt: skip
+        for client in (self.client, self.fetch_client, *self.other_controller_clients):
+            client.learn_voters(voters)
 
     def _log_changes(self, before: MetadataImage, after: MetadataImage) -> None:
         changes = partition_changes(before, after)

@@ -43,6 +43,7 @@ from log.protocol.framing import FrameDecoder
 from quorum import acls, controller_auth, controller_codec
 from quorum import controller as c
 from quorum import leader_election as le
+from quorum import metadata_quorum as mq
 from quorum import reassignment as ra
 from quorum.scram_credentials import (
     AlterUserScramCredentialsRequest,
@@ -104,6 +105,20 @@ class ControllerClient:
         async with self._lock:
             await self._disconnect()
             self._current = (self._current + 1) % len(self.voters)
+
+    def learn_voters(self, voters: Sequence[Voter]) -> None:
+        """Controllers registered at run time (`metadata-quorum add-controller`): a known id's
+        endpoint is replaced in place, a new one appended, so calls can find a controller the
+        configuration never named. The current position stays on the same index."""
+        known = list(self.voters)
+        for voter in voters:
+            for i, old in enumerate(known):
+                if old.node_id == voter.node_id and voter.node_id >= 0:
+                    known[i] = voter
+                    break
+            else:
+                known.append(voter)
+        self.voters = tuple(known)
 
     def _move_to(self, leader_id: int) -> None:
         for i, voter in enumerate(self.voters):
@@ -260,11 +275,11 @@ class ControllerClient:
             raise error_for(response.error_code, f"metadata fetch after {after_offset}")
         return response
 
-    async def _forward(self, operation: str, request: Any) -> Any:
+    async def _forward(self, operation: str, request: Any, *, any_controller: bool = False) -> Any:
         body = extra.CONTROLLER_FORWARD_REQUEST.cls(
             operation=operation, payload=controller_codec.encode(request)
         )
-        r = await self.call(extra.CONTROLLER_FORWARD_KEY, body)
+        r = await self.call(extra.CONTROLLER_FORWARD_KEY, body, any_controller=any_controller)
         if r.error_code != ErrorCode.NONE:
             raise error_for(r.error_code, r.error_message or operation)
         return controller_codec.decode(controller_codec.OPERATIONS[operation][1], r.payload)
@@ -313,6 +328,21 @@ class ControllerClient:
 
     async def delete_acls(self, request: acls.DeleteAclsRequest) -> acls.DeleteAclsResponse:
         return await self._forward("delete_acls", request)
+
+    async def describe_quorum(self, *, from_any_controller: bool = False) -> Any:
+        """The quorum as the leader sees it, or (`from_any_controller`) as the first controller
+        that answers does; the voters' controller endpoints are learnt either way."""
+        request = mq.DescribeQuorumRequest(from_any_controller)
+        r = await self._forward("describe_quorum", request, any_controller=from_any_controller)
+        learnt = [(v.voter_id, mq.parse_endpoint(v.controller_endpoint)) for v in r.voters]
+        self.learn_voters([Voter(i, *e) for i, e in learnt if i >= 0 and e is not None])
+        return r
+
+    async def add_raft_voter(self, request: mq.AddRaftVoterRequest) -> mq.VoterChangeResponse:
+        return await self._forward("add_raft_voter", request)
+
+    async def remove_raft_voter(self, request: mq.RemoveRaftVoterRequest) -> mq.VoterChangeResponse:
+        return await self._forward("remove_raft_voter", request)
 
     async def allocate_producer_ids(
         self, request: c.AllocateProducerIdsRequest

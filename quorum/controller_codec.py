@@ -22,6 +22,7 @@ from log.common.errors import ErrorCode, InvalidRequestError
 from quorum import acls
 from quorum import controller as c
 from quorum import leader_election as le
+from quorum import metadata_quorum as mq
 from quorum import reassignment as ra
 from quorum import scram_credentials as scram
 
@@ -44,6 +45,9 @@ OPERATIONS: dict[str, tuple[type, type]] = {
     ),
     "create_acls": (acls.CreateAclsRequest, acls.CreateAclsResponse),
     "delete_acls": (acls.DeleteAclsRequest, acls.DeleteAclsResponse),
+    "describe_quorum": (mq.DescribeQuorumRequest, mq.DescribeQuorumResponse),
+    "add_raft_voter": (mq.AddRaftVoterRequest, mq.VoterChangeResponse),
+    "remove_raft_voter": (mq.RemoveRaftVoterRequest, mq.VoterChangeResponse),
 }
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 _MAX_DEPTH = 8

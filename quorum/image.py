@@ -60,6 +60,7 @@ from quorum.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialsRecord,
@@ -155,6 +156,9 @@ class MetadataImage:
     )
     # ACL id -> the binding (the authorizer's input; log/security/authorizer.py)
     acls: Mapping[uuid.UUID, AccessControlEntryRecord] = field(default_factory=dict)
+    # controller id -> where it listens (Raft and CONTROLLER); voters added at run time register
+    # here, so brokers find them (quorum/raft.py holds the voter set itself)
+    controllers: Mapping[int, RegisterControllerRecord] = field(default_factory=dict)
     controller_id: int = -1
     controller_epoch: int = -1
     last_offset: int = -1
@@ -229,6 +233,7 @@ class MetadataImage:
                 )
         records.extend(self.scram_credentials[key] for key in sorted(self.scram_credentials))
         records.extend(self.acls[key] for key in sorted(self.acls))
+        records.extend(self.controllers[key] for key in sorted(self.controllers))
         return records
 
 
@@ -251,6 +256,7 @@ class _Builder:
         # broker's authorizer (log/server/authorization.py) is rebuilt only when ACLs change
         self.acls: Mapping[uuid.UUID, AccessControlEntryRecord] = image.acls
         self.own_acls: dict[uuid.UUID, AccessControlEntryRecord] | None = None
+        self.controllers = image.controllers  # copied on the first change only
         self.controller_id = image.controller_id
         self.controller_epoch = image.controller_epoch
         self.touched: set[tuple[uuid.UUID, int]] = set()
@@ -275,6 +281,7 @@ class _Builder:
             next_producer_id=self.next_producer_id,
             scram_credentials=self.scram_credentials,
             acls=self.acls,
+            controllers=self.controllers,
             controller_id=self.controller_id,
             controller_epoch=self.controller_epoch,
             last_offset=last_offset,
@@ -489,6 +496,14 @@ class _Builder:
         self.controller_id = r.controller_id
         self.controller_epoch = r.controller_epoch
 
+    def register_controller(self, r: RegisterControllerRecord) -> None:
+        if r.controller_id < 0:
+            self.fail(f"controller id {r.controller_id} is negative")
+        for host, port in ((r.raft_host, r.raft_port), (r.controller_host, r.controller_port)):
+            if not host or not 0 < port < 65536:
+                self.fail(f"controller {r.controller_id}: bad endpoint {host}:{port}")
+        self.controllers = {**self.controllers, r.controller_id: r}
+
     def registration_offset(self, r: BrokerRegistrationOffsetRecord) -> None:
         if not self.checkpoint:
             self.fail("BrokerRegistrationOffsetRecord is checkpoint-only")
@@ -562,6 +577,7 @@ _DISPATCH: dict[type[MetadataRecord], Callable[[_Builder, Any], None]] = {
     RemoveUserScramCredentialsRecord: _Builder.remove_scram_credential,
     AccessControlEntryRecord: _Builder.access_control_entry,
     RemoveAccessControlEntryRecord: _Builder.remove_access_control_entry,
+    RegisterControllerRecord: _Builder.register_controller,
 }
 
 

@@ -57,6 +57,14 @@ randomized timeouts, 50 ms heartbeats: a new leader ~0.3-0.7 s after a kill -9.
 Threads: pysyncobj runs with autoTick=False on a thread we start after everything is built; trio
 never blocks on it. Results cross into trio through the trio token (`run_sync_soon`).
 
+Voters: the configured voters (`controller.quorum.raft.voters`) are only the first voter set.
+pysyncobj's dynamic membership then adds or removes one voter at a time (`change_voters`, the
+`metadata-quorum add-controller/remove-controller` tools): its membership entries sit in the
+journal beside ours and take effect when appended. pysyncobj does not rebuild the set on
+start-up, so `_build` does (quorum.raft_voters): each checkpoint file stores the voter set at its
+index, and the membership entries of the journal after it are replayed on top; the result is
+what pysyncobj is constructed with and what the deserializer hands back to it.
+
 Security: the Raft port binds the configured address only, and pysyncobj's `password` (Fernet,
 needs `cryptography`) authenticates every frame: its wire format is pickle, so an open port would
 run anyone's code.
@@ -65,8 +73,10 @@ run anyone's code.
 from __future__ import annotations
 
 import collections
+import io
 import logging
 import os
+import pickle
 import threading
 import time
 from collections.abc import Callable
@@ -76,10 +86,12 @@ from typing import Any, Protocol
 import trio
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj import syncobj as _pysyncobj_module
+from pysyncobj.node import TCPNode
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.transport import TCPTransport
 
 from log.common.errors import (
+    InvalidRequestError,
     KafkaStorageError,
     NotControllerError,
     OffsetOutOfRangeError,
@@ -97,6 +109,7 @@ from quorum.raft_checkpoint import (
 from quorum.raft_files import fsync_file, write_and_fsync
 from quorum.raft_journal import RaftJournal
 from quorum.raft_port_guard import admit_incoming
+from quorum.raft_voters import ADD, REMOVE, MembershipChange, voters_after, voters_before
 
 __all__ = [
     "ApplyFailure",
@@ -114,6 +127,7 @@ logger = logging.getLogger(__name__)
 
 BATCH_FORMAT_VERSION = 1  # first byte of every replicated batch
 _STATE_LEADER = 2  # pysyncobj's _RAFT_STATE.LEADER
+_MEMBERSHIP_COMMAND = 2  # pysyncobj's _COMMAND_TYPE.MEMBERSHIP: first byte of such an entry
 
 
 class ReplicatedStateMachine(Protocol):
@@ -140,6 +154,11 @@ class QuorumUnavailableError(NotControllerError):
 
 class CommitOutcomeUnknownError(RequestTimedOutError):
     """Leadership changed after the batch was handed to Raft: it may or may not have committed."""
+
+
+class VoterChangeRefusedError(InvalidRequestError):
+    """The leader refused a voter change: another one is still uncommitted, the address is
+    already a voter (add) or not one (remove), or it is the leader itself (remove)."""
 
 
 class RaftFatalError(KafkaStorageError):
@@ -214,6 +233,41 @@ class RaftConfig:
         return os.path.join(self.data_dir, "metadata")
 
 
+class _PickledNode:
+    """What a pysyncobj TCPNode inside a membership entry unpickles to: its attributes only."""
+
+
+class _MembershipUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("pysyncobj.node", "TCPNode"):
+            return _PickledNode
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a membership entry")
+
+
+def decode_membership(command: bytes) -> MembershipChange | None:
+    """`(ADD | REMOVE, "host:port")` for one of pysyncobj's membership entries; None for any
+    other entry. pysyncobj writes `[kind, node id, TCPNode]` pickled; our own journal only."""
+    if not command or command[0] != _MEMBERSHIP_COMMAND:
+        return None
+    request = _MembershipUnpickler(io.BytesIO(command[1:])).load()
+    kind, address = request[0], request[1]
+    if kind not in (ADD, REMOVE) or not isinstance(address, str):
+        raise ValueError(f"unknown membership entry {request!r}")
+    return kind, address
+
+
+def _membership_after(journal: Any, index: int) -> list[MembershipChange]:
+    """The membership changes among the journal's entries past Raft `index`, oldest first."""
+    changes = []
+    for i in range(len(journal)):
+        command, entry_index, _term = journal[i]
+        if entry_index > index and command and command[0] == _MEMBERSHIP_COMMAND:
+            change = decode_membership(bytes(command))
+            if change is not None:
+                changes.append(change)
+    return changes
+
+
 # -- pysyncobj hooks --------------------------------------------------------------------------
 
 
@@ -274,7 +328,13 @@ class _SyncingTransport(TCPTransport):
 
 
 class _MetadataSyncObj(SyncObj):
-    def __init__(self, binding: RaftNode, conf: SyncObjConf, journal: RaftJournal) -> None:
+    def __init__(
+        self,
+        binding: RaftNode,
+        conf: SyncObjConf,
+        journal: RaftJournal,
+        partner_addresses: tuple[str, ...],
+    ) -> None:
         self._quorum_binding = binding
         self._quorum_journal = journal
         config = binding.config
@@ -283,7 +343,7 @@ class _MetadataSyncObj(SyncObj):
         try:
             super().__init__(
                 config.self_address,
-                list(config.partner_addresses),
+                list(partner_addresses),
                 conf,
                 transportClass=_SyncingTransport,
             )
@@ -352,6 +412,10 @@ class RaftNode:
         self._advanced = trio.Event()
         self._in_flight = trio.Semaphore(config.max_in_flight_proposals)
         self._proposals: set[trio.Event] = set()  # in-flight proposals' done events
+        # The voter set (Raft addresses, this node's included), published by the tick thread.
+        self._voters: tuple[str, ...] = tuple(
+            sorted({config.self_address, *config.partner_addresses})
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -398,6 +462,8 @@ class RaftNode:
         )
         try:
             chosen = self._choose_checkpoint(journal)
+            voters: tuple[str, ...] | None = None
+            checkpoint_index = 0
             if chosen is None:
                 if os.path.lexists(checkpoint_path):
                     os.unlink(checkpoint_path)  # pysyncobj must not load a file we refused
@@ -417,7 +483,19 @@ class RaftNode:
                 self._committed_offset = self._tail_base_offset = offset
                 self._checkpoint = (offset, checkpoint.state)
                 journal.start_at(checkpoint.prev_index, files.retain_from_index())
-            self._syncobj = _MetadataSyncObj(self, self._syncobj_conf(journal_path), journal)
+                voters, checkpoint_index = checkpoint.voters, checkpoint.last_index
+            # The voter set: the checkpoint's (or the configured one), then the journal's changes.
+            self._voters = voters_after(
+                voters if voters is not None else self._voters,
+                _membership_after(journal, checkpoint_index),
+            )
+            partners = tuple(v for v in self._voters if v != self.config.self_address)
+            if self.config.self_address not in self._voters:
+                logger.warning("this controller (%s) is not a voter of %s: it was removed",
+                               self.config.self_address, self._voters)  # fmt: skip
+            self._syncobj = _MetadataSyncObj(
+                self, self._syncobj_conf(journal_path), journal, partners
+            )
         except BaseException:
             journal.close()  # e.g. the port is taken (BindError): release our files
             raise
@@ -520,7 +598,7 @@ class RaftNode:
             bindRetryTime=0.05,
             maxBindRetries=40,  # ~2 s for a port still held by a dying predecessor
             onStateChanged=self._on_state_changed,
-            dynamicMembershipChange=False,  # static voters
+            dynamicMembershipChange=True,  # one voter added or removed at a time
         )
 
     def _tick_loop(self) -> None:
@@ -563,8 +641,13 @@ class RaftNode:
         syncobj._quorum_transport.flush_held()
         # pysyncobj's hasQuorum iterates sets this thread mutates: publish it from here.
         self._has_quorum = syncobj.hasQuorum
+        partners = syncobj.otherNodes
+        voters = tuple(sorted([self.config.self_address, *(str(n.id) for n in partners)]))
+        if voters != self._voters:
+            self._voters = voters
+            self._notify_trio()
         journal = syncobj._quorum_journal
-        if not self.config.partner_addresses and journal[-1][1] > syncobj.raftCommitIndex:
+        if not partners and journal[-1][1] > syncobj.raftCommitIndex:
             self._wake_tick_thread()
 
     def _wake_tick_thread(self) -> None:
@@ -616,8 +699,15 @@ class RaftNode:
         return offset, result
 
     def _serialize_checkpoint(self, tmp_path: str, data: tuple[Any, Any, Any]) -> None:
-        last_entry, prev_entry, _cluster = data
+        last_entry, prev_entry, cluster = data
         state = self._state_machine.to_checkpoint()
+        assert self._syncobj is not None
+        # `cluster` is the set as of the journal's END: undo the changes appended past the
+        # checkpoint's index (a new leader may still roll them back).
+        voters = voters_before(
+            (str(node.id) for node in cluster),
+            _membership_after(self._syncobj._quorum_journal, last_entry[1]),
+        )
         checkpoint = RaftCheckpoint(
             last_index=last_entry[1],
             last_term=last_entry[2],
@@ -626,6 +716,7 @@ class RaftNode:
             last_command=bytes(last_entry[0]),
             prev_command=bytes(prev_entry[0]),
             state=state,
+            voters=voters,
         )
         if os.path.lexists(tmp_path):
             os.unlink(tmp_path)  # never truncate through a leftover link to a numbered file
@@ -647,9 +738,12 @@ class RaftNode:
                 data = f.read()
             self._make_checkpoint_durable()
             checkpoint = decode_checkpoint(data)
+            voters = self._voters  # computed in _build from this checkpoint and the journal
             if self._preloaded is not None and self._preloaded[0] == data:
                 state_machine = self._preloaded[1]  # validated and restored in _build already
             else:
+                if checkpoint.voters is not None:
+                    voters = checkpoint.voters  # the journal is cleared: the set restarts here
                 # A snapshot installed from the leader: pysyncobj clears the journal next, so
                 # it becomes the one checkpoint this node can rebuild from.
                 state_machine = self._restore_state_machine(checkpoint)
@@ -668,8 +762,10 @@ class RaftNode:
             self._tail.clear()
             self._tail_base_offset = offset
             self._checkpoint = (offset, checkpoint.state)
+        self._voters = tuple(sorted(voters))
         self._notify_trio()
-        return checkpoint.last_entry, checkpoint.prev_entry, set()
+        # pysyncobj replaces its voter set with this one (without our own node).
+        return checkpoint.last_entry, checkpoint.prev_entry, {TCPNode(v) for v in voters}
 
     def _last_applied_index(self) -> int:
         return 0 if self._syncobj is None else self._syncobj.raftLastApplied
@@ -779,6 +875,55 @@ class RaftNode:
             except RuntimeError:  # "changed size during iteration"
                 continue
         return {}
+
+    @property
+    def voters(self) -> tuple[str, ...]:
+        """The voter set this node holds now (Raft addresses, sorted; its own included, unless
+        it was removed). On the leader it includes a change appended but not yet committed."""
+        return self._voters
+
+    async def change_voters(self, kind: str, address: str) -> None:
+        """Leader only: add (ADD) or remove (REMOVE) one voter; returns once the change is
+        committed, i.e. the new voter set holds a majority. Raises VoterChangeRefusedError,
+        NotControllerError or CommitOutcomeUnknownError. Put `trio.fail_after` around it."""
+        self._check_running()
+        syncobj = self._syncobj
+        assert syncobj is not None and kind in (ADD, REMOVE)
+        if not syncobj._isLeader():
+            raise NotControllerError(f"not the leader; leader is {self.leader_id}")
+        if kind == REMOVE and address == self.config.self_address:
+            raise VoterChangeRefusedError("the leader cannot remove itself; ask another voter")
+        done = trio.Event()
+        outcome: list[int] = []
+
+        def on_done(_result: object, fail_reason: int) -> None:
+            outcome.append(fail_reason)
+            self._run_in_trio(done.set)
+
+        self._proposals.add(done)
+        try:
+            if kind == ADD:
+                syncobj.addNodeToCluster(address, callback=on_done)
+            else:
+                syncobj.removeNodeFromCluster(address, callback=on_done)
+            self._wake_tick_thread()
+            await done.wait()
+        finally:
+            self._proposals.discard(done)
+        if not outcome:
+            raise RaftFatalError(f"raft node stopped: {self._fatal_error}")
+        fail_reason = outcome[0]
+        if fail_reason == FAIL_REASON.SUCCESS:
+            return
+        if fail_reason == FAIL_REASON.REQUEST_DENIED:
+            raise VoterChangeRefusedError(
+                f"{kind} {address} refused: another voter change is not committed yet, or "
+                f"the voters {self._voters} already say so"
+            )
+        if fail_reason in (FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME):
+            raise CommitOutcomeUnknownError(f"voter change: pysyncobj fail reason {fail_reason}")
+        raise NotControllerError(f"voter change not committed (pysyncobj fail reason "
+                                 f"{fail_reason})")  # fmt: skip
 
     def partner_connected(self, address: str) -> bool:
         """Whether pysyncobj holds a connection to the voter at `host:port` now (a process

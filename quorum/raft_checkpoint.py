@@ -20,6 +20,10 @@ Layout (`_CHECKPOINT`, the one definition; little endian):
     48      4     prev_command_bytes
     52      4     state_bytes
     56      ...   last_command, prev_command, state (the state machine's checkpoint)
+    then    4     voters_bytes     (QLRCKPT3 only)
+            ...   voters           the Raft voter set at last_index: "host:port" joined by ","
+                                   (quorum.raft's dynamic membership; QLRCKPT2 files have none
+                                   and mean "the configured voters")
 
 The commands are pysyncobj's encoded entries, stored opaque (never decoded by us).
 
@@ -47,14 +51,15 @@ from log.common.files import fsync_directory
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_MAGIC = b"QLRCKPT2"
+CHECKPOINT_MAGIC = b"QLRCKPT3"  # written; QLRCKPT2 (no voters) is still read
+CHECKPOINT_MAGIC_V2 = b"QLRCKPT2"
 CRC_START = 12  # the CRC covers every byte from here on
 MAX_CHECKPOINT_BYTES = 1024 * 1024 * 1024  # a metadata image is MBs; above 1 GiB it is garbage
 KEEP_CHECKPOINTS = 3
 _FILE_NAME = re.compile(r"^metadata-(\d{20})\.checkpoint$")
 
-_CHECKPOINT = c.Struct(
-    "magic" / c.Const(CHECKPOINT_MAGIC),
+_CHECKPOINT_V2 = c.Struct(
+    "magic" / c.Const(CHECKPOINT_MAGIC_V2),
     "crc" / c.Int32ul,
     "last_index" / c.Int64ul,
     "last_term" / c.Int64ul,
@@ -68,8 +73,15 @@ _CHECKPOINT = c.Struct(
     "state" / c.Bytes(c.this.state_bytes),
     c.Terminated,
 )
+_CHECKPOINT = c.Struct(
+    "magic" / c.Const(CHECKPOINT_MAGIC),
+    *_CHECKPOINT_V2.subcons[1:-1],
+    "voters_bytes" / c.Int32ul,
+    "voters" / c.Bytes(c.this.voters_bytes),
+    c.Terminated,
+)
 HEADER_BYTES = 56  # every fixed field; the three byte strings follow
-assert _CHECKPOINT.build(
+assert _CHECKPOINT_V2.build(
     dict(
         crc=0,
         last_index=0,
@@ -83,7 +95,7 @@ assert _CHECKPOINT.build(
         prev_command=b"",
         state=b"",
     )
-) == CHECKPOINT_MAGIC + bytes(HEADER_BYTES - len(CHECKPOINT_MAGIC))
+) == CHECKPOINT_MAGIC_V2 + bytes(HEADER_BYTES - len(CHECKPOINT_MAGIC))
 
 
 class CorruptCheckpointFileError(KafkaStorageError):
@@ -99,6 +111,7 @@ class RaftCheckpoint:
     last_command: bytes
     prev_command: bytes
     state: bytes
+    voters: tuple[str, ...] | None = None  # Raft addresses at last_index; None: configured
 
     @property
     def last_entry(self) -> tuple[bytes, int, int]:
@@ -125,7 +138,13 @@ def encode_checkpoint(checkpoint: RaftCheckpoint) -> bytes:
         prev_command=ch.prev_command,
         state=ch.state,
     )
-    data = bytearray(_CHECKPOINT.build(fields))
+    layout = _CHECKPOINT_V2
+    if ch.voters is not None:
+        assert all(v and "," not in v for v in ch.voters), ch.voters
+        voters = ",".join(ch.voters).encode()
+        fields.update(voters_bytes=len(voters), voters=voters)
+        layout = _CHECKPOINT
+    data = bytearray(layout.build(fields))
     data[8:CRC_START] = crc32c.crc32c(memoryview(data)[CRC_START:]).to_bytes(4, "little")
     return bytes(data)
 
@@ -134,13 +153,17 @@ def decode_checkpoint(data: bytes) -> RaftCheckpoint:
     """Raises CorruptCheckpointFileError for any defect (bounds, magic, CRC, lengths, indexes)."""
     if len(data) < HEADER_BYTES or len(data) > MAX_CHECKPOINT_BYTES:
         raise CorruptCheckpointFileError(f"checkpoint of {len(data)} bytes is out of bounds")
-    if data[:8] != CHECKPOINT_MAGIC:
+    if data[:8] not in (CHECKPOINT_MAGIC, CHECKPOINT_MAGIC_V2):
         raise CorruptCheckpointFileError("not a quorumlog checkpoint (bad magic)")
     if crc32c.crc32c(memoryview(data)[CRC_START:]) != int.from_bytes(data[8:CRC_START], "little"):
         raise CorruptCheckpointFileError("checkpoint CRC mismatch")
     try:
-        parsed = _CHECKPOINT.parse(data)
-    except c.ConstructError as e:
+        parsed = (_CHECKPOINT if data[:8] == CHECKPOINT_MAGIC else _CHECKPOINT_V2).parse(data)
+        voters = None
+        if "voters" in parsed:
+            text = bytes(parsed.voters).decode()
+            voters = tuple(text.split(",")) if text else ()
+    except (c.ConstructError, UnicodeDecodeError) as e:
         raise CorruptCheckpointFileError(f"checkpoint lengths are inconsistent: {e}") from e
     if parsed.prev_index + 1 != parsed.last_index:
         raise CorruptCheckpointFileError("checkpoint indexes are inconsistent")
@@ -152,6 +175,7 @@ def decode_checkpoint(data: bytes) -> RaftCheckpoint:
         last_command=bytes(parsed.last_command),
         prev_command=bytes(parsed.prev_command),
         state=bytes(parsed.state),
+        voters=voters,
     )
 
 

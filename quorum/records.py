@@ -178,6 +178,21 @@ class ActiveControllerRecord:
 
 
 @dataclass(frozen=True)
+class RegisterControllerRecord:
+    """Where a controller listens (KIP-853's voter endpoints): its Raft address, which is its
+    identity in the quorum's voter set, and its CONTROLLER listener, which brokers and tools
+    call. Committed by `metadata-quorum add-controller` before the voter is added, so every
+    broker can find a controller its own configuration never named. A later registration of
+    the same id replaces the earlier one."""
+
+    controller_id: int
+    raft_host: str
+    raft_port: int
+    controller_host: str
+    controller_port: int
+
+
+@dataclass(frozen=True)
 class NoOpRecord:
     """A barrier: proposing it and waiting for its apply gives a linearizable read point."""
 
@@ -249,6 +264,7 @@ MetadataRecord = (
     | RemoveUserScramCredentialsRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | RegisterControllerRecord
 )
 
 
@@ -454,6 +470,7 @@ _PAYLOADS: dict[type, tuple[tuple[Reader, Writer], ...]] = {
     RemoveUserScramCredentialsRecord: (_STRING, _INT8),
     AccessControlEntryRecord: (_UUID, _INT8, _STRING, _INT8, _STRING, _STRING, _INT8, _INT8),
     RemoveAccessControlEntryRecord: (_UUID,),
+    RegisterControllerRecord: (_INT32, _STRING, _INT32, _STRING, _INT32),
 }
 
 # record_type byte -> (dataclass, newest record_version). Type numbers are forever: append,
@@ -476,6 +493,7 @@ RECORD_TYPES: dict[int, tuple[type, int]] = {
     15: (RemoveUserScramCredentialsRecord, 0),
     16: (AccessControlEntryRecord, 0),
     17: (RemoveAccessControlEntryRecord, 0),
+    18: (RegisterControllerRecord, 0),
 }
 _TYPE_OF: dict[type, int] = {cls: type_id for type_id, (cls, _) in RECORD_TYPES.items()}
 _FIELDS: dict[type, tuple[str, ...]] = {

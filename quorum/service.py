@@ -60,18 +60,28 @@ from log.protocol.framing import FrameDecoder
 from quorum import controller as c
 from quorum import controller_auth, controller_codec
 from quorum import leader_election as le
+from quorum import metadata_quorum as mq
 from quorum import reassignment as ra
 from quorum.acls import create_acls, delete_acls
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
 from quorum.image import MetadataImage
 from quorum.partition_change import ElectionPolicy
-from quorum.raft import RaftConfig, RaftFatalError, RaftNode
-from quorum.records import BrokerEndpoint, MetadataRecord, encode_batch
+from quorum.raft import RaftConfig, RaftFatalError, RaftNode, VoterChangeRefusedError
+from quorum.raft_voters import ADD, REMOVE
+from quorum.records import (
+    BrokerEndpoint,
+    MetadataRecord,
+    RegisterControllerRecord,
+    encode_batch,
+)
 from quorum.scram_credentials import alter_user_scram_credentials
 from quorum.state_machine import ApplyResult, MetadataStateMachine
 
 logger = logging.getLogger(__name__)
 
+VOTER_CHANGE_TIMEOUT_S = 30  # an added voter catches up (a snapshot) before the change commits
+VOTER_PROBE_TIMEOUT_S = 3  # a new voter's Raft port must accept a connection by then
+_QUORUM_OPERATIONS = ("describe_quorum", "add_raft_voter", "remove_raft_voter")
 PROPOSE_TIMEOUT_MS = 5000  # a decision that has not committed by then is answered with a timeout
 MAX_CONNECTIONS = 256  # authenticated connections
 MAX_HANDSHAKES = 32  # connections still proving they hold the cluster secret
@@ -138,6 +148,7 @@ class ControllerService:
         # Connections a broker heartbeats (or registered) on: closed when leadership is lost.
         self._session_scopes: dict[int, trio.CancelScope] = {}
         self._decision_lock = trio.Lock()
+        self._voter_change_lock = trio.Lock()  # one voter change at a time
         self._proposal_ids = itertools.count(1)
         self._random = random.Random(seed)
         self._leadership_changed = trio.Event()
@@ -145,7 +156,6 @@ class ControllerService:
         self._handshake_slots = trio.Semaphore(MAX_HANDSHAKES)
         self._secret = config.props["controller.quorum.password"]
         self._idle_timeout_s = config.props["connections.max.idle.ms"] / 1000
-        self._leader_ids = {f"{v.host}:{v.port}": v.node_id for v in config.raft_voters}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -200,7 +210,10 @@ class ControllerService:
             return self.node_id
         raft = self.raft
         address = None if raft is None else raft.leader_id
-        return self._leader_ids.get(address, -1) if address else -1
+        if not address:
+            return -1
+        return next((e.voter_id for e in self.voter_directory().values()
+                     if e.raft_endpoint == address), -1)  # fmt: skip
 
     def _on_leadership_change(self, is_leader: bool, raft_term: int) -> None:
         logger.info("raft leadership change node=%d is_leader=%s raft_term=%d",
@@ -252,8 +265,8 @@ class ControllerService:
         raft = self.raft
         if previous < 0 or previous == self.node_id or raft is None:
             return -1
-        address = next((a for a, n in self._leader_ids.items() if n == previous), None)
-        if address is None or raft.partner_connected(address):
+        known = self.voter_directory().get(previous)
+        if known is None or raft.partner_connected(known.raft_endpoint):
             return -1
         return previous
 
@@ -384,6 +397,8 @@ class ControllerService:
         return await self._decide(decide)
 
     async def forward(self, operation: str, request: Any) -> Any:
+        if operation in _QUORUM_OPERATIONS:
+            return await getattr(self, operation)(request)
         if operation == "create_topics":
             ids = [uuid.UUID(int=self._random.getrandbits(128), version=4) for _ in request.topics]
             start = self._random.randrange(1 << 16)
@@ -422,6 +437,119 @@ class ControllerService:
         }
         decide = decisions[operation]
         return await self._decide(lambda image: decide(image, request))
+
+    # -- the voter set (KIP-853: metadata-quorum describe / add-controller / remove-controller) --
+
+    def voter_directory(self) -> dict[int, mq.VoterEndpoints]:
+        """Node id -> its Raft and CONTROLLER endpoints: the configured voters, overlaid by
+        the controllers registered in the metadata image (added at run time)."""
+        controllers = {v.node_id: f"{v.host}:{v.port}" for v in self.config.controller_voters}
+        directory = {
+            v.node_id: mq.VoterEndpoints(
+                v.node_id, f"{v.host}:{v.port}", controllers.get(v.node_id, "")
+            )
+            for v in self.config.raft_voters
+        }
+        raft = self.raft
+        if raft is not None:
+            for r in self.image.controllers.values():
+                directory[r.controller_id] = mq.VoterEndpoints(
+                    r.controller_id,
+                    f"{r.raft_host}:{r.raft_port}",
+                    f"{r.controller_host}:{r.controller_port}",
+                )
+        return directory
+
+    def _reachable_voters(self, raft: RaftNode) -> set[str]:
+        me = raft.config.self_address
+        return {me} | {v for v in raft.voters if v != me and raft.partner_connected(v)}
+
+    def _active_raft(self) -> RaftNode:
+        raft = self.raft
+        if raft is None or not self.is_active:
+            raise NotControllerError(f"node {self.node_id} is not the active controller")
+        return raft
+
+    async def describe_quorum(self, request: mq.DescribeQuorumRequest) -> Any:
+        raft = self.raft if request.from_any_controller else self._active_raft()
+        if raft is None:
+            raise NotControllerError(f"node {self.node_id}: the controller is not running")
+        directory = self.voter_directory()
+        by_address = {e.raft_endpoint: e for e in directory.values()}
+        status = raft.status()
+        me = raft.config.self_address
+        voters = []
+        for address in raft.voters:
+            known = by_address.get(address)
+            # the leader's own entry: its commit index; a follower's: the leader's match index
+            key = "commit_idx" if address == me else f"match_idx_server_{address}"
+            match = status.get(key, -1)
+            voters.append(
+                mq.VoterState(
+                    voter_id=known.voter_id if known else -1,
+                    raft_endpoint=address,
+                    controller_endpoint=known.controller_endpoint if known else "",
+                    connected=address == me or raft.partner_connected(address),
+                    match_index=match if isinstance(match, int) else -1,
+                )
+            )
+        return mq.DescribeQuorumResponse(
+            error_code=ErrorCode.NONE,
+            leader_id=self.leader_node_id(),
+            leader_epoch=raft.raft_term,
+            high_watermark=raft.committed_offset,
+            voters=tuple(voters),
+        )
+
+    async def add_raft_voter(self, request: mq.AddRaftVoterRequest) -> Any:
+        raft = self._active_raft()
+        async with self._voter_change_lock:
+            why = mq.check_add(
+                request, raft.voters, self._reachable_voters(raft), self.voter_directory()
+            )
+            if why:
+                raise VoterChangeRefusedError(f"cannot add node {request.voter_id}: {why}")
+            raft_host, raft_port = mq.parse_endpoint(request.raft_endpoint) or ("", 0)
+            host, port = mq.parse_endpoint(request.controller_endpoint) or ("", 0)
+            # The new voter counts towards the majority at once: it must be up to catch up.
+            try:
+                with trio.fail_after(VOTER_PROBE_TIMEOUT_S):
+                    probe = await trio.open_tcp_stream(raft_host, raft_port)
+                await probe.aclose()
+            except (OSError, trio.TooSlowError) as exc:
+                raise VoterChangeRefusedError(
+                    f"cannot add node {request.voter_id}: its Raft port {request.raft_endpoint} "
+                    f"does not answer ({type(exc).__name__}): start it first"
+                ) from None
+            record = RegisterControllerRecord(request.voter_id, raft_host, raft_port, host, port)
+            # First where it listens (brokers and the other controllers learn it), then the vote.
+            await self._decide(lambda image: ([record], None))
+            with trio.fail_after(VOTER_CHANGE_TIMEOUT_S):
+                await raft.change_voters(ADD, request.raft_endpoint)
+            logger.info("node %d: added voter %d (%s)", self.node_id, request.voter_id,
+                        request.raft_endpoint)  # fmt: skip
+            return mq.VoterChangeResponse(
+                ErrorCode.NONE, voters=mq.voter_ids(raft.voters, self.voter_directory())
+            )
+
+    async def remove_raft_voter(self, request: mq.RemoveRaftVoterRequest) -> Any:
+        raft = self._active_raft()
+        async with self._voter_change_lock:
+            known = self.voter_directory().get(request.voter_id)
+            address = known.raft_endpoint if known else None
+            why = mq.check_remove(
+                address, raft.voters, self._reachable_voters(raft), raft.config.self_address
+            )
+            if why:
+                raise VoterChangeRefusedError(f"cannot remove node {request.voter_id}: {why}")
+            assert address is not None
+            with trio.fail_after(VOTER_CHANGE_TIMEOUT_S):
+                await raft.change_voters(REMOVE, address)
+            logger.info("node %d: removed voter %d (%s)", self.node_id, request.voter_id,
+                        address)  # fmt: skip
+            return mq.VoterChangeResponse(
+                ErrorCode.NONE, voters=mq.voter_ids(raft.voters, self.voter_directory())
+            )
 
     # -- metadata fetch (any controller) ------------------------------------------------------
 

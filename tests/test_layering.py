@@ -89,6 +89,8 @@ SANS_IO = [
     "quorum/controller.py",
     "quorum/state_machine.py",
     "quorum/producer_id_manager.py",
+    "quorum/raft_voters.py",
+    "quorum/metadata_quorum.py",
     "producer/config.py",
     "producer/producer_batch.py",
     "producer/accumulator.py",

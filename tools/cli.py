@@ -63,3 +63,6 @@ from tools.format_cmd import cluster_id, format_command  # noqa: E402
 
 main.add_command(cluster_id)
 main.add_command(format_command)
+from tools.metadata_quorum_cmd import metadata_quorum  # noqa: E402
+
+main.add_command(metadata_quorum)

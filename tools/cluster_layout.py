@@ -3,7 +3,8 @@
 `DIR/node-i` (i = 1..N) holds node i's config, its partition logs and its metadata quorum
 files. Node i serves Kafka on base_port + i - 1, controller RPCs on controller_base_port + i - 1
 and Raft on raft_base_port + i - 1, Prometheus /metrics on metrics_base_port + i - 1
-(default base_port + 300), all on 127.0.0.1. `extra_properties` (e.g. the demo's short broker
+(default base_port + 300), all on 127.0.0.1, or on node i's own address `hosts[i - 1]` (the
+nemesis on a network of namespaces: each node on a host of its own). `extra_properties` (e.g. the demo's short broker
 session timeout) are added to every node's config. Every node is a combined controller+broker
 up to `max_controllers` (3, a quorum that survives one failure); further nodes are brokers only.
 Formatting an already formatted directory changes nothing, so `up` restarts the same cluster.
@@ -40,12 +41,15 @@ class ClusterLayout:
     metrics_base_port: int | None = None
     extra_properties: tuple[tuple[str, object], ...] = ()
     secure: bool = False
+    hosts: tuple[str, ...] = ()  # node i's address is hosts[i - 1]; empty: all on HOST
 
     def __post_init__(self) -> None:
         if self.node_count < 1:
             raise ValueError("--nodes must be at least 1")
         top = max(self.base_port, self.controller_port(1), self.raft_port(1), self.metrics_port(1))
         top += self.node_count
+        if self.hosts and len(self.hosts) != self.node_count:
+            raise ValueError(f"{len(self.hosts)} host addresses for {self.node_count} nodes")
         if self.base_port < 1024 or top > 65535:
             raise ValueError(f"ports {self.base_port}..{top} are outside 1024..65535")
 
@@ -60,6 +64,9 @@ class ClusterLayout:
     def metrics_port(self, node_id: int) -> int:
         base = self.metrics_base_port or self.base_port + 300
         return base + node_id - 1
+
+    def host(self, node_id: int) -> str:
+        return self.hosts[node_id - 1] if self.hosts else HOST
 
     def kafka_port(self, node_id: int) -> int:
         return self.base_port + node_id - 1
@@ -77,7 +84,7 @@ class ClusterLayout:
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"{HOST}:{self.kafka_port(i)}" for i in self.node_ids)
+        return ",".join(f"{self.host(i)}:{self.kafka_port(i)}" for i in self.node_ids)
 
     def node_properties(
         self,
@@ -87,13 +94,13 @@ class ClusterLayout:
         security: dict[str, object] | None = None,
     ) -> dict[str, object]:
         kafka_listener = "SASL_SSL" if security else "PLAINTEXT"
-        controllers = [Voter(i, HOST, self.controller_port(i)) for i in self.controller_ids]
-        raft = [Voter(i, HOST, self.raft_port(i)) for i in self.controller_ids]
+        controllers = [Voter(i, self.host(i), self.controller_port(i)) for i in self.controller_ids]
+        raft = [Voter(i, self.host(i), self.raft_port(i)) for i in self.controller_ids]
         return node_properties(
             node_id=node_id,
             cluster_id=cluster_id,
             secret=password,
-            listeners=f"{kafka_listener}://{HOST}:{self.kafka_port(node_id)}",
+            listeners=f"{kafka_listener}://{self.host(node_id)}:{self.kafka_port(node_id)}",
             controllers=controllers,
             raft_voters=raft,
             extra={

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import click
 
-from log.common.node_config import ConfigError, NodeConfig, parse_voters
+from log.common.node_config import ConfigError, NodeConfig, Voter, parse_voters
+from quorum.metadata_quorum import parse_endpoint
+from tools.metadata_cmd import read_secret
 from tools.node_format import (
     DEFAULT_RAFT_PORT_OFFSET,
     FormatError,
@@ -26,6 +28,34 @@ from tools.node_format import (
     raft_voters_for,
     read_or_create_secret,
 )
+
+
+def _current_voters(
+    voters: tuple[Voter, ...], raft: tuple[Voter, ...], node_id: int, secret: str
+) -> tuple[tuple[Voter, ...], tuple[Voter, ...]]:
+    """--join: the running quorum's voters (asked from the controllers listed besides this
+    node) plus this node: its controllers and Raft voters as node.toml lists them."""
+    from tools.metadata_quorum_cmd import describe_voters
+
+    others = [v for v in voters if v.node_id != node_id]
+    if not others:
+        raise FormatError("--join: --controllers must name a running controller too")
+    described = describe_voters(others, secret)
+    if node_id in {v.voter_id for v in described}:
+        raise FormatError(f"--join: node {node_id} is already a voter")
+    controllers, rafts = [], []
+    for v in described:
+        controller, raft_endpoint = (
+            parse_endpoint(v.controller_endpoint),
+            parse_endpoint(v.raft_endpoint),
+        )
+        if v.voter_id < 0 or controller is None or raft_endpoint is None:
+            raise FormatError(f"--join: the cluster does not know voter {v.raft_endpoint}'s id")
+        controllers.append(Voter(v.voter_id, *controller))
+        rafts.append(Voter(v.voter_id, *raft_endpoint))
+    mine = [v for v in voters if v.node_id == node_id]
+    my_raft = [v for v in raft if v.node_id == node_id]
+    return tuple(controllers + mine), tuple(rafts + my_raft)
 
 
 @click.command("cluster-id")
@@ -81,6 +111,12 @@ def _property(ctx: click.Context, param: click.Parameter, values: tuple[str, ...
 )
 @click.option("--broker-only", is_flag=True, help="this node is not in --controllers (a broker)")
 @click.option(
+    "--join",
+    is_flag=True,
+    help="a NEW controller for a running cluster: --controllers lists this node and any running "
+    "controllers, which are asked for the current voters (then run metadata-quorum add-controller)",
+)
+@click.option(
     "--raft-port-offset",
     default=DEFAULT_RAFT_PORT_OFFSET,
     show_default=True,
@@ -104,6 +140,7 @@ def format_command(
     advertised_listeners: str,
     secret_file: Path,
     broker_only: bool,
+    join: bool,
     raft_port_offset: int,
     extra: dict,
 ) -> None:
@@ -132,7 +169,13 @@ def format_command(
             raise FormatError(
                 f"node {node_id} is not in --controllers: add it, or pass --broker-only"
             )
+        if join and broker_only:
+            raise FormatError("--join is for a new controller; a broker joins without it")
         raft = raft_voters_for(voters, raft_port_offset)
+        if join:
+            if not secret_file.exists():
+                raise FormatError(f"--join: {secret_file} is missing: copy the cluster's secret")
+            voters, raft = _current_voters(voters, raft, node_id, read_secret(secret_file))
 
         def properties(secret: str) -> dict[str, object]:
             return node_properties(
@@ -149,6 +192,9 @@ def format_command(
     except (FormatError, ConfigError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
+    if join:
+        click.echo(f"joining voters {[v.node_id for v in voters if v.node_id != node_id]}: start "
+                   f"it, then run quorumlog metadata-quorum add-controller --data-dir {data_dir}")  # fmt: skip
     if created:
         click.echo(f"created secret file {secret_file}: copy it to every other host")
     roles = ",".join(sorted(config.roles))

@@ -15,7 +15,15 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
-from tools.nemesis.runner import FAULTS, NemesisConfig, NemesisResult, run
+from tools.nemesis.runner import (
+    ALL_FAULTS,
+    FAULTS,
+    NETNS_FAULTS,
+    NETWORKS,
+    NemesisConfig,
+    NemesisResult,
+    run,
+)
 
 
 def _report(result: NemesisResult, config: NemesisConfig, console: Console) -> None:
@@ -61,33 +69,40 @@ def _report(result: NemesisResult, config: NemesisConfig, console: Console) -> N
 @click.command()
 @click.option("--rounds", default=10, show_default=True, type=click.IntRange(min=1))
 @click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--faults", default=",".join(FAULTS), show_default=True,
-              help="comma-separated subset of: " + ", ".join(FAULTS))  # fmt: skip
+@click.option("--faults", default=None,
+              help="comma-separated subset of: " + ", ".join(ALL_FAULTS) + " [all but "
+              + ", ".join(NETNS_FAULTS) + " on loopback, all on netns]")  # fmt: skip
 @click.option("--fault-seconds", default=4.0, show_default=True, type=float)
 @click.option("--rate", default=400.0, show_default=True, type=float, help="records/s in all")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None,
               help="kept afterwards (default: a new temporary directory)")  # fmt: skip
 @click.option("--base-port", default=19092, show_default=True, type=int)
-def nemesis(rounds, seed, faults, fault_seconds, rate, data_dir, base_port) -> None:  # noqa: ANN001
+@click.option("--network", "network", default="loopback", show_default=True,
+              type=click.Choice(NETWORKS),
+              help="netns (root): every node on a host of its own, real partitions")  # fmt: skip
+def nemesis(rounds, seed, faults, fault_seconds, rate, data_dir, base_port, network) -> None:  # noqa: ANN001
     """Inject faults into a local 5-node cluster and check no acknowledged write is lost.
 
     \b
     Examples:
       quorumlog nemesis --rounds 100 --seed 7            # the long run (root: partitions, full disks)
       quorumlog nemesis --faults kill9,pause --rounds 5   # a quick look
+      quorumlog nemesis --network netns --faults partition,link-down,asymmetric-cut
     """
+    if faults is None:
+        faults = ",".join(ALL_FAULTS if network == "netns" else FAULTS)
     chosen = tuple(f.strip() for f in faults.split(",") if f.strip())
-    unknown = [f for f in chosen if f not in FAULTS]
+    unknown = [f for f in chosen if f not in ALL_FAULTS]
     if unknown or not chosen:
         raise click.UsageError(f"unknown fault {', '.join(unknown) or '(none)'}; "
-                               f"choose from {', '.join(FAULTS)}")  # fmt: skip
+                               f"choose from {', '.join(ALL_FAULTS)}")  # fmt: skip
     if data_dir is None:
         data_dir = Path(tempfile.mkdtemp(prefix="quorumlog-nemesis-"))
     elif data_dir.exists() and any(data_dir.iterdir()):
         raise click.UsageError(f"{data_dir} is not empty")
     config = NemesisConfig(data_dir=data_dir, rounds=rounds, seed=seed, faults=chosen,
                            fault_seconds=fault_seconds, rate_per_s=rate,
-                           base_port=base_port)  # fmt: skip
+                           base_port=base_port, network=network)  # fmt: skip
     console = Console()
     try:
         result = trio.run(run, config, console.print)

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -44,9 +45,11 @@ def node_command(node_dir: Path, parent_pipe_fd: int | None = None) -> list[str]
 class NodeProcess:
     """One child node process and its readiness."""
 
-    def __init__(self, node_id: int, node_dir: Path) -> None:
+    def __init__(self, node_id: int, node_dir: Path, prefix: tuple[str, ...] = ()) -> None:
+        """`prefix`: a command the node runs under (e.g. `ip netns exec NS`: its own host)."""
         self.node_id = node_id
         self.node_dir = node_dir
+        self.prefix = prefix
         self.process: trio.Process | None = None
         self.ready = trio.Event()
         self._lifeline_fd: int | None = None  # the write end of the node's parent pipe
@@ -57,7 +60,7 @@ class NodeProcess:
         read_fd, self._lifeline_fd = os.pipe()  # both non-inheritable (PEP 446)
         try:
             self.process = await trio.lowlevel.open_process(
-                node_command(self.node_dir, read_fd),
+                [*self.prefix, *node_command(self.node_dir, read_fd)],
                 stdout=subprocess.PIPE,
                 stderr=log,
                 stdin=subprocess.DEVNULL,
@@ -131,12 +134,16 @@ class LocalCluster:
         min_ready: int | None = None,
         ready_timeout_s: float = READY_TIMEOUT_S,
         echo=click.echo,
+        prefix: Callable[[int], tuple[str, ...]] | None = None,
     ) -> None:
+        """`prefix(node_id)`: the command node node_id runs under (NodeProcess)."""
         self.layout = layout
         self.min_ready = layout.node_count if min_ready is None else min_ready
         self.ready_timeout_s = ready_timeout_s
         self.echo = echo
-        self.nodes = [NodeProcess(i, layout.node_dir(i)) for i in layout.node_ids]
+        self.nodes = [
+            NodeProcess(i, layout.node_dir(i), prefix(i) if prefix else ()) for i in layout.node_ids
+        ]
 
     @property
     def bootstrap_servers(self) -> str:

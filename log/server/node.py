@@ -156,6 +156,7 @@ class Node:
         # One client per purpose (each carries one request at a time): heartbeats never wait
         # behind a forwarded admin call or the metadata long-poll.
         channel = ControllerClient(config.controller_voters, secret=secret, ssl_context=tls)
+        lifecycle.add_controller_client(channel)  # learns controllers added later
         server = KafkaServer(
             config,
             self.log_manager,

@@ -16,6 +16,7 @@ from log.protocol import controller_extra as extra
 from quorum import acls, controller_auth, controller_codec
 from quorum import controller as c
 from quorum import leader_election as le
+from quorum import metadata_quorum as mq
 from quorum import reassignment as ra
 from quorum import scram_credentials as scram
 from quorum.broker_lifecycle import BrokerLifecycle
@@ -72,8 +73,18 @@ def test_controller_codec_round_trips_every_operation():
         "delete_acls": acls.DeleteAclsRequest(
             (AclBindingFilter(), AclBindingFilter(2, "t", 2, "User:a", None, 1, 1))
         ),
+        "describe_quorum": mq.DescribeQuorumRequest(from_any_controller=True),
+        "add_raft_voter": mq.AddRaftVoterRequest(4, "198.18.0.14:9193", "198.18.0.14:9093"),
+        "remove_raft_voter": mq.RemoveRaftVoterRequest(3),
     }
     assert set(samples) == set(controller_codec.OPERATIONS)
+    quorum = mq.DescribeQuorumResponse(
+        ErrorCode.NONE, 1, 7, 42, (mq.VoterState(1, "h:9193", "h:9093", True, 40),)
+    )
+    decoded_quorum = controller_codec.decode(
+        mq.DescribeQuorumResponse, controller_codec.encode(quorum)
+    )
+    assert decoded_quorum == quorum
     for operation, request in samples.items():
         request_type, _ = controller_codec.OPERATIONS[operation]
         assert controller_codec.decode(request_type, controller_codec.encode(request)) == request

@@ -26,6 +26,7 @@ from quorum.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialsRecord,
@@ -159,6 +160,13 @@ _PAYLOADS: dict[type, c.Construct] = {
         "permission_type" / c.Int8sb,
     ),
     RemoveAccessControlEntryRecord: c.Struct("id" / _Uuid),
+    RegisterControllerRecord: c.Struct(
+        "controller_id" / _Int32s,
+        "raft_host" / _String,
+        "raft_port" / _Int32s,
+        "controller_host" / _String,
+        "controller_port" / _Int32s,
+    ),
 }
 
 # Version 1 (KIP-966): version 0's fields, then the eligible leader replicas.

@@ -16,6 +16,7 @@ from quorum.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialsRecord,
@@ -132,6 +133,7 @@ records = st.one_of(
         st.integers(-128, 127),
     ),  # fmt: skip
     st.builds(RemoveAccessControlEntryRecord, st.uuids()),
+    st.builds(RegisterControllerRecord, i32, text, i32, text, i32),
 )
 
 

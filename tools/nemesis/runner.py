@@ -14,10 +14,17 @@ Faults:
     pause             SIGSTOP one node, SIGCONT it
     kill-controller   SIGKILL the active controller's node, restart it
     kill-two          SIGKILL two nodes at once, restart both
-    partition         cut one node off the network (iptables; root only, network.py)
+    partition         cut one node off the network (iptables; root only, network.py; with
+                      --network netns: iptables inside its host's namespace, both ways)
+    link-down         --network netns: the node's host loses its link (ip link set down)
+    asymmetric-cut    --network netns: the node's host drops what it receives, still sends
     disk-full         fill one node's log disk (every node's log directory is a tmpfs of
                       LOG_DISK_SIZE; root only, disk.py): its next write fails and the node
                       stops (its log directory went offline); room again, it is restarted
+
+`network="netns"` (root, iproute2; namespaces.py) runs every node on a host of its own: a
+network namespace with its own address, joined by a bridge; clients stay in the root
+namespace. Partitions are then real ones, made on the host the way they happen to a machine.
 
 After the last round the producers stop and drain, every record is read back, the cluster
 stops cleanly, and checker.py compares (lost, duplicated, inconsistent offsets, order per
@@ -38,13 +45,16 @@ import trio
 
 from tools.admin_client import AdminClient
 from tools.cluster_layout import ClusterLayout
-from tools.nemesis import disk, network
+from tools.nemesis import disk, namespaces, network
 from tools.nemesis.checker import Verdict, check
 from tools.nemesis.workload import History, Producers, read_back, replica_batches
 from tools.up import LocalCluster, NodeProcess, stop_all
 
 TOPIC = "nemesis"
 FAULTS = ("kill9", "pause", "kill-controller", "kill-two", "partition", "disk-full")
+NETNS_FAULTS = ("link-down", "asymmetric-cut")  # only on --network netns
+ALL_FAULTS = FAULTS + NETNS_FAULTS
+NETWORKS = ("loopback", "netns")
 LOG_DISK_SIZE = "256m"  # each node's log tmpfs (disk-full); memory is used only as it is filled
 EXIT_GRACE_S = 2.0  # after making room, how long a node that hit the full disk may take to stop
 # Kafka's 9 s session would outlast most rounds: a stopped or cut-off broker is fenced after
@@ -66,6 +76,7 @@ class NemesisConfig:
     rate_per_s: float = 400.0
     fault_seconds: float = 4.0
     base_port: int = 19092
+    network: str = "loopback"  # or "netns": each node on a host of its own (root)
 
 
 @dataclass
@@ -100,7 +111,8 @@ class NemesisResult:
 
 class Nemesis:
     def __init__(self, config: NemesisConfig, cluster: LocalCluster, nursery: trio.Nursery,
-                 history: History, echo: Callable[[str], None]) -> None:  # fmt: skip
+                 history: History, echo: Callable[[str], None],
+                 hosts: namespaces.Network | None = None) -> None:  # fmt: skip
         self.config = config
         self.cluster = cluster
         self.layout = cluster.layout
@@ -110,6 +122,8 @@ class Nemesis:
         self.rng = random.Random(config.seed)
         self.nodes = {node.node_id: node for node in cluster.nodes}
         self.isolations: list[network.Isolation] = []  # removed however the run ends
+        self.hosts = hosts  # --network netns: node i runs on host i
+        self.host_faults: dict[int, Callable[[], None]] = {}  # healed however the run ends
 
     # -- node control --------------------------------------------------------------------------
 
@@ -183,6 +197,8 @@ class Nemesis:
                 node.signal(signal.SIGCONT)
 
             return f"SIGSTOP node {victim}", resume
+        if self.hosts is not None:
+            return self._host_fault(fault, victim)
         assert fault == "partition"
         assert node.process is not None
         isolation = network.Isolation(victim, self._ports(victim), node.process.pid)
@@ -194,6 +210,29 @@ class Nemesis:
             self.isolations.remove(isolation)
 
         return f"node {victim} cut off ({isolation.mode})", reconnect
+
+    def _host_fault(self, fault: str, victim: int) -> tuple[str, Callable[[], Awaitable[None]]]:
+        """A real partition on victim's host (its namespace): its link, or iptables there."""
+        hosts = self.hosts
+        assert hosts is not None
+        heal: Callable[[], None]
+        if fault == "link-down":
+            hosts.link_down(victim)
+            heal, what = (lambda: hosts.link_up(victim)), f"host {victim}'s link down"
+        elif fault == "asymmetric-cut":
+            hosts.cut(victim, receive_only=True)
+            heal = lambda: hosts.heal(victim)  # noqa: E731
+            what = f"host {victim} receives nothing (it still sends)"
+        else:
+            assert fault == "partition"
+            hosts.cut(victim)
+            heal, what = (lambda: hosts.heal(victim)), f"host {victim} cut off (iptables there)"
+        self.host_faults[victim] = heal
+
+        async def reconnect() -> None:
+            self.host_faults.pop(victim)()
+
+        return what, reconnect
 
     # -- health --------------------------------------------------------------------------------
 
@@ -245,7 +284,21 @@ async def run(
     config.data_dir.mkdir(parents=True, exist_ok=True)
     skipped: dict[str, str] = {}
     faults = tuple(config.faults)
-    if "partition" in faults and (why := network.available()) is not None:
+    if config.network not in NETWORKS:
+        raise ValueError(f"network {config.network!r} is not one of {', '.join(NETWORKS)}")
+    if config.network == "netns":
+        if (why := namespaces.unavailable_reason()) is not None:
+            raise ValueError(f"--network netns: {why}")
+    else:
+        for host_fault in NETNS_FAULTS:
+            if host_fault in faults:
+                skipped[host_fault] = "only with --network netns (a host of its own per node)"
+        faults = tuple(f for f in faults if f not in NETNS_FAULTS)
+    if (
+        config.network == "loopback"
+        and "partition" in faults
+        and (why := network.available()) is not None
+    ):
         skipped["partition"] = why
         faults = tuple(f for f in faults if f != "partition")
     if "disk-full" in faults and (why := disk.available(config.data_dir)) is not None:
@@ -254,8 +307,11 @@ async def run(
     if not faults:
         raise ValueError("no fault left to inject: " + "; ".join(skipped.values()))
     config.faults = faults
+    hosts = namespaces.Network(config.nodes) if config.network == "netns" else None
     layout = ClusterLayout(config.data_dir, config.nodes, base_port=config.base_port,
-                           extra_properties=SESSION_PROPS)  # fmt: skip
+                           extra_properties=SESSION_PROPS,
+                           hosts=tuple(hosts.address(i) for i in range(1, config.nodes + 1))
+                           if hosts else ())  # fmt: skip
     history = History(config.data_dir / "history.jsonl")
     history.write("start", seed=config.seed, rounds=config.rounds, faults=list(faults),
                   settings=dict(SESSION_PROPS))  # fmt: skip
@@ -268,13 +324,15 @@ async def run(
                 log_disks.append(layout.node_dir(node_id) / "kafka-logs")
                 disk.mount_tmpfs(log_disks[-1], LOG_DISK_SIZE)
         async with LocalCluster(
-            layout, echo=lambda line, **_: history.write("node", line=line)
+            layout,
+            echo=lambda line, **_: history.write("node", line=line),
+            prefix=(lambda i: tuple(hosts.prefix(i))) if hosts else None,
         ) as cluster:
             async with AdminClient(layout.bootstrap_servers) as admin:
                 await admin.create_topic(TOPIC, config.partitions, 3,
                                          {"min.insync.replicas": "2"})  # fmt: skip
             async with trio.open_nursery() as nursery:
-                nemesis = Nemesis(config, cluster, nursery, history, echo)
+                nemesis = Nemesis(config, cluster, nursery, history, echo, hosts)
                 await nemesis.wait_healthy()
                 producers = Producers(layout.bootstrap_servers, TOPIC, config.partitions,
                                       config.producers, config.rate_per_s, history)  # fmt: skip
@@ -313,6 +371,10 @@ async def run(
         if nemesis is not None:
             for isolation in nemesis.isolations:  # an error mid-round: never leave rules behind
                 isolation.remove()
+            for heal in nemesis.host_faults.values():
+                heal()
         for log_disk in log_disks:  # the data is kept, on the disk beneath
             disk.unmount_keeping(log_disk)
         history.close()
+        if hosts is not None:
+            hosts.close()
