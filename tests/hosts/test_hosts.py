@@ -1,5 +1,5 @@
 """A cluster set up host by host (`quorumlog cluster-id`, `format`, `node`) on a network of
-network namespaces (netns_harness.py): 3 controller hosts and 1 broker-only host, each with its
+network namespaces (netns_harness.py): 3 controller hosts and 2 broker-only hosts, each with its
 own address, clients in the root namespace. Real clients (confluent-kafka, kcat) reach the
 nodes through their advertised addresses; real partitions (a link down, an iptables cut, an
 asymmetric cut) leave the majority acknowledging acks=all writes, and nothing acknowledged is
@@ -26,7 +26,7 @@ pytestmark = [
 ]
 
 CONTROLLERS = 3
-HOSTS = 4  # + 1 broker-only host
+HOSTS = 5  # + 2 broker-only hosts
 PROPERTIES = {
     "broker.heartbeat.interval.ms": 500,
     "broker.session.timeout.ms": 4000,
@@ -234,7 +234,7 @@ def test_asymmetric_cut_leader_sends_but_does_not_receive(cluster):
 
 
 def test_broker_back_with_a_new_address_registers_it(cluster):
-    host = HOSTS  # the broker-only host
+    host = HOSTS  # a broker-only host
     cluster.stop(host)
     new_address = cluster.network.move(host, 200)
     cluster.addresses[host] = new_address
