@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 CK23_VENV  ?= .venv-ck23
 CK23_STAMP := $(CK23_VENV)/.installed
 
-.PHONY: setup system-deps old-librdkafka demo test test-fast lint format bench compat compat-deps clean
+.PHONY: setup system-deps old-librdkafka demo test test-fast lint format bench compat compat-deps compat-runner clean
 
 setup: $(STAMP) old-librdkafka system-deps
 
@@ -48,7 +48,7 @@ demo: setup
 # The whole suite, slow real-cluster tests included (this is what CI runs), on two pytest-xdist
 # workers: most real-cluster tests wait on processes and sockets, so two share 2 cores well.
 # A file's tests stay on one worker (--dist loadfile: module fixtures start one cluster).
-test: setup
+test: setup compat-runner
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Everything but the slow real-cluster tests, for a quick local loop.
@@ -82,7 +82,9 @@ CK_VENV           := $(COMPAT_DIR)/ck-venv
 CK_TEST_PINS      := pytest==9.2.0 pytest-timeout==2.4.0 pytest-asyncio==1.5.0 trivup==0.12.2 \
                      async-timeout==5.0.1
 DEB_SRC_LIST      := /etc/apt/sources.list.d/quorumlog-deb-src.sources
-compat-deps: setup
+# librdkafka's test-runner alone: `make test` builds it too, so CI runs the quick selection of
+# librdkafka's suite (tests/compat/test_librdkafka_suite.py; it skips where this could not build).
+compat-runner:
 	@mkdir -p $(COMPAT_DIR)
 	@if [ ! -x $(LIBRDKAFKA_DIR)/tests/test-runner ]; then \
 	  if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
@@ -98,6 +100,8 @@ compat-deps: setup
 	     $(MAKE) -j2 -C tests build >/dev/null) || echo "note: building librdkafka's suite failed"; \
 	  fi; \
 	fi
+
+compat-deps: setup compat-runner
 	@version=$$($(BIN)/python -c 'import confluent_kafka; print(confluent_kafka.__version__)'); \
 	[ -x $(CK_VENV)/bin/python ] || { $(PYTHON) -m venv $(CK_VENV) && \
 	  $(CK_VENV)/bin/pip install --quiet "confluent-kafka[schemaregistry,avro,json,protobuf]==$$version" \

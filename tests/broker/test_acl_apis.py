@@ -11,7 +11,7 @@ from log.protocol.acls import CREATE_ACLS_REQUEST, DELETE_ACLS_REQUEST, DESCRIBE
 from tests.broker.conftest import WireClient
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", [1, 2, 3])  # v0: removed by Kafka 4 (test_kip896.py)
 async def test_acl_apis_without_an_authorizer_answer_security_disabled(broker, version):
     client = await WireClient.connect(broker.port)
     C = CREATE_ACLS_REQUEST.cls

@@ -2,8 +2,8 @@
 
 The whole suite runs with `make compat` (bench/compat.py: a 3-node cluster, ~15 minutes on 2
 cores); these few produce/consume/offset tests (about 20 s) need one broker and replication
-factor 1. They run where `make compat-deps` has built librdkafka's test-runner under
-build/compat/ and skip elsewhere, so `make test` (which never builds it) pays nothing for them.
+factor 1. They run where librdkafka's test-runner is built under build/compat/ (`make test`
+builds it first, as root with apt-get: `make compat-runner`) and skip with the reason elsewhere.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ HANG_S = 180
 
 pytestmark = pytest.mark.skipif(
     not RUNNER.exists(),
-    reason=f"librdkafka's test-runner is not built ({RUNNER}): `make compat-deps` builds it",
+    reason=f"librdkafka's test-runner is not built ({RUNNER}): `make compat-runner` builds it",
 )
 
 
