@@ -1,10 +1,9 @@
-"""quorum/broker_configs.py: the controller's decision on BROKER-resource configs (sans-IO) and
-its request's trip through controller_codec, the way a broker forwards it."""
+"""quorum/broker_configs.py: the controller's decision on BROKER-resource configs (sans-IO); its
+request's trip through controller_codec is in tests/node/test_service_in_process.py."""
 
 from __future__ import annotations
 
 from log.common.errors import ErrorCode
-from quorum import controller_codec
 from quorum.broker_configs import (
     AlterBrokerConfigsRequest,
     AlterBrokerConfigsResponse,
@@ -52,9 +51,3 @@ def test_the_controller_refuses_what_kafkas_controller_and_brokers_refuse():
 def test_read_only_follows_kafkas_dynamic_set():
     assert is_dynamic("log.retention.ms") and is_dynamic("listener.name.x.ssl.keystore.type")
     assert not is_dynamic("log.dirs") and not is_dynamic("node.id")
-
-
-def test_the_request_survives_the_controller_codec():
-    request = AlterBrokerConfigsRequest("", {"a": "1", "b": None})
-    decoded = controller_codec.decode(AlterBrokerConfigsRequest, controller_codec.encode(request))
-    assert decoded == request
