@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from log.common.errors import ErrorCode
 from log.common.node_config import CONFIG_KEYS
-from quorum.controller import TOPIC_CONFIGS, _long
+from quorum.controller import TOPIC_CONFIGS
 from quorum.image import MetadataImage
 from quorum.records import CONFIG_RESOURCE_BROKER, ConfigRecord, MetadataRecord
 
@@ -56,6 +56,20 @@ LOG_CONFIG_SYNONYMS: Mapping[str, str] = {
     "log.local.retention.ms": "local.retention.ms",
     "log.local.retention.bytes": "local.retention.bytes",
 }
+
+
+def _long(minimum: int) -> Callable[[str], bool]:
+    """Kafka's INT/LONG type check with a lower bound."""
+
+    def check(value: str) -> bool:
+        try:
+            return minimum <= int(value) <= 2**63 - 1
+        except ValueError:
+            return False
+
+    return check
+
+
 _INT = _long(-(2**63))
 _POSITIVE = _long(1)
 # Cluster-wide dynamic keys besides the log ones, with Kafka's type checks where we have them.
