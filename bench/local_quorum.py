@@ -18,6 +18,7 @@ import trio
 from log.common.node_config import NodeConfig
 from quorum import controller, leader_election, reassignment
 from quorum.acls import create_acls, delete_acls
+from quorum.broker_configs import alter_broker_configs
 from quorum.broker_lifecycle import MAX_PENDING_IMAGES
 from quorum.image import MetadataImage
 from quorum.records import ActiveControllerRecord, BrokerEndpoint, encode_batch
@@ -109,6 +110,9 @@ class LocalQuorum:
 
     async def alter_topic_configs(self, request):
         return self._decided(controller.alter_topic_configs(self.image, request))
+
+    async def alter_broker_configs(self, request):
+        return self._decided(alter_broker_configs(self.image, request))
 
     async def alter_partitions(self, request):
         return self._decided(controller.alter_partitions(self.image, request))

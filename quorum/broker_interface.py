@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         DeleteAclsRequest,
         DeleteAclsResponse,
     )
+    from quorum.broker_configs import AlterBrokerConfigsRequest, AlterBrokerConfigsResponse
     from quorum.controller import (
         AllocateProducerIdsRequest,
         AllocateProducerIdsResponse,
@@ -100,6 +101,10 @@ class ControllerChannel(Protocol):
     ) -> CreatePartitionsResponse: ...
 
     async def alter_topic_configs(self, request: AlterConfigsRequest) -> AlterConfigsResponse: ...
+
+    async def alter_broker_configs(
+        self, request: AlterBrokerConfigsRequest
+    ) -> AlterBrokerConfigsResponse: ...
 
     async def alter_partitions(
         self, request: AlterPartitionsRequest

@@ -92,8 +92,10 @@ def _ratio(value: str) -> bool:
 
 
 def _cleanup_policy(value: str) -> bool:
-    parts = [p.strip() for p in value.split(",")]
-    return bool(parts) and all(p in ("delete", "compact") for p in parts)
+    """Kafka's ValidList.in(compact, delete): an empty list is valid (SUBTRACT can leave one;
+    such a log is neither deleted by retention nor compacted)."""
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    return all(p in ("delete", "compact") for p in parts)
 
 
 _BOOLEAN = _one_of("true", "false")

@@ -41,6 +41,7 @@ from log.protocol.controller import (
 )
 from log.protocol.framing import FrameDecoder
 from quorum import acls, controller_auth, controller_codec
+from quorum import broker_configs as bc
 from quorum import controller as c
 from quorum import leader_election as le
 from quorum import metadata_quorum as mq
@@ -304,6 +305,11 @@ class ControllerClient:
 
     async def alter_topic_configs(self, request: c.AlterConfigsRequest) -> c.AlterConfigsResponse:
         return await self._forward("alter_topic_configs", request)
+
+    async def alter_broker_configs(
+        self, request: bc.AlterBrokerConfigsRequest
+    ) -> bc.AlterBrokerConfigsResponse:
+        return await self._forward("alter_broker_configs", request)
 
     async def alter_partitions(
         self, request: c.AlterPartitionsRequest

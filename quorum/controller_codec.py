@@ -20,6 +20,7 @@ from typing import Any
 
 from log.common.errors import ErrorCode, InvalidRequestError
 from quorum import acls
+from quorum import broker_configs as bc
 from quorum import controller as c
 from quorum import leader_election as le
 from quorum import metadata_quorum as mq
@@ -32,6 +33,7 @@ OPERATIONS: dict[str, tuple[type, type]] = {
     "delete_topics": (c.DeleteTopicsRequest, c.DeleteTopicsResponse),
     "create_partitions": (c.CreatePartitionsRequest, c.CreatePartitionsResponse),
     "alter_topic_configs": (c.AlterConfigsRequest, c.AlterConfigsResponse),
+    "alter_broker_configs": (bc.AlterBrokerConfigsRequest, bc.AlterBrokerConfigsResponse),
     "alter_partitions": (c.AlterPartitionsRequest, c.AlterPartitionsResponse),
     "controlled_shutdown": (c.ControlledShutdownRequest, c.ControlledShutdownResponse),
     "elect_leaders": (le.ElectLeadersRequest, le.ElectLeadersResponse),

@@ -184,6 +184,10 @@ class MetadataImage:
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((CONFIG_RESOURCE_TOPIC, name), {})
 
+    def broker_configs(self, name: str) -> Mapping[str, str]:
+        """A broker id's dynamic configs, or the cluster-wide default's for name ""."""
+        return self.configs.get((CONFIG_RESOURCE_BROKER, name), {})
+
     def iter_partitions(self) -> Iterable[tuple[uuid.UUID, int, PartitionRegistration]]:
         """Every partition in a deterministic order (topic name, partition)."""
         for name in sorted(self.topic_ids_by_name):

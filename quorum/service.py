@@ -63,6 +63,7 @@ from quorum import leader_election as le
 from quorum import metadata_quorum as mq
 from quorum import reassignment as ra
 from quorum.acls import create_acls, delete_acls
+from quorum.broker_configs import alter_broker_configs
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
 from quorum.image import MetadataImage
 from quorum.partition_change import ElectionPolicy
@@ -423,6 +424,7 @@ class ControllerService:
         decisions: dict[str, Callable[[MetadataImage, Any], tuple[list[MetadataRecord], Any]]] = {
             "delete_topics": c.delete_topics,
             "alter_topic_configs": c.alter_topic_configs,
+            "alter_broker_configs": alter_broker_configs,
             "alter_partitions": lambda image, r: c.alter_partitions(image, r, defaults),
             "controlled_shutdown": lambda image, r: c.controlled_shutdown(image, r, defaults),
             "elect_leaders": lambda image, r: le.elect_leaders(

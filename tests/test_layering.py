@@ -87,6 +87,7 @@ SANS_IO = [
     "quorum/acls.py",
     "quorum/image.py",
     "quorum/controller.py",
+    "quorum/broker_configs.py",
     "quorum/state_machine.py",
     "quorum/producer_id_manager.py",
     "quorum/raft_voters.py",

@@ -76,7 +76,12 @@ from log.replication.partition_state import PartitionState, StateChange
 from log.replication.replica_fetcher import FetcherConfig
 from log.replication.unified_replica_log import UnifiedReplicaLog
 from log.storage.append_origin import AppendOrigin
-from log.storage.config import LogConfig, default_log_config, topic_log_config
+from log.storage.config import (
+    LogConfig,
+    default_log_config,
+    dynamic_log_config,
+    topic_log_config,
+)
 from log.storage.log import LogAppendInfo
 from log.storage.log_dir_failure_channel import LogDirFailedError
 from log.storage.manager import LogManager
@@ -571,7 +576,13 @@ class ReplicaManager:
         self.report_replication()
 
     def _config_for(self, image: MetadataImage, topic: str) -> LogConfig:
-        return topic_log_config(self.default_config, image.topic_configs(topic))
+        return topic_log_config(self._dynamic_defaults(image), image.topic_configs(topic))
+
+    def _dynamic_defaults(self, image: MetadataImage) -> LogConfig:
+        """The node's log defaults under the dynamic broker configs: cluster-wide, then ours."""
+        return dynamic_log_config(
+            self.default_config, image.broker_configs(""), image.broker_configs(str(self.broker_id))
+        )
 
     def _apply_change(
         self,
@@ -714,10 +725,12 @@ class ReplicaManager:
             self.fetcher_manager.remove_partition(key)
 
     def _apply_configs(self, old: MetadataImage, image: MetadataImage) -> None:
+        ours = ("", str(self.broker_id))  # a dynamic default moved: every topic may change
+        defaults_moved = any(old.broker_configs(b) != image.broker_configs(b) for b in ours)
         changed = {
             name
             for name in image.topic_ids_by_name
-            if old.topic_configs(name) != image.topic_configs(name)
+            if defaults_moved or old.topic_configs(name) != image.topic_configs(name)
         }
         for name in changed:
             self.log_manager.update_topic_config(name, self._config_for(image, name))

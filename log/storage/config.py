@@ -91,8 +91,8 @@ class LogConfig:
                 f"message.timestamp.type must be {CREATE_TIME} or {LOG_APPEND_TIME}, "
                 f"got {self.message_timestamp_type!r}"
             )
-        policies = {p.strip() for p in self.cleanup_policy.split(",")}
-        if not policies or not policies <= {"delete", "compact"}:
+        policies = {p.strip() for p in self.cleanup_policy.split(",") if p.strip()}
+        if not policies <= {"delete", "compact"}:  # empty is valid: neither deleted nor compacted
             raise InvalidConfigError(
                 f"cleanup.policy must be delete and/or compact, got {self.cleanup_policy!r}"
             )
@@ -222,6 +222,25 @@ def default_log_config_properties(config: NodeConfig) -> dict[str, str]:
 
 def default_log_config(config: NodeConfig) -> LogConfig:
     return LogConfig.from_properties(default_log_config_properties(config))
+
+
+def dynamic_log_config(base: LogConfig, *layers: Mapping[str, str]) -> LogConfig:
+    """`base` (the node's defaults) with dynamic broker configs laid over it in order (the
+    cluster-wide default, then this broker's): the broker-level names LogConfig models
+    (log.retention.ms, ...) become topic-level ones; an invalid value is ignored (logged)."""
+    config = base
+    for layer in layers:
+        for node_key, value in sorted(layer.items()):
+            topic_key = _NODE_TO_TOPIC_CONFIG.get(node_key)
+            if topic_key is None:
+                continue
+            if topic_key.startswith("flush.") and value.strip() == "-1":
+                value = str(INT64_MAX)
+            try:
+                config = LogConfig.from_properties({topic_key: value}, config)
+            except Exception as exc:  # InvalidConfigError; never stop hosting over a config
+                logger.warning("dynamic broker config %s=%s ignored: %s", node_key, value, exc)
+    return config
 
 
 def topic_log_config(base: LogConfig, overrides: Mapping[str, str]) -> LogConfig:

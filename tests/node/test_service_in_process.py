@@ -14,6 +14,7 @@ from log.common.errors import ErrorCode, InvalidRequestError
 from log.common.node_config import NodeConfig
 from log.protocol import controller_extra as extra
 from quorum import acls, controller_auth, controller_codec
+from quorum import broker_configs as bc
 from quorum import controller as c
 from quorum import leader_election as le
 from quorum import metadata_quorum as mq
@@ -51,6 +52,7 @@ def test_controller_codec_round_trips_every_operation():
         "delete_topics": c.DeleteTopicsRequest(("t",), (topic_id,)),
         "create_partitions": c.CreatePartitionsRequest((c.CreatePartitionsTopic("t", 4),), True),
         "alter_topic_configs": c.AlterConfigsRequest("t", {"a": "1", "b": None}),
+        "alter_broker_configs": bc.AlterBrokerConfigsRequest("", {"a": "1", "b": None}),
         "alter_partitions": c.AlterPartitionsRequest(
             (c.AlterPartitionRequest(1, 5, topic_id, 0, 2, 3, (1, 2)),)
         ),

@@ -9,9 +9,18 @@ INVALID_REPLICA_ASSIGNMENT for empty, duplicate, unregistered or all-fenced repl
 lists of different lengths; a new partition's ISR is its live replicas, led by the first.
 
 DescribeConfigs: topic resources list every topic config LogConfig models, from the node's
-defaults (config_source 5 DEFAULT_CONFIG) or the topic's overrides (1 TOPIC_CONFIG, plus any
-override LogConfig does not model); broker resources list the node's configuration
-(4 STATIC_BROKER_CONFIG). kafka-python rejects config_source -1, so we never send it.
+defaults (config_source 5 DEFAULT_CONFIG), a dynamic broker config of its broker-level name
+(2 DYNAMIC_BROKER_CONFIG for this broker's, 3 DYNAMIC_DEFAULT_BROKER_CONFIG for the cluster
+default's) or the topic's overrides (1 TOPIC_CONFIG, plus any override LogConfig does not
+model). Broker resources: this broker's id lists the node's configuration (4
+STATIC_BROKER_CONFIG) under its dynamic configs (2, then 3), with synonyms in that order when
+asked (v1+), read_only unless Kafka can change the key dynamically; "" lists the cluster-wide
+dynamic defaults only (3), as Kafka does. kafka-python rejects config_source -1: never sent.
+
+AlterConfigs / IncrementalAlterConfigs on BROKER resources (this broker's id, or "" for the
+cluster default) are checked here as Kafka's ConfigAdminManager does (INVALID_REQUEST for
+another broker's id, a null value, a key that is not dynamic; quorum/broker_configs.py) and
+forwarded to the controller, which checks again and stores ConfigRecords.
 """
 
 from __future__ import annotations
@@ -32,6 +41,13 @@ from log.protocol.connection import Request
 from log.server.authorization import allowed, allowed_cluster
 from log.server.broker_context import MAX_ADMIN_WAIT_MS, BrokerContext
 from log.storage.config import default_log_config_properties
+from quorum.broker_configs import (
+    LIST_BROKER_CONFIGS,
+    LOG_CONFIG_SYNONYMS,
+    AlterBrokerConfigsRequest,
+    broker_configs_error,
+    is_dynamic,
+)
 from quorum.controller import (
     IGNORED_TOPIC_CONFIGS,
     AlterConfigsRequest,
@@ -56,9 +72,15 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 TOPIC = ResourceType.TOPIC
 SOURCE_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
-_SENSITIVE = frozenset({"controller.quorum.password"})
+
+
+def _sensitive(name: str) -> bool:
+    """Kafka hides PASSWORD-typed values (any listener prefix): we hide those names."""
+    return name.endswith((".password", "sasl.jaas.config"))
 
 
 async def handle_create_topics(ctx: BrokerContext, request: Request) -> object:
@@ -193,15 +215,27 @@ async def handle_create_partitions(ctx: BrokerContext, request: Request) -> obje
     )
 
 
-def _config_entry(name: str, value: str | None, source: int, version: int) -> object:
+def _config_entry(
+    name: str,
+    value: str | None,
+    source: int,
+    version: int,
+    read_only: bool | None = None,
+    synonyms: list[tuple[str | None, int]] | None = None,
+) -> object:
+    """One described config; `synonyms` are (value, source) of `name`, highest precedence first."""
+    sensitive = _sensitive(name)
     return DC.DescribeConfigsResourceResult(
         name=name,
-        value=None if name in _SENSITIVE else value,
-        read_only=source != SOURCE_TOPIC_CONFIG,
+        value=None if sensitive else value,
+        read_only=source != SOURCE_TOPIC_CONFIG if read_only is None else read_only,
         config_source=source,
         is_default=source == SOURCE_DEFAULT_CONFIG,
-        is_sensitive=name in _SENSITIVE,
-        synonyms=[],
+        is_sensitive=sensitive,
+        synonyms=[
+            DC.DescribeConfigsSynonym(name=name, value=None if sensitive else v, source=s)
+            for v, s in synonyms or ()
+        ],
     )
 
 
@@ -218,6 +252,12 @@ def _describe_topic(ctx: BrokerContext, image: MetadataImage, resource, version:
     entries = {
         k: (v, SOURCE_DEFAULT_CONFIG) for k, v in default_log_config_properties(ctx.config).items()
     }
+    for broker, source in (("", SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG),
+                           (str(ctx.node_id), SOURCE_DYNAMIC_BROKER_CONFIG)):  # fmt: skip
+        for broker_key, value in image.broker_configs(broker).items():
+            topic_key = LOG_CONFIG_SYNONYMS.get(broker_key)
+            if topic_key is not None and topic_key in entries:
+                entries[topic_key] = (value, source)
     for key, value in image.topic_configs(name).items():
         entries[key] = (value, SOURCE_TOPIC_CONFIG)
     keys = resource.configuration_keys
@@ -233,28 +273,57 @@ def _describe_topic(ctx: BrokerContext, image: MetadataImage, resource, version:
     )
 
 
-def _describe_broker(ctx: BrokerContext, resource, version: int) -> object:  # noqa: ANN001
-    if resource.resource_name not in ("", str(ctx.node_id)):
+def _node_value(value: object) -> str | None:
+    if value is None:
+        return None
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _describe_broker(
+    ctx: BrokerContext,
+    image: MetadataImage,
+    resource,  # noqa: ANN001
+    version: int,
+    include_synonyms: bool,
+) -> object:
+    name = resource.resource_name
+    if name not in ("", str(ctx.node_id)):
         return DC.DescribeConfigsResult(
             error_code=ErrorCode.INVALID_REQUEST,
-            error_message=f"this is broker {ctx.node_id}",
+            error_message=(
+                f"Unexpected broker id, expected {ctx.node_id} or empty string, but received {name}"
+            ),
             resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
+            resource_name=name,
             configs=[],
         )
+    # key -> [(value, source)], highest precedence first
+    layers: dict[str, list[tuple[str | None, int]]] = {}
+    if name:  # this broker: its own dynamic configs over the cluster's over its static ones
+        for key, value in image.broker_configs(name).items():
+            layers.setdefault(key, []).append((value, SOURCE_DYNAMIC_BROKER_CONFIG))
+    for key, value in image.broker_configs("").items():
+        layers.setdefault(key, []).append((value, SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG))
+    if name:
+        for key, static in ctx.config.props.items():
+            layers.setdefault(key, []).append((_node_value(static), SOURCE_STATIC_BROKER_CONFIG))
     keys = resource.configuration_keys
-    configs = []
-    for key, value in sorted(ctx.config.props.items()):
-        if keys is not None and key not in keys:
-            continue
-        text = (
-            None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    configs = [
+        _config_entry(
+            key,
+            synonyms[0][0],
+            synonyms[0][1],
+            version,
+            read_only=not is_dynamic(key),
+            synonyms=synonyms if include_synonyms and version >= 1 else None,
         )
-        configs.append(_config_entry(key, text, SOURCE_STATIC_BROKER_CONFIG, version))
+        for key, synonyms in sorted(layers.items())
+        if keys is None or key in keys
+    ]
     return DC.DescribeConfigsResult(
         error_code=0,
         resource_type=resource.resource_type,
-        resource_name=resource.resource_name,
+        resource_name=name,
         configs=configs,
     )
 
@@ -273,7 +342,9 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> objec
         elif resource.resource_type == RESOURCE_TOPIC:
             results.append(_describe_topic(ctx, image, resource, request.api_version))
         elif resource.resource_type == RESOURCE_BROKER:
-            results.append(_describe_broker(ctx, resource, request.api_version))
+            results.append(_describe_broker(
+                ctx, image, resource, request.api_version, request.body.include_synonyms
+            ))  # fmt: skip
         else:
             results.append(
                 DC.DescribeConfigsResult(
@@ -353,6 +424,59 @@ async def _alter_topic(
     return ErrorCode.NONE, None
 
 
+def _broker_name_error(ctx: BrokerContext, name: str) -> str | None:
+    """Kafka's validateResourceNameIsCurrentNodeId: "" (the cluster default) or our own id."""
+    if not name:
+        return None
+    try:
+        broker_id = int(name)
+    except ValueError:
+        return f"Node id must be an integer, but it is: {name}"
+    if broker_id != ctx.node_id:
+        return f"Unexpected broker id, expected {ctx.node_id}, but received {name}"
+    return None
+
+
+def _broker_list_change(
+    ctx: BrokerContext, broker: str, key: str, values: str | None, operation: int
+) -> str:
+    """APPEND/SUBTRACT on a list-type broker config: to the resource's dynamic value, else
+    the node's own (static) value."""
+    current = ctx.image.broker_configs(broker).get(key)
+    if current is None:
+        current = _node_value(ctx.config.props.get(key)) or ""
+    items = [item.strip() for item in current.split(",") if item.strip()]
+    given = [item.strip() for item in (values or "").split(",") if item.strip()]
+    if operation == OP_APPEND:
+        items += [item for item in dict.fromkeys(given) if item not in items]
+    else:
+        items = [item for item in items if item not in given]
+    return ",".join(items)
+
+
+async def _alter_broker(
+    ctx: BrokerContext, broker: str, changes: dict[str, str | None], validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """Check one BROKER resource's changes as Kafka's broker does, forward them to the
+    controller, and wait until the local image shows them."""
+    error = _broker_name_error(ctx, broker) or broker_configs_error(broker, changes)
+    if error:
+        return ErrorCode.INVALID_REQUEST, error
+    if validate_only:
+        return ErrorCode.NONE, None
+    response = await ctx.controller.alter_broker_configs(AlterBrokerConfigsRequest(broker, changes))
+    if response.error_code != ErrorCode.NONE:
+        return response.error_code, response.error_message
+
+    def applied(image: MetadataImage) -> bool:
+        configs = image.broker_configs(broker)
+        return all(configs.get(k) == v for k, v in changes.items())
+
+    if not await ctx.wait_until(applied, MAX_ADMIN_WAIT_MS):
+        return ErrorCode.REQUEST_TIMED_OUT, "altered; not yet visible here"
+    return ErrorCode.NONE, None
+
+
 def _alter_result(cls: type, resource, code: int, message: str | None) -> object:  # noqa: ANN001
     return cls(
         error_code=code,
@@ -371,8 +495,23 @@ async def handle_alter_configs(ctx: BrokerContext, request: Request) -> object:
         refusal = _config_refusal(ctx, request, resource, AclOperation.ALTER_CONFIGS)
         if refusal is not None:
             code, message = refusal, "ALTER_CONFIGS refused"
+        elif resource.resource_type == RESOURCE_BROKER:
+            nulls = [c.name for c in resource.configs if c.value is None]
+            if nulls:
+                code, message = (
+                    ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}"
+                )  # fmt: skip
+            else:
+                replaced: dict[str, str | None] = {c.name: c.value for c in resource.configs}
+                name = resource.resource_name
+                for key in ctx.image.broker_configs(name):  # the whole set is replaced
+                    replaced.setdefault(key, None)
+                code, message = await _alter_broker(ctx, name, replaced, body.validate_only)
         elif resource.resource_type != RESOURCE_TOPIC:
-            code, message = ErrorCode.INVALID_REQUEST, "only topic configs can be altered"
+            code, message = (
+                ErrorCode.INVALID_REQUEST,
+                "only topic and broker configs can be altered",
+            )
         else:
             changes: dict[str, str | None] = {c.name: c.value for c in resource.configs}
             for key in ctx.image.topic_configs(resource.resource_name):
@@ -390,31 +529,40 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, request: Request)
     for resource in body.resources:
         code, message = ErrorCode.NONE, None
         changes: dict[str, str | None] = {}
-        if resource.resource_type != RESOURCE_TOPIC:
-            code, message = ErrorCode.INVALID_REQUEST, "only topic configs can be altered"
+        broker = resource.resource_type == RESOURCE_BROKER
+        if resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
+            code, message = (
+                ErrorCode.INVALID_REQUEST,
+                "only topic and broker configs can be altered",
+            )
         for c in resource.configs:
-            if c.config_operation == OP_SET:
+            if c.config_operation != OP_DELETE and c.value is None and code == ErrorCode.NONE:
+                code, message = (
+                    ErrorCode.INVALID_REQUEST,
+                    f"Null value not supported for : {c.name}",
+                )
+            elif c.config_operation == OP_SET:
                 changes[c.name] = c.value
             elif c.config_operation == OP_DELETE:
                 changes[c.name] = None
             elif c.config_operation not in (OP_APPEND, OP_SUBTRACT):
                 code, message = ErrorCode.INVALID_REQUEST, f"unknown operation {c.config_operation}"
-            elif c.name not in LIST_TOPIC_CONFIGS:
+            elif c.name not in (LIST_BROKER_CONFIGS if broker else LIST_TOPIC_CONFIGS):
                 verb = "append" if c.config_operation == OP_APPEND else "subtract"
                 code, message = (
                     ErrorCode.INVALID_CONFIG,
                     (f"Config value {verb} is not allowed for config key: {c.name}"),
                 )
             elif code == ErrorCode.NONE:
-                changes[c.name] = _list_change(
+                change = _broker_list_change if broker else _list_change
+                changes[c.name] = change(
                     ctx, resource.resource_name, c.name, c.value, c.config_operation
                 )
         refusal = _config_refusal(ctx, request, resource, AclOperation.ALTER_CONFIGS)
         if refusal is not None:
             code, message = refusal, "ALTER_CONFIGS refused"
+        alter = _alter_broker if broker else _alter_topic
         if code == ErrorCode.NONE:
-            code, message = await _alter_topic(
-                ctx, resource.resource_name, changes, body.validate_only
-            )
+            code, message = await alter(ctx, resource.resource_name, changes, body.validate_only)
         responses.append(_alter_result(IAC.AlterConfigsResourceResponse, resource, code, message))
     return IAC(responses=responses)
