@@ -96,8 +96,9 @@ compat-runner:
 	    apt-get update -qq && \
 	    (cd $(COMPAT_DIR) && apt-get source -qq $(LIBRDKAFKA_SOURCE)) && \
 	    DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -qq $(LIBRDKAFKA_SOURCE) && \
-	    (cd $(LIBRDKAFKA_DIR) && ./configure >/dev/null && $(MAKE) -j2 libs >/dev/null && \
-	     $(MAKE) -j2 -C tests build >/dev/null) || echo "note: building librdkafka's suite failed"; \
+	    (cd $(LIBRDKAFKA_DIR) && ./configure >../build.log 2>&1 && \
+	     $(MAKE) -j2 libs >>../build.log 2>&1 && $(MAKE) -j2 -C tests build >>../build.log 2>&1) || \
+	      echo "note: building librdkafka's suite failed ($(COMPAT_DIR)/build.log)"; \
 	  fi; \
 	fi
 
