@@ -50,7 +50,7 @@ from log.coordinator.transaction_driver import TransactionCoordinatorDriver
 from log.coordinator.transaction_log import partition_for
 from log.protocol.transactions import ADD_PARTITIONS_TO_TXN_REQUEST
 from log.records.batch_header import iter_batches
-from log.replication.replica_fetcher import LeaderConnection
+from log.replication.broker_connections import BrokerConnections
 from log.replication.replica_manager import ReplicaManager
 from log.storage.producer_state import VerificationGuard
 from quorum.records import NO_LEADER
@@ -136,7 +136,11 @@ class AddPartitionsToTxnManager:
         self._pending_count = 0
         self._in_flight: set[int] = set()
         self._wakeup = trio.Event()
-        self._connections: dict[int, LeaderConnection] = {}
+        self._connections = BrokerConnections(
+            replica_manager.endpoint_for,
+            replica_manager.inter_broker_connect,
+            f"txn-verification-{config.node_id}",
+        )
         self._nursery: trio.Nursery | None = None
         self.verified_partition_count = 0  # metrics: partitions asked about, and refused
         self.failed_partition_count = 0
@@ -312,31 +316,18 @@ class AddPartitionsToTxnManager:
             self._wakeup.set()
 
     async def _request(self, broker_id: int, batch: dict[str, _Verification]) -> None:
-        endpoint = self.replica_manager.endpoint_for(broker_id)
-        if endpoint is None:
+        try:
+            response = await self._connections.request(
+                broker_id, ADD_PARTITIONS_TO_TXN_KEY, ADD_PARTITIONS_TO_TXN_VERSION,
+                _request_body(batch), VERIFY_REQUEST_TIMEOUT_MS,
+            )  # fmt: skip
+        except (KafkaError, trio.TooSlowError) as exc:
+            logger.info("AddPartitionsToTxn to broker %d failed: %r", broker_id, exc)
+            return  # NETWORK_EXCEPTION for all (_send)
+        if response is None:  # no endpoint for the coordinator's broker
             for waiting in batch.values():
                 waiting.fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
             return
-        conn = self._connections.get(broker_id)
-        if conn is None or (conn.host, conn.port) != endpoint:
-            if conn is not None:
-                await conn.aclose()
-            conn = LeaderConnection(
-                *endpoint,
-                client_id=f"txn-verification-{self.config.node_id}",
-                connect=self.replica_manager.inter_broker_connect,
-            )
-            self._connections[broker_id] = conn
-        try:
-            with trio.fail_after(VERIFY_REQUEST_TIMEOUT_MS / 1000):
-                response = await conn.request(
-                    ADD_PARTITIONS_TO_TXN_KEY, ADD_PARTITIONS_TO_TXN_VERSION, _request_body(batch)
-                )
-        except (KafkaError, trio.TooSlowError) as exc:
-            logger.info("AddPartitionsToTxn to broker %d failed: %r", broker_id, exc)
-            del self._connections[broker_id]
-            await conn.aclose()
-            return  # NETWORK_EXCEPTION for all (_send)
         if response.error_code != ErrorCode.NONE:
             code = ErrorCode(response.error_code)
             if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
@@ -369,9 +360,7 @@ class AddPartitionsToTxnManager:
                 for waiting in batch.values():
                     waiting.fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
             self._pending.clear()
-            for conn in self._connections.values():
-                await conn.aclose()
-            self._connections.clear()
+            await self._connections.aclose()
 
 
 def _producer_code(code: ErrorCode, generic_error_supported: bool) -> ErrorCode:

@@ -65,7 +65,7 @@ from log.protocol.transactions import WRITE_TXN_MARKERS_REQUEST
 from log.records.batch_header import iter_batches
 from log.records.builder import Record, build_batch
 from log.records.reader import iter_records
-from log.replication.replica_fetcher import LeaderConnection
+from log.replication.broker_connections import BrokerConnections
 from log.replication.replica_manager import ReplicaManager
 from quorum.broker_interface import ControllerChannel, MetadataSource
 from quorum.records import NO_LEADER
@@ -128,7 +128,11 @@ class TransactionCoordinatorDriver:
         self._markers: collections.deque[TxnMarker] = collections.deque()
         self._markers_changed = trio.Event()
         self._busy_brokers: set[int] = set()
-        self._connections: dict[int, LeaderConnection] = {}
+        self._connections = BrokerConnections(
+            replica_manager.endpoint_for,
+            replica_manager.inter_broker_connect,
+            f"txn-coordinator-{config.node_id}",
+        )
         self._nursery: trio.Nursery | None = None
         self._background_count = 0
 
@@ -467,28 +471,15 @@ class TransactionCoordinatorDriver:
     ) -> dict[tuple[int, TopicPartition], int] | None:
         """One WriteTxnMarkers request: the error code per (producer id, partition), or None
         when the broker could not be reached (the markers are retried)."""
-        endpoint = self.replica_manager.endpoint_for(broker_id)
-        if endpoint is None:
-            return None
-        conn = self._connections.get(broker_id)
-        if conn is None or (conn.host, conn.port) != endpoint:
-            if conn is not None:
-                await conn.aclose()
-            conn = LeaderConnection(
-                *endpoint,
-                client_id=f"txn-coordinator-{self.config.node_id}",
-                connect=self.replica_manager.inter_broker_connect,
-            )
-            self._connections[broker_id] = conn
         try:
-            with trio.fail_after(MARKER_REQUEST_TIMEOUT_MS / 1000):
-                response = await conn.request(
-                    WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, _markers_request(markers)
-                )
+            response = await self._connections.request(
+                broker_id, WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION,
+                _markers_request(markers), MARKER_REQUEST_TIMEOUT_MS,
+            )  # fmt: skip
         except (KafkaError, trio.TooSlowError) as exc:
             logger.info("WriteTxnMarkers to broker %d failed: %r", broker_id, exc)
-            del self._connections[broker_id]
-            await conn.aclose()
+            return None
+        if response is None:  # no endpoint for the broker
             return None
         answers: dict[tuple[int, TopicPartition], int] = {}
         for result in response.markers:
@@ -547,9 +538,7 @@ class TransactionCoordinatorDriver:
                 task_status.started()
         finally:
             self._nursery = None
-            for conn in self._connections.values():
-                await conn.aclose()
-            self._connections.clear()
+            await self._connections.aclose()
 
 
 def _markers_request(markers: Sequence[TxnMarker]) -> object:
