@@ -12,6 +12,12 @@ its partition. acks=-1 then waits until the high watermark passes the appended b
 fell below min.insync.replicas meanwhile, NOT_LEADER_OR_FOLLOWER when leadership moved,
 REQUEST_TIMED_OUT after the request's timeout_ms.
 
+Two steps: `append_produce` appends now (in the connection's arrival order, so an idempotent
+producer's pipelined batches stay in sequence order) and `complete_produce` waits for acks=-1
+and builds the answer; broker.py lets a connection's next requests be read and appended while
+an acks=-1 answer waits (the answers still go out in request order), `handle_produce` does
+both steps in one.
+
 This handler adds what is Produce's own: acks outside {-1, 0, 1} -> INVALID_REQUIRED_ACKS for
 every partition; NOT_LEADER_OR_FOLLOWER answers (v10+, KIP-951) carry the partition's current
 leader and epoch from this broker's image, and that leader's endpoint in node_endpoints, so the
@@ -39,24 +45,34 @@ R = PRODUCE_RESPONSE.cls
 
 
 async def handle_produce(ctx: BrokerContext, request: Request) -> object:
+    return await complete_produce(ctx, request, append_produce(ctx, request))
+
+
+def append_produce(ctx: BrokerContext, request: Request) -> list[AppendResult]:
+    """Authorize and append each partition's batch now; one result per partition, in the
+    request's order (acks=-1 ones still to be acknowledged: `complete_produce`)."""
     body = request.body
     acks = body.acks
-    with_hints = request.api_version >= 10
-    entries = [
-        (topic_data.name, partition_data.index, partition_data.records)
-        for topic_data in body.topic_data
-        for partition_data in topic_data.partition_data
-    ]
+    entries = _entries(body)
     # -- authorization: WRITE on each topic (and the transactional id) ------------------
     refused = _refusals(ctx, request, entries)
     entries_allowed = [entry for entry, code in zip(entries, refused, strict=True) if not code]
     # -- end authorization -------------------------------------------------------------------
     if acks in (-1, 0, 1):
-        appended = await ctx.replica_manager.append_records(acks, body.timeout_ms, entries_allowed)
+        appended = ctx.replica_manager.append_records(acks, entries_allowed)
     else:
         appended = [AppendResult(ErrorCode.INVALID_REQUIRED_ACKS, None)] * len(entries_allowed)
     appended_iter = iter(appended)
-    results = [AppendResult(code, None) if code else next(appended_iter) for code in refused]
+    return [AppendResult(code, None) if code else next(appended_iter) for code in refused]
+
+
+async def complete_produce(
+    ctx: BrokerContext, request: Request, results: list[AppendResult]
+) -> object:
+    """acks=-1: wait until the high watermark passes each appended batch; the response."""
+    await ctx.replica_manager.await_acks(results, request.body.timeout_ms)
+    with_hints = request.api_version >= 10
+    entries = _entries(request.body)
     hints = LeaderHints(
         ctx.replica_manager.sync(), R.PartitionProduceResponse.LeaderIdAndEpoch, R.NodeEndpoint
     )
@@ -85,6 +101,14 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
         ],
         node_endpoints=hints.node_endpoints(),
     )
+
+
+def _entries(body: Any) -> list[tuple[str, int, Any]]:
+    return [
+        (topic_data.name, partition_data.index, partition_data.records)
+        for topic_data in body.topic_data
+        for partition_data in topic_data.partition_data
+    ]
 
 
 def _refusals(ctx: BrokerContext, request: Request, entries: list[Any]) -> list[ErrorCode]:
