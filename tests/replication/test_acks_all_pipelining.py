@@ -2,7 +2,8 @@
 not after the answer to the one before it (broker.py), so a producer's queued batches ride the
 same follower fetch round; the answers still leave in request order, at most
 max.inflight.requests.per.connection are taken at once, and a client that goes away while its
-produce waits takes the wait with it. Two real KafkaServers in one process (as
+produce waits takes the wait with it. A consumer's long poll parked meanwhile is answered when
+the high watermark moves. Two real KafkaServers in one process (as
 test_replication_in_process.py); the follower is stopped to hold the high watermark, so every
 "not yet" below is certain, not a matter of timing."""
 
@@ -18,7 +19,7 @@ from log.common.errors import ErrorCode
 from log.protocol.api_versions import API_VERSIONS_REQUEST
 from log.records.builder import Record, build_batch
 from quorum import controller
-from tests.broker.conftest import LocalQuorum, WireClient, produce_body
+from tests.broker.conftest import LocalQuorum, WireClient, fetch_body, produce_body
 from tests.replication.test_replication_in_process import (
     FAST_FETCH_PROPS,
     TIMEOUT_S,
@@ -95,6 +96,11 @@ async def test_pipelined_acks_all_produces_append_at_once_and_answer_in_order(
     # taken while A and B wait (max.inflight.requests.per.connection 2).
     assert _nothing_received(client)
     assert log.log_end_offset == 2
+    # A consumer's long poll from offset 0 sees nothing above the HW: it parks (the appends
+    # signalled before it came, so only the HW's move can wake it).
+    consumer = await WireClient.connect(leader_port)
+    await consumer.send(1, 11, fetch_body(TOPIC, 0, 0, max_wait_ms=120_000))
+    await _wait(lambda: hosted.fetch_waiters)  # parked
 
     # The follower returns: A and B are committed and answered, then C is taken, appended,
     # committed and answered; every answer in request order.
@@ -107,6 +113,11 @@ async def test_pipelined_acks_all_produces_append_at_once_and_answer_in_order(
                                                                  (ErrorCode.NONE, 1),
                                                                  (ErrorCode.NONE, 2)]  # fmt: skip
     assert log.high_watermark == 3
+    # The parked consumer fetch was answered when the HW moved, with what was committed.
+    (fetched,) = await _receive(consumer, 1)
+    partition = fetched.body.responses[0].partitions[0]
+    assert partition.error_code == 0 and partition.high_watermark >= 1 and partition.records
+    await consumer.aclose()
 
     # A client that goes away while its produce waits: the wait ends with the connection,
     # quietly; the record stays in the log and is committed when the follower returns.
