@@ -71,7 +71,12 @@ from log.server.authorization import Authorization
 from log.server.broker_context import BrokerContext, wall_clock_ms
 from log.server.connection_quotas import ConnectionQuotas
 from log.server.handlers import ADVERTISED_API_KEYS, HANDLED_API_KEYS, HANDLERS
-from log.server.handlers.produce import append_produce, complete_produce, has_error
+from log.server.handlers.produce import (
+    append_produce,
+    complete_produce,
+    has_error,
+    without_records,
+)
 from log.server.listener_security import ListenerSecurity, TlsHandshakeFailed
 from log.server.metrics import NodeMetrics
 from log.server.producer_ids import ProducerIdDriver
@@ -544,9 +549,10 @@ class KafkaServer:
                     start_s = time.perf_counter()
                     appended = self._append_produce(event)
                     if isinstance(appended, list):  # appended: its answer waits for the acks
-                        waits.start_soon(answer_when_acked, event, appended, start_s)
                         # The batches are in the log: the frame's memory is free (Kafka
                         # releases a produce's buffer once it is in the purgatory).
+                        event = without_records(event)
+                        waits.start_soon(answer_when_acked, event, appended, start_s)
                         memory.release(held)
                         held = 0
                         continue

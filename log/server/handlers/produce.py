@@ -27,6 +27,7 @@ connection when such a request had an error (Kafka does, so the client refreshes
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from log.common.acl import AclOperation, ResourceType
@@ -127,6 +128,19 @@ def _refusals(ctx: BrokerContext, request: Request, entries: list[Any]) -> list[
         ErrorCode.NONE if may_write[entry[0]] else ErrorCode.TOPIC_AUTHORIZATION_FAILED
         for entry in entries
     ]
+
+
+def without_records(request: Request) -> Request:
+    """The request with its record batches dropped (Kafka's clearPartitionRecords): once they
+    are appended, an answer still waiting for acks need not keep the request's frame alive."""
+    body = request.body
+    topic_data = [
+        dataclasses.replace(t, partition_data=[
+            dataclasses.replace(p, records=None) for p in t.partition_data
+        ])
+        for t in body.topic_data
+    ]  # fmt: skip
+    return dataclasses.replace(request, body=dataclasses.replace(body, topic_data=topic_data))
 
 
 def has_error(body: Any) -> bool:
