@@ -15,9 +15,23 @@ Where the time goes (traced 2026-11 at 10,000/s on 2 cores): the leader answers 
 produce one replication round after the append (follower's long poll answered -> follower
 appends -> its next fetch moves the HW), p50 ~2.2 ms, of which each follower's own work is
 ~0.3 ms; the rest is each process waiting for its turn: its event loop finishing other tasks'
-steps and the OS giving it a core. The client's queue adds up to one round, since a
-connection's requests are handled one at a time (as in Kafka). Letting acks=all waits overlap
-on a connection was tried and gained ~7 % at p50 with no throughput change: not kept.
+steps and the OS giving it a core.
+
+Traced again 2026-11-26 (timestamps at each step in the three nodes, 300 and 1,000 records/s,
+a box loaded by other work): each step of the round is prompt -- follower receive -> append
+0.07 ms, append -> next fetch 0.03 ms, HW move -> produce answered 0.2 ms and -> parked consumer
+fetch answered 0.2 ms (p50s); no timer, no fsync, TCP_NODELAY on every socket (librdkafka's
+too), GC pauses <= 3 ms of CPU. The tail was the connection: the broker took a connection's
+next request only after answering the one before, so a produce queued behind another acks=all
+produce was appended only after that one's round, and one stalled round (a process waiting for
+a core) cost each request queued behind it (up to the client's 5 in flight) a round of its own:
+at 300/s those records took p50 17 ms / p90 100 ms from send to append, the others 0.2 ms. Now
+the broker appends a pipelined produce at once and only its answer waits its turn
+(log/server/broker.py). At 1,000/s, three runs each way alternated on the same box (load 10-14):
+records appended before any HW move since their send 14-16 % -> 45-52 %, after 3+ moves
+30-31 % -> <= 1 %; e2e p50 39-45 ms -> 14-19 ms, p99 302-524 ms -> 110-315 ms. What is left is
+the round itself (append -> HW p50 6.5 ms, p99 52 ms at that load: three processes' turns in
+a row) and the client waiting for one of its 5 in-flight slots.
 
     python -m bench.e2e_latency [--shares 0.1 0.5] [--rates 1000] [--seconds 10]
 """

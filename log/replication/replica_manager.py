@@ -3,8 +3,8 @@
 Kafka's ReplicaManager. The one owner of the replication paths, which the request handlers and
 the coordinators call and which calls only downwards:
 
-    Produce handler, group coordinator  -> append_records / append_to_local_log,
-                                           await_high_watermark (acks=-1)
+    Produce handler, group coordinator  -> append_records / append_to_local_log, then
+                                           await_acks / await_high_watermark (acks=-1)
     WriteTxnMarkers handler             -> append_txn_markers (origin COORDINATOR, acks=-1),
                                            then the transaction completion listeners
     Fetch handler (replica fetches)     -> record_follower_fetch
@@ -114,11 +114,13 @@ class TxnMarkerEntry:
 @dataclasses.dataclass
 class AppendResult:
     """One partition's outcome of `append_records`: its error code, the append's offsets
-    (None when nothing was appended) and the error's message."""
+    (None when nothing was appended) and the error's message; for an acks=-1 append not yet
+    acknowledged, the partition and the high watermark it waits for (`await_acks`)."""
 
     error_code: int
     info: LogAppendInfo | None
     message: str | None = None
+    awaiting: tuple[HostedPartition, int] | None = None
 
 
 class ReplicaManager:
@@ -349,22 +351,22 @@ class ReplicaManager:
                 await event.wait()
         return ErrorCode.REQUEST_TIMED_OUT
 
-    async def append_records(
+    def append_records(
         self,
         acks: int,
-        timeout_ms: int,
         entries: Iterable[tuple[str, int, memoryview]],
         verification_guards: Mapping[int, VerificationGuard] | None = None,
     ) -> list[AppendResult]:
-        """Kafka's ReplicaManager.appendRecords: append each (topic, partition, records) as
-        leader, in order, then (acks=-1) wait for each to reach the high watermark. One
-        result per entry; a failure affects only its partition. `verification_guards` (by
-        entry index) are the transaction verifications the entries passed (KIP-890 part 1): an
-        entry whose guard was voided meanwhile is INVALID_TXN_STATE, nothing appended."""
+        """Kafka's ReplicaManager.appendRecords, its local part: append each (topic, partition,
+        records) as leader, now, in order. One result per entry; a failure affects only its
+        partition. An acks=-1 result is not acknowledged yet: `await_acks` waits for it (the
+        Produce path lets other requests of the connection proceed meanwhile, as Kafka's
+        delayed produce does not hold the request handler). `verification_guards` (by entry
+        index) are the transaction verifications the entries passed (KIP-890 part 1): an entry
+        whose guard was voided meanwhile is INVALID_TXN_STATE, nothing appended."""
         assert acks in (-1, 0, 1)
         image = self.sync()
         results: list[AppendResult] = []
-        waits: list[tuple[AppendResult, HostedPartition, int]] = []
         guards = verification_guards or {}
         for index, (topic, partition, records) in enumerate(entries):
             guard = guards.get(index)
@@ -377,12 +379,8 @@ class ReplicaManager:
             except KafkaError as exc:
                 results.append(AppendResult(exc.error_code, None, str(exc)))
                 continue
-            result = AppendResult(ErrorCode.NONE, info)
-            results.append(result)
-            if acks == -1:
-                waits.append((result, hosted, info.last_offset + 1))
-        for result, hosted, required_offset in waits:
-            result.error_code = await self.await_high_watermark(hosted, required_offset, timeout_ms)
+            awaiting = (hosted, info.last_offset + 1) if acks == -1 else None
+            results.append(AppendResult(ErrorCode.NONE, info, awaiting=awaiting))
         return results
 
     def _verification_holds(self, topic: str, partition: int, guard: VerificationGuard) -> bool:
@@ -390,6 +388,17 @@ class ReplicaManager:
         if hosted is None:
             return True  # the append answers why not
         return hosted.log.producer_state_manager.verification_holds(guard)
+
+    async def await_acks(self, results: list[AppendResult], timeout_ms: int) -> None:
+        """acks=-1 (Kafka's DelayedProduce): wait until the high watermark passes each appended
+        batch of `results` in turn and set its error code (`await_high_watermark`)."""
+        for result in results:
+            if result.awaiting is not None:
+                hosted, required_offset = result.awaiting
+                result.error_code = await self.await_high_watermark(
+                    hosted, required_offset, timeout_ms
+                )
+                result.awaiting = None
 
     # -- transaction markers -------------------------------------------------------------------
 

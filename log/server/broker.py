@@ -14,8 +14,15 @@ the BrokerContext.
 One task per connection drives the sans-IO `ServerConnection`: read at most MAX_READ_BYTES at a
 time and only when the connection has no whole request buffered (so a client that pipelines
 stops being read -- back-pressure -- instead of growing our buffers); requests on a connection
-are handled one at a time in arrival order, like Kafka (which mutes a connection while its
+are taken one at a time in arrival order, like Kafka (which mutes a connection while its
 request is processed): that keeps an idempotent producer's pipelined batches in sequence order.
+One difference: an acks=-1 Produce is appended in that order, but its wait for the high
+watermark does not hold the connection, so a producer's next pipelined batches are appended
+(and replicated in the same follower fetch round) while it waits, up to
+`max.inflight.requests.per.connection` unanswered requests; answers still leave in request
+order. Kafka's replication round takes about a millisecond and rarely stalls; ours takes
+several on a busy machine, and one stalled round made every request queued behind it wait a
+whole round of its own after it (traced: bench/e2e_latency.py's docstring).
 Responses are written with one vectored send, so Fetch records go from the log's read buffer to
 the socket without a copy.
 
@@ -73,7 +80,12 @@ from log.server.authorization import Authorization
 from log.server.broker_context import BrokerContext, wall_clock_ms
 from log.server.connection_quotas import ConnectionQuotas
 from log.server.handlers import ADVERTISED_API_KEYS, HANDLED_API_KEYS, HANDLERS
-from log.server.handlers.produce import has_error
+from log.server.handlers.produce import (
+    append_produce,
+    complete_produce,
+    has_error,
+    without_records,
+)
 from log.server.listener_security import ListenerSecurity, TlsHandshakeFailed
 from log.server.metrics import NodeMetrics
 from log.server.producer_ids import ProducerIdDriver
@@ -439,7 +451,38 @@ class KafkaServer:
         principal: Any = None,
         authenticator: SaslServerAuthenticator | None = None,
     ) -> None:
-        """Serve one connection's requests; `stream` is a SocketStream or an SSLStream."""
+        """Serve one connection's requests; `stream` is a SocketStream or an SSLStream.
+
+        An acks=-1 Produce is appended at once and its wait for the high watermark runs in
+        this connection's `waits` nursery, so the next requests are read (and appended) while
+        it waits; the answers still leave in request order (ServerConnection holds back an
+        early one). Everything else is handled one at a time, as Kafka handles a connection's
+        requests (it mutes the channel until the answer is sent). The loop ends -- and the
+        acks waits with it -- when the client closes or a write fails."""
+        failure: Exception | None = None
+        async with trio.open_nursery() as waits:
+            try:
+                await self._serve_requests(
+                    stream, peer, waits, listener=listener, principal=principal,
+                    authenticator=authenticator,
+                )  # fmt: skip
+            except Exception as exc:  # re-raised outside, not wrapped in an ExceptionGroup
+                failure = exc
+            finally:
+                waits.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    async def _serve_requests(
+        self,
+        stream: Any,
+        peer: str,
+        waits: trio.Nursery,
+        *,
+        listener: str,
+        principal: Any,
+        authenticator: SaslServerAuthenticator | None,
+    ) -> None:
         conn = ServerConnection(
             max_frame_bytes=self.max_frame_bytes,
             max_in_flight=self.max_in_flight,
@@ -454,6 +497,30 @@ class KafkaServer:
         if authenticator is not None:  # small frames only until authenticated
             conn.limit_frame_bytes(min(self.max_frame_bytes, self.sasl_max_receive_bytes))
         raw_socket = isinstance(stream, trio.SocketStream)  # vectored zero-copy sends
+        # Answers are written by this loop and by the acks waits: one writer at a time, in the
+        # order ServerConnection released them (StrictFIFOLock: first come, first served).
+        send_lock = trio.StrictFIFOLock()
+        answered = trio.Event()  # set when an acks wait answered (PAUSED waits for it)
+
+        async def respond(request: Request, body: Any) -> None:
+            parts = conn.send_response_parts(request, body)  # no checkpoint until the lock
+            async with send_lock:
+                self.metrics.bytes_out.inc(sum(len(part) for part in parts))
+                if raw_socket:
+                    await send_parts(stream, parts)
+                else:
+                    await stream.send_all(b"".join(parts))
+
+        async def answer_when_acked(request: Request, appended: list, start_s: float) -> None:
+            nonlocal answered
+            try:
+                await respond(request, await self._complete_produce(request, appended, start_s))
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                logger.debug("connection from %s ended: %s", peer, exc.__cause__ or exc)
+                waits.cancel_scope.cancel()  # the connection is gone: so is its loop
+            answered.set()
+            answered = trio.Event()
+
         memory = self.request_memory
         held = 0  # bytes of request_memory held for the request being received / handled
         try:
@@ -467,8 +534,10 @@ class KafkaServer:
                 except KafkaError as exc:  # InvalidFrameError
                     logger.info("closing connection from %s: %s", peer, exc)
                     return
-                if event is NEED_DATA or event is PAUSED:
-                    # PAUSED cannot persist: requests are answered before the next is taken.
+                if event is PAUSED:  # max_in_flight requests wait for their acks
+                    await answered.wait()
+                    continue
+                if event is NEED_DATA:
                     announced = conn.pending_request_bytes
                     if announced > held:  # read the rest only with the memory for it
                         await memory.reserve(announced - held)
@@ -497,7 +566,8 @@ class KafkaServer:
                     continue
                 if isinstance(event, BadRequest):
                     if event.data_to_send:
-                        await stream.send_all(event.data_to_send)
+                        async with send_lock:
+                            await stream.send_all(event.data_to_send)
                     if event.close_connection:
                         logger.info("closing connection from %s: %s", peer, event.reason)
                         return
@@ -518,21 +588,29 @@ class KafkaServer:
                     conn.connection_state["principal"] = authenticator.principal
                     if authenticator.state is SaslState.COMPLETE:
                         conn.limit_frame_bytes(self.max_frame_bytes)
+                elif event.api_key == PRODUCE_API_KEY and event.body.acks == -1:
+                    start_s = time.perf_counter()
+                    appended = await self._append_produce(event)
+                    if isinstance(appended, list):  # appended: its answer waits for the acks
+                        # The batches are in the log: the frame's memory is free (Kafka
+                        # releases a produce's buffer once it is in the purgatory).
+                        event = without_records(event)
+                        waits.start_soon(answer_when_acked, event, appended, start_s)
+                        memory.release(held)
+                        held = 0
+                        continue
+                    body = appended  # the whole request failed: its error answer
                 else:
                     body = await self._dispatch(event)
                 if event.expects_response:
-                    parts = conn.send_response_parts(event, body)
-                    self.metrics.bytes_out.inc(sum(len(part) for part in parts))
-                    if raw_socket:
-                        await send_parts(stream, parts)
-                    else:
-                        await stream.send_all(b"".join(parts))
+                    await respond(event, body)
                     if close_after:
                         return
                 else:
                     pending = conn.no_response(event)
                     if pending:
-                        await stream.send_all(pending)
+                        async with send_lock:
+                            await stream.send_all(pending)
                     if has_error(body):
                         return
                 memory.release(held)  # the request's frame is no longer ours to keep
@@ -582,6 +660,27 @@ class KafkaServer:
             return None
         return sasl_token_frame(result.auth_bytes)
 
+    async def _append_produce(self, request: Request) -> list | Any:
+        """The local part of an acks=-1 Produce (verify, append now): the per-partition
+        results, or the whole request's error answer (as `_handle` gives it)."""
+        try:
+            return await append_produce(self.ctx, request)
+        except KafkaError as exc:
+            code = exc.error_code
+        except Exception:
+            logger.exception("%s v%s failed", request.api.name, request.api_version)
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+        return error_response_body(request.api, request.api_version, request.body, code)
+
+    async def _complete_produce(self, request: Request, appended: list, start_s: float) -> Any:
+        """The acks wait and the answer of a Produce `_append_produce` appended at `start_s`."""
+        self.acks_all_waiting_count += 1
+        try:
+            return await self._handle(request, lambda ctx, r: complete_produce(ctx, r, appended))
+        finally:
+            self.acks_all_waiting_count -= 1
+            self.metrics.observe_request(request.api.name, time.perf_counter() - start_s)
+
     async def _dispatch(self, request: Request) -> Any:
         start_s = time.perf_counter()
         acks_all = request.api_key == PRODUCE_API_KEY and getattr(request.body, "acks", 0) == -1
@@ -592,8 +691,8 @@ class KafkaServer:
             self.acks_all_waiting_count -= acks_all
             self.metrics.observe_request(request.api.name, time.perf_counter() - start_s)
 
-    async def _handle(self, request: Request) -> Any:
-        handler = HANDLERS[request.api_key]
+    async def _handle(self, request: Request, handler: Any = None) -> Any:
+        handler = handler or HANDLERS[request.api_key]
         try:
             return await handler(self.ctx, request)
         except KafkaError as exc:

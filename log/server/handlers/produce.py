@@ -17,6 +17,12 @@ a partition is appended only once the transaction coordinator confirmed the part
 transaction (INVALID_TXN_STATE if not; NOT_ENOUGH_REPLICAS when it could not be asked, which
 clients retry); see log/coordinator/add_partitions_to_txn_manager.py.
 
+Two steps: `append_produce` verifies (transactional batches, above) and appends, in the
+connection's arrival order (so an idempotent producer's pipelined batches stay in sequence
+order), and `complete_produce` waits for acks=-1 and builds the answer; broker.py lets a connection's next requests be read and appended while
+an acks=-1 answer waits (the answers still go out in request order), `handle_produce` does
+both steps in one.
+
 This handler adds what is Produce's own: acks outside {-1, 0, 1} -> INVALID_REQUIRED_ACKS for
 every partition; NOT_LEADER_OR_FOLLOWER answers (v10+, KIP-951) carry the partition's current
 leader and epoch from this broker's image, and that leader's endpoint in node_endpoints, so the
@@ -26,6 +32,7 @@ connection when such a request had an error (Kafka does, so the client refreshes
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from log.common.acl import AclOperation, ResourceType
@@ -44,14 +51,15 @@ R = PRODUCE_RESPONSE.cls
 
 
 async def handle_produce(ctx: BrokerContext, request: Request) -> object:
+    return await complete_produce(ctx, request, await append_produce(ctx, request))
+
+
+async def append_produce(ctx: BrokerContext, request: Request) -> list[AppendResult]:
+    """Authorize and append each partition's batch now; one result per partition, in the
+    request's order (acks=-1 ones still to be acknowledged: `complete_produce`)."""
     body = request.body
     acks = body.acks
-    with_hints = request.api_version >= 10
-    entries = [
-        (topic_data.name, partition_data.index, partition_data.records)
-        for topic_data in body.topic_data
-        for partition_data in topic_data.partition_data
-    ]
+    entries = _entries(body)
     # -- authorization: WRITE on each topic (and the transactional id) ------------------
     refused = _refusals(ctx, request, entries)
     entries_allowed = [entry for entry, code in zip(entries, refused, strict=True) if not code]
@@ -61,7 +69,16 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> object:
     else:
         appended = [AppendResult(ErrorCode.INVALID_REQUIRED_ACKS, None)] * len(entries_allowed)
     appended_iter = iter(appended)
-    results = [AppendResult(code, None) if code else next(appended_iter) for code in refused]
+    return [AppendResult(code, None) if code else next(appended_iter) for code in refused]
+
+
+async def complete_produce(
+    ctx: BrokerContext, request: Request, results: list[AppendResult]
+) -> object:
+    """acks=-1: wait until the high watermark passes each appended batch; the response."""
+    await ctx.replica_manager.await_acks(results, request.body.timeout_ms)
+    with_hints = request.api_version >= 10
+    entries = _entries(request.body)
     hints = LeaderHints(
         ctx.replica_manager.sync(), R.PartitionProduceResponse.LeaderIdAndEpoch, R.NodeEndpoint
     )
@@ -101,22 +118,26 @@ async def _verify_and_append(
         getattr(request.body, "transactional_id", None), entries, request.api_version
     )
     if not verification.errors:
-        return await ctx.replica_manager.append_records(
-            acks, request.body.timeout_ms, entries, verification.guards
-        )
+        return ctx.replica_manager.append_records(acks, entries, verification.guards)
     kept = [i for i in range(len(entries)) if i not in verification.errors]
     guards = {
         position: verification.guards[i]
         for position, i in enumerate(kept)
         if i in verification.guards
     }
-    appended = await ctx.replica_manager.append_records(
-        acks, request.body.timeout_ms, [entries[i] for i in kept], guards
-    )
+    appended = ctx.replica_manager.append_records(acks, [entries[i] for i in kept], guards)
     results = dict(zip(kept, appended, strict=True))
     for i, (code, message) in verification.errors.items():
         results[i] = AppendResult(code, None, message)
     return [results[i] for i in range(len(entries))]
+
+
+def _entries(body: Any) -> list[tuple[str, int, Any]]:
+    return [
+        (topic_data.name, partition_data.index, partition_data.records)
+        for topic_data in body.topic_data
+        for partition_data in topic_data.partition_data
+    ]
 
 
 def _refusals(ctx: BrokerContext, request: Request, entries: list[Any]) -> list[ErrorCode]:
@@ -135,6 +156,19 @@ def _refusals(ctx: BrokerContext, request: Request, entries: list[Any]) -> list[
         ErrorCode.NONE if may_write[entry[0]] else ErrorCode.TOPIC_AUTHORIZATION_FAILED
         for entry in entries
     ]
+
+
+def without_records(request: Request) -> Request:
+    """The request with its record batches dropped (Kafka's clearPartitionRecords): once they
+    are appended, an answer still waiting for acks need not keep the request's frame alive."""
+    body = request.body
+    topic_data = [
+        dataclasses.replace(t, partition_data=[
+            dataclasses.replace(p, records=None) for p in t.partition_data
+        ])
+        for t in body.topic_data
+    ]  # fmt: skip
+    return dataclasses.replace(request, body=dataclasses.replace(body, topic_data=topic_data))
 
 
 def has_error(body: Any) -> bool:
