@@ -138,6 +138,7 @@ def split_ranges(
             piece
             for r in ranges
             for piece in _cut(r, max(1, round(r.size / total * min_partitions)))
+            if piece.size > 0  # more pieces than records: the empty ones go
         ]
     if max_records is not None:
         ranges = [piece for r in ranges for piece in _cut_even(r, -(-r.size // max_records))]
@@ -156,6 +157,8 @@ def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
 
 def _cut_even(r: OffsetRange, parts: int) -> list[OffsetRange]:
     """`r` in `parts` pieces whose sizes differ by at most one (none above ceil(size/parts))."""
+    if parts <= 1:
+        return [r]
     bounds = [r.start_offset + i * r.size // parts for i in range(parts + 1)]
     return [
         OffsetRange(r.topic, r.partition, s, e) for s, e in zip(bounds, bounds[1:], strict=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
@@ -71,6 +71,7 @@ def test_split_follows_kafka_offset_range_calculator():
     min_partitions=st.integers(1, 64),
     max_records=st.none() | st.integers(1, 3000),
 )
+@example(sizes=[1], min_partitions=2, max_records=1)  # more pieces than records (found once)
 def test_split_covers_every_offset_exactly_once(sizes, min_partitions, max_records):
     ranges = [OffsetRange("t", p, 7, 7 + size) for p, size in enumerate(sizes)]
     pieces = split_ranges(ranges, min_partitions, max_records)
