@@ -38,6 +38,7 @@ from log.protocol.admin import (
     INCREMENTAL_ALTER_CONFIGS_REQUEST,
     LIST_PARTITION_REASSIGNMENTS_REQUEST,
 )
+from log.protocol.coordinator import find_coordinator_request, single_coordinator
 from log.protocol.log_dirs import DESCRIBE_LOG_DIRS_REQUEST
 from log.protocol.metadata import METADATA_REQUEST
 from producer.admin_requests import CREATE_TOPICS_KEY, create_topics_request
@@ -59,6 +60,14 @@ ALTER_PARTITION_REASSIGNMENTS_KEY = 45
 LIST_PARTITION_REASSIGNMENTS_KEY = 46
 INCREMENTAL_ALTER_CONFIGS_KEY = 44
 DESCRIBE_CLUSTER_KEY = 60
+FIND_COORDINATOR_KEY = 10
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1  # FindCoordinator key types
+# FindCoordinator is retried while __consumer_offsets / __transaction_state is being created
+COORDINATOR_ATTEMPTS, COORDINATOR_BACKOFF_S = 20, 0.25
+COORDINATOR_RETRIABLE = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+}
 _READ_ONLY_KEYS = frozenset({METADATA_KEY, DESCRIBE_CONFIGS_KEY, DESCRIBE_CLUSTER_KEY})
 RESOURCE_TOPIC = 2
 OP_SET, OP_DELETE = 0, 1  # IncrementalAlterConfigs config_operation
@@ -195,6 +204,22 @@ class AdminClient:
                 connection.close()
                 if attempt == attempts - 1:
                     raise ConnectionFailedError(f"request failed: {exc}") from None
+        raise AssertionError("unreachable")
+
+    async def coordinator(self, key: str, key_type: int) -> BrokerConnection:
+        """A connection to the coordinator of group `key` (key_type 0) or transactional id
+        `key` (1). FindCoordinator is retried while its internal topic is being created or
+        loaded (COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS)."""
+        what = f"FindCoordinator {key}"
+        for _ in range(COORDINATOR_ATTEMPTS):
+            body = await self.request(FIND_COORDINATOR_KEY, find_coordinator_request(key, key_type))
+            code, node_id, host, port = single_coordinator(body)
+            if code in COORDINATOR_RETRIABLE:
+                await trio.sleep(COORDINATOR_BACKOFF_S)
+                continue
+            raise_for(code, what)
+            return await self.fetch_client.connections.connected(node_id, host, port)
+        raise_for(ErrorCode.COORDINATOR_NOT_AVAILABLE, what)
         raise AssertionError("unreachable")
 
     # -- cluster and topics ---------------------------------------------------------------------
@@ -479,6 +504,12 @@ class AdminClient:
     async def log_start_offsets(self, topic: str, partitions: Iterable[int]) -> dict[int, int]:
         client = self.fetch_client
         return {p: await client.earliest_offset(topic, p) for p in partitions}
+
+
+def raise_for(code: int, what: str) -> None:
+    """The Kafka error of `code` (`what`: the request it answered), unless it is NONE."""
+    if code != ErrorCode.NONE:
+        raise error_for(code, f"{what}: {ErrorCode(code).name}")
 
 
 def _check(error_code: int, message: str | None, topic: str) -> None:

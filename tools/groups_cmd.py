@@ -16,9 +16,8 @@ from typing import Any
 
 import click
 
-from log.common.errors import ErrorCode, error_for
+from log.common.errors import ErrorCode
 from log.protocol.consumer_group import CONSUMER_GROUP_DESCRIBE_REQUEST
-from log.protocol.coordinator import find_coordinator_request, single_coordinator
 from log.protocol.groups import (
     DESCRIBE_GROUPS_REQUEST,
     LIST_GROUPS_REQUEST,
@@ -26,7 +25,7 @@ from log.protocol.groups import (
     OFFSET_FETCH_REQUEST,
 )
 from producer.connection import BrokerConnection
-from tools.admin_client import AdminClient
+from tools.admin_client import KEY_TYPE_GROUP, AdminClient, raise_for
 from tools.cli_support import (
     bootstrap_option,
     command_config_option,
@@ -36,34 +35,11 @@ from tools.cli_support import (
     run_client,
 )
 
-FIND_COORDINATOR_KEY = 10
 OFFSET_COMMIT_KEY = 8
 OFFSET_FETCH_KEY = 9
 DESCRIBE_GROUPS_KEY = 15
 LIST_GROUPS_KEY = 16
 CONSUMER_GROUP_DESCRIBE_KEY = 69
-COORDINATOR_ATTEMPTS = 20  # FindCoordinator retries while __consumer_offsets is being created
-RETRIABLE = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
-
-
-def _raise(code: int, what: str) -> None:
-    if code != ErrorCode.NONE:
-        raise error_for(code, f"{what}: {ErrorCode(code).name}")
-
-
-async def coordinator(admin: AdminClient, group_id: str) -> BrokerConnection:
-    import trio
-
-    for _ in range(COORDINATOR_ATTEMPTS):
-        body = await admin.request(FIND_COORDINATOR_KEY, find_coordinator_request(group_id, 0))
-        code, node_id, host, port = single_coordinator(body)
-        if code in RETRIABLE:
-            await trio.sleep(0.25)
-            continue
-        _raise(code, f"FindCoordinator {group_id}")
-        return await admin.fetch_client.connections.connected(node_id, host, port)
-    _raise(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"FindCoordinator {group_id}")
-    raise AssertionError("unreachable")
 
 
 async def list_groups(admin: AdminClient) -> list[dict[str, Any]]:
@@ -74,7 +50,7 @@ async def list_groups(admin: AdminClient) -> list[dict[str, Any]]:
             broker.node_id, broker.host, broker.port
         )
         body = await connection.request(LIST_GROUPS_KEY, LIST_GROUPS_REQUEST.cls())
-        _raise(body.error_code, f"ListGroups on broker {broker.node_id}")
+        raise_for(body.error_code, f"ListGroups on broker {broker.node_id}")
         for g in body.groups:
             found[g.group_id] = {
                 "group": g.group_id,
@@ -90,7 +66,7 @@ async def committed_offsets(connection: BrokerConnection, group_id: str) -> dict
     body = await connection.request(
         OFFSET_FETCH_KEY, OFFSET_FETCH_REQUEST.cls(group_id=group_id, topics=None), version
     )
-    _raise(getattr(body, "error_code", 0), f"OffsetFetch {group_id}")
+    raise_for(getattr(body, "error_code", 0), f"OffsetFetch {group_id}")
     return {
         (t.name, p.partition_index): p.committed_offset
         for t in body.topics
@@ -100,12 +76,12 @@ async def committed_offsets(connection: BrokerConnection, group_id: str) -> dict
 
 
 async def describe_group(admin: AdminClient, group_id: str) -> dict[str, Any]:
-    connection = await coordinator(admin, group_id)
+    connection = await admin.coordinator(group_id, KEY_TYPE_GROUP)
     body = await connection.request(
         DESCRIBE_GROUPS_KEY, DESCRIBE_GROUPS_REQUEST.cls(groups=[group_id])
     )
     [g] = body.groups
-    _raise(g.error_code, f"DescribeGroups {group_id}")
+    raise_for(g.error_code, f"DescribeGroups {group_id}")
     state, protocol_type, protocol = g.group_state, g.protocol_type, g.protocol_data
     members = [
         {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host}
@@ -168,7 +144,7 @@ async def reset_offsets(
         assert offset is not None
         targets = dict.fromkeys(partitions, offset)
     if execute:
-        connection = await coordinator(admin, group_id)
+        connection = await admin.coordinator(group_id, KEY_TYPE_GROUP)
         C: Any = OFFSET_COMMIT_REQUEST.cls  # made at run time by schema.py: untyped
         body = await connection.request(
             OFFSET_COMMIT_KEY,
@@ -191,7 +167,7 @@ async def reset_offsets(
         )
         for t in body.topics:
             for p in t.partitions:
-                _raise(p.error_code, f"OffsetCommit {group_id} {t.name}-{p.partition_index}")
+                raise_for(p.error_code, f"OffsetCommit {group_id} {t.name}-{p.partition_index}")
     return [
         {"topic": topic, "partition": p, "new_offset": o, "executed": execute}
         for p, o in sorted(targets.items())

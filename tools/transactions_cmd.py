@@ -13,14 +13,11 @@ from typing import Any
 
 import click
 
-from log.common.errors import ErrorCode, error_for
-from log.protocol.coordinator import find_coordinator_request, single_coordinator
 from log.protocol.transaction_admin import (
     DESCRIBE_TRANSACTIONS_REQUEST,
     LIST_TRANSACTIONS_REQUEST,
 )
-from producer.connection import BrokerConnection
-from tools.admin_client import AdminClient
+from tools.admin_client import KEY_TYPE_TRANSACTION, AdminClient, raise_for
 from tools.cli_support import (
     bootstrap_option,
     command_config_option,
@@ -30,35 +27,8 @@ from tools.cli_support import (
     run_client,
 )
 
-FIND_COORDINATOR_KEY = 10
 DESCRIBE_TRANSACTIONS_KEY = 65
 LIST_TRANSACTIONS_KEY = 66
-KEY_TYPE_TRANSACTION = 1
-COORDINATOR_ATTEMPTS = 20  # FindCoordinator retries while __transaction_state is being created
-RETRIABLE = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
-
-
-def _raise(code: int, what: str) -> None:
-    if code != ErrorCode.NONE:
-        raise error_for(code, f"{what}: {ErrorCode(code).name}")
-
-
-async def coordinator(admin: AdminClient, transactional_id: str) -> BrokerConnection:
-    import trio
-
-    for _ in range(COORDINATOR_ATTEMPTS):
-        body = await admin.request(
-            FIND_COORDINATOR_KEY,
-            find_coordinator_request(transactional_id, KEY_TYPE_TRANSACTION),
-        )
-        code, node_id, host, port = single_coordinator(body)
-        if code in RETRIABLE:
-            await trio.sleep(0.25)
-            continue
-        _raise(code, f"FindCoordinator {transactional_id}")
-        return await admin.fetch_client.connections.connected(node_id, host, port)
-    _raise(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"FindCoordinator {transactional_id}")
-    raise AssertionError("unreachable")
 
 
 async def list_transactions(admin: AdminClient, states: list[str]) -> list[dict[str, Any]]:
@@ -72,7 +42,7 @@ async def list_transactions(admin: AdminClient, states: list[str]) -> list[dict[
             LIST_TRANSACTIONS_KEY,
             LIST_TRANSACTIONS_REQUEST.cls(state_filters=states, producer_id_filters=[]),
         )
-        _raise(body.error_code, f"ListTransactions on broker {broker.node_id}")
+        raise_for(body.error_code, f"ListTransactions on broker {broker.node_id}")
         if body.unknown_state_filters:
             raise click.UsageError(f"unknown states: {', '.join(body.unknown_state_filters)}")
         for t in body.transaction_states:
@@ -86,13 +56,13 @@ async def list_transactions(admin: AdminClient, states: list[str]) -> list[dict[
 
 
 async def describe_transaction(admin: AdminClient, transactional_id: str) -> dict[str, Any]:
-    connection = await coordinator(admin, transactional_id)
+    connection = await admin.coordinator(transactional_id, KEY_TYPE_TRANSACTION)
     body = await connection.request(
         DESCRIBE_TRANSACTIONS_KEY,
         DESCRIBE_TRANSACTIONS_REQUEST.cls(transactional_ids=[transactional_id]),
     )
     [t] = body.transaction_states
-    _raise(t.error_code, f"DescribeTransactions {transactional_id}")
+    raise_for(t.error_code, f"DescribeTransactions {transactional_id}")
     return {
         "transactional_id": t.transactional_id,
         "coordinator": connection.node_id,
