@@ -266,6 +266,16 @@ class Producer:
 
     # -- sending --------------------------------------------------------------------------------
 
+    async def _partition_count(self, topic: str, partition: int | None) -> int:
+        """The topic's partition count (waiting up to max.block.ms for its metadata), after
+        checking that an explicit `partition` is one of them."""
+        count = self.metadata.partition_count(topic)
+        if count is None:
+            count = await self.updater.wait_for_topic(topic, self.config.max_block_ms)
+        if partition is not None:
+            _check_partition(topic, partition, count)
+        return count
+
     def _check_open(self, sending: bool = False) -> None:
         if self._nursery is None:
             raise ProducerClosedError("use the producer inside `async with`")
@@ -526,11 +536,7 @@ class Producer:
         sticky = None
         partitioner: BuiltInPartitioner | None = None
         if partition is not None:
-            if not 0 <= partition < count:
-                raise UnknownTopicOrPartitionError(
-                    f"invalid partition {partition} for topic {topic!r}: "
-                    f"not in the range [0...{count - 1}]"
-                )
+            _check_partition(topic, partition, count)
             target = partition
         elif key is not None and not self._ignore_keys:
             target = partition_for_key(key, count)
@@ -627,14 +633,7 @@ class Producer:
             return delivery
         start_ms = now_ms()
         config = self.config
-        partition_count = self.metadata.partition_count(topic)
-        if partition_count is None:
-            partition_count = await self.updater.wait_for_topic(topic, config.max_block_ms)
-        if partition is not None and not 0 <= partition < partition_count:
-            raise UnknownTopicOrPartitionError(
-                f"invalid partition {partition} for topic {topic!r}: "
-                f"not in the range [0...{partition_count - 1}]"
-            )
+        partition_count = await self._partition_count(topic, partition)
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
         sizes = record_sizes(keys, values)
@@ -747,14 +746,7 @@ class Producer:
             return delivery
         start_ms = now_ms()
         config = self.config
-        partition_count = self.metadata.partition_count(topic)
-        if partition_count is None:
-            partition_count = await self.updater.wait_for_topic(topic, config.max_block_ms)
-        if partition is not None and not 0 <= partition < partition_count:
-            raise UnknownTopicOrPartitionError(
-                f"invalid partition {partition} for topic {topic!r}: "
-                f"not in the range [0...{partition_count - 1}]"
-            )
+        partition_count = await self._partition_count(topic, partition)
         largest = HEADER_BYTES + compressed_upper_bound(config.compression, len(records))
         if largest > config.max_request_size or largest > config.buffer_memory:
             raise MessageTooLargeError(
@@ -845,3 +837,10 @@ def _headers(headers: Any) -> tuple[Header, ...]:
     if not headers:
         return ()
     return tuple(h if isinstance(h, Header) else Header(h[0], h[1]) for h in headers)
+
+
+def _check_partition(topic: str, partition: int, count: int) -> None:
+    if not 0 <= partition < count:
+        raise UnknownTopicOrPartitionError(
+            f"invalid partition {partition} for topic {topic!r}: not in the range [0...{count - 1}]"
+        )
