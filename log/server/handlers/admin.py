@@ -380,6 +380,18 @@ LIST_TOPIC_CONFIGS = frozenset(
 )  # fmt: skip
 
 
+def _merged_list(current: str, values: str | None, operation: int) -> str:
+    """APPEND/SUBTRACT `values` to/from `current`, both comma-separated lists: appended items
+    not already there, subtracted ones removed."""
+    items = [item.strip() for item in current.split(",") if item.strip()]
+    given = [item.strip() for item in (values or "").split(",") if item.strip()]
+    if operation == OP_APPEND:
+        items += [item for item in dict.fromkeys(given) if item not in items]
+    else:
+        items = [item for item in items if item not in given]
+    return ",".join(items)
+
+
 def _list_change(
     ctx: BrokerContext, topic: str, key: str, values: str | None, operation: int
 ) -> str:
@@ -388,13 +400,7 @@ def _list_change(
     current = ctx.image.topic_configs(topic).get(key)
     if current is None:
         current = default_log_config_properties(ctx.config).get(key, "")
-    items = [item.strip() for item in current.split(",") if item.strip()]
-    given = [item.strip() for item in (values or "").split(",") if item.strip()]
-    if operation == OP_APPEND:
-        items += [item for item in dict.fromkeys(given) if item not in items]
-    else:
-        items = [item for item in items if item not in given]
-    return ",".join(items)
+    return _merged_list(current, values, operation)
 
 
 async def _alter_topic(
@@ -445,13 +451,7 @@ def _broker_list_change(
     current = ctx.image.broker_configs(broker).get(key)
     if current is None:
         current = _node_value(ctx.config.props.get(key)) or ""
-    items = [item.strip() for item in current.split(",") if item.strip()]
-    given = [item.strip() for item in (values or "").split(",") if item.strip()]
-    if operation == OP_APPEND:
-        items += [item for item in dict.fromkeys(given) if item not in items]
-    else:
-        items = [item for item in items if item not in given]
-    return ",".join(items)
+    return _merged_list(current, values, operation)
 
 
 async def _alter_broker(
