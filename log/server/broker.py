@@ -663,14 +663,7 @@ class KafkaServer:
     async def _append_produce(self, request: Request) -> list | Any:
         """The local part of an acks=-1 Produce (verify, append now): the per-partition
         results, or the whole request's error answer (as `_handle` gives it)."""
-        try:
-            return await append_produce(self.ctx, request)
-        except KafkaError as exc:
-            code = exc.error_code
-        except Exception:
-            logger.exception("%s v%s failed", request.api.name, request.api_version)
-            code = ErrorCode.UNKNOWN_SERVER_ERROR
-        return error_response_body(request.api, request.api_version, request.body, code)
+        return await self._handle(request, append_produce)
 
     async def _complete_produce(self, request: Request, appended: list, start_s: float) -> Any:
         """The acks wait and the answer of a Produce `_append_produce` appended at `start_s`."""
@@ -682,13 +675,11 @@ class KafkaServer:
             self.metrics.observe_request(request.api.name, time.perf_counter() - start_s)
 
     async def _dispatch(self, request: Request) -> Any:
+        """Any request but an acks=-1 Produce (the connection loop's append-then-wait path)."""
         start_s = time.perf_counter()
-        acks_all = request.api_key == PRODUCE_API_KEY and getattr(request.body, "acks", 0) == -1
-        self.acks_all_waiting_count += acks_all
         try:
             return await self._handle(request)
         finally:
-            self.acks_all_waiting_count -= acks_all
             self.metrics.observe_request(request.api.name, time.perf_counter() - start_s)
 
     async def _handle(self, request: Request, handler: Any = None) -> Any:
