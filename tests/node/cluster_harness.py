@@ -57,6 +57,24 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def one_node_config(data_dir: Path, base: int) -> NodeConfig:
+    """An in-process combined node 1 on ports base (Kafka), +100 (controller), +200 (Raft),
+    with fast heartbeats (the in-process service tests)."""
+    return NodeConfig.from_properties(
+        data_dir,
+        {
+            "node.id": 1,
+            "cluster.id": "c1",
+            "listeners": f"PLAINTEXT://127.0.0.1:{base},CONTROLLER://127.0.0.1:{base + 100}",
+            "controller.quorum.voters": f"1@127.0.0.1:{base + 100}",
+            "controller.quorum.raft.voters": f"1@127.0.0.1:{base + 200}",
+            "controller.quorum.password": "pw",
+            "broker.heartbeat.interval.ms": 100,
+            "broker.session.timeout.ms": 1000,
+        },
+    )
+
+
 def _port_range() -> tuple[int, int]:
     """This process's share of 10000..32500 (below Linux's ephemeral range, 32768+): the whole
     of it, or under pytest-xdist one slice per worker, so that workers never race for a port."""

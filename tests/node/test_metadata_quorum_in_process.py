@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 import trio
-from cluster_harness import free_base_port
+from cluster_harness import free_base_port, one_node_config
 
 from log.common.errors import ErrorCode, InvalidRequestError
-from log.common.node_config import NodeConfig, Voter
+from log.common.node_config import Voter
 from quorum import metadata_quorum as mq
 from quorum.broker_lifecycle import BrokerLifecycle
 from quorum.controller_client import ControllerClient
@@ -19,25 +19,9 @@ from quorum.service import ControllerService
 pytestmark = pytest.mark.timeout(60)
 
 
-def _config(tmp_path, base: int) -> NodeConfig:
-    return NodeConfig.from_properties(
-        tmp_path,
-        {
-            "node.id": 1,
-            "cluster.id": "c1",
-            "listeners": f"PLAINTEXT://127.0.0.1:{base},CONTROLLER://127.0.0.1:{base + 100}",
-            "controller.quorum.voters": f"1@127.0.0.1:{base + 100}",
-            "controller.quorum.raft.voters": f"1@127.0.0.1:{base + 200}",
-            "controller.quorum.password": "pw",
-            "broker.heartbeat.interval.ms": 100,
-            "broker.session.timeout.ms": 1000,
-        },
-    )
-
-
 async def test_describe_refusals_and_brokers_learning_new_controllers(tmp_path):
     base = free_base_port(1)
-    config = _config(tmp_path, base)
+    config = one_node_config(tmp_path, base)
     service = ControllerService(config, seed=1)
     secret = config.props["controller.quorum.password"]
     async with trio.open_nursery() as nursery:
@@ -90,7 +74,7 @@ async def test_a_broker_whose_configuration_lacks_the_leader_finds_it(tmp_path):
     not the leader (here: one nobody runs); registering fails, so it asks any controller it can
     reach (its metadata client's) where the voters listen, and registers with the leader."""
     base = free_base_port(1)
-    config = _config(tmp_path, base)
+    config = one_node_config(tmp_path, base)
     service = ControllerService(config, seed=1)
     secret = config.props["controller.quorum.password"]
     async with trio.open_nursery() as nursery:

@@ -7,11 +7,10 @@ import uuid
 
 import pytest
 import trio
-from cluster_harness import free_base_port
+from cluster_harness import free_base_port, one_node_config
 
 from log.common.acl import AclBinding, AclBindingFilter
 from log.common.errors import ErrorCode, InvalidRequestError
-from log.common.node_config import NodeConfig
 from log.protocol import controller_extra as extra
 from quorum import acls, controller_auth, controller_codec
 from quorum import broker_configs as bc
@@ -25,22 +24,6 @@ from quorum.controller_client import ControllerClient
 from quorum.service import ControllerService
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def _config(tmp_path, base: int) -> NodeConfig:
-    return NodeConfig.from_properties(
-        tmp_path,
-        {
-            "node.id": 1,
-            "cluster.id": "c1",
-            "listeners": f"PLAINTEXT://127.0.0.1:{base},CONTROLLER://127.0.0.1:{base + 100}",
-            "controller.quorum.voters": f"1@127.0.0.1:{base + 100}",
-            "controller.quorum.raft.voters": f"1@127.0.0.1:{base + 200}",
-            "controller.quorum.password": "pw",
-            "broker.heartbeat.interval.ms": 100,
-            "broker.session.timeout.ms": 1000,
-        },
-    )
 
 
 def test_controller_codec_round_trips_every_operation():
@@ -137,7 +120,7 @@ def test_controller_listener_frames_round_trip():
 
 
 async def test_one_node_registers_unfences_creates_topics_and_survives_garbage(tmp_path):
-    config = _config(tmp_path, free_base_port(1))
+    config = one_node_config(tmp_path, free_base_port(1))
     service = ControllerService(config, seed=1)
     async with trio.open_nursery() as nursery:
         controller_port = await nursery.start(service.run)
