@@ -57,19 +57,25 @@ def _create_acls(bootstrap: str, user: str, specs: list[tuple]) -> list[str | No
     return results
 
 
-def _describe_acls(bootstrap: str, user: str, principal: str | None = None) -> list | str:
+def _every_acl_of(principal: str | None):
+    """A filter matching every ACL binding of `principal` (None: of anyone)."""
     from confluent_kafka.admin import (
         AclBindingFilter,
         AclOperation,
         AclPermissionType,
-        AdminClient,
         ResourcePatternType,
         ResourceType,
     )
 
+    return AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
+                            AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+
+
+def _describe_acls(bootstrap: str, user: str, principal: str | None = None) -> list | str:
+    from confluent_kafka.admin import AdminClient
+
     admin = AdminClient(_conf(bootstrap, user))
-    acl_filter = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal,
-                                  None, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+    acl_filter = _every_acl_of(principal)
     try:
         found = admin.describe_acls(acl_filter, request_timeout=20).result(timeout=20)
     except Exception as exc:
@@ -82,18 +88,10 @@ def _describe_acls(bootstrap: str, user: str, principal: str | None = None) -> l
 
 
 def _delete_acls(bootstrap: str, user: str, principal: str) -> int:
-    from confluent_kafka.admin import (
-        AclBindingFilter,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        ResourcePatternType,
-        ResourceType,
-    )
+    from confluent_kafka.admin import AdminClient
 
     admin = AdminClient(_conf(bootstrap, user))
-    acl_filter = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal,
-                                  None, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+    acl_filter = _every_acl_of(principal)
     (future,) = admin.delete_acls([acl_filter], request_timeout=20).values()
     return len(future.result(timeout=20))
 
