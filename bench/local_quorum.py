@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import trio
@@ -20,8 +21,9 @@ from quorum import controller, leader_election, reassignment
 from quorum.acls import create_acls, delete_acls
 from quorum.broker_configs import alter_broker_configs
 from quorum.broker_lifecycle import MAX_PENDING_IMAGES
+from quorum.features import BOOTSTRAP_LEVELS
 from quorum.image import MetadataImage
-from quorum.records import ActiveControllerRecord, BrokerEndpoint, encode_batch
+from quorum.records import BrokerEndpoint, encode_batch
 from quorum.scram_credentials import alter_user_scram_credentials
 from quorum.state_machine import MetadataStateMachine
 
@@ -31,7 +33,8 @@ NODE_ID = 1
 class LocalQuorum:
     """MetadataSource and ControllerChannel of one combined node, applied synchronously."""
 
-    def __init__(self) -> None:
+    def __init__(self, bootstrap_features: Mapping[str, int] = BOOTSTRAP_LEVELS) -> None:
+        """`bootstrap_features`: what this new cluster finalizes (quorum/features.py)."""
         self.sm = MetadataStateMachine()
         self.offset = 0
         self.proposals = itertools.count(1)
@@ -39,7 +42,9 @@ class LocalQuorum:
         self._changed = trio.Event()
         self._subscribers: list[trio.MemorySendChannel] = []
         self.broker_epoch = -1
-        self.commit([ActiveControllerRecord(NODE_ID, self.controller_epoch)])
+        self.commit(
+            controller.activate_controller(NODE_ID, self.controller_epoch, bootstrap_features)
+        )
 
     # -- MetadataSource ---------------------------------------------------------------------
     @property

@@ -38,6 +38,7 @@ from quorum.records import (
     ActiveControllerRecord,
     BrokerEndpoint,
     ConfigRecord,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -256,12 +257,18 @@ def _check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int)
 # -- controller activation ------------------------------------------------------------------------
 
 
-def activate_controller(controller_id: int, controller_epoch: int) -> list[MetadataRecord]:
+def activate_controller(
+    controller_id: int, controller_epoch: int, bootstrap_features: Mapping[str, int] | None = None
+) -> list[MetadataRecord]:
     """The batch a newly elected controller proposes (with batch controller_epoch equal to
     `controller_epoch`, e.g. the Raft term) before anything else. Once it applies, the image holds
     everything earlier controllers committed and their stale in-flight batches are rejected;
-    only then may the controller serve requests."""
-    return [ActiveControllerRecord(controller_id, controller_epoch)]
+    only then may the controller serve requests. On a new cluster (nothing committed yet) it
+    also finalizes `bootstrap_features` (quorum/features.py)."""
+    records: list[MetadataRecord] = [ActiveControllerRecord(controller_id, controller_epoch)]
+    for name, level in sorted((bootstrap_features or {}).items()):
+        records.append(FeatureLevelRecord(name, level))
+    return records
 
 
 # -- broker registration and heartbeats -----------------------------------------------------------

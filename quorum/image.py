@@ -52,6 +52,7 @@ from quorum.records import (
     BrokerEndpoint,
     BrokerRegistrationOffsetRecord,
     ConfigRecord,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataBatch,
     MetadataRecord,
@@ -159,6 +160,8 @@ class MetadataImage:
     # controller id -> where it listens (Raft and CONTROLLER); voters added at run time register
     # here, so brokers find them (quorum/raft.py holds the voter set itself)
     controllers: Mapping[int, RegisterControllerRecord] = field(default_factory=dict)
+    # finalized feature -> level (FeatureLevelRecord; a feature absent here is at level 0)
+    features: Mapping[str, int] = field(default_factory=dict)
     controller_id: int = -1
     controller_epoch: int = -1
     last_offset: int = -1
@@ -172,6 +175,10 @@ class MetadataImage:
     def partition(self, topic_id: uuid.UUID, partition: int) -> PartitionRegistration | None:
         topic = self.topics.get(topic_id)
         return None if topic is None else topic.partitions.get(partition)
+
+    def feature_level(self, name: str) -> int:
+        """The finalized level of feature `name` (0: not finalized, its oldest behaviour)."""
+        return self.features.get(name, 0)
 
     def live_broker_ids(self) -> list[int]:
         """Registered, unfenced brokers, sorted."""
@@ -238,6 +245,9 @@ class MetadataImage:
         records.extend(self.scram_credentials[key] for key in sorted(self.scram_credentials))
         records.extend(self.acls[key] for key in sorted(self.acls))
         records.extend(self.controllers[key] for key in sorted(self.controllers))
+        records.extend(
+            FeatureLevelRecord(name, self.features[name]) for name in sorted(self.features)
+        )
         return records
 
 
@@ -261,6 +271,7 @@ class _Builder:
         self.acls: Mapping[uuid.UUID, AccessControlEntryRecord] = image.acls
         self.own_acls: dict[uuid.UUID, AccessControlEntryRecord] | None = None
         self.controllers = image.controllers  # copied on the first change only
+        self.features = image.features  # copied on the first change only
         self.controller_id = image.controller_id
         self.controller_epoch = image.controller_epoch
         self.touched: set[tuple[uuid.UUID, int]] = set()
@@ -286,6 +297,7 @@ class _Builder:
             scram_credentials=self.scram_credentials,
             acls=self.acls,
             controllers=self.controllers,
+            features=self.features,
             controller_id=self.controller_id,
             controller_epoch=self.controller_epoch,
             last_offset=last_offset,
@@ -508,6 +520,16 @@ class _Builder:
                 self.fail(f"controller {r.controller_id}: bad endpoint {host}:{port}")
         self.controllers = {**self.controllers, r.controller_id: r}
 
+    def feature_level(self, r: FeatureLevelRecord) -> None:
+        if not r.name or r.feature_level < 0:
+            self.fail(f"bad feature level {r.name!r}={r.feature_level}")
+        features = dict(self.features)
+        if r.feature_level == 0:
+            features.pop(r.name, None)
+        else:
+            features[r.name] = r.feature_level
+        self.features = features
+
     def registration_offset(self, r: BrokerRegistrationOffsetRecord) -> None:
         if not self.checkpoint:
             self.fail("BrokerRegistrationOffsetRecord is checkpoint-only")
@@ -582,6 +604,7 @@ _DISPATCH: dict[type[MetadataRecord], Callable[[_Builder, Any], None]] = {
     AccessControlEntryRecord: _Builder.access_control_entry,
     RemoveAccessControlEntryRecord: _Builder.remove_access_control_entry,
     RegisterControllerRecord: _Builder.register_controller,
+    FeatureLevelRecord: _Builder.feature_level,
 }
 
 

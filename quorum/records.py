@@ -246,6 +246,16 @@ class RemoveAccessControlEntryRecord:
     id: uuid.UUID
 
 
+@dataclass(frozen=True)
+class FeatureLevelRecord:
+    """A finalized feature's level (Kafka's FeatureLevelRecord, e.g. transaction.version = 2):
+    what every broker answers in ApiVersions' finalized_features and acts on. Level 0 removes
+    the feature (Kafka's meaning: not finalized, its oldest behaviour)."""
+
+    name: str
+    feature_level: int
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -265,6 +275,7 @@ MetadataRecord = (
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
     | RegisterControllerRecord
+    | FeatureLevelRecord
 )
 
 
@@ -284,6 +295,7 @@ class MetadataBatch:
 # both agree byte for byte).
 
 _I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
 _U16 = struct.Struct(">H")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
@@ -419,7 +431,7 @@ def _optional(codec: tuple[Reader, Writer]) -> tuple[Reader, Writer]:
     return read, write
 
 
-_INT8, _INT32, _INT64 = _fixed(_I8), _fixed(_I32), _fixed(_I64)
+_INT8, _INT16, _INT32, _INT64 = _fixed(_I8), _fixed(_I16), _fixed(_I32), _fixed(_I64)
 _STRING = (_read_string, _write_string)
 _BYTES = (_read_bytes, _write_bytes)
 _UUID = (_read_uuid, _write_uuid)
@@ -471,6 +483,7 @@ _PAYLOADS: dict[type, tuple[tuple[Reader, Writer], ...]] = {
     AccessControlEntryRecord: (_UUID, _INT8, _STRING, _INT8, _STRING, _STRING, _INT8, _INT8),
     RemoveAccessControlEntryRecord: (_UUID,),
     RegisterControllerRecord: (_INT32, _STRING, _INT32, _STRING, _INT32),
+    FeatureLevelRecord: (_STRING, _INT16),
 }
 
 # record_type byte -> (dataclass, newest record_version). Type numbers are forever: append,
@@ -494,6 +507,7 @@ RECORD_TYPES: dict[int, tuple[type, int]] = {
     16: (AccessControlEntryRecord, 0),
     17: (RemoveAccessControlEntryRecord, 0),
     18: (RegisterControllerRecord, 0),
+    19: (FeatureLevelRecord, 0),  # Kafka's type 12; ours is taken by NoOpRecord
 }
 _TYPE_OF: dict[type, int] = {cls: type_id for type_id, (cls, _) in RECORD_TYPES.items()}
 _FIELDS: dict[type, tuple[str, ...]] = {

@@ -65,6 +65,7 @@ from quorum import reassignment as ra
 from quorum.acls import create_acls, delete_acls
 from quorum.broker_configs import alter_broker_configs
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
+from quorum.features import bootstrap_levels
 from quorum.image import MetadataImage
 from quorum.partition_change import ElectionPolicy
 from quorum.raft import RaftConfig, RaftFatalError, RaftNode, VoterChangeRefusedError
@@ -156,6 +157,8 @@ class ControllerService:
         self._connection_slots = trio.Semaphore(MAX_CONNECTIONS)
         self._handshake_slots = trio.Semaphore(MAX_HANDSHAKES)
         self._secret = config.props["controller.quorum.password"]
+        # what a new cluster finalizes (FeatureError, a ValueError, on a bad setting)
+        self._bootstrap_features = bootstrap_levels(config.props["quorumlog.bootstrap.features"])
         self._idle_timeout_s = config.props["connections.max.idle.ms"] / 1000
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -235,8 +238,10 @@ class ControllerService:
                 previous_controller_id = self._dead_previous_controller()
                 try:
                     async with self._decision_lock:
+                        new_cluster = self.image.last_offset < 0  # nothing committed yet
+                        features = self._bootstrap_features if new_cluster else None
                         result = await self._propose(
-                            c.activate_controller(self.node_id, term), term
+                            c.activate_controller(self.node_id, term, features), term
                         )
                     if raft.is_leader and raft.raft_term == term and result.accepted:
                         self.tracker.on_activate(self.image, _now_ms(), previous_controller_id)

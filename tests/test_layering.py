@@ -84,6 +84,7 @@ SANS_IO = [
     "log/security/authenticator.py",
     "log/security/authorizer.py",
     "quorum/records.py",
+    "quorum/features.py",
     "quorum/acls.py",
     "quorum/image.py",
     "quorum/controller.py",

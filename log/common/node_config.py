@@ -249,6 +249,13 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "how often expired transactional ids are removed",
     ),
     ConfigKey(
+        "quorumlog.bootstrap.features",
+        str,
+        "",
+        "NAME=LEVEL,... a NEW cluster finalizes instead of Kafka 4.0's defaults (e.g. "
+        "transaction.version=1; `quorumlog format --feature`); ignored once the cluster exists",
+    ),
+    ConfigKey(
         "transaction.partition.verification.enable",
         bool,
         True,

@@ -394,6 +394,16 @@ def _value_decoder(
             return read_struct(buf, pos + 1)
 
         return read_nullable_struct
+    if isinstance(type_, Primitive) and type_.fmt is not None:  # a tagged fixed-width field
+        fixed = struct.Struct(">" + type_.fmt)
+
+        def read_fixed(buf: Any, pos: int) -> tuple[Any, int]:
+            end = pos + fixed.size
+            if end > len(buf):
+                raise InvalidRequestError(f"{what}: runs past the end of the frame")
+            return fixed.unpack_from(buf, pos)[0], end
+
+        return read_fixed
     if type_ is UUID:
 
         def read_uuid(buf: Any, pos: int) -> tuple[Any, int]:
@@ -659,6 +669,13 @@ def _value_encoder(
             write_struct(value, parts)
 
         return write_nullable_struct
+    if isinstance(type_, Primitive) and type_.fmt is not None:  # a tagged fixed-width field
+        pack = struct.Struct(">" + type_.fmt).pack
+
+        def write_fixed(value: Any, parts: list) -> None:
+            parts.append(pack(value))
+
+        return write_fixed
     if type_ is UUID:
 
         def write_uuid(value: Any, parts: list) -> None:

@@ -20,6 +20,7 @@ from log.storage.config import default_log_config
 from log.storage.manager import LogManager
 from quorum import controller
 from quorum.broker_interface import ControllerChannel, MetadataSource
+from quorum.features import bootstrap_levels
 
 assert isinstance(LocalQuorum(), MetadataSource) and isinstance(LocalQuorum(), ControllerChannel)
 
@@ -43,7 +44,7 @@ class RunningBroker:
 
 async def start_broker(nursery: trio.Nursery, tmp_path, **props) -> RunningBroker:
     config = node_config(tmp_path, **props)
-    quorum = LocalQuorum()
+    quorum = LocalQuorum(bootstrap_levels(config.props["quorumlog.bootstrap.features"]))
     log_manager = LogManager(config.log_dir, default_log_config(config))
     server = KafkaServer(
         config,

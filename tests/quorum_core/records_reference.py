@@ -20,6 +20,7 @@ from quorum.records import (
     BrokerEndpoint,
     BrokerRegistrationOffsetRecord,
     ConfigRecord,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     NoOpRecord,
     PartitionChangeRecord,
@@ -167,6 +168,7 @@ _PAYLOADS: dict[type, c.Construct] = {
         "controller_host" / _String,
         "controller_port" / _Int32s,
     ),
+    FeatureLevelRecord: c.Struct("name" / _String, "feature_level" / c.Int16sb),
 }
 
 # Version 1 (KIP-966): version 0's fields, then the eligible leader replicas.

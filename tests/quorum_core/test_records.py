@@ -9,6 +9,7 @@ from quorum.records import (
     ActiveControllerRecord,
     BrokerEndpoint,
     ConfigRecord,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecordError,
     NoOpRecord,
@@ -134,6 +135,7 @@ records = st.one_of(
     ),  # fmt: skip
     st.builds(RemoveAccessControlEntryRecord, st.uuids()),
     st.builds(RegisterControllerRecord, i32, text, i32, text, i32),
+    st.builds(FeatureLevelRecord, text, st.integers(-(2**15), 2**15 - 1)),
 )
 
 

@@ -22,12 +22,13 @@ from typing import Any
 from log.common.acl import CLUSTER_NAME, AclOperation, ResourceType
 from log.common.errors import ErrorCode, KafkaError
 from log.protocol.admin import DESCRIBE_CLUSTER_RESPONSE
-from log.protocol.apis import api_versions_body
+from log.protocol.apis import Features, api_versions_body
 from log.protocol.connection import Request
 from log.protocol.metadata import METADATA_RESPONSE
 from log.server.authorization import allowed, allowed_cluster, authorized_operations
 from log.server.broker_context import BrokerContext
 from quorum.controller import CreatableTopic, CreateTopicsRequest
+from quorum.features import SUPPORTED
 from quorum.image import MetadataImage, topic_name_error
 from quorum.records import NO_LEADER
 
@@ -44,8 +45,14 @@ def listener_of(request: Request) -> str:
 
 
 async def handle_api_versions(ctx: BrokerContext, request: Request) -> object:
+    """Our API ranges and (v3+) the features: those we support, and the levels the metadata
+    log finalized (quorum/features.py), valid as of the image's metadata offset."""
     legacy = ctx.config.props["quorumlog.legacy.request.versions"]
-    return api_versions_body(ctx.advertised_api_keys, legacy=legacy)
+    image = ctx.replica_manager.sync()
+    features = Features(SUPPORTED, image.features, image.last_offset)
+    return api_versions_body(
+        ctx.advertised_api_keys, legacy=legacy, features=features, version=request.api_version
+    )
 
 
 def live_brokers(
