@@ -33,6 +33,12 @@ epoch of the producer appended meanwhile voids the guard and the batch is INVALI
 
 TxnOffsetCommit is verified the same way for the group's __consumer_offsets partition
 (`verify_offsets_partition`), its failures answered as Kafka's maybeConvertOffsetCommitError does.
+
+Transaction version 2 (KIP-890 part 2): a Produce v12 or TxnOffsetCommit v5 from a producer on a
+cluster that finalized transaction.version 2 is not verified but *added*: the same question with
+verify_only false, so the coordinator puts the partition into the transaction (starting it when
+none is open) and the producer never sends AddPartitionsToTxn / AddOffsetsToTxn. Elsewhere a
+v12/v5 request is verified as before.
 """
 
 from __future__ import annotations
@@ -48,11 +54,13 @@ from log.common.errors import CorruptRecordError, ErrorCode, KafkaError
 from log.common.node_config import NodeConfig
 from log.coordinator.transaction_driver import TransactionCoordinatorDriver
 from log.coordinator.transaction_log import partition_for
+from log.coordinator.transaction_state import TransactionVersion
 from log.protocol.transactions import ADD_PARTITIONS_TO_TXN_REQUEST
 from log.records.batch_header import iter_batches
 from log.replication.broker_connections import BrokerConnections
 from log.replication.replica_manager import ReplicaManager
 from log.storage.producer_state import VerificationGuard
+from quorum.features import TRANSACTION_VERSION
 from quorum.records import NO_LEADER
 
 logger = logging.getLogger(__name__)
@@ -96,6 +104,7 @@ class _Verification:
     producer_epoch: int
     partitions: tuple[TopicPartition, ...]
     generic_error_supported: bool
+    add_partitions: bool = False  # TV2: add them (verify_only false) rather than verify
     errors: dict[TopicPartition, ErrorCode] = dataclasses.field(default_factory=dict)
     done: trio.Event = dataclasses.field(default_factory=trio.Event)
 
@@ -194,6 +203,7 @@ class AddPartitionsToTxnManager:
         errors = await self.verify_transaction(
             transactional_id, producer_id, producer_epoch, list(wanted),
             generic_error_supported=produce_version > 10,
+            add_partitions=produce_version >= 12 and self.tv2_enabled(),
         )  # fmt: skip
         self.verified_partition_count += len(wanted)
         self.failed_partition_count += len(errors)
@@ -209,11 +219,13 @@ class AddPartitionsToTxnManager:
         producer_id: int,
         producer_epoch: int,
         topic_partition: TopicPartition,
+        add_partition: bool = False,
     ) -> tuple[ErrorCode, VerificationGuard | None]:
         """TxnOffsetCommit (Kafka's GroupCoordinator.handleTxnCommitOffsets): is the group's
         __consumer_offsets partition in the transaction? NONE with the guard to append with (None:
         nothing to verify), or the error for every offset, as Kafka's
-        maybeConvertOffsetCommitError gives it to TxnOffsetCommit v0-3."""
+        maybeConvertOffsetCommitError gives it to TxnOffsetCommit v0-3. `add_partition` (TxnOffsetCommit
+        v5 on a transaction version 2 cluster): the coordinator adds the partition instead."""
         hosted = self.replica_manager.get(*topic_partition)
         if not self.enabled or hosted is None or not hosted.is_leader:
             return ErrorCode.NONE, None  # the commit answers NOT_COORDINATOR itself
@@ -223,8 +235,9 @@ class AddPartitionsToTxnManager:
         if guard is None:
             return ErrorCode.NONE, None
         errors = await self.verify_transaction(
-            transactional_id, producer_id, producer_epoch, [topic_partition]
-        )
+            transactional_id, producer_id, producer_epoch, [topic_partition],
+            add_partitions=add_partition,
+        )  # fmt: skip
         self.verified_partition_count += 1
         self.failed_partition_count += len(errors)
         code = errors.get(topic_partition, ErrorCode.NONE)
@@ -242,15 +255,24 @@ class AddPartitionsToTxnManager:
         partitions: Sequence[TopicPartition],
         *,
         generic_error_supported: bool = False,
+        add_partitions: bool = False,
     ) -> dict[TopicPartition, ErrorCode]:
-        """The partitions the coordinator did not confirm, with the error (empty: verified)."""
+        """The partitions the coordinator did not confirm (or, `add_partitions`, did not add),
+        with the error (empty: verified)."""
         coordinator = self._coordinator_for(transactional_id)
         if coordinator is None or self._nursery is None:
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if coordinator == self.config.node_id and self.local_coordinator is not None:
-            result = await self.local_coordinator.verify_partitions(
-                transactional_id, producer_id, producer_epoch, partitions
-            )
+            local = self.local_coordinator
+            if add_partitions:
+                result = await local.add_partitions(
+                    transactional_id, producer_id, producer_epoch, partitions,
+                    TransactionVersion.TV_2,
+                )  # fmt: skip
+            else:
+                result = await local.verify_partitions(
+                    transactional_id, producer_id, producer_epoch, partitions
+                )
             return {
                 tp: _producer_code(code, generic_error_supported)
                 for tp, code in result.errors.items()
@@ -272,13 +294,17 @@ class AddPartitionsToTxnManager:
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)  # retried
         waiting = _Verification(
             transactional_id, producer_id, producer_epoch, tuple(partitions),
-            generic_error_supported,
+            generic_error_supported, add_partitions,
         )  # fmt: skip
         batch[transactional_id] = waiting
         self._pending_count += 1
         self._wakeup.set()
         await waiting.done.wait()
         return waiting.errors
+
+    def tv2_enabled(self) -> bool:
+        """The cluster finalized transaction.version 2: TV2 requests add partitions."""
+        return self.replica_manager.sync().feature_level(TRANSACTION_VERSION) >= 2
 
     def _coordinator_for(self, transactional_id: str) -> int | None:
         image = self.replica_manager.sync()
@@ -395,7 +421,7 @@ def _request_body(batch: dict[str, _Verification]) -> object:
                 transactional_id=waiting.transactional_id,
                 producer_id=waiting.producer_id,
                 producer_epoch=waiting.producer_epoch,
-                verify_only=True,
+                verify_only=not waiting.add_partitions,
                 topics=[
                     A.AddPartitionsToTxnTopic(name=name, partitions=sorted(ps))
                     for name, ps in sorted(by_topic.items())

@@ -27,15 +27,20 @@
   `expired_transactional_ids` tombstones the transactional ids at rest and unused for
   transactional.id.expiration.ms (7 days).
 
-Transaction version: the coordinator runs transaction version 0 (KIP-98 semantics, no epoch
-bump per transaction). KIP-890 part 2 needs EndTxn v5 and the `transaction.version` finalized
-feature, neither of which we advertise. KIP-890 part 1: `verify_partitions` answers partition
-leaders' AddPartitionsToTxn verify_only (add_partitions_to_txn_manager.py asks).
+Transaction version: the cluster's finalized `transaction.version` (quorum/features.py, read
+from every metadata image) is the core's `transaction_version_level`: the __transaction_state
+value version and the version of the aborts the coordinator starts itself. A request asks for
+transaction version 2 (KIP-890 part 2: EndTxn v5, the implicit adds of Produce v12 and
+TxnOffsetCommit v5) and gets it only when the cluster finalized level 2 (`tv2_enabled`); else
+the request is served with version 0 semantics. KIP-890 part 1: `verify_partitions` answers
+partition leaders' AddPartitionsToTxn verify_only (add_partitions_to_txn_manager.py asks).
+Markers go out as WriteTxnMarkers v1 (Kafka 4 removed v0).
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -68,6 +73,8 @@ from log.records.reader import iter_records
 from log.replication.broker_connections import BrokerConnections
 from log.replication.replica_manager import ReplicaManager
 from quorum.broker_interface import ControllerChannel, MetadataSource
+from quorum.features import TRANSACTION_VERSION
+from quorum.image import MetadataImage
 from quorum.records import NO_LEADER
 
 logger = logging.getLogger(__name__)
@@ -78,7 +85,7 @@ RETRY_BACKOFF_MS = 100  # Kafka's retry.backoff.ms: markers and Complete records
 # A partition leader waits up to request.timeout.ms (30 s) for a marker's replicas: wait longer
 # for its answer than that, or a slow ISR turns into a dropped connection.
 MARKER_REQUEST_TIMEOUT_MS = 40_000
-WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION = 27, 0
+WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION = 27, 1
 MAX_QUEUED_MARKERS = 100_000  # one per partition of every transaction being completed
 MAX_BACKGROUND_STEPS = 10_000  # appends and marker answers processed off the request path
 
@@ -116,7 +123,7 @@ class TransactionCoordinatorDriver:
             TransactionCoordinatorConfig(
                 transaction_max_timeout_ms=props["transaction.max.timeout.ms"],
                 transaction_state_log_num_partitions=self.num_partitions,
-                transaction_version_level=TransactionVersion.TV_0,
+                transaction_version_level=TransactionVersion.TV_0,  # the image's, once synced
                 two_phase_commit_enable=props["transaction.two.phase.commit.enable"],
             ),
             allocate_producer_id,
@@ -161,9 +168,35 @@ class TransactionCoordinatorDriver:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
         return ErrorCode.NONE, state.leader
 
+    @property
+    def transaction_version_level(self) -> TransactionVersion:
+        """The cluster's finalized transaction.version (as of the last sync)."""
+        return self.core.config.transaction_version_level
+
+    def tv2_enabled(self) -> bool:
+        """Whether requests asking for transaction version 2 get it (level 2 finalized)."""
+        self._sync_transaction_version(self.replica_manager.sync())
+        return self.transaction_version_level.supports_epoch_bump
+
+    def client_version(self, asks_tv2: bool) -> TransactionVersion:
+        """TV_2 for a request that asks for it on a cluster that finalized it, else TV_0."""
+        return (
+            TransactionVersion.TV_2 if asks_tv2 and self.tv2_enabled() else TransactionVersion.TV_0
+        )
+
+    def _sync_transaction_version(self, image: MetadataImage) -> None:
+        level = TransactionVersion(
+            min(image.feature_level(TRANSACTION_VERSION), max(TransactionVersion))
+        )
+        if level != self.core.config.transaction_version_level:
+            self.core.config = dataclasses.replace(
+                self.core.config, transaction_version_level=level
+            )
+            logger.info("transaction.version is %d", level)
+
     def sync_ownership(self) -> None:
         """Load the partitions we now lead (or lead under a new epoch), unload the others."""
-        self.replica_manager.sync()
+        self._sync_transaction_version(self.replica_manager.sync())
         led = {
             h.partition: h
             for h in self.replica_manager.leaders()
@@ -241,11 +274,13 @@ class TransactionCoordinatorDriver:
         producer_id: int,
         producer_epoch: int,
         partitions: Sequence[TopicPartition],
+        client_transaction_version: TransactionVersion = TransactionVersion.TV_0,
     ) -> AddPartitionsResult:
         self.sync_ownership()
         step = self.core.handle_add_partitions(
-            transactional_id, producer_id, producer_epoch, partitions, self.clock_ms()
-        )
+            transactional_id, producer_id, producer_epoch, partitions, self.clock_ms(),
+            client_transaction_version,
+        )  # fmt: skip
         response = await self._execute(step)
         assert isinstance(response, AddPartitionsResult)
         return response
@@ -272,20 +307,26 @@ class TransactionCoordinatorDriver:
         self.sync_ownership()
         step = self.core.handle_add_offsets(
             transactional_id, producer_id, producer_epoch, group_id, self.clock_ms()
-        )
+        )  # AddOffsetsToTxn is a TV1 request: TV2 clients add implicitly
         response = await self._execute(step)
         assert isinstance(response, AddPartitionsResult)
         codes = set(response.errors.values())
         return codes.pop() if len(codes) == 1 else ErrorCode.UNKNOWN_SERVER_ERROR
 
     async def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        client_transaction_version: TransactionVersion = TransactionVersion.TV_0,
     ) -> EndTxnResult:
         self.sync_ownership()
         result = TransactionResult.COMMIT if committed else TransactionResult.ABORT
         step = self.core.handle_end_txn(
-            transactional_id, producer_id, producer_epoch, result, self.clock_ms()
-        )
+            transactional_id, producer_id, producer_epoch, result, self.clock_ms(),
+            client_transaction_version,
+        )  # fmt: skip
         response = await self._execute(step)
         assert isinstance(response, EndTxnResult)
         return response

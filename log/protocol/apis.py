@@ -16,6 +16,7 @@ or not (our own brokers and controllers use unadvertised ones).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from log.common.errors import ErrorCode
@@ -101,7 +102,9 @@ def _api(
 # name, request, response, advertised, implemented, removed by Kafka 4.0 (KIP-896)
 # fmt: off
 APIS: dict[int, Api] = {api.api_key: api for api in (
-    _api("Produce", produce.PRODUCE_REQUEST, produce.PRODUCE_RESPONSE, "0-10", "3-10", "0-2"),
+    # v11 knows TRANSACTION_ABORTABLE; v12 (KIP-890 part 2) lets a transaction version 2 producer
+    # send to a partition not yet in its transaction: the leader adds it (same layout as v11).
+    _api("Produce", produce.PRODUCE_REQUEST, produce.PRODUCE_RESPONSE, "0-12", "3-12", "0-2"),
     _api("Fetch", fetch.FETCH_REQUEST, fetch.FETCH_RESPONSE, "0-17", "4-17", "0-3"),
     _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-5", "1-5",
          "0"),
@@ -123,8 +126,9 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          "0-4", "0-4"),
     _api("ListGroups", groups.LIST_GROUPS_REQUEST, groups.LIST_GROUPS_RESPONSE, "0-5", "0-5"),
     # v4+ requests are answered with the v0 error body (KIP-511), see `api_versions_error_body`.
+    # v3+ carry the supported and finalized features (tagged); v4 also lists min-0 features.
     _api("ApiVersions", api_versions.API_VERSIONS_REQUEST, api_versions.API_VERSIONS_RESPONSE,
-         "0-3", "0-3"),
+         "0-4", "0-4"),
     _api("CreateTopics", admin.CREATE_TOPICS_REQUEST, admin.CREATE_TOPICS_RESPONSE, "0-4", "0-4",
          "0-1"),
     _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-3", "0-3",
@@ -139,16 +143,21 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # v4+ (batched, verify_only) come from partition leaders (KIP-890 part 1, CLUSTER_ACTION).
     _api("AddPartitionsToTxn", transactions.ADD_PARTITIONS_TO_TXN_REQUEST,
          transactions.ADD_PARTITIONS_TO_TXN_RESPONSE, "0-5", "0-5"),
+    # v3 is flexible, v4 only says the client knows TRANSACTION_ABORTABLE
     _api("AddOffsetsToTxn", transactions.ADD_OFFSETS_TO_TXN_REQUEST,
-         transactions.ADD_OFFSETS_TO_TXN_RESPONSE, "0-2", "0-2"),
-    # v5 (transaction version 2, epoch bump per transaction) is not advertised: no TV2 yet.
-    _api("EndTxn", transactions.END_TXN_REQUEST, transactions.END_TXN_RESPONSE, "0-4", "0-4"),
+         transactions.ADD_OFFSETS_TO_TXN_RESPONSE, "0-4", "0-4"),
+    # v5 (transaction version 2): the epoch is bumped at every commit/abort and the answer
+    # carries the producer id and epoch to continue with.
+    _api("EndTxn", transactions.END_TXN_REQUEST, transactions.END_TXN_RESPONSE, "0-5", "0-5"),
+    # v3 (KIP-447) fences by the group's generation and member id; v4 knows
+    # TRANSACTION_ABORTABLE; v5 (transaction version 2) adds the group's offsets partition to
+    # the transaction itself (no AddOffsetsToTxn).
     _api("TxnOffsetCommit", transactions.TXN_OFFSET_COMMIT_REQUEST,
-         transactions.TXN_OFFSET_COMMIT_RESPONSE, "0-2", "0-2"),
-    # Coordinator -> partition leaders (inter-broker): advertised once handled. Kafka 4 removed
-    # v0 (KIP-896) but our transaction coordinator still sends it: kept until it sends v1.
+         transactions.TXN_OFFSET_COMMIT_RESPONSE, "0-5", "0-5"),
+    # Coordinator -> partition leaders (inter-broker): our coordinator sends v1; v0 is removed
+    # as in Kafka 4 (KIP-896). Kafka's v2 (transaction_version per marker) is not declared.
     _api("WriteTxnMarkers", transactions.WRITE_TXN_MARKERS_REQUEST,
-         transactions.WRITE_TXN_MARKERS_RESPONSE, "0-1", "0-1"),
+         transactions.WRITE_TXN_MARKERS_RESPONSE, "0-1", "0-1", "0"),
     # kafka-transactions.sh: each broker answers for the transactional ids it coordinates.
     _api("DescribeTransactions", transaction_admin.DESCRIBE_TRANSACTIONS_REQUEST,
          transaction_admin.DESCRIBE_TRANSACTIONS_RESPONSE, "0", "0"),
@@ -250,14 +259,43 @@ def supported_api_versions(
             for key, (low, high) in ranges.items()]  # fmt: skip
 
 
+@dataclasses.dataclass(frozen=True)
+class Features:
+    """ApiVersions v3+'s features: `supported` name -> (min, max) levels this broker implements,
+    `finalized` name -> the cluster's level, valid from metadata offset `finalized_epoch`."""
+
+    supported: Mapping[str, tuple[int, int]]
+    finalized: Mapping[str, int]
+    finalized_epoch: int
+
+
 def api_versions_body(
-    api_keys: frozenset[int] | None = None, throttle_time_ms: int = 0, legacy: bool = False
+    api_keys: frozenset[int] | None = None,
+    throttle_time_ms: int = 0,
+    legacy: bool = False,
+    features: Features | None = None,
+    version: int = 4,
 ) -> Any:
-    """The ApiVersions response body (any version 0-3) advertising `api_keys`."""
-    return api_versions.API_VERSIONS_RESPONSE.cls(
+    """The ApiVersions response body (any version 0-4) advertising `api_keys` and, from v3,
+    `features` (a v3 answer leaves out supported features whose min is 0, as Kafka's does)."""
+    cls: Any = api_versions.API_VERSIONS_RESPONSE.cls  # made at run time by schema.py: untyped
+    extra: dict[str, Any] = {}
+    if features is not None:
+        extra["supported_features"] = [
+            cls.SupportedFeatureKey(name=name, min_version=low, max_version=high)
+            for name, (low, high) in sorted(features.supported.items())
+            if version >= 4 or low > 0
+        ]
+        extra["finalized_features_epoch"] = features.finalized_epoch
+        extra["finalized_features"] = [
+            cls.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
+            for name, level in sorted(features.finalized.items())
+        ]
+    return cls(
         error_code=ErrorCode.NONE,
         api_keys=supported_api_versions(api_keys, legacy),
         throttle_time_ms=throttle_time_ms,
+        **extra,
     )
 
 

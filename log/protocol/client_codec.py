@@ -77,8 +77,11 @@ def decode_response(
 
 
 # The highest version a client sends where later ones belong to brokers: AddPartitionsToTxn
-# v4+ is the batched, verify-only request partition leaders send (KIP-890 part 1).
-CLIENT_MAX_VERSIONS = {24: 3}
+# v4+ is the batched, verify-only request partition leaders send (KIP-890 part 1). And our
+# producer is a transaction version 1 client, as Kafka's is on a cluster without
+# transaction.version 2: Produce v12, EndTxn v5 and TxnOffsetCommit v5 ask for TV2's implicit
+# adds and epoch bump per transaction, which its transactions do not follow.
+CLIENT_MAX_VERSIONS = {24: 3, 0: 11, 26: 4, 28: 4}
 
 
 def choose_versions(broker_api_keys: list[Any]) -> dict[int, int]:

@@ -34,7 +34,7 @@ from log.protocol.schema import (  # noqa: F401
 PRODUCE_REQUEST = message(
     "ProduceRequest",
     api_key=0,
-    versions="0-10",
+    versions="0-12",
     flexible_versions="9+",
     fields=(
         F("transactional_id", STRING, "3+", nullable="3+", default=None),
@@ -53,7 +53,7 @@ PRODUCE_REQUEST = message(
 PRODUCE_RESPONSE = message(
     "ProduceResponse",
     api_key=0,
-    versions="0-10",
+    versions="0-12",
     flexible_versions="9+",
     fields=(
         F("responses", ARRAY(STRUCT("TopicProduceResponse",

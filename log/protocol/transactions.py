@@ -1,12 +1,17 @@
-"""Transaction APIs: AddPartitionsToTxn (24, v0-5, flexible from v3), AddOffsetsToTxn (25),
-EndTxn (26, v0-4, flexible from v3), TxnOffsetCommit (28); and WriteTxnMarkers (27,
-coordinator -> partition leaders, v0-1, flexible from v1).
+"""Transaction APIs: AddPartitionsToTxn (24, v0-5, flexible from v3), AddOffsetsToTxn (25, v0-4,
+flexible from v3), EndTxn (26, v0-5, flexible from v3), TxnOffsetCommit (28, v0-5, flexible from
+v3); and WriteTxnMarkers (27, coordinator -> partition leaders, v0-1, flexible from v1).
 
 AddPartitionsToTxn v4+ (KIP-890 part 1) is the broker-to-broker form: a batch of
 `transactions`, each with `verify_only` (a partition leader asking whether its partition is in
 the transaction); Kafka renamed the v0-3 single-transaction fields with a v3_and_below_ prefix,
-the names are kept verbatim. v5 only says the sender knows TRANSACTION_ABORTABLE; EndTxn v4 and
-InitProducerId v5 likewise (same layouts).
+the names are kept verbatim. v5 only says the sender knows TRANSACTION_ABORTABLE; EndTxn v4,
+AddOffsetsToTxn v4, TxnOffsetCommit v4 and InitProducerId v5 likewise (same layouts).
+
+Transaction version 2 (KIP-890 part 2): EndTxn v5's response carries the producer id and epoch
+the producer continues with; TxnOffsetCommit v5 (layout of v3) adds the group's offsets
+partition to the transaction itself. TxnOffsetCommit v3 (KIP-447) carries the consumer's
+generation, member id and group instance id.
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -82,7 +87,7 @@ ADD_PARTITIONS_TO_TXN_RESPONSE = message(
 ADD_OFFSETS_TO_TXN_REQUEST = message(
     "AddOffsetsToTxnRequest",
     api_key=25,
-    versions="0-2",
+    versions="0-4",
     flexible_versions="3+",
     fields=(
         F("transactional_id", STRING),
@@ -95,7 +100,7 @@ ADD_OFFSETS_TO_TXN_REQUEST = message(
 ADD_OFFSETS_TO_TXN_RESPONSE = message(
     "AddOffsetsToTxnResponse",
     api_key=25,
-    versions="0-2",
+    versions="0-4",
     flexible_versions="3+",
     fields=(
         F("throttle_time_ms", INT32),
@@ -106,7 +111,7 @@ ADD_OFFSETS_TO_TXN_RESPONSE = message(
 END_TXN_REQUEST = message(
     "EndTxnRequest",
     api_key=26,
-    versions="0-4",
+    versions="0-5",
     flexible_versions="3+",
     fields=(
         F("transactional_id", STRING),
@@ -119,24 +124,29 @@ END_TXN_REQUEST = message(
 END_TXN_RESPONSE = message(
     "EndTxnResponse",
     api_key=26,
-    versions="0-4",
+    versions="0-5",
     flexible_versions="3+",
     fields=(
         F("throttle_time_ms", INT32),
         F("error_code", INT16),
+        F("producer_id", INT64, "5+", default=-1),
+        F("producer_epoch", INT16, "5+", default=-1),
     ),
 )
 
 TXN_OFFSET_COMMIT_REQUEST = message(
     "TxnOffsetCommitRequest",
     api_key=28,
-    versions="0-2",
+    versions="0-5",
     flexible_versions="3+",
     fields=(
         F("transactional_id", STRING),
         F("group_id", STRING),
         F("producer_id", INT64),
         F("producer_epoch", INT16),
+        F("generation_id", INT32, "3+", default=-1),
+        F("member_id", STRING, "3+", default=""),
+        F("group_instance_id", STRING, "3+", nullable="3+", default=None),
         F("topics", ARRAY(STRUCT("TxnOffsetCommitRequestTopic",
                 F("name", STRING),
                 F("partitions", ARRAY(STRUCT("TxnOffsetCommitRequestPartition",
@@ -152,7 +162,7 @@ TXN_OFFSET_COMMIT_REQUEST = message(
 TXN_OFFSET_COMMIT_RESPONSE = message(
     "TxnOffsetCommitResponse",
     api_key=28,
-    versions="0-2",
+    versions="0-5",
     flexible_versions="3+",
     fields=(
         F("throttle_time_ms", INT32),

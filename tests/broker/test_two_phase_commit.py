@@ -95,9 +95,11 @@ async def test_a_prepared_transaction_is_kept_and_committed_by_another_client(nu
     body = await committer.call(24, 1, add_partitions("spark-0", again.producer_id,
                                                       again.producer_epoch, "out", [1]))  # fmt: skip
     assert partition_codes(body) == {("out", 1): 0}
+    # (transaction version 2, the default: the fence bumps once, the abort once more, the new
+    # instance's init once more)
     fresh = await init_v6(committer, "spark-0", enable_2pc=True)
-    assert fresh.error_code == 0 and fresh.producer_epoch == again.producer_epoch + 2
-    assert markers(broker, "out", 1)[-1] == (p.producer_id, again.producer_epoch + 1, False)
+    assert fresh.error_code == 0 and fresh.producer_epoch == again.producer_epoch + 3
+    assert markers(broker, "out", 1)[-1] == (p.producer_id, again.producer_epoch + 2, False)
 
     # keep_prepared_txn needs enable_2pc; neither applies without a transactional id.
     assert (await committer.call(22, 6, IP(transactional_id="spark-0",

@@ -81,12 +81,12 @@ async def test_markers_end_transactions_on_several_partitions(broker):
     client = await WireClient.connect(broker.port)
     assert await produce(client, "t", 0, txn_batch(0)) == ErrorCode.NONE
     assert await produce(client, "t", 1, txn_batch(0)) == ErrorCode.NONE
-    # Both versions (v1 is flexible); the second marker ends a transaction with no data here.
+    # v1 (flexible; Kafka 4 removed v0); the second marker ends a transaction with no data here.
     body = await client.call(27, 1, markers_body((PRODUCER_ID, 0, True, 5, {"t": [0, 1]})))
     assert codes(body) == {(PRODUCER_ID, "t", 0): 0, (PRODUCER_ID, "t", 1): 0}
     assert sorted(completed) == [("t", 0, PRODUCER_ID, True), ("t", 1, PRODUCER_ID, True)]
     assert await produce(client, "t", 0, txn_batch(2)) == ErrorCode.NONE
-    body = await client.call(27, 0, markers_body((PRODUCER_ID, 0, False, 5, {"t": [0]})))
+    body = await client.call(27, 1, markers_body((PRODUCER_ID, 0, False, 5, {"t": [0]})))
     assert codes(body) == {(PRODUCER_ID, "t", 0): 0}
 
     body = await client.call(1, 11, fetch_body("t", 0, 0))

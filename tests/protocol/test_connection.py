@@ -49,13 +49,18 @@ def _one(conn: ServerConnection, data: bytes):
     return conn.next_request()
 
 
-def test_kafka_python_api_versions_v4_gets_the_v0_error_body():
+def test_kafka_python_api_versions_v4_is_answered_and_v5_gets_the_v0_error_body():
     request = ApiVersionsRequest(
         client_software_name="kafka-python", client_software_version="3.0.12", version=4
     )
     request.with_header(correlation_id=7, client_id="kafka-python")
     conn = ServerConnection()
-    event = _one(conn, request.encode(header=True, framed=True))
+    frame = request.encode(header=True, framed=True)
+    event = _one(conn, frame)
+    assert isinstance(event, Request) and event.api_version == 4
+    # the same request at v5 (a version nobody declares yet): bytes 6-7 are the api_version
+    frame = frame[:6] + struct.pack(">h", 5) + frame[8:]
+    event = _one(ServerConnection(), frame)
     assert isinstance(event, BadRequest) and not event.close_connection
     assert event.error_code == ErrorCode.UNSUPPORTED_VERSION
     data = event.data_to_send
@@ -65,7 +70,7 @@ def test_kafka_python_api_versions_v4_gets_the_v0_error_body():
     response = ApiVersionsResponse.decode(data, version=4, header=True, framed=True)
     assert response.error_code == 35
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert ranges[18] == (0, 3)
+    assert ranges[18] == (0, 4)
 
 
 def test_librdkafka_style_v3_request_is_answered_in_one_round_trip():
@@ -81,8 +86,8 @@ def test_librdkafka_style_v3_request_is_answered_in_one_round_trip():
     (response,) = client.receive_data(conn.send_response(event, api_versions_body()))
     assert response.api_version == 3 and response.body.error_code == ErrorCode.NONE
     advertised = {k.api_key: (k.min_version, k.max_version) for k in response.body.api_keys}
-    assert advertised[0] == (0, 10) and advertised[1] == (4, 17) and advertised[3] == (1, 12)
-    assert advertised[18] == (0, 3) and advertised[16] == (0, 5)
+    assert advertised[0] == (0, 12) and advertised[1] == (4, 17) and advertised[3] == (1, 12)
+    assert advertised[18] == (0, 4) and advertised[16] == (0, 5)
     assert set(advertised) == DEFAULT_ADVERTISED
     assert 24 not in advertised  # transaction APIs are opt-in
 
@@ -369,11 +374,11 @@ def test_choose_versions_against_our_own_advertisement():
     from log.protocol.client_codec import choose_versions
 
     chosen = choose_versions(supported_api_versions())
-    assert chosen[0] == 10 and chosen[1] == 17 and chosen[3] == 12 and chosen[22] == 6
+    assert chosen[0] == 11 and chosen[1] == 17 and chosen[3] == 12 and chosen[22] == 6
     entry = APIS[18].response.cls.ApiVersion
     # AddPartitionsToTxn v4+ is what partition leaders send (KIP-890): a client stays at v3
     assert choose_versions([entry(api_key=24, min_version=0, max_version=5)]) == {24: 3}
-    assert choose_versions([entry(api_key=0, min_version=11, max_version=13)]) == {}
+    assert choose_versions([entry(api_key=0, min_version=12, max_version=13)]) == {}
     assert choose_versions(
         [entry(api_key=1, min_version=4, max_version=19), entry(api_key=999)]
     ) == {1: 17}

@@ -4,8 +4,11 @@ ListTransactions (transaction coordinator, log/coordinator/transaction_driver.py
 TxnOffsetCommit (group coordinator, group_driver.py).
 
 Thin: each handler turns the request body into one driver call and the result into the response
-body. The transaction APIs are answered at the versions declared in log/protocol/transactions.py,
-at transaction version 0 (KIP-98 semantics, no epoch bump per transaction).
+body. The transaction APIs are answered at the versions declared in log/protocol/transactions.py.
+Transaction version 2 (KIP-890 part 2) is what EndTxn v5 and TxnOffsetCommit v5 ask for (and
+AddPartitionsToTxn v5 from a partition leader adding a Produce v12's partition); they get it when
+the cluster finalized transaction.version 2, else version 0 semantics (no epoch bump, no
+implicit add), as a Kafka 4 client on such a cluster would not ask.
 
 AddPartitionsToTxn v4+ (KIP-890 part 1) comes from partition leaders, not clients: CLUSTER_ACTION
 is required for the whole request (CLUSTER_AUTHORIZATION_FAILED otherwise, Kafka's), topics are
@@ -15,7 +18,10 @@ TRANSACTION_ABORTABLE). Every version: a partition of an unknown topic fails the
 UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED.
 
 TxnOffsetCommit verifies (KIP-890 part 1, add_partitions_to_txn_manager.py) that the group's
-__consumer_offsets partition is in the transaction before writing the offsets.
+__consumer_offsets partition is in the transaction before writing the offsets; v5 on a
+transaction version 2 cluster adds it instead. v3+ (KIP-447) names the consumer's generation and
+member: a commit from a member the group no longer knows, or of an older generation, is fenced
+(UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID) before anything is written.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from log.common.errors import ErrorCode
 from log.coordinator.group_coordinator import (
     OFFSET_METADATA_MAX_BYTES,
     OFFSETS_TOPIC,
+    CoordinatorError,
     OffsetAndMetadata,
 )
 from log.coordinator.transaction_driver import TRANSACTION_STATE_TOPIC, TransactionCoordinatorDriver
@@ -140,7 +147,7 @@ async def handle_add_partitions_to_txn(ctx: BrokerContext, request: Request) -> 
         wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
         errors = await _add_partitions(
             ctx, request, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted,
-            verify_only=txn.verify_only,
+            verify_only=txn.verify_only, leader_add_tv2=version >= 5,
         )  # fmt: skip
         results.append(
             AP.AddPartitionsToTxnResult(
@@ -160,9 +167,11 @@ async def _add_partitions(
     wanted: list[tuple[str, int]],
     *,
     verify_only: bool,
+    leader_add_tv2: bool = False,
 ) -> dict[tuple[str, int], int]:
     """One transaction's partitions (Kafka's KafkaApis.handleAddPartitionsToTxnRequest): the
-    error code per partition."""
+    error code per partition. `leader_add_tv2`: a partition leader (v5+) adds a transaction
+    version 2 producer's partition (Produce v12)."""
     from_client = request.api_version < 4
     # authorization (Kafka's, clients only): WRITE on the transactional id, else every
     # partition is refused; WRITE on each topic, else those partitions are refused
@@ -186,7 +195,10 @@ async def _add_partitions(
     if verify_only:
         result = await txn.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
     else:
-        result = await txn.add_partitions(transactional_id, producer_id, producer_epoch, wanted)
+        version = txn.client_version(leader_add_tv2)
+        result = await txn.add_partitions(
+            transactional_id, producer_id, producer_epoch, wanted, version
+        )
     return {tp: _for_version(c, request.api_version, 2) for tp, c in result.errors.items()}
 
 
@@ -232,10 +244,16 @@ async def handle_end_txn(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     if not _txn_id_allowed(ctx, request, AclOperation.WRITE, body.transactional_id):
         return ET(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)  # authorization
-    result = await driver(ctx).end_txn(
-        body.transactional_id, body.producer_id, body.producer_epoch, body.committed
+    txn = driver(ctx)
+    result = await txn.end_txn(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
+        txn.client_version(request.api_version >= 5),
+    )  # fmt: skip
+    return ET(
+        error_code=_for_version(result.error, request.api_version, 2),
+        producer_id=result.producer_id,
+        producer_epoch=result.producer_epoch,
     )
-    return ET(error_code=_for_version(result.error, request.api_version, 2))
 
 
 async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> object:
@@ -274,11 +292,16 @@ async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> obje
     if not body.transactional_id:
         code = ErrorCode.INVALID_REQUEST
     elif offsets:
-        # KIP-890 part 1: the group's __consumer_offsets partition must be in the transaction
+        code = _check_member(ctx, request)
+    if code == ErrorCode.NONE and offsets:
+        # KIP-890 part 1: the group's __consumer_offsets partition must be in the transaction;
+        # part 2 (v5, transaction version 2): it is added to it
+        manager = ctx.add_partitions_to_txn_manager
         offsets_partition = (OFFSETS_TOPIC, ctx.group_coordinator.partition_for(body.group_id))
-        code, guard = await ctx.add_partitions_to_txn_manager.verify_offsets_partition(
-            body.transactional_id, body.producer_id, body.producer_epoch, offsets_partition
-        )
+        code, guard = await manager.verify_offsets_partition(
+            body.transactional_id, body.producer_id, body.producer_epoch, offsets_partition,
+            add_partition=request.api_version >= 5 and manager.tv2_enabled(),
+        )  # fmt: skip
         if code == ErrorCode.NONE:
             code = await ctx.group_coordinator.commit_transactional_offsets(
                 body.group_id, body.producer_id, body.producer_epoch, offsets, guard
@@ -299,6 +322,29 @@ async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> obje
             for name, parts in by_topic.items()
         ]
     )
+
+
+def _check_member(ctx: BrokerContext, request: Request) -> int:
+    """TxnOffsetCommit v3+ (KIP-447): a commit naming a member or generation must come from a
+    current member of the group's current generation (Kafka's validateOffsetCommit for
+    transactional commits); without them (v0-2, or a producer outside any group) it is not
+    checked. A KIP-848 member's stale epoch is ILLEGAL_GENERATION here (the clients of
+    TxnOffsetCommit know no STALE_MEMBER_EPOCH)."""
+    body = request.body
+    generation_id = getattr(body, "generation_id", -1)
+    member_id = getattr(body, "member_id", "")
+    if request.api_version < 3 or (generation_id < 0 and not member_id):
+        return ErrorCode.NONE
+    groups = ctx.group_coordinator
+    try:
+        groups.check_group(body.group_id)
+    except CoordinatorError as exc:  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...
+        return exc.error_code
+    code = groups.core.check_commit(
+        body.group_id, member_id, generation_id, ctx.clock_ms(),
+        getattr(body, "group_instance_id", None),
+    )  # fmt: skip
+    return ErrorCode.ILLEGAL_GENERATION if code == ErrorCode.STALE_MEMBER_EPOCH else code
 
 
 async def handle_describe_transactions(ctx: BrokerContext, request: Request) -> object:
