@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from log.common.node_config import ConfigError, NodeConfig, Voter, parse_voters
+from quorum.features import FeatureError, parse_feature_levels
 from quorum.metadata_quorum import parse_endpoint
 from tools.metadata_cmd import read_secret
 from tools.node_format import (
@@ -124,6 +125,13 @@ def _property(ctx: click.Context, param: click.Parameter, values: tuple[str, ...
     help="a controller's Raft port is its controller port plus this",
 )
 @click.option(
+    "--feature",
+    "features",
+    multiple=True,
+    help="NAME=LEVEL a new cluster finalizes instead of the default, e.g. transaction.version=1 "
+    "(repeatable; Kafka's kafka-storage format --feature; ignored once the cluster exists)",
+)
+@click.option(
     "--property",
     "-p",
     "extra",
@@ -142,6 +150,7 @@ def format_command(
     broker_only: bool,
     join: bool,
     raft_port_offset: int,
+    features: tuple[str, ...],
     extra: dict,
 ) -> None:
     """Write one node's node.toml (run it after with `quorumlog node --data-dir D`).
@@ -172,6 +181,12 @@ def format_command(
         if join and broker_only:
             raise FormatError("--join is for a new controller; a broker joins without it")
         raft = raft_voters_for(voters, raft_port_offset)
+        if features:
+            try:  # checked here, not only when the controller starts
+                parse_feature_levels(",".join(features))
+            except FeatureError as exc:
+                raise FormatError(f"--feature: {exc}") from None
+            extra = {**extra, "quorumlog.bootstrap.features": ",".join(features)}
         if join:
             if not secret_file.exists():
                 raise FormatError(f"--join: {secret_file} is missing: copy the cluster's secret")

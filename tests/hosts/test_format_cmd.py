@@ -89,6 +89,7 @@ def test_format_writes_the_node_config_and_creates_the_secret_file(tmp_path):
         ("other-node", "is node 1's directory, not node 2's"),
         ("unknown-data", "not empty and has no node.toml"),
         ("bad-listeners", "is not NAME://host:port"),
+        ("bad-feature", "transaction.version=3 is outside the supported levels 0-2"),
     ],
 )
 def test_format_refuses_and_touches_nothing(tmp_path, case, expected):
@@ -106,7 +107,9 @@ def test_format_refuses_and_touches_nothing(tmp_path, case, expected):
         "other-node": format_args(node_dir, 2, "c1", new_secret),
         "unknown-data": format_args(node_dir, 1, "c1", new_secret),
         "bad-listeners": (*format_args(tmp_path / "n9", 1, "c1", new_secret), "--listeners", "x"),
-    }[case]
+        "bad-feature": (*format_args(tmp_path / "n9", 1, "c1", new_secret), "--feature",
+                        "transaction.version=3"),
+    }[case]  # fmt: skip
     refused = cli(*args)
     assert refused.returncode == 1
     assert expected in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
@@ -137,6 +140,22 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
+def _finalized_features(port: int) -> dict[str, int]:
+    """ApiVersions v4's finalized features, asked with our own codec."""
+    from log.protocol.api_versions import API_VERSIONS_REQUEST
+    from log.protocol.client_codec import ClientCodec
+
+    codec = ClientCodec("format-test")
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(codec.encode_request(18, 4, API_VERSIONS_REQUEST.cls()))
+        responses: list = []
+        while not responses:
+            data = sock.recv(1 << 16)
+            assert data, "the node closed the connection"
+            responses = codec.receive_data(data)
+    return {f.name: f.max_version_level for f in responses[0].body.finalized_features}
+
+
 def test_a_formatted_node_serves_a_real_client(tmp_path):
     kafka, controller, raft = _free_ports(3)
     cluster_id = cli("cluster-id").stdout.strip()
@@ -146,6 +165,7 @@ def test_a_formatted_node_serves_a_real_client(tmp_path):
         "--controllers", f"1@127.0.0.1:{controller}", "--raft-port-offset", str(raft - controller),
         "--listeners", f"PLAINTEXT://127.0.0.1:{kafka}", "--secret-file", str(tmp_path / "s"),
         "-p", "offsets.topic.replication.factor=1", "-p", "offsets.topic.num.partitions=1",
+        "--feature", "transaction.version=1",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     with open(tmp_path / "node.log", "wb") as log:
@@ -171,6 +191,8 @@ def test_a_formatted_node_serves_a_real_client(tmp_path):
                 values.append(msg.value().decode())
         consumer.close()
         assert values == [f"v{i}" for i in range(10)]
+        # the controller finalized what format asked for this new cluster
+        assert _finalized_features(kafka) == {"transaction.version": 1, "group.version": 1}
     finally:
         node.send_signal(signal.SIGTERM)
         assert node.wait(timeout=60) == 0

@@ -134,6 +134,8 @@ async def test_one_node_registers_unfences_creates_topics_and_survives_garbage(t
             await nursery.start(lifecycle.run)
             await lifecycle.unfenced.wait()
         assert service.is_active and service.image.brokers[1].fenced is False
+        # a new cluster: the first activation finalized Kafka 4.0's default feature levels
+        assert service.image.features == {"transaction.version": 2, "group.version": 1}
 
         # A stranger without the cluster secret is refused after its 48 handshake bytes;
         # garbage after a good handshake closes that connection only.
