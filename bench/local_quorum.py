@@ -21,7 +21,7 @@ from quorum import controller, leader_election, reassignment
 from quorum.acls import create_acls, delete_acls
 from quorum.broker_configs import alter_broker_configs
 from quorum.broker_lifecycle import MAX_PENDING_IMAGES
-from quorum.features import BOOTSTRAP_LEVELS
+from quorum.features import BOOTSTRAP_LEVELS, update_features
 from quorum.image import MetadataImage
 from quorum.records import BrokerEndpoint, encode_batch
 from quorum.scram_credentials import alter_user_scram_credentials
@@ -118,6 +118,9 @@ class LocalQuorum:
 
     async def alter_broker_configs(self, request):
         return self._decided(alter_broker_configs(self.image, request))
+
+    async def update_features(self, request):
+        return self._decided(update_features(self.image, request))
 
     async def alter_partitions(self, request):
         return self._decided(controller.alter_partitions(self.image, request))

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         DeleteTopicsRequest,
         DeleteTopicsResponse,
     )
+    from quorum.features import UpdateFeaturesRequest, UpdateFeaturesResponse
     from quorum.image import MetadataImage
     from quorum.leader_election import ElectLeadersRequest, ElectLeadersResponse
     from quorum.reassignment import (
@@ -109,6 +110,8 @@ class ControllerChannel(Protocol):
     async def alter_partitions(
         self, request: AlterPartitionsRequest
     ) -> AlterPartitionsResponse: ...
+
+    async def update_features(self, request: UpdateFeaturesRequest) -> UpdateFeaturesResponse: ...
 
     async def alter_user_scram_credentials(
         self, request: AlterUserScramCredentialsRequest

@@ -40,7 +40,7 @@ from log.protocol.controller import (
     BROKER_REGISTRATION_REQUEST,
 )
 from log.protocol.framing import FrameDecoder
-from quorum import acls, controller_auth, controller_codec
+from quorum import acls, controller_auth, controller_codec, features
 from quorum import broker_configs as bc
 from quorum import controller as c
 from quorum import leader_election as le
@@ -310,6 +310,11 @@ class ControllerClient:
         self, request: bc.AlterBrokerConfigsRequest
     ) -> bc.AlterBrokerConfigsResponse:
         return await self._forward("alter_broker_configs", request)
+
+    async def update_features(
+        self, request: features.UpdateFeaturesRequest
+    ) -> features.UpdateFeaturesResponse:
+        return await self._forward("update_features", request)
 
     async def alter_partitions(
         self, request: c.AlterPartitionsRequest

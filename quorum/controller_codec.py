@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from log.common.errors import ErrorCode, InvalidRequestError
-from quorum import acls
+from quorum import acls, features
 from quorum import broker_configs as bc
 from quorum import controller as c
 from quorum import leader_election as le
@@ -50,6 +50,7 @@ OPERATIONS: dict[str, tuple[type, type]] = {
     "describe_quorum": (mq.DescribeQuorumRequest, mq.DescribeQuorumResponse),
     "add_raft_voter": (mq.AddRaftVoterRequest, mq.VoterChangeResponse),
     "remove_raft_voter": (mq.RemoveRaftVoterRequest, mq.VoterChangeResponse),
+    "update_features": (features.UpdateFeaturesRequest, features.UpdateFeaturesResponse),
 }
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 _MAX_DEPTH = 8

@@ -65,7 +65,7 @@ from quorum import reassignment as ra
 from quorum.acls import create_acls, delete_acls
 from quorum.broker_configs import alter_broker_configs
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
-from quorum.features import bootstrap_levels
+from quorum.features import bootstrap_levels, update_features
 from quorum.image import MetadataImage
 from quorum.partition_change import ElectionPolicy
 from quorum.raft import RaftConfig, RaftFatalError, RaftNode, VoterChangeRefusedError
@@ -430,6 +430,7 @@ class ControllerService:
             "delete_topics": c.delete_topics,
             "alter_topic_configs": c.alter_topic_configs,
             "alter_broker_configs": alter_broker_configs,
+            "update_features": update_features,
             "alter_partitions": lambda image, r: c.alter_partitions(image, r, defaults),
             "controlled_shutdown": lambda image, r: c.controlled_shutdown(image, r, defaults),
             "elect_leaders": lambda image, r: le.elect_leaders(

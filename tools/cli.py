@@ -50,6 +50,9 @@ main.add_command(groups)
 from tools.transactions_cmd import transactions  # noqa: E402
 
 main.add_command(transactions)
+from tools.features_cmd import features  # noqa: E402
+
+main.add_command(features)
 from tools.nemesis_cmd import nemesis  # noqa: E402
 
 main.add_command(nemesis)

@@ -27,6 +27,7 @@ from log.protocol import (
     consumer_group,
     controller,
     coordinator,
+    features,
     fetch,
     groups,
     log_dirs,
@@ -207,6 +208,9 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          sasl.DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE, "0", "0"),
     _api("AlterUserScramCredentials", sasl.ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
          sasl.ALTER_USER_SCRAM_CREDENTIALS_RESPONSE, "0", "0"),
+    # kafka-features.sh upgrade/downgrade: the finalized levels (quorum/features.py).
+    _api("UpdateFeatures", features.UPDATE_FEATURES_REQUEST, features.UPDATE_FEATURES_RESPONSE,
+         "0-2", "0-2"),
     # Broker-to-controller (KRaft) APIs: never advertised to clients.
     _api("BrokerRegistration", controller.BROKER_REGISTRATION_REQUEST,
          controller.BROKER_REGISTRATION_RESPONSE, "0-3", "0-3"),
@@ -224,7 +228,7 @@ GROUP_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42})
 CONSUMER_GROUP_APIS = frozenset({68, 69})  # KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe
 REPLICATION_APIS = frozenset({23})  # OffsetForLeaderEpoch: followers, and clients' epoch checks
 TRANSACTION_APIS = frozenset({24, 25, 26, 27, 28, 65, 66})
-ADMIN_EXTRA_APIS = frozenset({21, 33, 43, 44, 45, 46, 47, 61, 75})
+ADMIN_EXTRA_APIS = frozenset({21, 33, 43, 44, 45, 46, 47, 57, 61, 75})
 CONTROLLER_APIS = frozenset({62, 63, 67})  # broker-to-controller only: never advertise
 LOG_DIR_APIS = frozenset({35})  # DescribeLogDirs
 SASL_APIS = frozenset({17, 36, 50, 51})  # SaslHandshake, SaslAuthenticate, SCRAM credentials

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import click
 import pytest
 import trio
 
@@ -222,4 +223,45 @@ async def test_a_tv1_cluster_keeps_version_1_rules_for_tv2_requests(nursery, tmp
     ended = await end_txn_v5(client, "tv1", pid, epoch, commit=True)
     assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (0, pid, epoch)
     assert await wait_markers(broker, 0, 1) == [(pid, epoch, True)]
+    await client.aclose()
+
+
+async def test_update_features_changes_the_transaction_version_of_a_running_cluster(
+    nursery, tmp_path
+):
+    """kafka-features.sh's requests (the `quorumlog features` functions over our AdminClient):
+    describe, a refused upgrade, a safe downgrade to version 1 that the partition leaders
+    follow at once (Produce v12 no longer adds a partition), and the upgrade back."""
+    from tools.admin_client import AdminClient
+    from tools.features_cmd import describe_features, update_features
+
+    broker = await start_broker(nursery, tmp_path, **PROPS)
+    await broker.create_topic(TOPIC, partitions=1)
+    client = await WireClient.connect(broker.port)
+    await find_coordinator(client, "tv")
+    async with AdminClient(broker.bootstrap) as admin:
+        rows = {r["feature"]: r for r in await describe_features(admin)}
+        assert rows["transaction.version"]["finalized_version_level"] == 2
+        assert rows["transaction.version"]["supported_max_version"] == 2
+        for levels, kind, needle in [
+            ({"transaction.version": 3}, 1, "outside the supported levels 0-2"),
+            ({"transaction.version": 1}, 1, "without setting the upgrade type"),
+            ({"group.version": 0}, 2, "group.version is fixed at 1"),
+            ({"no.such.feature": 1}, 1, "unknown feature"),
+        ]:
+            with pytest.raises(click.ClickException, match=needle):
+                await update_features(admin, levels, kind, dry_run=False)
+        await update_features(admin, {"transaction.version": 1}, 2, dry_run=True)
+        assert (await describe_features(admin))[1]["finalized_version_level"] == 2
+        await update_features(admin, {"transaction.version": 1}, 2, dry_run=False)
+        rows = {r["feature"]: r for r in await describe_features(admin)}
+        assert rows["transaction.version"]["finalized_version_level"] == 1
+        first = await init(client, "tv")
+        pid, epoch = first.producer_id, first.producer_epoch
+        code = await produce_v12(client, "tv", 0, txn_batch(pid, epoch, 0))
+        assert code == ErrorCode.TRANSACTION_ABORTABLE
+        await update_features(admin, {"transaction.version": 2}, 1, dry_run=False)
+        assert await produce_v12(client, "tv", 0, txn_batch(pid, epoch, 0)) == 0
+        ended = await end_txn_v5(client, "tv", pid, epoch, commit=True)
+        assert (ended.error_code, ended.producer_epoch) == (0, epoch + 1)
     await client.aclose()

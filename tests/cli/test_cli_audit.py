@@ -15,7 +15,7 @@ from tools.cli import main
 READ_COMMANDS = [
     "topics list", "topics describe", "status", "metadata", "groups list", "groups describe",
     "consume", "dump-log", "perf produce", "perf consume", "transactions list",
-    "transactions describe",
+    "transactions describe", "features describe",
 ]  # fmt: skip
 UNREACHABLE = "127.0.0.1:1"  # nobody listens on port 1
 UNREACHABLE_LIMIT_S = 10

@@ -12,7 +12,7 @@ from cluster_harness import free_base_port, one_node_config
 from log.common.acl import AclBinding, AclBindingFilter
 from log.common.errors import ErrorCode, InvalidRequestError
 from log.protocol import controller_extra as extra
-from quorum import acls, controller_auth, controller_codec
+from quorum import acls, controller_auth, controller_codec, features
 from quorum import broker_configs as bc
 from quorum import controller as c
 from quorum import leader_election as le
@@ -61,6 +61,9 @@ def test_controller_codec_round_trips_every_operation():
         "describe_quorum": mq.DescribeQuorumRequest(from_any_controller=True),
         "add_raft_voter": mq.AddRaftVoterRequest(4, "198.18.0.14:9193", "198.18.0.14:9093"),
         "remove_raft_voter": mq.RemoveRaftVoterRequest(3),
+        "update_features": features.UpdateFeaturesRequest(
+            (features.FeatureUpdate("transaction.version", 1, features.SAFE_DOWNGRADE),), True
+        ),
     }
     assert set(samples) == set(controller_codec.OPERATIONS)
     quorum = mq.DescribeQuorumResponse(

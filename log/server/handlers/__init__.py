@@ -4,7 +4,7 @@ HANDLERS maps api_key -> handler; ADVERTISED_API_KEYS is what ApiVersions report
 handled (FindCoordinator, the group and transaction APIs included), except the APIs of a family
 (log/protocol/apis.py) not handled whole (a client must not see half of one) and the
 inter-broker WriteTxnMarkers (served to the brokers' transaction coordinators, which send it at
-v0 without asking ApiVersions). FindCoordinator must be advertised in any
+v1 without asking ApiVersions). FindCoordinator must be advertised in any
 case: librdkafka before 2.11.1 enables LZ4 only when FindCoordinator v0 is in range and otherwise
 silently produces uncompressed batches (tests/broker/test_old_librdkafka.py).
 """
@@ -41,6 +41,7 @@ from log.server.handlers.delete_records import handle_delete_records
 from log.server.handlers.describe_producers import handle_describe_producers
 from log.server.handlers.describe_topic_partitions import handle_describe_topic_partitions
 from log.server.handlers.elect_leaders import handle_elect_leaders
+from log.server.handlers.features import handle_update_features
 from log.server.handlers.fetch import handle_fetch
 from log.server.handlers.groups import (
     handle_delete_groups,
@@ -134,6 +135,7 @@ HANDLERS: dict[int, Handler] = {
     68: handle_consumer_group_heartbeat,
     69: handle_consumer_group_describe,
     75: handle_describe_topic_partitions,
+    57: handle_update_features,
 }
 HANDLED_API_KEYS = frozenset(HANDLERS)
 _FAMILIES = (CORE_APIS, GROUP_APIS, CONSUMER_GROUP_APIS, REPLICATION_APIS, TRANSACTION_APIS, ADMIN_EXTRA_APIS,
