@@ -10,7 +10,7 @@ Which batches: the first transactional batch of a transaction on a partition, i.
 producer has no transaction open here at that epoch (the producer state's
 `maybe_start_verification` hands out a guard then; a batch of an already open transaction needs
 no question). Nothing is cached across transactions. Disabled by
-`transaction.partition.verification.enable=false`.
+`transaction.partition.verification.enable=false`, except transaction version 2's adds below.
 
 How: the verifications waiting for one coordinator broker (the leader of the transactional id's
 __transaction_state partition) go out as one AddPartitionsToTxn v4+ request with `verify_only`
@@ -165,8 +165,12 @@ class AddPartitionsToTxnManager:
         """Kafka's handleProduceAppend before appendRecords: which transactional entries may be
         appended (with their guards) and which are answered with an error."""
         verification = ProduceVerification({}, {})
-        if transactional_id is None or not self.enabled:
+        if transactional_id is None:
             return verification  # the hot path of every other producer: no header is read
+        # TV2's implicit add cannot be switched off: without it nobody adds the partition
+        add = produce_version >= 12 and self.tv2_enabled()
+        if not self.enabled and not add:
+            return verification
         producers: set[tuple[int, int]] = set()
         transactional_entries: list[int] = []
         for index, (_, _, records) in enumerate(entries):
@@ -202,8 +206,7 @@ class AddPartitionsToTxnManager:
             return verification
         errors = await self.verify_transaction(
             transactional_id, producer_id, producer_epoch, list(wanted),
-            generic_error_supported=produce_version > 10,
-            add_partitions=produce_version >= 12 and self.tv2_enabled(),
+            generic_error_supported=produce_version > 10, add_partitions=add,
         )  # fmt: skip
         self.verified_partition_count += len(wanted)
         self.failed_partition_count += len(errors)
@@ -227,7 +230,7 @@ class AddPartitionsToTxnManager:
         maybeConvertOffsetCommitError gives it to TxnOffsetCommit v0-3. `add_partition` (TxnOffsetCommit
         v5 on a transaction version 2 cluster): the coordinator adds the partition instead."""
         hosted = self.replica_manager.get(*topic_partition)
-        if not self.enabled or hosted is None or not hosted.is_leader:
+        if not (self.enabled or add_partition) or hosted is None or not hosted.is_leader:
             return ErrorCode.NONE, None  # the commit answers NOT_COORDINATOR itself
         guard = hosted.log.producer_state_manager.maybe_start_verification(
             producer_id, producer_epoch

@@ -265,3 +265,20 @@ async def test_update_features_changes_the_transaction_version_of_a_running_clus
         ended = await end_txn_v5(client, "tv", pid, epoch, commit=True)
         assert (ended.error_code, ended.producer_epoch) == (0, epoch + 1)
     await client.aclose()
+
+
+async def test_tv2_adds_partitions_even_with_verification_disabled(nursery, tmp_path):
+    """Without the add nobody puts the partition in the transaction (its marker would never
+    come), so transaction.partition.verification.enable=false does not switch it off."""
+    props = {**PROPS, "transaction.partition.verification.enable": False}
+    broker = await start_broker(nursery, tmp_path, **props)
+    await broker.create_topic(TOPIC, partitions=1)
+    client = await WireClient.connect(broker.port)
+    await find_coordinator(client, "tv")
+    first = await init(client, "tv")
+    pid, epoch = first.producer_id, first.producer_epoch
+    assert await produce_v12(client, "tv", 0, txn_batch(pid, epoch, 0)) == 0
+    ended = await end_txn_v5(client, "tv", pid, epoch, commit=True)
+    assert (ended.error_code, ended.producer_epoch) == (0, epoch + 1)
+    assert await wait_markers(broker, 0, 1) == [(pid, epoch + 1, True)]
+    await client.aclose()
