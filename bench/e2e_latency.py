@@ -1,15 +1,17 @@
-"""End-to-end latency: produce (acks=all, RF 3) to consume, at a fixed share of the peak rate.
+"""End-to-end latency: produce (acks=all, RF 3) to consume, at fixed rates.
 
 A 3-node cluster on `quorumlog up` defaults, one topic of 3 partitions, RF 3,
 min.insync.replicas 2. One confluent-kafka producer (acks=all, linger.ms 0, idempotent)
-writes 100-byte values carrying their send time at `--rates` records/s (paced in 1 ms steps);
-one confluent-kafka consumer (fetch.wait.max.ms 100, fetch.min.bytes 1) in another thread
-reads them; latency = consume time - send time on the same clock. First the peak rate is
-measured (as fast as the producer goes, `--peak-count` records), then each rate in
-`--shares` of it (default 10 % and 50 %) and each fixed rate in `--rates` (default 1,000/s)
-for `--seconds`. p50/p99/p99.9 per rate, and the CPU the three nodes and this client process
-used meanwhile (percent of one core): on a small box the client's librdkafka threads compete
-with the nodes, and a node waiting for a core is latency.
+writes 100-byte values carrying their send time at `--rates` records/s (default 500 and 5,000;
+paced in 1 ms steps); one confluent-kafka consumer (fetch.wait.max.ms 100, fetch.min.bytes 1)
+in another thread reads them; latency = consume time - send time on the same clock, and beside
+it the producer's send-to-acknowledgement time. The settings are printed with the table. The
+peak rate (as fast as the producer goes, `--peak-count` records) is measured first and each
+rate printed as its share of it; `--shares` adds rows at shares of the peak, which swing with
+the peak (it moves 2-3x with the box's load). Beside each row: the CPU the three nodes and this
+client process used meanwhile (percent of one core; on a small box the client's librdkafka
+threads compete with the nodes, and a node waiting for a core is latency) and the 1-minute load
+average at the row's end.
 
 Where the time goes (traced 2026-11 at 10,000/s on 2 cores): the leader answers an acks=all
 produce one replication round after the append (follower's long poll answered -> follower
@@ -33,7 +35,7 @@ records appended before any HW move since their send 14-16 % -> 45-52 %, after 3
 the round itself (append -> HW p50 6.5 ms, p99 52 ms at that load: three processes' turns in
 a row) and the client waiting for one of its 5 in-flight slots.
 
-    python -m bench.e2e_latency [--shares 0.1 0.5] [--rates 1000] [--seconds 10]
+    python -m bench.e2e_latency [--rates 500 5000] [--shares 0.1] [--seconds 10]
 """
 
 from __future__ import annotations
@@ -55,16 +57,18 @@ from tools.perf_measure import percentile
 TOPIC = "e2e"
 STAMP = struct.Struct(">d")
 VALUE_BYTES = 100
+PRODUCER_SETTINGS = {"acks": "all", "linger.ms": 0, "enable.idempotence": True}
+CONSUMER_SETTINGS = {"auto.offset.reset": "latest", "enable.auto.commit": False,
+                     "fetch.wait.max.ms": 100, "fetch.min.bytes": 1}  # fmt: skip
 
 
 class Consumer:
     def __init__(self, bootstrap: str, group: str) -> None:
         from confluent_kafka import Consumer as KafkaConsumer
 
-        self.consumer = KafkaConsumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "latest",
-            "enable.auto.commit": False, "fetch.wait.max.ms": 100, "fetch.min.bytes": 1,
-        })  # fmt: skip
+        self.consumer = KafkaConsumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, **CONSUMER_SETTINGS}
+        )
         self.latencies: list[float] = []
         self.count = 0
         self.stop = threading.Event()
@@ -94,9 +98,11 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def produce(producer, count: int, rate_per_s: float | None) -> float:
-    """Send `count` stamped records (paced when `rate_per_s`); seconds it took to ack all."""
+def produce(producer, count: int, rate_per_s: float | None, acked: list | None = None) -> float:
+    """Send `count` stamped records (paced when `rate_per_s`); seconds it took to ack all.
+    With `acked`, each record's send-to-acknowledgement seconds are appended to it."""
     padding = b"x" * (VALUE_BYTES - STAMP.size)
+    options = {}
     start = time.monotonic()
     for i in range(count):
         if rate_per_s is not None:
@@ -105,7 +111,12 @@ def produce(producer, count: int, rate_per_s: float | None) -> float:
             if (delay := start + i / rate_per_s - time.monotonic()) > 0:
                 time.sleep(max(delay, 0.001))
                 producer.poll(0)
-        produce_waiting(producer, TOPIC, STAMP.pack(time.monotonic()) + padding, poll_s=0.001)
+        sent = time.monotonic()
+        if acked is not None:
+            options["on_delivery"] = lambda _error, _message, sent=sent: acked.append(
+                time.monotonic() - sent
+            )
+        produce_waiting(producer, TOPIC, STAMP.pack(sent) + padding, poll_s=0.001, **options)
         producer.poll(0)
     producer.flush(120)
     return time.monotonic() - start
@@ -122,14 +133,13 @@ def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         topic = NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})
         admin.create_topics([topic])[TOPIC].result(60)
-        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
-                             "enable.idempotence": True})  # fmt: skip
+        producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS})
         produce(producer, 1000, None)  # warm-up: connections, metadata, producer id
         peak = args.peak_count / produce(producer, args.peak_count, None)
         node_pids = [p.pid for p in cluster.processes.values()]
         rows = []
         loads = [(f"{share:.0%} of peak", peak * share) for share in args.shares]
-        loads += [(f"{rate:,.0f}/s", rate) for rate in args.rates]
+        loads += [(f"{rate:,.0f}/s ({rate / peak:.1%} of peak)", rate) for rate in args.rates]
         for label, rate in loads:
             consumer = Consumer(bootstrap, f"e2e-{label}")
             consumer.thread.start()
@@ -138,7 +148,8 @@ def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
             count = int(rate * args.seconds)
             nodes_before, client_before = cpu_seconds(node_pids), cpu_seconds([os.getpid()])
             start = time.monotonic()
-            produce(producer, count, rate)
+            acked: list[float] = []
+            produce(producer, count, rate, acked)
             deadline = time.monotonic() + 30
             while consumer.count < count and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -148,13 +159,16 @@ def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
             consumer.stop.set()
             consumer.thread.join(30)
             samples = sorted(s * 1000 for s in consumer.latencies)
+            acks = sorted(s * 1000 for s in acked)
             rows.append({"load": label, "rate_per_s": rate, "peak_per_s": peak,
                          "received": len(samples), "sent": count,
                          "p50_ms": statistics.median(samples),
                          "p99_ms": percentile(samples, 0.99),
                          "p999_ms": percentile(samples, 0.999),
+                         "ack_p50_ms": statistics.median(acks),
+                         "ack_p99_ms": percentile(acks, 0.99),
                          "nodes_cpu_pct": 100 * nodes_cpu, "client_cpu_pct": 100 * client_cpu,
-                         "cores": os.cpu_count()})  # fmt: skip
+                         "load_avg_1m": os.getloadavg()[0], "cores": os.cpu_count()})  # fmt: skip
         return rows
     finally:
         cluster.stop_all()
@@ -162,20 +176,28 @@ def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--shares", type=float, nargs="*", default=[0.1, 0.5])
-    parser.add_argument("--rates", type=float, nargs="*", default=[1000])
+    parser.add_argument("--shares", type=float, nargs="*", default=[])
+    parser.add_argument("--rates", type=float, nargs="*", default=[500, 5000])
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--peak-count", type=int, default=50_000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
         rows = run(args, Path(tmp))
-    print(f"peak {rows[0]['peak_per_s']:,.0f}/s; CPU in % of one core, {os.cpu_count()} cores")
-    print("| load | records/s | received | p50 ms | p99 ms | p99.9 ms | nodes CPU | client CPU |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"producer {PRODUCER_SETTINGS}, consumer {CONSUMER_SETTINGS}, {VALUE_BYTES}-byte "
+          f"values, 3 partitions, RF 3, min.insync.replicas 2")  # fmt: skip
+    print(f"peak {rows[0]['peak_per_s']:,.0f}/s; CPU in % of one core, {os.cpu_count()} cores; "
+          "load: the 1-minute load average at the row's end")  # fmt: skip
+    print(
+        "| load | records/s | received | p50 ms | p99 ms | p99.9 ms | acked p50 / p99 ms "
+        "| nodes CPU | client CPU | load avg |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['load']} | {r['rate_per_s']:,.0f} | {r['received']:,}/{r['sent']:,} "
               f"| {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['p999_ms']:.1f} "
-              f"| {r['nodes_cpu_pct']:.0f} % | {r['client_cpu_pct']:.0f} % |")  # fmt: skip
+              f"| {r['ack_p50_ms']:.1f} / {r['ack_p99_ms']:.1f} "
+              f"| {r['nodes_cpu_pct']:.0f} % | {r['client_cpu_pct']:.0f} % "
+              f"| {r['load_avg_1m']:.1f} |")  # fmt: skip
     emit("e2e_latency", rows)
 
 
