@@ -23,10 +23,10 @@ async def test_requests_are_answered_while_a_checkpoint_write_is_held_up(broker)
     manager = broker.server.log_manager
     checkpoint = manager._high_watermark_checkpoint._file  # its lock serializes its writes
     prepared = checkpoint._prepared
-    checkpoint._lock.acquire()  # the disk is slow: the next write of this file waits
+    checkpoint._path_lock.lock.acquire()  # the disk is slow: the next write of this file waits
     # Should the write run on the event loop, the loop would wait on the lock for good: this
     # timer lets it go (the assertions below then fail on their deadline).
-    safety = threading.Timer(60, checkpoint._lock.release)
+    safety = threading.Timer(60, checkpoint._path_lock.lock.release)
     safety.start()
     try:
         manager._next_run_ms["high_watermark"] = 0  # due at the next tick (<= 1 s away)
@@ -43,8 +43,8 @@ async def test_requests_are_answered_while_a_checkpoint_write_is_held_up(broker)
             assert fetched.responses[0].partitions[0].high_watermark == 3
     finally:
         safety.cancel()
-        if checkpoint._lock.locked():
-            checkpoint._lock.release()
+        if checkpoint._path_lock.lock.locked():
+            checkpoint._path_lock.lock.release()
     with trio.fail_after(30):  # the held-up write lands
         while checkpoint._written <= prepared:
             await trio.sleep(0.01)

@@ -4,6 +4,8 @@ prepared after it, and a failed one is reported, not raised."""
 
 from __future__ import annotations
 
+import threading
+
 from log.common.errors import KafkaStorageError
 from log.storage.checkpoint_file import OffsetCheckpointFile
 from log.storage.config import LogConfig
@@ -58,3 +60,27 @@ def test_a_failed_checkpoint_write_is_reported_and_takes_the_directory_offline(t
     assert not manager.is_offline
     manager.checkpoint_write_failed(*failures[0])
     assert manager.is_offline
+
+
+def test_two_objects_of_one_path_never_write_it_at_once(tmp_path):
+    """An in-process restart writes a checkpoint while the previous LogManager's last write
+    may still run in a worker thread: both go through one lock per path (with a lock per
+    object, one rename could find the other's `.tmp` already moved: ENOENT, directory offline)."""
+    path = tmp_path / "log-start-offset-checkpoint"
+    old, new = OffsetCheckpointFile(path), OffsetCheckpointFile(path)
+    errors: list[BaseException] = []
+
+    def write_many(checkpoint: OffsetCheckpointFile, offset: int) -> None:
+        try:
+            for i in range(30):
+                checkpoint.write({("t", 0): offset + i})
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write_many, args=(c, o)) for c, o in ((old, 0), (new, 100))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert old.read()[("t", 0)] in (29, 129)
