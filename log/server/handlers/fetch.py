@@ -454,7 +454,7 @@ def _cached_items(session: FetchSession, keys: list[Any]) -> list[_Item]:
 
 async def _wait_for_any(fetch_pass: _FetchPass, timeout_ms: int) -> list[int]:
     """Wait until any read partition signals (or `timeout_ms`); the positions that did."""
-    waiter = FetchWaiter()
+    waiter = FetchWaiter(for_data=fetch_pass.replica_id >= 0)
     watched = [(i, h) for i, h in enumerate(fetch_pass.hosted) if h is not None]
     for _, hosted in watched:
         hosted.fetch_waiters.add(waiter)
