@@ -11,6 +11,7 @@ import trio
 from log.common.errors import ErrorCode
 from log.replication.fetch_session import FetchSession
 from log.replication.partition import FetchWaiter, HostedPartition, SessionWatcher
+from log.server.handlers import fetch as fetch_handler
 from tests.broker.conftest import LocalQuorum, WireClient, fetch_body
 from tests.replication.test_replication_in_process import (
     TOPIC,
@@ -58,7 +59,18 @@ async def test_signals_wake_only_the_waits_that_can_progress():
     assert hosted.fetch_waiters == set()
 
 
-async def test_long_polls_are_answered_by_wake_ups_not_their_max_wait(nursery, tmp_path):
+async def test_long_polls_are_answered_by_wake_ups_not_their_max_wait(
+    nursery, tmp_path, monkeypatch
+):
+    replica_reads: list[int] = []  # each read pass of a follower's fetch on any broker
+    read = fetch_handler._FetchPass.read
+
+    def counted(fetch_pass, indices=None):
+        if fetch_pass.replica_id >= 0:
+            replica_reads.append(fetch_pass.replica_id)
+        return read(fetch_pass, indices)
+
+    monkeypatch.setattr(fetch_handler._FetchPass, "read", counted)
     quorum = LocalQuorum()
     brokers = {i: await _start(nursery, quorum, tmp_path, i, LONG_POLL_PROPS) for i in (1, 2, 3)}
     leader, leader_server, leader_port, followers = await _replicated_topic(
@@ -76,8 +88,14 @@ async def test_long_polls_are_answered_by_wake_ups_not_their_max_wait(nursery, t
     with trio.fail_after(30):  # a round that waited for a max wait would take 60 s
         while not any(not waiter.for_data for waiter in hosted.fetch_waiters):
             await trio.sleep(0.01)  # the consumer's fetch is parked
+        replica_reads.clear()
         for i in range(5):  # each answered once both followers fetched again
             assert await _produce(leader_port, -1, b"v%d" % i) == ErrorCode.NONE
+        # Per record, each follower's parked fetch read once when woken by the append, and
+        # its next fetch once on arrival; neither read again for the HW their fetches moved.
+        while len(replica_reads) < 4 * 5:
+            await trio.sleep(0.01)
+        assert sorted(replica_reads) == sorted(followers * 2 * 5)
         while not fetched:
             await trio.sleep(0.01)
     partition = fetched[0]
