@@ -66,7 +66,7 @@ Fixed in that session: the periodic checkpoint writes (two fsyncs, ~10 ms median
 ~50 ms on this disk) stalled each node's event loop every 5 s: they run in a worker thread now
 (log/server/broker.py, log/storage/manager.py). An append that leaves the HW where it was
 wakes only the followers' fetches, and a HW moved by a follower's fetch no longer wakes the
-followers' parked fetches: fetch reads per acks=all record at the leader 9 -> 7 (three
+followers' parked fetches nor re-reads the mover's own session: fetch reads per acks=all record at the leader 9 -> 6 (three
 in-process brokers and a long-polling consumer, counted). Nothing else blocks: no timer in
 the round, no fsync on the produce path (flush.messages/flush.ms unset, as Kafka), TCP_NODELAY
 on every socket (trio sets it on each SocketStream; librdkafka 2.16 sets it by default: seen

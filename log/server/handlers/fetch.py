@@ -40,8 +40,9 @@ only the partitions with news. A round reads only the session's candidates (the 
 named, signalled or unsettled since the last round, all of them at each sweep): the session's
 `SessionWatcher`, subscribed to every partition it read, marks a partition dirty when it
 signals and wakes the session's long poll, so a round with one busy partition among thousands
-idle costs one read. Consumers asking for a session get session id 0 ("declined") and keep
-sending full fetches.
+idle costs one read. A HW move only marks it (the follower waits for data; the HW rides on its
+next answer), and a HW its own fetch moved not even that: that answer already carries it.
+Consumers asking for a session get session id 0 ("declined") and keep sending full fetches.
 
 Reads run inline: a read is one pread of at most the requested bytes from the page cache.
 """
