@@ -6,8 +6,14 @@ state, the high-watermark rule) and the copies of that state the request paths r
 lookup (`leader_epoch`, `isr`, `replicas`, `is_leader`, refreshed by the ReplicaManager).
 
 Waiting. Everything that waits on a partition is woken by `signal_high_watermark`, which the
-ReplicaManager calls when the high watermark moves, data is appended (follower long polls wait
-for data, not for the HW), the log start offset moves, and leadership or the ISR changes:
+ReplicaManager calls when the log start offset moves and when leadership or the ISR changes.
+Two narrower signals wake only the waits that can progress (Kafka's DelayedFetch.tryComplete:
+a consumer reads up to the high watermark, a follower up to the log end offset), so no task
+wakes to read nothing and wait again: `signal_appended` (records appended, the high watermark
+and last stable offset unmoved) wakes replica fetches only; `signal_high_watermark_moved` (a
+follower's fetch moved the HW) wakes acks=all appends, DeleteRecords and consumer fetches, and
+only marks the partition dirty in fetch sessions (a follower's long poll waits for data; the
+new HW rides on its next answer). The waits:
 - an acks=all append or a DeleteRecords waits on the `high_watermark_changed` trio Event
   (replaced after each set) and re-checks its condition when woken;
 - a long-polling Fetch names many partitions, so it registers one `FetchWaiter` in each
@@ -28,13 +34,15 @@ from log.storage.log import UnifiedLog
 
 
 class FetchWaiter:
-    """A long-polling fetch: woken by any partition it reads, remembering which signalled."""
+    """A long-polling fetch: woken by any partition it reads, remembering which signalled.
+    A replica's fetch (`for_data`) waits for appended records, a consumer's for the HW."""
 
-    __slots__ = ("event", "signalled")
+    __slots__ = ("event", "signalled", "for_data")
 
-    def __init__(self) -> None:
+    def __init__(self, for_data: bool = False) -> None:
         self.event = trio.Event()
         self.signalled: set[int] = set()  # id() of the HostedPartition objects that signalled
+        self.for_data = for_data
 
     def wake(self, hosted: HostedPartition) -> None:
         self.signalled.add(id(hosted))
@@ -57,9 +65,13 @@ class SessionWatcher:
         return bool(self.session.evicted)
 
     def wake(self, hosted: HostedPartition) -> None:
-        self.session.mark_dirty((hosted.topic, hosted.partition))
+        self.mark(hosted)
         if self.event is not None:
             self.event.set()
+
+    def mark(self, hosted: HostedPartition) -> None:
+        """Read the partition in the session's next round, without ending its long poll."""
+        self.session.mark_dirty((hosted.topic, hosted.partition))
 
 
 @dataclasses.dataclass
@@ -80,15 +92,45 @@ class HostedPartition:
     session_watchers: set[SessionWatcher] = dataclasses.field(default_factory=set)
 
     def signal_high_watermark(self) -> None:
-        self.high_watermark_changed.set()
-        self.high_watermark_changed = trio.Event()
+        """Anything may have changed: every wait re-checks."""
+        self._wake_high_watermark_waiters()
         if self.fetch_waiters:
             for waiter in self.fetch_waiters:
                 waiter.wake(self)
             self.fetch_waiters.clear()
+        self._signal_sessions(wake=True)
+
+    def signal_appended(self) -> None:
+        """Records were appended, the high watermark and last stable offset did not move: only
+        replica fetches can read more."""
+        if self.fetch_waiters:
+            woken = [waiter for waiter in self.fetch_waiters if waiter.for_data]
+            for waiter in woken:
+                waiter.wake(self)
+                self.fetch_waiters.discard(waiter)
+        self._signal_sessions(wake=True)
+
+    def signal_high_watermark_moved(self) -> None:
+        """The high watermark moved (no records appended, the log start offset unmoved)."""
+        self._wake_high_watermark_waiters()
+        if self.fetch_waiters:
+            woken = [waiter for waiter in self.fetch_waiters if not waiter.for_data]
+            for waiter in woken:
+                waiter.wake(self)
+                self.fetch_waiters.discard(waiter)
+        self._signal_sessions(wake=False)
+
+    def _wake_high_watermark_waiters(self) -> None:
+        self.high_watermark_changed.set()
+        self.high_watermark_changed = trio.Event()
+
+    def _signal_sessions(self, *, wake: bool) -> None:
         if self.session_watchers:
             closed = [w for w in self.session_watchers if w.closed]
             for watcher in closed:
                 self.session_watchers.discard(watcher)
             for watcher in self.session_watchers:
-                watcher.wake(self)
+                if wake:
+                    watcher.wake(self)
+                else:
+                    watcher.mark(self)

@@ -395,9 +395,15 @@ class KafkaServer:
             self.log_manager.shutdown(self.ctx.clock_ms(), self.broker_epoch_getter())
 
     async def _tick_log_manager(self) -> None:
+        log_manager = self.log_manager
         while True:
             self.replica_manager.retry_failed(self.ctx.clock_ms())
-            delay_ms = min(self.log_manager.tick(self.ctx.clock_ms()), RETRY_TICK_MS)
+            delay_ms = min(log_manager.tick(self.ctx.clock_ms()), RETRY_TICK_MS)
+            writes = log_manager.take_checkpoint_writes()
+            if writes:  # their fsyncs in a worker thread: requests go on meanwhile
+                failures = await trio.to_thread.run_sync(log_manager.write_checkpoints, writes)
+                for job, exc in failures:
+                    log_manager.checkpoint_write_failed(job, exc)
             await trio.sleep(max(delay_ms, MIN_TICK_SLEEP_MS) / 1000)
 
     # -- connections -------------------------------------------------------------------------

@@ -17,6 +17,14 @@ A rewrite goes to `<name>.tmp`, is flushed and fsynced, renamed over `<name>` wi
 therefore leaves either the old or the new file, never a torn one; a stale `.tmp` is harmless
 and overwritten by the next write.
 
+Writing can be split in two: `prepare(entries)` formats the content now (where the entries
+are, on the broker's trio thread) and returns the write, which may then run in a worker thread
+so the fsyncs never stall the event loop (Kafka writes its checkpoints from scheduler threads).
+Writes of one path are serialized in the process (whichever CheckpointFile object writes it: an
+in-process restart may write the file while the previous instance's last write is still
+running), and a prepared write never replaces content its object prepared after it: one that
+comes too late is skipped.
+
 Reading is strict: a wrong version, a count that disagrees with the lines present, or a line
 that does not parse raises `KafkaStorageError` naming the file and the line, because silently
 dropping recovery points or high watermarks would lose data on the next restart.
@@ -25,6 +33,8 @@ dropping recovery points or high watermarks would lose data on the next restart.
 from __future__ import annotations
 
 import os
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -42,6 +52,26 @@ MAX_CHECKPOINT_BYTES = 256 * 1024 * 1024
 MAX_CHECKPOINT_ENTRIES = 10_000_000
 
 T = TypeVar("T")
+
+
+class _PathLock:
+    """The lock of one checkpoint path, shared by every CheckpointFile of that path."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+_path_locks: weakref.WeakValueDictionary[str, _PathLock] = weakref.WeakValueDictionary()
+_path_locks_guard = threading.Lock()
+
+
+def _lock_of(path: Path) -> _PathLock:
+    with _path_locks_guard:
+        key = os.path.abspath(path)
+        found = _path_locks.get(key)
+        if found is None:
+            found = _path_locks[key] = _PathLock()
+        return found
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -78,11 +108,30 @@ class CheckpointFile(Generic[T]):
         self.path = Path(path)
         self._format_entry = format_entry
         self._parse_entry = parse_entry
+        self._path_lock = _lock_of(self.path)  # one write of the path at a time
+        self._prepared = 0  # writes prepared so far: each write's sequence number
+        self._written = 0  # the sequence number of the content on disk
 
     def write_entries(self, entries: Iterable[T]) -> None:
+        self.prepare_entries(entries)()
+
+    def prepare_entries(self, entries: Iterable[T]) -> Callable[[], None]:
+        """Format `entries` now; the returned call writes them (in any thread), unless content
+        prepared later was written first."""
         lines = [self._format_entry(entry) for entry in entries]
-        text = f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
-        atomic_write_bytes(self.path, text.encode())
+        data = (
+            f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(f"{line}\n" for line in lines)
+        ).encode()
+        self._prepared += 1
+        sequence = self._prepared
+
+        def write() -> None:
+            with self._path_lock.lock:
+                if sequence > self._written:
+                    atomic_write_bytes(self.path, data)
+                    self._written = sequence
+
+        return write
 
     def read_entries(self) -> list[T]:
         """All entries in file order; a missing file reads as no entries."""
@@ -163,6 +212,10 @@ class OffsetCheckpointFile:
 
     def write(self, entries: Mapping[tuple[str, int], int]) -> None:
         self._file.write_entries(sorted(entries.items()))
+
+    def prepare(self, entries: Mapping[tuple[str, int], int]) -> Callable[[], None]:
+        """`entries` formatted now; the returned call writes them (`prepare_entries`)."""
+        return self._file.prepare_entries(sorted(entries.items()))
 
     def read(self) -> dict[tuple[str, int], int]:
         result: dict[tuple[str, int], int] = {}

@@ -63,9 +63,16 @@ def test_tick_runs_retention_and_checkpoints_when_due(tmp_path):
     segments = len(log.segments)
     assert manager.tick(1) > 0
     assert len(log.segments) == segments  # retention not due yet
-    manager.tick(HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS)
-    hw = OffsetCheckpointFile(tmp_path / "replication-offset-checkpoint").read()
-    assert hw == {("t", 0): 20}
+    manager.tick(HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS)  # prepares the write, as it is now
+    log.update_high_watermark(19)
+    hw_file = tmp_path / "replication-offset-checkpoint"
+    before = OffsetCheckpointFile(hw_file).read() if hw_file.exists() else {}
+    assert before != {("t", 0): 20}  # tick leaves the fsyncs to the runtime's worker thread
+    writes = manager.take_checkpoint_writes()
+    assert [job for job, _ in writes] == ["high_watermark"]
+    assert manager.write_checkpoints(writes) == []
+    assert OffsetCheckpointFile(hw_file).read() == {("t", 0): 20}
+    assert manager.take_checkpoint_writes() == []
     manager.tick(RETENTION_CHECK_INTERVAL_MS)
     assert log.log_start_offset == log.log_end_offset == 20
 

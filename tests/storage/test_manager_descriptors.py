@@ -15,6 +15,13 @@ from log.storage.manager import HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS, LogManage
 from .conftest import make_batch
 
 
+def _tick(manager: LogManager, now_ms: int) -> None:
+    """What the broker's runtime does: tick, then the prepared checkpoint writes."""
+    manager.tick(now_ms)
+    for job, exc in manager.write_checkpoints(manager.take_checkpoint_writes()):
+        manager.checkpoint_write_failed(job, exc)
+
+
 def test_periodic_jobs_survive_a_full_descriptor_table_and_retry(tmp_path, caplog):
     manager = LogManager(tmp_path, LogConfig(segment_bytes=1000), now_ms=0)
     log = manager.get_or_create_log("t", 0)
@@ -33,13 +40,13 @@ def test_periodic_jobs_survive_a_full_descriptor_table_and_retry(tmp_path, caplo
             except OSError as exc:
                 assert exc.errno == errno.EMFILE
                 break
-        manager.tick(now_ms)  # every checkpoint write fails with EMFILE: no exception
+        _tick(manager, now_ms)  # every checkpoint write fails with EMFILE: no exception
     finally:
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert "retrying" in caplog.text and "Too many open files" in caplog.text
     assert not checkpoint.exists() or OffsetCheckpointFile(checkpoint).read().get(("t", 0)) != 10
-    manager.tick(now_ms + HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS)  # descriptors are back
+    _tick(manager, now_ms + HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS)  # descriptors are back
     assert OffsetCheckpointFile(checkpoint).read() == {("t", 0): 10}
     manager.shutdown(now_ms=now_ms)

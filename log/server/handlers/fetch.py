@@ -40,8 +40,9 @@ only the partitions with news. A round reads only the session's candidates (the 
 named, signalled or unsettled since the last round, all of them at each sweep): the session's
 `SessionWatcher`, subscribed to every partition it read, marks a partition dirty when it
 signals and wakes the session's long poll, so a round with one busy partition among thousands
-idle costs one read. Consumers asking for a session get session id 0 ("declined") and keep
-sending full fetches.
+idle costs one read. A HW move only marks it (the follower waits for data; the HW rides on its
+next answer), and a HW its own fetch moved not even that: that answer already carries it.
+Consumers asking for a session get session id 0 ("declined") and keep sending full fetches.
 
 Reads run inline: a read is one pread of at most the requested bytes from the page cache.
 """
@@ -202,19 +203,29 @@ class _FetchPass:
             or self.replica_id not in state.isr
         ):
             return False
-        self.ctx.replica_manager.record_follower_fetch(
-            hosted,
-            self.replica_id,
-            cached.fetch_offset,
-            cached.log_start_offset,
-            broker_epoch,
-            now_ms,
+        self._record_follower_fetch(
+            hosted, cached.fetch_offset, cached.log_start_offset, broker_epoch, now_ms
         )
         self.hosted[position] = hosted
         self.results[position] = None
         self.sizes[position] = 0
         self._watch(hosted)
         return True
+
+    def _record_follower_fetch(self, hosted: HostedPartition, fetch_offset: int,
+                               log_start_offset: int, broker_epoch: int, now_ms: int) -> None:  # fmt: skip
+        """`ReplicaManager.record_follower_fetch`. A HW this very fetch moved marks the
+        partition dirty in every session, ours too; ours is not read again for it (it would
+        read nothing new: the follower learns the HW with its next answer, as in Kafka, whose
+        follower read takes the HW before it records the fetch)."""
+        session = self.watcher.session if self.watcher is not None else None
+        key = (hosted.topic, hosted.partition)
+        was_dirty = session is None or key in session.dirty
+        self.ctx.replica_manager.record_follower_fetch(
+            hosted, self.replica_id, fetch_offset, log_start_offset, broker_epoch, now_ms
+        )
+        if session is not None and not was_dirty:
+            session.dirty.discard(key)
 
     def _broker_epoch(self, image: Any) -> int:
         """The fetching replica's broker epoch (KIP-903): the one the request carries (v15+),
@@ -265,9 +276,9 @@ class _FetchPass:
                         )
                     ]
             if is_replica:
-                self.ctx.replica_manager.record_follower_fetch(
-                    hosted, self.replica_id, fp.fetch_offset, fp.log_start_offset,
-                    self._broker_epoch(image), now_ms,
+                self._record_follower_fetch(
+                    hosted, fp.fetch_offset, fp.log_start_offset, self._broker_epoch(image),
+                    now_ms,
                 )  # fmt: skip
                 if cached is not None:
                     cached.hosted = hosted
@@ -454,7 +465,7 @@ def _cached_items(session: FetchSession, keys: list[Any]) -> list[_Item]:
 
 async def _wait_for_any(fetch_pass: _FetchPass, timeout_ms: int) -> list[int]:
     """Wait until any read partition signals (or `timeout_ms`); the positions that did."""
-    waiter = FetchWaiter()
+    waiter = FetchWaiter(for_data=fetch_pass.replica_id >= 0)
     watched = [(i, h) for i, h in enumerate(fetch_pass.hosted) if h is not None]
     for _, hosted in watched:
         hosted.fetch_waiters.add(waiter)
