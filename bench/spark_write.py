@@ -8,16 +8,21 @@ them is not timed), then runs the same write job up to four ways in one run (`--
 * `parquet`: `df.write.parquet(tmpdir)`, local disk (the baseline: Spark's own fast path);
 * `quorumlog arrow`: `df.write.format("quorumlog")` with the Arrow writer (partitions per
   column, records encoded per run with numpy/Arrow, see spark/README.md);
+* `quorumlog arrow eos`: the same with `.option("exactlyOnce", "true")` (each task's
+  transaction prepared, the job committed by the driver: spark/exactly_once.py);
 * `quorumlog row`: the same with `.option("writer", "row")` (one `send` per Row);
 * `python no-op`: a Python data source whose Arrow writer discards its input: what Spark's
   hand-over of the rows to Python costs, the floor under any Python writer.
 
 The quorumlog writes go to a topic with `--partitions` partitions (replication factor 1) on a
-real 3-node cluster started for the run (`python -m tools node` processes, like tests/node), or
-on `--bootstrap` if given. Producer settings are the writer's defaults (idempotent, acks=all,
+real 3-node cluster started for the run (`python -m tools node` processes, like tests/node,
+with `transaction.two.phase.commit.enable` for the exactly-once job), or on `--bootstrap` if
+given (that cluster needs it too for `eos`). Producer settings are the writer's defaults (idempotent, acks=all,
 batch.size 512 KiB) unless passed as `--producer key=value`. Wall time of `save()` only.
 
     python -m bench.spark_write [--rows 200000] [--repeat 2] [--partitions 6] [--jobs ...]
+
+`--jobs` names: parquet, arrow, eos, row, no-op (default: all).
 
 Measured on the 2 cores shared with the 3 nodes and other jobs (load average 3-11 during
 these runs, so single runs move by +-30 %), 1,000,000 rows, local[2], 6 partitions, 16-byte
@@ -59,7 +64,7 @@ def start_cluster(data_dir: Path):
     sys.path.insert(0, str(REPO / "tests" / "node"))
     from cluster_harness import Cluster
 
-    cluster = Cluster(data_dir, 3)
+    cluster = Cluster(data_dir, 3, extra_props={"transaction.two.phase.commit.enable": True})
     cluster.start_all()
     return cluster
 
@@ -106,7 +111,9 @@ def main() -> None:
     parser.add_argument("--producer", action="append", default=[], help="kafka.name=value")
     parser.add_argument("--no-keys", action="store_true", help="value column only")
     parser.add_argument(
-        "--jobs", default="parquet,arrow,row,no-op", help="which of parquet,arrow,row,no-op"
+        "--jobs",
+        default="parquet,arrow,eos,row,no-op",
+        help="which of parquet,arrow,eos,row,no-op",
     )
     args = parser.parse_args()
 
@@ -137,29 +144,31 @@ def main() -> None:
         def noop(run: int) -> None:
             df.write.format(NOOP_FORMAT).mode("append").save()
 
-        def quorumlog(kind: str):
+        def quorumlog(kind: str, exactly_once: bool = False):
             def write(run: int) -> None:
-                topic = f"bench-{kind}-{run}"
+                topic = f"bench-{kind}{'-eos' if exactly_once else ''}-{run}"
                 create_topic(bootstrap, topic, args.partitions)
                 writer = df.write.format("quorumlog").mode("append")
                 writer = writer.option("bootstrap.servers", bootstrap).option("topic", topic)
                 for key, value in producer_options.items():
                     writer = writer.option(key, value)
+                writer = writer.option("exactlyOnce", str(exactly_once).lower())
                 writer.option("writer", kind).save()
 
             return write
 
         chosen = {j.strip() for j in args.jobs.split(",")}
-        jobs = {
-            name: job
-            for name, job in {
-                "parquet": parquet,
-                "quorumlog arrow": quorumlog("arrow"),
-                "quorumlog row": quorumlog("row"),
-                "python no-op": noop,
-            }.items()
-            if name.split()[-1] in chosen
+        every = {  # --jobs name -> (report name, job)
+            "parquet": ("parquet", parquet),
+            "arrow": ("quorumlog arrow", quorumlog("arrow")),
+            "eos": ("quorumlog arrow eos", quorumlog("arrow", exactly_once=True)),
+            "row": ("quorumlog row", quorumlog("row")),
+            "no-op": ("python no-op", noop),
         }
+        unknown = chosen - set(every)
+        if unknown:
+            parser.error(f"unknown --jobs {sorted(unknown)}; known: {', '.join(every)}")
+        jobs = {name: job for key, (name, job) in every.items() if key in chosen}
         for job in jobs.values():  # warm up: Python workers, imports, connections
             job(-1)
         best = {
@@ -175,10 +184,10 @@ def main() -> None:
     keys = "no keys" if args.no_keys else "16-byte keys (murmur2 partitions)"
     print(f"\n{args.rows} rows x {VALUE_BYTES}-byte values, {keys}, {args.master}, "
           f"{args.partitions} partitions (RF 1, 3 nodes), best of {args.repeat}")  # fmt: skip
-    print(f"| {'job':<16} | {'seconds':>8} | {'rows/s':>10} | {'MB/s':>6} | {'vs parquet':>10} |")
+    print(f"| {'job':<20} | {'seconds':>8} | {'rows/s':>10} | {'MB/s':>6} | {'vs parquet':>10} |")
     print(
         "|"
-        + "|".join(["-" * 18, "-" * 9 + ":", "-" * 11 + ":", "-" * 7 + ":", "-" * 11 + ":"])
+        + "|".join(["-" * 22, "-" * 9 + ":", "-" * 11 + ":", "-" * 7 + ":", "-" * 11 + ":"])
         + "|"
     )
     emit("spark_write", [
@@ -190,7 +199,7 @@ def main() -> None:
     for name, seconds in best.items():
         rate = args.rows / seconds
         print(
-            f"| {name:<16} | {seconds:>8.2f} | {rate:>10,.0f} | "
+            f"| {name:<20} | {seconds:>8.2f} | {rate:>10,.0f} | "
             f"{rate * VALUE_BYTES / 1e6:>6.1f} | {best.get('parquet', 0) / seconds:>10.2f} |"
         )
 
