@@ -46,6 +46,8 @@ With exactlyOnce (issue 17), same runs, best of 2-3, load average 8-10 (other jo
     | parquet,arrow,eos,no-op, 3     |   945,657 (0.62x) | 1,251,524 (0.82x) | 1.03x | 1,525,226 |
     | the same, repeats interleaved  | 1,626,405 (0.62x) | 1,136,154 (0.44x) | 1.43x | 2,611,591 |
       (load average 7 falling to 6.7; this writer commit)
+    | + 12 transactional ids warmed   | 1,489,126 (0.67x) | 1,144,843 (0.52x) | 1.60x | 2,217,138 |
+      (load average 3.3 to 4.4)
 
 Without interleaving (the first two rows) both orders of arrow and eos occur: at that load
 the runs are noise-bound. Interleaved, exactlyOnce costs about 0.27 s per 1 M-row job here.
@@ -54,7 +56,11 @@ read, the intent write, EndTxn per task, ListTransactions, the done mark) it tak
 once warm (311 ms for the first job on a cluster: the intent topic's first write), and a
 task's check of the intent 4-11 ms; the rest is the tasks' transactions (InitProducerId with
 2PC for a new transactional id per task attempt, AddPartitionsToTxn before the first send to
-each partition, the prepare's flush), not yet broken down. The
+each partition, the prepare's flush). Outside Spark (one task's 500,000 rows through the
+writer, timed per step) a warm cluster's transaction adds 10-20 ms per task, but a node's
+first InitProducerId costs 0.2-0.7 s, so the bench initializes a few transactional ids
+before timing (warm_transactions); the remaining ~0.2 s per job inside Spark is not broken
+down yet. The
 writer's own work, profiled outside Spark (cProfile on one task's 500,000 rows in 50 Arrow
 batches, load average 6): 0.23 s on the task thread, of which Arrow take (the reorder by
 partition) 0.04-0.05 s, binary_join_element_wise 0.05 s, argsort 0.02 s, the bytes copy
@@ -90,6 +96,23 @@ def start_cluster(data_dir: Path):
     cluster = Cluster(data_dir, 3, extra_props={"transaction.two.phase.commit.enable": True})
     cluster.start_all()
     return cluster
+
+
+WARM_TRANSACTIONAL_IDS = 12  # enough ids to reach every node's transaction coordinator
+
+
+def warm_transactions(bootstrap: str) -> None:
+    """Initialize a few 2PC transactional ids before timing: the first InitProducerId a node
+    coordinates costs 0.2-0.7 s (its transaction-state partitions, a producer id block from
+    the controller), a cost a cluster pays once, not per job; new ids then take ~10 ms."""
+    from producer.sync_producer import SyncProducer
+
+    for i in range(WARM_TRANSACTIONAL_IDS):
+        producer = SyncProducer(
+            bootstrap, transactional_id=f"bench-warm-{i}", transaction_two_phase_commit_enable=True
+        )
+        producer.init_transactions()
+        producer.close()
 
 
 NOOP_FORMAT = "quorumlog_bench_noop"
@@ -192,6 +215,8 @@ def main() -> None:
         if unknown:
             parser.error(f"unknown --jobs {sorted(unknown)}; known: {', '.join(every)}")
         jobs = {name: job for key, (name, job) in every.items() if key in chosen}
+        if "eos" in chosen:
+            warm_transactions(bootstrap)
         for job in jobs.values():  # warm up: Python workers, imports, connections
             job(-1)
         # Repeats interleaved (every job once, then again): a change of the box's load
