@@ -178,10 +178,18 @@ def _metadata(rows: Rows) -> str:
                    _n(r.get("p99_ms"), 1), _n(r.get("proposals"))] for r in rows])  # fmt: skip
 
 
+SPARK_TARGETS = (("quorumlog arrow", "exactlyOnce off", 1.0),
+                 ("quorumlog arrow eos", "exactlyOnce on", 0.8))  # issue 17  # fmt: skip
+
+
 def _spark(rows: Rows) -> str:
-    return table(["job", "rows", "seconds", "rows/s", "MB/s", "vs parquet"],
+    ratios = {r["job"]: r["vs_parquet"] for r in rows if r.get("vs_parquet")}
+    summary = [f"Arrow writer, {label}: {ratios[job]:.2f}x Parquet (target >= {target}x)"
+               for job, label, target in SPARK_TARGETS if job in ratios]  # fmt: skip
+    body = table(["job", "rows", "seconds", "rows/s", "MB/s", "vs parquet"],
                  [[r["job"], _n(r["rows"]), _n(r["seconds"], 2), _n(r["rows_per_s"]),
                    _n(r["mb_per_s"], 1), _n(r["vs_parquet"], 2)] for r in rows])  # fmt: skip
+    return "\n".join(f"- {line}" for line in summary) + ("\n\n" if summary else "") + body
 
 
 def _log(rows: Rows) -> str:

@@ -2,22 +2,27 @@
 
 One local SparkSession (`--master`, default local[2]) builds N rows with a 100-byte string
 `value` and a 16-byte `key` (none with `--no-keys`; cached in memory first, so generating
-them is not timed), then runs the same write job up to four ways in one run (`--jobs`),
-`--repeat` times each after one warm-up, keeping the best:
+them is not timed), then runs the same write job up to five ways in one run (`--jobs`),
+`--repeat` times each after one warm-up (the repeats interleaved), keeping the best:
 
 * `parquet`: `df.write.parquet(tmpdir)`, local disk (the baseline: Spark's own fast path);
 * `quorumlog arrow`: `df.write.format("quorumlog")` with the Arrow writer (partitions per
   column, records encoded per run with numpy/Arrow, see spark/README.md);
+* `quorumlog arrow eos`: the same with `.option("exactlyOnce", "true")` (each task's
+  transaction prepared, the job committed by the driver: spark/exactly_once.py);
 * `quorumlog row`: the same with `.option("writer", "row")` (one `send` per Row);
 * `python no-op`: a Python data source whose Arrow writer discards its input: what Spark's
   hand-over of the rows to Python costs, the floor under any Python writer.
 
 The quorumlog writes go to a topic with `--partitions` partitions (replication factor 1) on a
-real 3-node cluster started for the run (`python -m tools node` processes, like tests/node), or
-on `--bootstrap` if given. Producer settings are the writer's defaults (idempotent, acks=all,
+real 3-node cluster started for the run (`python -m tools node` processes, like tests/node,
+with `transaction.two.phase.commit.enable` for the exactly-once job), or on `--bootstrap` if
+given (that cluster needs it too for `eos`). Producer settings are the writer's defaults (idempotent, acks=all,
 batch.size 512 KiB) unless passed as `--producer key=value`. Wall time of `save()` only.
 
     python -m bench.spark_write [--rows 200000] [--repeat 2] [--partitions 6] [--jobs ...]
+
+`--jobs` names: parquet, arrow, eos, row, no-op (default: all).
 
 Measured on the 2 cores shared with the 3 nodes and other jobs (load average 3-11 during
 these runs, so single runs move by +-30 %), 1,000,000 rows, local[2], 6 partitions, 16-byte
@@ -32,6 +37,35 @@ keys, best of 2-3 (rows/s; ratio to Parquet in the same run):
     | + one take per batch, lengths once              | 1,202,742 (0.77x)   | 1,559,820 |
     | the same, at load average 10                    |   568,165 (0.58x)   |   976,179 |
     | python no-op (the floor), same runs             | 2.4-3.3 M (1.4-2.5x) |          |
+
+With exactlyOnce (issue 17), same runs, best of 2-3, load average 8-10 (other jobs on the box):
+
+    | run (--jobs, --repeat)         | arrow             | arrow eos         | no-op | parquet   |
+    |--------------------------------|-------------------|-------------------|-------|-----------|
+    | parquet,arrow,eos, 2           |   608,255 (0.96x) |   747,002 (1.17x) |       |   635,898 |
+    | parquet,arrow,eos,no-op, 3     |   945,657 (0.62x) | 1,251,524 (0.82x) | 1.03x | 1,525,226 |
+    | the same, repeats interleaved  | 1,626,405 (0.62x) | 1,136,154 (0.44x) | 1.43x | 2,611,591 |
+      (load average 7 falling to 6.7; this writer commit)
+    | + 12 transactional ids warmed   | 1,489,126 (0.67x) | 1,144,843 (0.52x) | 1.60x | 2,217,138 |
+      (load average 3.3 to 4.4)
+
+Without interleaving (the first two rows) both orders of arrow and eos occur: at that load
+the runs are noise-bound. Interleaved, exactlyOnce costs about 0.27 s per 1 M-row job here.
+Not the driver's commit: timed alone on a 3-node cluster (two prepared tasks; the intent
+read, the intent write, EndTxn per task, ListTransactions, the done mark) it takes 21-28 ms
+once warm (311 ms for the first job on a cluster: the intent topic's first write), and a
+task's check of the intent 4-11 ms; the rest is the tasks' transactions (InitProducerId with
+2PC for a new transactional id per task attempt, AddPartitionsToTxn before the first send to
+each partition, the prepare's flush). Outside Spark (one task's 500,000 rows through the
+writer, timed per step) a warm cluster's transaction adds 10-20 ms per task, but a node's
+first InitProducerId costs 0.2-0.7 s, so the bench initializes a few transactional ids
+before timing (warm_transactions); the remaining ~0.2 s per job inside Spark is not broken
+down yet. The
+writer's own work, profiled outside Spark (cProfile on one task's 500,000 rows in 50 Arrow
+batches, load average 6): 0.23 s on the task thread, of which Arrow take (the reorder by
+partition) 0.04-0.05 s, binary_join_element_wise 0.05 s, argsort 0.02 s, the bytes copy
+0.02 s; the no-op data source (Spark's hand-over alone) already takes as long as the whole
+Parquet job, so the ratio to Parquet cannot reach 1.0x by the writer's per-row cost alone.
 
 The row writer: 16-36k rows/s (0.02x). Parquet's own time varies most between runs (0.44
 to 1.0 s for the same job), hence the ratio's spread. Where the rest goes (py-spy on the
@@ -59,9 +93,26 @@ def start_cluster(data_dir: Path):
     sys.path.insert(0, str(REPO / "tests" / "node"))
     from cluster_harness import Cluster
 
-    cluster = Cluster(data_dir, 3)
+    cluster = Cluster(data_dir, 3, extra_props={"transaction.two.phase.commit.enable": True})
     cluster.start_all()
     return cluster
+
+
+WARM_TRANSACTIONAL_IDS = 12  # enough ids to reach every node's transaction coordinator
+
+
+def warm_transactions(bootstrap: str) -> None:
+    """Initialize a few 2PC transactional ids before timing: the first InitProducerId a node
+    coordinates costs 0.2-0.7 s (its transaction-state partitions, a producer id block from
+    the controller), a cost a cluster pays once, not per job; new ids then take ~10 ms."""
+    from producer.sync_producer import SyncProducer
+
+    for i in range(WARM_TRANSACTIONAL_IDS):
+        producer = SyncProducer(
+            bootstrap, transactional_id=f"bench-warm-{i}", transaction_two_phase_commit_enable=True
+        )
+        producer.init_transactions()
+        producer.close()
 
 
 NOOP_FORMAT = "quorumlog_bench_noop"
@@ -106,7 +157,9 @@ def main() -> None:
     parser.add_argument("--producer", action="append", default=[], help="kafka.name=value")
     parser.add_argument("--no-keys", action="store_true", help="value column only")
     parser.add_argument(
-        "--jobs", default="parquet,arrow,row,no-op", help="which of parquet,arrow,row,no-op"
+        "--jobs",
+        default="parquet,arrow,eos,row,no-op",
+        help="which of parquet,arrow,eos,row,no-op",
     )
     args = parser.parse_args()
 
@@ -137,35 +190,41 @@ def main() -> None:
         def noop(run: int) -> None:
             df.write.format(NOOP_FORMAT).mode("append").save()
 
-        def quorumlog(kind: str):
+        def quorumlog(kind: str, exactly_once: bool = False):
             def write(run: int) -> None:
-                topic = f"bench-{kind}-{run}"
+                topic = f"bench-{kind}{'-eos' if exactly_once else ''}-{run}"
                 create_topic(bootstrap, topic, args.partitions)
                 writer = df.write.format("quorumlog").mode("append")
                 writer = writer.option("bootstrap.servers", bootstrap).option("topic", topic)
                 for key, value in producer_options.items():
                     writer = writer.option(key, value)
+                writer = writer.option("exactlyOnce", str(exactly_once).lower())
                 writer.option("writer", kind).save()
 
             return write
 
         chosen = {j.strip() for j in args.jobs.split(",")}
-        jobs = {
-            name: job
-            for name, job in {
-                "parquet": parquet,
-                "quorumlog arrow": quorumlog("arrow"),
-                "quorumlog row": quorumlog("row"),
-                "python no-op": noop,
-            }.items()
-            if name.split()[-1] in chosen
+        every = {  # --jobs name -> (report name, job)
+            "parquet": ("parquet", parquet),
+            "arrow": ("quorumlog arrow", quorumlog("arrow")),
+            "eos": ("quorumlog arrow eos", quorumlog("arrow", exactly_once=True)),
+            "row": ("quorumlog row", quorumlog("row")),
+            "no-op": ("python no-op", noop),
         }
+        unknown = chosen - set(every)
+        if unknown:
+            parser.error(f"unknown --jobs {sorted(unknown)}; known: {', '.join(every)}")
+        jobs = {name: job for key, (name, job) in every.items() if key in chosen}
+        if "eos" in chosen:
+            warm_transactions(bootstrap)
         for job in jobs.values():  # warm up: Python workers, imports, connections
             job(-1)
-        best = {
-            name: min(timed(lambda j=job, r=r: j(r)) for r in range(args.repeat))
-            for name, job in jobs.items()
-        }
+        # Repeats interleaved (every job once, then again): a change of the box's load
+        # during the run hits all jobs alike instead of whichever ran then.
+        best = dict.fromkeys(jobs, float("inf"))
+        for run in range(args.repeat):
+            for name, job in jobs.items():
+                best[name] = min(best[name], timed(lambda j=job, r=run: j(r)))
         session.stop()
     finally:
         if cluster is not None:
@@ -175,10 +234,10 @@ def main() -> None:
     keys = "no keys" if args.no_keys else "16-byte keys (murmur2 partitions)"
     print(f"\n{args.rows} rows x {VALUE_BYTES}-byte values, {keys}, {args.master}, "
           f"{args.partitions} partitions (RF 1, 3 nodes), best of {args.repeat}")  # fmt: skip
-    print(f"| {'job':<16} | {'seconds':>8} | {'rows/s':>10} | {'MB/s':>6} | {'vs parquet':>10} |")
+    print(f"| {'job':<20} | {'seconds':>8} | {'rows/s':>10} | {'MB/s':>6} | {'vs parquet':>10} |")
     print(
         "|"
-        + "|".join(["-" * 18, "-" * 9 + ":", "-" * 11 + ":", "-" * 7 + ":", "-" * 11 + ":"])
+        + "|".join(["-" * 22, "-" * 9 + ":", "-" * 11 + ":", "-" * 7 + ":", "-" * 11 + ":"])
         + "|"
     )
     emit("spark_write", [
@@ -190,7 +249,7 @@ def main() -> None:
     for name, seconds in best.items():
         rate = args.rows / seconds
         print(
-            f"| {name:<16} | {seconds:>8.2f} | {rate:>10,.0f} | "
+            f"| {name:<20} | {seconds:>8.2f} | {rate:>10,.0f} | "
             f"{rate * VALUE_BYTES / 1e6:>6.1f} | {best.get('parquet', 0) / seconds:>10.2f} |"
         )
 

@@ -31,18 +31,11 @@ transactions and reports the job as already committed, so the output appears onc
 from __future__ import annotations
 
 import json
-import os
 import sys
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# Fault injection for the driver-crash tests: the driver's commit stops (writes this file, then
-# sleeps) at the named point ("before-intent", "after-intent", "after-commit"), so that a test can
-# SIGKILL it there.
-PAUSE_ENV = "QUORUMLOG_SPARK_EOS_PAUSE"
-PAUSE_FILE_ENV = "QUORUMLOG_SPARK_EOS_PAUSE_FILE"
 INTENT_TOPIC = "_quorumlog_spark_commits"
 TXN_PREFIX = "quorumlog-spark-"
 COMMIT = "commit"
@@ -115,15 +108,6 @@ def _intent(job_id: str, decision: str, winners: Iterable[PreparedTxn], done: bo
     }
 
 
-def _pause_point(name: str) -> None:
-    if os.environ.get(PAUSE_ENV) != name:
-        return
-    with open(os.environ[PAUSE_FILE_ENV], "w") as marker:
-        marker.write(name)
-    while True:  # until killed
-        time.sleep(60)
-
-
 def _winners(intent: dict[str, Any]) -> list[PreparedTxn]:
     return [PreparedTxn(t, int(p), int(e)) for t, p, e in intent["transactions"]]
 
@@ -166,12 +150,9 @@ async def commit_job(bootstrap_servers: str, job_id: str, prepared: Sequence[Pre
         if previous is not None and previous["decision"] == COMMIT:
             await _finish_commit(client, job_id, _winners(previous))
             return False
-        _pause_point("before-intent")
         await write_intent(bootstrap_servers, job_id, _intent(job_id, COMMIT, prepared, False))
-        _pause_point("after-intent")
         await _finish_commit(client, job_id, prepared)
     await write_intent(bootstrap_servers, job_id, _intent(job_id, COMMIT, prepared, True))
-    _pause_point("after-commit")
     return True
 
 

@@ -125,8 +125,10 @@ def _lengths(column: Any) -> Any:
     import numpy as np
     import pyarrow.compute as pc
 
-    lengths = pc.binary_length(column).fill_null(-1)
-    return lengths.to_numpy(zero_copy_only=False).astype(np.int64)
+    lengths = pc.binary_length(column)
+    if column.null_count:
+        lengths = lengths.fill_null(-1)
+    return lengths.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
 def record_sizes(

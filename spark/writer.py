@@ -202,6 +202,21 @@ def _header_list(headers: Any) -> list[tuple[str, bytes | None]] | None:
     return out
 
 
+def _binary_keys_and_values(batch: Any) -> Any:
+    """The batch with string `key`/`value` columns as binary (their UTF-8 bytes, as the row
+    path sends them): cast once per Arrow batch, not once per partition piece."""
+    import pyarrow as pa
+
+    names = batch.schema.names
+    columns = list(batch.columns)
+    changed = False
+    for name in ("key", "value"):
+        if name in names and pa.types.is_string(columns[names.index(name)].type):
+            columns[names.index(name)] = columns[names.index(name)].cast(pa.binary())
+            changed = True
+    return pa.RecordBatch.from_arrays(columns, names=names) if changed else batch
+
+
 def _bulk_settings(properties: Mapping[str, str]) -> tuple[bool, tuple[int, int]]:
     """(partitioner.ignore.keys, (records bytes per batch, offsetDelta varint bytes at
     most)) from the producer settings: how the writer cuts and encodes runs."""
@@ -345,6 +360,7 @@ class _TaskWriter:
         if batch.num_rows == 0:
             return
         self._check_batch(batch)
+        batch = _binary_keys_and_values(batch)
         names = batch.schema.names
         if self.options.topic is not None or "topic" not in names:
             by_topic = [(self.options.topic, batch)]

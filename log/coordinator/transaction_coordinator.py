@@ -43,8 +43,14 @@ InitProducerId asking `enable_2pc` gets a transaction that never times out (its 
 as Int.MaxValue, Kafka's marker of a 2PC transaction), so an external coordinator can prepare it
 and decide later. `keep_prepared_txn` on an Ongoing transaction leaves it open, writes nothing
 and answers its producer id and epoch (also as `ongoing_txn_*`), with which another process
-ends it by EndTxn. Unlike KIP-939 the epoch is not bumped: the writer that prepared the
-transaction is not fenced (abort with a plain InitProducerId, which fences, when it may live).
+ends it by EndTxn. The epoch is not bumped: the writer that prepared the transaction is not
+fenced (abort with a plain InitProducerId, which fences, when it may live). Where Kafka stands
+(checked for issue 17): released brokers answer keepPreparedTxn with UNSUPPORTED_VERSION (a
+stub); the open KAFKA-20739 (apache/kafka#22704) answers as we do, the ongoing pair, no log
+append; KIP-939 and the open KAFKA-15370 (K/N) (apache/kafka#21735) bump the client-facing
+epoch and keep a second (producer id, epoch) pair for the transaction's markers, which needs a
+TransactionLogValue field that Kafka's released schema does not have. We follow the first
+open design until Kafka ships one.
 """
 
 from __future__ import annotations

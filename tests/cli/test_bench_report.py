@@ -99,3 +99,16 @@ def test_report_includes_the_last_compat_run(tmp_path):
     text = report.read_text()
     assert "| librdkafka 2.0.2 test-runner | 90 | 10 | 40 | 90% |" in text
     assert "not run: tests missing" in text and "2026-11-26 06:00 UTC" in text
+
+
+def test_spark_section_states_both_ratios_against_their_targets():
+    from bench.report import _spark
+
+    rows = [{"job": job, "rows": 10, "seconds": 1.0, "rows_per_s": 10.0, "mb_per_s": 0.001,
+             "vs_parquet": ratio}
+            for job, ratio in (("parquet", 1.0), ("quorumlog arrow", 0.93),
+                               ("quorumlog arrow eos", 0.71))]  # fmt: skip
+    text = _spark(rows)
+    assert "exactlyOnce off: 0.93x Parquet (target >= 1.0x)" in text
+    assert "exactlyOnce on: 0.71x Parquet (target >= 0.8x)" in text
+    assert "| quorumlog arrow eos |" in text

@@ -1,6 +1,6 @@
 """A Spark driver for tests/spark/test_exactly_once.py's driver-crash tests, run as its own
-process so that the test can SIGKILL it (and its JVM) at a pause point of the commit
-(spark/exactly_once.py PAUSE_ENV).
+process so that the test can SIGKILL it (and its JVM) at a moment it sees from outside
+(the job's transactions and commit intents in the cluster).
 
     python tests/spark/eos_driver.py batch BOOTSTRAP TOPIC ROWS JOB_ID
     python tests/spark/eos_driver.py stream BOOTSTRAP SOURCE SINK CHECKPOINT
@@ -33,6 +33,9 @@ def main(argv: list[str]) -> None:
     session.stop()
 
 
+STREAM_JOB_ID = "eos_stream"  # the sink's id: its micro-batches are jobs eos_stream-b<n>
+
+
 def run_stream(session, bootstrap: str, source: str, sink: str, checkpoint: str) -> None:
     """The exactly-once copy of `source` to `sink`, micro-batches of at most 2000 records."""
     stream = (
@@ -43,6 +46,7 @@ def run_stream(session, bootstrap: str, source: str, sink: str, checkpoint: str)
     query = (
         stream.writeStream.format("quorumlog").option("bootstrap.servers", bootstrap)
         .option("topic", sink).option("exactlyOnce", "true")
+        .option("exactlyOnceJobId", STREAM_JOB_ID)
         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
     )  # fmt: skip
     query.awaitTermination()

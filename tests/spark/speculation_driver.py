@@ -1,0 +1,180 @@
+"""A Spark driver for tests/spark/test_speculation.py: real speculative task attempts.
+
+Local mode never runs speculative copies (Spark turns speculation off when the master is
+local), and `local-cluster[2,1,1024]` runs but never places one either: a speculative copy
+only goes to a host where no attempt of that task ran (TaskSetManager: hasAttemptOnHost), and
+every local-cluster worker has the same host. So this starts Spark's standalone master and two
+workers (`spark-class`, from the pip pyspark) bound to two loopback addresses, 127.0.0.2 and
+127.0.0.3: two hosts on one machine. Then it runs one exactlyOnce job with speculation
+forced on:
+
+    python tests/spark/speculation_driver.py BOOTSTRAP TOPIC ROWS MARKER_DIR
+
+Task 0's first attempt hands over the first half of its rows, then waits until a speculative
+copy of itself (attempt >= 1) has handed over all of its rows; so the copy finishes first and
+wins, and the first attempt loses with rows written. Each task attempt leaves a file
+`p<partition>-a<attempt>` in MARKER_DIR, so the test can see that a copy ran.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+HOSTS = ("127.0.0.2", "127.0.0.3")
+WAIT_FOR_COPY_S = 240  # a hang guard: the test fails if no copy ran
+SPECULATION = {
+    "spark.speculation": "true",
+    "spark.speculation.interval": "100ms",
+    "spark.speculation.multiplier": "1.1",
+    "spark.speculation.quantile": "0.5",
+    "spark.speculation.minTaskRuntime": "100ms",
+    # judge a task by its run time only (Spark 3.4+ also asks for a low processing rate)
+    "spark.speculation.efficiency.enabled": "false",
+}
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def unusable_reason() -> str | None:
+    """Why this machine cannot run the standalone cluster, or None."""
+    if not (spark_home() / "bin" / "spark-class").exists():
+        return "the pyspark install has no bin/spark-class (needed for the standalone cluster)"
+    for host in HOSTS:
+        with socket.socket() as s:
+            try:
+                s.bind((host, 0))
+            except OSError as exc:
+                return f"cannot bind {host} ({exc}): two workers need two loopback hosts"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class StandaloneCluster:
+    """A standalone master on 127.0.0.1 and one 1-core worker on each of HOSTS."""
+
+    def __init__(self) -> None:
+        self.work = Path(tempfile.mkdtemp(prefix="quorumlog-spark-standalone-"))
+        self.port = _free_port()
+        self.processes: list[subprocess.Popen] = []
+
+    def _start(self, name: str, *args: str) -> None:
+        env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_NO_DAEMONIZE": "1"}
+        log = open(self.work / f"{name}.log", "w")  # noqa: SIM115 - the process keeps it
+        self.processes.append(subprocess.Popen(
+            [str(spark_home() / "bin" / "spark-class"), *args], env=env, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        ))  # fmt: skip
+
+    def __enter__(self) -> str:
+        deploy = "org.apache.spark.deploy"
+        self._start("master", f"{deploy}.master.Master", "--host", "127.0.0.1",
+                    "--port", str(self.port), "--webui-port", "0")  # fmt: skip
+        for i, host in enumerate(HOSTS):
+            self._start(f"worker-{i}", f"{deploy}.worker.Worker", "--host", host,
+                        "--webui-port", "0", "--cores", "1", "--memory", "1g",
+                        "--work-dir", str(self.work / f"worker-{i}"),
+                        f"spark://127.0.0.1:{self.port}")  # fmt: skip
+        return f"spark://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        for process in self.processes:
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for process in self.processes:
+            process.wait()
+
+
+def make_session(master: str):
+    import warnings
+
+    from pyspark.sql import SparkSession
+
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("quorumlog-speculation")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.executorEnv.PYTHONPATH", str(REPO))
+        .config("spark.executor.memory", "512m")
+        .config("spark.cores.max", "2")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+    )
+    for key, value in SPECULATION.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    from spark import QuorumLogDataSource
+
+    session.dataSource.register(QuorumLogDataSource)
+    return session
+
+
+def slow_first_attempt(session, rows: int, markers: str):
+    """`rows` rows in 2 tasks; task 0's first attempt stalls halfway until a copy is done."""
+    import pandas as pd
+
+    half = rows // 2 // 2
+
+    def stall(batches):
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition, attempt = context.partitionId(), context.attemptNumber()
+        Path(markers, f"p{partition}-a{attempt}").touch()
+        copy_done = Path(markers, "copy-done")
+        sent = 0
+        for batch in batches:
+            if partition == 0 and attempt == 0 and sent >= half:
+                deadline = time.monotonic() + WAIT_FOR_COPY_S
+                while not copy_done.exists() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            sent += len(batch)
+            yield pd.DataFrame({"value": batch["value"]})
+        if partition == 0 and attempt > 0:
+            copy_done.touch()
+
+    # 200-byte values, as in test_exactly_once.py: the first half really leaves the JVM
+    df = session.range(0, rows, 1, 2).selectExpr("lpad(cast(id as string), 200, '0') value")
+    return df.mapInPandas(stall, "value string")
+
+
+def main(argv: list[str]) -> None:
+    bootstrap, topic, rows, markers = argv[0], argv[1], int(argv[2]), argv[3]
+    with StandaloneCluster() as master:
+        session = make_session(master)
+        try:
+            (
+                slow_first_attempt(session, rows, markers)
+                .write.format("quorumlog").mode("append")
+                .option("bootstrap.servers", bootstrap).option("topic", topic)
+                .option("exactlyOnce", "true").save()
+            )  # fmt: skip
+        finally:
+            session.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
