@@ -461,7 +461,6 @@ async def _run_on_cluster(cluster: LocalCluster, rows: int, console: Console) ->
         entry.update(leader=p.leader, isr=",".join(map(str, p.isr)),
                      log_start_offset=starts[p.partition],
                      high_watermark=marks[p.partition])  # fmt: skip
-        entry.setdefault("records", marks[p.partition] - starts[p.partition])
     return result
 
 
@@ -480,17 +479,19 @@ def print_report(console: Console, result: DemoResult) -> None:
                       f"rows/s, {mb / result.read_s:.1f} MB/s")  # fmt: skip
     print_failover(console, result.failover)
     table = Table(title=f"topic {DEMO_TOPIC}", title_justify="left")
-    # The checksum column only where this path computed checksums per partition (the Spark
-    # pipeline verifies its own way and reports that above): never a column of dashes.
-    with_crc = any("crc32" in e for e in result.partitions.values())
-    columns = ["partition", "leader", "isr", "log start", "high watermark", "records"]
-    for column in columns + (["crc32"] if with_crc else []):
+    # The records and checksum columns only where this path read and counted each partition
+    # (the Spark pipeline verifies its own way and reports that above; with exactlyOnce the
+    # offsets also hold transaction markers, so high watermark - log start is not a row count):
+    # never a column of dashes.
+    counted = any("records" in e for e in result.partitions.values())
+    columns = ["partition", "leader", "isr", "log start", "high watermark"]
+    for column in columns + (["records", "crc32"] if counted else []):
         table.add_column(column, justify="right")
     for partition, e in sorted(result.partitions.items()):
         cells = [str(partition), str(e.get("leader", "?")), e.get("isr", "?"),
-                 str(e.get("log_start_offset")), str(e.get("high_watermark")),
-                 str(e.get("records", "-"))]  # fmt: skip
-        table.add_row(*cells, *([e.get("crc32", "-")] if with_crc else []))
+                 str(e.get("log_start_offset")), str(e.get("high_watermark"))]  # fmt: skip
+        counts = [str(e.get("records", "-")), e.get("crc32", "-")] if counted else []
+        table.add_row(*cells, *counts)
     console.print(table)
 
 
