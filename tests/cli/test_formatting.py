@@ -101,8 +101,9 @@ def test_bad_arguments_are_usage_errors():
 
 
 def test_demo_table_shows_checksums_only_where_they_were_computed():
-    """The Spark pipeline reports its own checks: no column of '-' (issue 20); the fetch-client
-    path computes a crc32 per partition and shows it."""
+    """The Spark pipeline reports its own checks: no column of '-' (issue 20), and no records
+    column (with exactlyOnce, high watermark - log start counts the markers too); the
+    fetch-client path counts and computes a crc32 per partition and shows both."""
     import io
 
     from rich.console import Console
@@ -115,8 +116,8 @@ def test_demo_table_shows_checksums_only_where_they_were_computed():
         return out.getvalue()
 
     spark = render({0: {"leader": 1, "isr": "1,2,3", "log_start_offset": 0,
-                        "high_watermark": 5, "records": 5}})  # fmt: skip
-    assert "crc32" not in spark and "partition" in spark
+                        "high_watermark": 7}})  # fmt: skip
+    assert "crc32" not in spark and "records" not in spark and "partition" in spark
     fetched = render({0: {"leader": 1, "isr": "1", "log_start_offset": 0, "high_watermark": 5,
                           "records": 5, "crc32": "0badcafe"}})  # fmt: skip
-    assert "crc32" in fetched and "0badcafe" in fetched
+    assert "crc32" in fetched and "0badcafe" in fetched and "records" in fetched
