@@ -127,6 +127,7 @@ logger = logging.getLogger(__name__)
 
 BATCH_FORMAT_VERSION = 1  # first byte of every replicated batch
 _STATE_LEADER = 2  # pysyncobj's _RAFT_STATE.LEADER
+VOTER_CHANGE_RETRY_S = 0.05  # a voter change pysyncobj refused for now is asked again after this
 _MEMBERSHIP_COMMAND = 2  # pysyncobj's _COMMAND_TYPE.MEMBERSHIP: first byte of such an entry
 
 
@@ -893,6 +894,31 @@ class RaftNode:
             raise NotControllerError(f"not the leader; leader is {self.leader_id}")
         if kind == REMOVE and address == self.config.self_address:
             raise VoterChangeRefusedError("the leader cannot remove itself; ask another voter")
+        while True:
+            fail_reason = await self._propose_voter_change(syncobj, kind, address)
+            if fail_reason != FAIL_REASON.REQUEST_DENIED or (address in self._voters) == (
+                kind == ADD
+            ):
+                break
+            # Denied though the voters do not say so yet: the leader's first entry of its term
+            # or an earlier change is not committed yet (pysyncobj refuses a change until
+            # both are). Nothing was appended; ask again once that commits, while leader.
+            await trio.sleep(VOTER_CHANGE_RETRY_S)
+            if not syncobj._isLeader():
+                raise NotControllerError(f"not the leader; leader is {self.leader_id}")
+        if fail_reason == FAIL_REASON.SUCCESS:
+            return
+        if fail_reason == FAIL_REASON.REQUEST_DENIED:
+            raise VoterChangeRefusedError(
+                f"{kind} {address} refused: the voters {self._voters} already say so"
+            )
+        if fail_reason in (FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME):
+            raise CommitOutcomeUnknownError(f"voter change: pysyncobj fail reason {fail_reason}")
+        raise NotControllerError(f"voter change not committed (pysyncobj fail reason "
+                                 f"{fail_reason})")  # fmt: skip
+
+    async def _propose_voter_change(self, syncobj: SyncObj, kind: str, address: str) -> int:
+        """One voter-change proposal to pysyncobj; its fail reason once decided."""
         done = trio.Event()
         outcome: list[int] = []
 
@@ -912,18 +938,7 @@ class RaftNode:
             self._proposals.discard(done)
         if not outcome:
             raise RaftFatalError(f"raft node stopped: {self._fatal_error}")
-        fail_reason = outcome[0]
-        if fail_reason == FAIL_REASON.SUCCESS:
-            return
-        if fail_reason == FAIL_REASON.REQUEST_DENIED:
-            raise VoterChangeRefusedError(
-                f"{kind} {address} refused: another voter change is not committed yet, or "
-                f"the voters {self._voters} already say so"
-            )
-        if fail_reason in (FAIL_REASON.LEADER_CHANGED, FAIL_REASON.UNKNOWN_OUTCOME):
-            raise CommitOutcomeUnknownError(f"voter change: pysyncobj fail reason {fail_reason}")
-        raise NotControllerError(f"voter change not committed (pysyncobj fail reason "
-                                 f"{fail_reason})")  # fmt: skip
+        return outcome[0]
 
     def partner_connected(self, address: str) -> bool:
         """Whether pysyncobj holds a connection to the voter at `host:port` now (a process
