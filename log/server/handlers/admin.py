@@ -47,6 +47,7 @@ from quorum.broker_configs import (
     AlterBrokerConfigsRequest,
     broker_configs_error,
     is_dynamic,
+    min_isr_change_error,
 )
 from quorum.controller import (
     IGNORED_TOPIC_CONFIGS,
@@ -462,6 +463,9 @@ async def _alter_broker(
     error = _broker_name_error(ctx, broker) or broker_configs_error(broker, changes)
     if error:
         return ErrorCode.INVALID_REQUEST, error
+    error = min_isr_change_error(broker, changes)  # the controller's check, for validate_only
+    if error:
+        return ErrorCode.INVALID_CONFIG, error
     if validate_only:
         return ErrorCode.NONE, None
     response = await ctx.controller.alter_broker_configs(AlterBrokerConfigsRequest(broker, changes))
