@@ -63,6 +63,9 @@ RDKAFKA_NOT_QUICK |= {"0137"}
 # Tests that run only in a named scenario, on a second cluster (noautocreate:
 # auto.create.topics.enable=false, else a producer's metadata request recreates a deleted topic).
 RDKAFKA_SCENARIOS = {"0107": "noautocreate"}
+# Tests that add ACLs with Kafka's kafka-acls.sh: they get a KAFKA_PATH whose bin/kafka-acls.sh
+# runs bench/kafka_acls.py (Kafka's flags -> `quorumlog acls`).
+RDKAFKA_KAFKA_ACLS = {"0109", "0115", "0119"}
 # 0081 stops at its first failing admin API: run each API's subtest on its own.
 RDKAFKA_SUBTESTS = {"0081": ["do_test_CreateTopics", "do_test_DeleteTopics",
     "do_test_CreatePartitions", "do_test_AlterConfigs", "do_test_DescribeConfigs",
@@ -155,6 +158,7 @@ def run_rdkafka(bootstrap: str, numbers: list[str], log_dir: Path) -> SuiteResul
         "TEST_KAFKA_VERSION": "3.7.0",  # what our ApiVersions answer matches
         "RDKAFKA_TEST_CONF": str(conf),
     }
+    kafka_path = _kafka_acls_shim(log_dir / "kafka-path")
     start = time.monotonic()
     runs = [(n, s) for n in numbers for s in (RDKAFKA_SUBTESTS.get(n) or [""])]
     for number, subtest in runs:
@@ -163,6 +167,8 @@ def run_rdkafka(bootstrap: str, numbers: list[str], log_dir: Path) -> SuiteResul
         if number in RDKAFKA_SCENARIOS:
             command += ["-s", RDKAFKA_SCENARIOS[number]]
         run_env = {**env, "SUBTESTS": f"{subtest}:"} if subtest else env
+        if number in RDKAFKA_KAFKA_ACLS:
+            run_env = {**run_env, "KAFKA_PATH": str(kafka_path)}
         output, code = _run(command + [number], tests_dir, run_env, RDKAFKA_KILL_S)
         (log_dir / f"rdkafka-{number}{subtest and '-' + subtest}.log").write_text(output)
         rows = parse_rdkafka(output)
@@ -185,6 +191,17 @@ def run_rdkafka(bootstrap: str, numbers: list[str], log_dir: Path) -> SuiteResul
         print(f"  {number}: {', '.join(f'{n} {r}' for n, r in own.items())}", flush=True)
     result.seconds = time.monotonic() - start
     return result
+
+
+def _kafka_acls_shim(directory: Path) -> Path:
+    """A KAFKA_PATH directory whose bin/kafka-acls.sh is bench/kafka_acls.py."""
+    script = directory / "bin" / "kafka-acls.sh"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(
+        f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m bench.kafka_acls "$@"\n'
+    )
+    script.chmod(0o755)
+    return directory
 
 
 def run_confluent_python(bootstrap: str, tests_root: Path | None, log_dir: Path) -> SuiteResult:
