@@ -410,7 +410,8 @@ class ConsumerGroup:
             self.target[member_id] = target
             records.append(self._target_member_record(member_id, target))
         records.append(self._member_record(member))
-        records += self._refresh_regexes(now_ms, topics)[0]  # the next heartbeat rebalances
+        # a new regex is resolved; like changed topic names, it does not start a rebalance here
+        records += self._refresh_regexes(now_ms, topics)[0]
         self._reconcile(member, [], now_ms)  # it owns nothing yet: pending revocations go
         records.append(self._current_record(member))
         return HeartbeatResult(
