@@ -125,7 +125,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # v4+ requests are answered with the v0 error body (KIP-511), see `api_versions_error_body`.
     _api("ApiVersions", api_versions.API_VERSIONS_REQUEST, api_versions.API_VERSIONS_RESPONSE,
          "0-3", "0-3"),
-    _api("CreateTopics", admin.CREATE_TOPICS_REQUEST, admin.CREATE_TOPICS_RESPONSE, "0-4", "0-4",
+    _api("CreateTopics", admin.CREATE_TOPICS_REQUEST, admin.CREATE_TOPICS_RESPONSE, "0-7", "0-7",
          "0-1"),
     _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-3", "0-3",
          "0"),

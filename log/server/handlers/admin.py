@@ -108,12 +108,14 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> object:
             CreatableTopic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
         )
     results: dict[str, tuple[int, str | None]] = dict(refused)
+    outcome: dict[str, Any] = {}  # the controller's result of each topic it decided
     if topics:
         response = await ctx.controller.create_topics(
             CreateTopicsRequest(tuple(topics), validate_only=body.validate_only)
         )
         for result in response.results:
             results[result.name] = (result.error_code, result.error_message)
+            outcome[result.name] = result
     created = {
         name: next(t.num_partitions for t in topics if t.name == name)
         for name, (code, _) in results.items()
@@ -126,16 +128,36 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> object:
     if created and not await ctx.wait_until(visible, body.timeout_ms):
         for name in created:
             results[name] = (ErrorCode.REQUEST_TIMED_OUT, "created; not yet visible here")
-    return CT(
-        topics=[
-            CT.CreatableTopicResult(
-                name=t.name,
-                error_code=results.get(t.name, (ErrorCode.UNKNOWN_SERVER_ERROR, None))[0],
-                error_message=results.get(t.name, (0, None))[1],
+    answers = []
+    image = ctx.image
+    for t in body.topics:
+        code, error = results.get(t.name, (ErrorCode.UNKNOWN_SERVER_ERROR, None))
+        created_with: dict[str, Any] = {}
+        if code == ErrorCode.NONE and request.api_version >= 5:  # KIP-525
+            decided = outcome[t.name]
+            if not body.validate_only and decided.topic_id is not None:
+                created_with["topic_id"] = decided.topic_id
+            overrides = {c.name: c.value for c in t.configs if c.value is not None}
+            created_with.update(
+                num_partitions=decided.num_partitions,
+                replication_factor=decided.replication_factor,
+                configs=[
+                    CT.CreatableTopicResult.CreatableTopicConfigs(
+                        name=key,
+                        value=None if _sensitive(key) else value,
+                        read_only=source != SOURCE_TOPIC_CONFIG,
+                        config_source=source,
+                        is_sensitive=_sensitive(key),
+                    )
+                    for key, value, source, _ in _topic_configs(ctx, image, overrides)
+                ],
             )
-            for t in body.topics
-        ]
-    )
+        answers.append(
+            CT.CreatableTopicResult(
+                name=t.name, error_code=code, error_message=error, **created_with
+            )
+        )
+    return CT(topics=answers)
 
 
 async def handle_delete_topics(ctx: BrokerContext, request: Request) -> object:
@@ -244,6 +266,44 @@ def _config_entry(
     )
 
 
+TopicConfig = tuple[str, str | None, int, list[tuple[str, str | None, int]]]
+
+
+def _topic_configs(ctx: BrokerContext, image: MetadataImage, overrides: dict[str, str]
+                   ) -> list[TopicConfig]:  # fmt: skip
+    """Kafka's ConfigHelper.createTopicConfigEntry for a topic with `overrides`: each config's
+    (name, value, source, synonyms); the synonyms are the override, then its broker-level
+    name's layers (this broker's dynamic value, the cluster default, the node's static value
+    when its properties set it, the default), and the first gives the source."""
+    defaults = default_log_config_properties(ctx.config)
+    broker_names = {topic_key: broker_key for broker_key, topic_key in LOG_CONFIG_SYNONYMS.items()}
+    configs: list[TopicConfig] = []
+    for key in sorted(set(defaults) | set(overrides)):
+        synonyms: list[tuple[str, str | None, int]] = []
+        if key in overrides:
+            synonyms.append((key, overrides[key], SOURCE_TOPIC_CONFIG))
+        broker_key = broker_names.get(key)
+        if broker_key is not None:
+            for broker, source in ((str(ctx.node_id), SOURCE_DYNAMIC_BROKER_CONFIG),
+                                   ("", SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG)):  # fmt: skip
+                value = image.broker_configs(broker).get(broker_key)
+                if value is not None:
+                    synonyms.append((broker_key, value, source))
+        if broker_key is not None and broker_key in ctx.config.props:
+            if broker_key in ctx.config.explicit:
+                static = _node_value(ctx.config.props[broker_key])
+                synonyms.append((broker_key, static, SOURCE_STATIC_BROKER_CONFIG))
+            default = next(k.default for k in CONFIG_KEYS if k.name == broker_key)
+            synonyms.append((broker_key, _node_value(default), SOURCE_DEFAULT_CONFIG))
+        elif key in defaults:  # no node key behind it: Kafka's default
+            synonyms.append((key, defaults[key], SOURCE_DEFAULT_CONFIG))
+        source = synonyms[0][2]
+        # the node-derived value as the log uses it (flush.* -1 is Long.MAX_VALUE, ...)
+        value = defaults[key] if source in _NODE_SOURCES else synonyms[0][1]
+        configs.append((key, value, source, synonyms))
+    return configs
+
+
 def _describe_topic(
     ctx: BrokerContext,
     image: MetadataImage,
@@ -251,10 +311,6 @@ def _describe_topic(
     version: int,
     include_synonyms: bool,
 ) -> object:
-    """Kafka's ConfigHelper.createTopicConfigEntry: each topic config's synonyms are the topic's
-    override, then its broker-level name's layers (this broker's dynamic value, the cluster
-    default, the node's static value when its properties set it, the default); the first is
-    the entry's source."""
     name = resource.resource_name
     if image.topic(name) is None:
         return DC.DescribeConfigsResult(
@@ -264,49 +320,19 @@ def _describe_topic(
             resource_name=name,
             configs=[],
         )
-    defaults = default_log_config_properties(ctx.config)
-    overrides = image.topic_configs(name)
-    broker_names = {topic_key: broker_key for broker_key, topic_key in LOG_CONFIG_SYNONYMS.items()}
-    layers: dict[str, list[tuple[str, str | None, int]]] = {}
-    for key in sorted(set(defaults) | set(overrides)):
-        synonyms = layers[key] = []
-        if key in overrides:
-            synonyms.append((key, overrides[key], SOURCE_TOPIC_CONFIG))
-        broker_key = broker_names.get(key)
-        if broker_key is None:
-            if key in defaults:
-                synonyms.append((key, defaults[key], SOURCE_DEFAULT_CONFIG))
-            continue
-        for broker, source in ((str(ctx.node_id), SOURCE_DYNAMIC_BROKER_CONFIG),
-                               ("", SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG)):  # fmt: skip
-            value = image.broker_configs(broker).get(broker_key)
-            if value is not None:
-                synonyms.append((broker_key, value, source))
-        if broker_key not in ctx.config.props:  # a broker key nodes do not take: Kafka's default
-            if key in defaults:
-                synonyms.append((key, defaults[key], SOURCE_DEFAULT_CONFIG))
-            continue
-        if broker_key in ctx.config.explicit:
-            static = _node_value(ctx.config.props[broker_key])
-            synonyms.append((broker_key, static, SOURCE_STATIC_BROKER_CONFIG))
-        default = next(k.default for k in CONFIG_KEYS if k.name == broker_key)
-        synonyms.append((broker_key, _node_value(default), SOURCE_DEFAULT_CONFIG))
     keys = resource.configuration_keys
-    configs = []
-    for key, synonyms in layers.items():
-        if keys is not None and key not in keys:
-            continue
-        source = synonyms[0][2]
-        # the node-derived value as the log uses it (flush.* -1 is Long.MAX_VALUE, ...)
-        value = defaults[key] if source in _NODE_SOURCES else synonyms[0][1]
-        configs.append(_config_entry(key, value, source, version,
-                                     synonyms=synonyms if include_synonyms and version >= 1
-                                     else None))  # fmt: skip
+    synonyms_too = include_synonyms and version >= 1
     return DC.DescribeConfigsResult(
         error_code=0,
         resource_type=resource.resource_type,
         resource_name=name,
-        configs=configs,
+        configs=[
+            _config_entry(key, value, source, version, synonyms=synonyms if synonyms_too else None)
+            for key, value, source, synonyms in _topic_configs(
+                ctx, image, dict(image.topic_configs(name))
+            )
+            if keys is None or key in keys
+        ],  # fmt: skip
     )
 
 
