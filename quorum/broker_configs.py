@@ -12,6 +12,14 @@ does not know are custom properties and are stored, as Kafka does.
 The broker applies the log defaults among them live (see log/storage/config.py
 `dynamic_log_config`); the controller's elections read min.insync.replicas and
 unclean.leader.election.enable from the cluster default. The rest are stored and described.
+
+min.insync.replicas and KIP-966 (eligible leader replicas, always on here, as on a Kafka 4.1+
+cluster): the controller's elections and ELR decisions need one cluster-wide value, so, as
+Kafka's ConfigurationControlManager does when ELR is enabled, an activated controller writes the
+cluster default from its own static min.insync.replicas when there is none and removes every
+broker-level one (`elr_safety_records`); a broker-level min.insync.replicas is then
+INVALID_CONFIG, and so is removing the cluster default (`min_isr_change_error`). Topics
+describe it with source DYNAMIC_DEFAULT_BROKER_CONFIG, as on Kafka 4.1+.
 """
 
 from __future__ import annotations
@@ -194,6 +202,36 @@ def broker_configs_error(broker: str, changes: Mapping[str, str | None]) -> str 
     return None
 
 
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+
+
+def min_isr_change_error(broker: str, changes: Mapping[str, str | None]) -> str | None:
+    """Kafka's message for INVALID_CONFIG when `changes` set min.insync.replicas on a broker or
+    remove the cluster default (ELR is on); else None."""
+    if MIN_INSYNC_REPLICAS not in changes:
+        return None
+    if broker:
+        return f"Broker-level {MIN_INSYNC_REPLICAS} cannot be altered while ELR is enabled."
+    if changes[MIN_INSYNC_REPLICAS] is None:
+        return f"Cluster-level {MIN_INSYNC_REPLICAS} cannot be removed while ELR is enabled."
+    return None
+
+
+def elr_safety_records(
+    image: MetadataImage, static_min_insync_replicas: int
+) -> list[MetadataRecord]:
+    """Kafka's maybeGenerateElrSafetyRecords: the cluster default min.insync.replicas from the
+    controller's static value when absent, and no broker-level one. Nothing when both hold."""
+    records: list[MetadataRecord] = []
+    if MIN_INSYNC_REPLICAS not in image.broker_configs(""):
+        records.append(ConfigRecord(CONFIG_RESOURCE_BROKER, "", MIN_INSYNC_REPLICAS,
+                                    str(static_min_insync_replicas)))  # fmt: skip
+    for (resource_type, name), configs in sorted(image.configs.items()):
+        if resource_type == CONFIG_RESOURCE_BROKER and name and MIN_INSYNC_REPLICAS in configs:
+            records.append(ConfigRecord(CONFIG_RESOURCE_BROKER, name, MIN_INSYNC_REPLICAS, None))
+    return records
+
+
 @dataclass(frozen=True)
 class AlterBrokerConfigsRequest:
     """One BROKER resource's changes (a broker id, or "" for the cluster default); value None
@@ -216,6 +254,9 @@ def alter_broker_configs(
     error = broker_configs_error(request.broker, request.changes)
     if error:
         return [], AlterBrokerConfigsResponse(ErrorCode.INVALID_REQUEST, error)
+    error = min_isr_change_error(request.broker, request.changes)
+    if error:
+        return [], AlterBrokerConfigsResponse(ErrorCode.INVALID_CONFIG, error)
     records: list[MetadataRecord] = [
         ConfigRecord(CONFIG_RESOURCE_BROKER, request.broker, key, request.changes[key])
         for key in sorted(request.changes)

@@ -63,7 +63,7 @@ from quorum import leader_election as le
 from quorum import metadata_quorum as mq
 from quorum import reassignment as ra
 from quorum.acls import create_acls, delete_acls
-from quorum.broker_configs import alter_broker_configs
+from quorum.broker_configs import alter_broker_configs, elr_safety_records
 from quorum.broker_heartbeats import BrokerHeartbeatTracker
 from quorum.features import bootstrap_levels, update_features
 from quorum.image import MetadataImage
@@ -253,6 +253,9 @@ class ControllerService:
                             term,
                             result.metadata_offset,
                         )
+                        # KIP-966: one cluster-wide min.insync.replicas (Kafka's ELR safety
+                        # records), decided on the image that now holds every earlier batch
+                        await self._decide(self._elr_safety)
                     elif not result.accepted:
                         logger.warning("node %d: activation rejected: %s", self.node_id, result)
                 except KafkaError as exc:
@@ -324,6 +327,9 @@ class ControllerService:
         return records, [(b, self.tracker.reason(b, now_ms)) for b in fenced]
 
     # -- decisions ----------------------------------------------------------------------------
+
+    def _elr_safety(self, image: MetadataImage) -> tuple[list[MetadataRecord], None]:
+        return elr_safety_records(image, self.election_defaults.min_insync_replicas), None
 
     async def _propose(self, records: list[MetadataRecord], epoch: int) -> ApplyResult:
         raft = self.raft

@@ -71,6 +71,7 @@ SANS_IO = [
     "log/coordinator/consumer_group_state.py",
     "log/coordinator/consumer_group_records.py",
     "log/coordinator/assignors.py",
+    "log/coordinator/topic_regex.py",
     "log/coordinator/append_errors.py",
     "log/coordinator/transaction_log.py",
     "log/coordinator/transaction_state.py",

@@ -126,6 +126,12 @@ class ConfigEntry:
     is_sensitive: bool
     source: int
 
+    @property
+    def is_override(self) -> bool:
+        """The topic's own value (DYNAMIC_TOPIC_CONFIG), not one it inherits from the brokers'
+        configs (a cluster default such as KIP-966's min.insync.replicas is not a default)."""
+        return self.source == 1 if self.source != -1 else not self.is_default
+
 
 @dataclass(frozen=True, slots=True)
 class ReplicaLogInfo:

@@ -156,7 +156,7 @@ def describe(bootstrap, security, names, as_json):
             topics_out = await describe_with_offsets(admin, list(names) or None)
             for topic in topics_out:
                 entries = await admin.describe_topic_configs(topic["name"])
-                topic["configs"] = {e.name: e.value for e in entries if not e.is_default}
+                topic["configs"] = {e.name: e.value for e in entries if e.is_override}
             return topics_out
 
     described = run_client(main)
@@ -207,7 +207,7 @@ def alter_config(bootstrap, security, topic, configs, deletes, as_json):
         async with AdminClient(bootstrap, connector=security.connector) as admin:
             await admin.alter_topic_configs(topic, config_map, deletes)
             entries = await admin.describe_topic_configs(topic)
-            return {e.name: e.value for e in entries if not e.is_default}
+            return {e.name: e.value for e in entries if e.is_override}
 
     overrides = run_client(main)
     if as_json:

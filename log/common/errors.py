@@ -127,6 +127,7 @@ class ErrorCode(enum.IntEnum):
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113  # KIP-848: an OffsetCommit with an older member epoch
     TRANSACTION_ABORTABLE = 120  # KIP-890: the verify-only AddPartitionsToTxn's answer
+    INVALID_REGULAR_EXPRESSION = 128  # KIP-848: a SubscribedTopicRegex RE2 does not compile
 
 
 # Errors a client may retry as-is (Kafka's RetriableException subclasses).

@@ -450,10 +450,13 @@ def _validate_group_keys(p: Mapping[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class NodeConfig:
-    """A node's validated configuration. `props` holds every key with defaults applied."""
+    """A node's validated configuration. `props` holds every key with defaults applied;
+    `explicit` names the keys its properties set (Kafka's "originals": DescribeConfigs shows
+    those as STATIC_BROKER_CONFIG, the others as DEFAULT_CONFIG)."""
 
     node_dir: Path
     props: Mapping[str, Any]
+    explicit: frozenset[str] = frozenset()
 
     @classmethod
     def from_properties(cls, node_dir: Path, values: Mapping[str, Any]) -> NodeConfig:
@@ -463,7 +466,7 @@ class NodeConfig:
             if key is None:
                 raise ConfigError(f"unknown configuration key {name!r}")
             props[name] = _coerce(key, value)
-        config = cls(Path(node_dir), props)
+        config = cls(Path(node_dir), props, frozenset(values))
         config.validate()
         return config
 

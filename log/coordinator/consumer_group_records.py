@@ -12,8 +12,10 @@ a tombstone. Declared with the schema DSL from Kafka's group-coordinator JSON de
     6            ConsumerGroupTargetAssignmentMetadata   group_id        value: assignment_epoch
     7            ConsumerGroupTargetAssignmentMember     group_id, member_id
     8            ConsumerGroupCurrentMemberAssignment    group_id, member_id
+    16           ConsumerGroupRegularExpression          group_id, regular_expression
+                                                         value: topics, version, timestamp
 
-Key versions 0-2 are the classic records (records.py).
+Key versions 0-2 are the classic records (records.py); 9-15 (share groups) are not written.
 """
 
 from __future__ import annotations
@@ -23,7 +25,18 @@ import struct
 from typing import Any
 
 from log.common.errors import CorruptRecordError, InvalidRequestError
-from log.protocol.schema import ARRAY, INT8, INT32, STRING, STRUCT, UUID, F, Message, message
+from log.protocol.schema import (
+    ARRAY,
+    INT8,
+    INT32,
+    INT64,
+    STRING,
+    STRUCT,
+    UUID,
+    F,
+    Message,
+    message,
+)
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -31,7 +44,8 @@ MEMBER_METADATA = 5
 TARGET_ASSIGNMENT_METADATA = 6
 TARGET_ASSIGNMENT_MEMBER = 7
 CURRENT_MEMBER_ASSIGNMENT = 8
-KEY_VERSIONS = frozenset(range(3, 9))
+REGULAR_EXPRESSION = 16
+KEY_VERSIONS = frozenset(range(3, 9)) | {REGULAR_EXPRESSION}
 _PER_MEMBER = frozenset({MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT})
 
 
@@ -84,15 +98,22 @@ VALUES: dict[int, Message] = {
         F("assigned_partitions", _topic_partitions("TopicPartitions")),
         F("partitions_pending_revocation", _topic_partitions("TopicPartitions")),
     ),
+    REGULAR_EXPRESSION: _value(
+        "ConsumerGroupRegularExpressionValue",
+        F("topics", ARRAY(STRING)),
+        F("version", INT64),  # the metadata offset the topics were listed at
+        F("timestamp", INT64),  # when they were (ms)
+    ),
 }
 # fmt: on
 
 
 @dataclasses.dataclass(frozen=True)
 class ConsumerGroupRecordKey:
-    version: int  # the record type (3-8)
+    version: int  # the record type (3-8, 16)
     group_id: str
     member_id: str | None = None  # key versions 5, 7, 8
+    regular_expression: str | None = None  # key version 16
 
 
 def _string(value: str) -> bytes:
@@ -105,10 +126,13 @@ def encode_key(key: ConsumerGroupRecordKey) -> bytes:
     if key.version in _PER_MEMBER:
         assert key.member_id is not None
         out += _string(key.member_id)
+    elif key.version == REGULAR_EXPRESSION:
+        assert key.regular_expression is not None
+        out += _string(key.regular_expression)
     return out
 
 
-def encode_value(version: int, **fields: Any) -> bytes:
+def encode_value(version: int, /, **fields: Any) -> bytes:
     layout = VALUES[version]
     return struct.pack(">h", 0) + layout.encode(layout.cls(**fields), 0)
 
@@ -129,7 +153,7 @@ def decode_key(data: bytes) -> ConsumerGroupRecordKey:
             raise CorruptRecordError(f"not a consumer group record key: version {version}")
         strings = []
         position = 2
-        for _ in range(2 if version in _PER_MEMBER else 1):
+        for _ in range(2 if version in _PER_MEMBER or version == REGULAR_EXPRESSION else 1):
             (length,) = struct.unpack_from(">h", data, position)
             if length < 0 or position + 2 + length > len(data):
                 raise CorruptRecordError("bad string in a consumer group record key")
@@ -137,6 +161,8 @@ def decode_key(data: bytes) -> ConsumerGroupRecordKey:
             position += 2 + length
     except (struct.error, UnicodeDecodeError) as exc:
         raise CorruptRecordError(f"bad consumer group record key: {exc}") from exc
+    if version == REGULAR_EXPRESSION:
+        return ConsumerGroupRecordKey(version, strings[0], regular_expression=strings[1])
     return ConsumerGroupRecordKey(version, *strings)
 
 

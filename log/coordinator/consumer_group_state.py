@@ -26,7 +26,18 @@ record types and order), which `replay` applies to rebuild the group after a fai
 Static members (an instance id): leaving with epoch -2 keeps the member and its partitions until
 its session times out; joining again with the same instance id (a new member id) takes them
 over without a rebalance; joining while the old one is still active is UNRELEASED_INSTANCE_ID.
-Not done: regex subscriptions, rack-aware assignment, classic members in a consumer group.
+Regex subscriptions (a member's SubscribedTopicRegex, heartbeat v1): the coordinator resolves
+each regex the group's members subscribe to against the cluster's topics (topic_regex.py: RE2,
+whole-name matches) and keeps the result as a ConsumerGroupRegularExpression record; a member's
+subscription is its topic names plus what its regex resolved to. A regex that RE2 refuses is
+INVALID_REGULAR_EXPRESSION and changes nothing; a new one is resolved in the same heartbeat
+(Kafka resolves off the request thread and rebalances when that finishes: the same assignment, a
+heartbeat sooner). Regexes are resolved again on a heartbeat once the metadata moved past what
+they were resolved at, at most every 10 s per group (Kafka's REGEX_BATCH_REFRESH_INTERVAL_MS),
+so a topic created later that matches joins the assignment; a deleted one leaves it on the next
+heartbeat (the subscription metadata no longer finds it). The resolved topics are not filtered by
+the member's DESCRIBE rights (Kafka 4.0 does not either; 4.1 does).
+Not done: rack-aware assignment, classic members in a consumer group.
 """
 
 from __future__ import annotations
@@ -34,12 +45,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from log.common.errors import CorruptRecordError, ErrorCode
 from log.coordinator import consumer_group_records as cgr
 from log.coordinator.assignors import UNIFORM, assign
+from log.coordinator.topic_regex import InvalidRegularExpression, compile_topic_regex, resolve
 
 TopicAssignment = dict[uuid.UUID, frozenset[int]]
 Record = tuple[bytes, bytes | None]
@@ -72,6 +84,24 @@ class ConsumerGroupConfig:
     session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     assignors: tuple[str, ...] = (UNIFORM, "range")  # group.consumer.assignors, default first
+    regex_refresh_interval_ms: int = 10_000  # Kafka's REGEX_BATCH_REFRESH_INTERVAL_MS (no config)
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicListing:
+    """The cluster's topic names as of a metadata offset, for resolving regexes."""
+
+    version: int  # the metadata offset `names` are of
+    names: Callable[[], Iterable[str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedRegex:
+    """What a subscribed regex matched (Kafka's ResolvedRegularExpression)."""
+
+    topics: frozenset[str]
+    version: int  # the metadata offset the topics were listed at
+    timestamp_ms: int
 
 
 @dataclasses.dataclass
@@ -82,6 +112,7 @@ class ConsumerGroupMember:
     client_id: str = ""
     client_host: str = ""
     subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None  # None: no regex ("" on the wire)
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
     member_epoch: int = 0
@@ -94,7 +125,8 @@ class ConsumerGroupMember:
 
     def metadata(self) -> tuple:
         return (self.instance_id, self.rack_id, self.client_id, self.client_host,
-                self.subscribed_topic_names, self.rebalance_timeout_ms, self.server_assignor)  # fmt: skip
+                self.subscribed_topic_names, self.subscribed_topic_regex,
+                self.rebalance_timeout_ms, self.server_assignor)  # fmt: skip
 
     def current(self) -> tuple:
         return (self.member_epoch, self.previous_member_epoch, self.state,
@@ -111,6 +143,7 @@ class HeartbeatRequest:
     rack_id: str | None = None
     rebalance_timeout_ms: int = -1
     subscribed_topic_names: Sequence[str] | None = None
+    subscribed_topic_regex: str | None = None  # "": none any more
     server_assignor: str | None = None
     owned: Sequence[tuple[uuid.UUID, Sequence[int]]] | None = None  # topic_partitions
     client_id: str = ""
@@ -158,6 +191,7 @@ class ConsumerGroup:
         self.target: dict[str, TopicAssignment] = {}
         # subscribed topic name -> (topic id, partition count), as the last heartbeat saw them
         self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
+        self.resolved_regexes: dict[str, ResolvedRegex] = {}  # of the members' regexes
 
     # -- views -----------------------------------------------------------------------------------
 
@@ -184,8 +218,18 @@ class ConsumerGroup:
         order = {name: i for i, name in enumerate(self.config.assignors)}
         return min(counts, key=lambda name: (-counts[name], order.get(name, len(order)), name))
 
+    def member_topics(self, member: ConsumerGroupMember) -> frozenset[str]:
+        """The member's topic names and what its regex resolved to."""
+        topics = frozenset(member.subscribed_topic_names)
+        resolved = self.resolved_regexes.get(member.subscribed_topic_regex or "")
+        return topics | resolved.topics if resolved is not None else topics
+
     def subscribed_topics(self) -> frozenset[str]:
-        return frozenset(t for m in self.members.values() for t in m.subscribed_topic_names)
+        return frozenset(t for m in self.members.values() for t in self.member_topics(m))
+
+    def subscribed_regexes(self) -> frozenset[str]:
+        return frozenset(m.subscribed_topic_regex for m in self.members.values()
+                         if m.subscribed_topic_regex)  # fmt: skip
 
     def topic_names(self) -> dict[uuid.UUID, str]:
         return {topic_id: name for name, (topic_id, _) in self.subscription_metadata.items()}
@@ -231,9 +275,15 @@ class ConsumerGroup:
     # -- heartbeat -------------------------------------------------------------------------------
 
     def heartbeat(
-        self, request: HeartbeatRequest, now_ms: int, lookup: TopicLookup, new_member_id: str
+        self,
+        request: HeartbeatRequest,
+        now_ms: int,
+        lookup: TopicLookup,
+        new_member_id: str,
+        topics: TopicListing | None = None,
     ) -> tuple[HeartbeatResult, list[Record]]:
-        """One ConsumerGroupHeartbeat (validated by the caller: `validate_heartbeat`)."""
+        """One ConsumerGroupHeartbeat (validated by the caller: `validate_heartbeat`);
+        `topics` lists the cluster's topics for regex subscriptions (None: no topic matches)."""
         records: list[Record] = []
         epoch = request.member_epoch
         if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -259,7 +309,7 @@ class ConsumerGroup:
                         ErrorCode.UNRELEASED_INSTANCE_ID,
                         f"static member {request.instance_id} is still active",
                     ), []
-                return self._replace_static_member(static, member_id, request, now_ms)
+                return self._replace_static_member(static, member_id, request, now_ms, topics)
         if epoch == JOIN_EPOCH:
             member_id = request.member_id or new_member_id
             old = self.members.get(member_id)
@@ -295,6 +345,8 @@ class ConsumerGroup:
             member.rebalance_timeout_ms = request.rebalance_timeout_ms
         if request.subscribed_topic_names is not None:
             member.subscribed_topic_names = tuple(sorted(set(request.subscribed_topic_names)))
+        if request.subscribed_topic_regex is not None:
+            member.subscribed_topic_regex = request.subscribed_topic_regex or None
         if request.server_assignor is not None:
             member.server_assignor = request.server_assignor or None
         if is_new:
@@ -306,7 +358,9 @@ class ConsumerGroup:
             self.members[member_id] = member
             records.append(self._member_record(member))
             bump = True
-        records += self._refresh_metadata(lookup, bump)
+        regex_records, regexes_changed = self._refresh_regexes(now_ms, topics)
+        records += regex_records
+        records += self._refresh_metadata(lookup, bump or regexes_changed)
         records += self._update_target()
         old_assigned = dict(member.assigned)
         old_epoch = member.member_epoch
@@ -331,6 +385,7 @@ class ConsumerGroup:
         member_id: str,
         request: HeartbeatRequest,
         now_ms: int,
+        topics: TopicListing | None = None,
     ) -> tuple[HeartbeatResult, list[Record]]:
         """A static member comes back (a new member id, its instance id): it takes over the
         old member's partitions and target, with no new group epoch (Kafka's static join)."""
@@ -347,12 +402,16 @@ class ConsumerGroup:
             member.rebalance_timeout_ms = request.rebalance_timeout_ms
         if request.subscribed_topic_names is not None:
             member.subscribed_topic_names = tuple(sorted(set(request.subscribed_topic_names)))
+        if request.subscribed_topic_regex is not None:
+            member.subscribed_topic_regex = request.subscribed_topic_regex or None
         member.client_id, member.client_host = request.client_id, request.client_host
         self.members[member_id] = member
         if target is not None:
             self.target[member_id] = target
             records.append(self._target_member_record(member_id, target))
         records.append(self._member_record(member))
+        # a new regex is resolved; like changed topic names, it does not start a rebalance here
+        records += self._refresh_regexes(now_ms, topics)[0]
         self._reconcile(member, [], now_ms)  # it owns nothing yet: pending revocations go
         records.append(self._current_record(member))
         return HeartbeatResult(
@@ -373,7 +432,7 @@ class ConsumerGroup:
             client_id=member.client_id,
             client_host=member.client_host,
             subscribed_topic_names=list(member.subscribed_topic_names),
-            subscribed_topic_regex=None,
+            subscribed_topic_regex=member.subscribed_topic_regex,
             rebalance_timeout_ms=member.rebalance_timeout_ms,
             server_assignor=member.server_assignor,
         )
@@ -382,6 +441,52 @@ class ConsumerGroup:
     def _epoch_record(self) -> Record:
         key = cgr.encode_key(cgr.ConsumerGroupRecordKey(cgr.GROUP_METADATA, self.group_id))
         return key, cgr.encode_value(cgr.GROUP_METADATA, epoch=self.group_epoch)
+
+    def _refresh_regexes(
+        self, now_ms: int, topics: TopicListing | None
+    ) -> tuple[list[Record], bool]:
+        """Resolve the members' regexes when one is new, or when the metadata moved past their
+        resolution and the last one is regex_refresh_interval_ms old; drop those no member
+        uses. (records, whether a regex now matches other topics). Records are written for the
+        regexes whose topics changed (Kafka writes one per regex at every resolution: the same
+        state, fewer records)."""
+        records = self._drop_unused_regexes()
+        wanted = self.subscribed_regexes()
+        if not wanted:
+            return records, False
+        resolved = self.resolved_regexes
+        version = -1 if topics is None else topics.version
+        if wanted <= set(resolved):
+            last_version = min(r.version for r in resolved.values())
+            last_ms = max(r.timestamp_ms for r in resolved.values())
+            if version <= last_version or now_ms <= last_ms + self.config.regex_refresh_interval_ms:
+                return records, False
+        names = () if topics is None else topics.names()
+        changed = False
+        for pattern, matched in sorted(resolve(wanted, names).items()):
+            old = resolved.get(pattern)
+            resolved[pattern] = ResolvedRegex(matched, version, now_ms)
+            if old is None or old.topics != matched:
+                changed = changed or matched != (old.topics if old else frozenset())
+                records.append(self._regex_record(pattern))
+        return records, changed
+
+    def _drop_unused_regexes(self) -> list[Record]:
+        records: list[Record] = []
+        for pattern in sorted(set(self.resolved_regexes) - self.subscribed_regexes()):
+            del self.resolved_regexes[pattern]
+            records.append((self._regex_key(pattern), None))
+        return records
+
+    def _regex_key(self, pattern: str) -> bytes:
+        return cgr.encode_key(cgr.ConsumerGroupRecordKey(
+            cgr.REGULAR_EXPRESSION, self.group_id, regular_expression=pattern))  # fmt: skip
+
+    def _regex_record(self, pattern: str) -> Record:
+        resolved = self.resolved_regexes[pattern]
+        value = cgr.encode_value(cgr.REGULAR_EXPRESSION, topics=sorted(resolved.topics),
+                                 version=resolved.version, timestamp=resolved.timestamp_ms)  # fmt: skip
+        return self._regex_key(pattern), value
 
     def _refresh_metadata(self, lookup: TopicLookup, bump: bool) -> list[Record]:
         """Re-read the subscribed topics' metadata; bump the group epoch if it or (`bump`) the
@@ -422,7 +527,7 @@ class ConsumerGroup:
         ids = {name: topic_id for name, (topic_id, _) in self.subscription_metadata.items()}
         counts = {topic_id: count for topic_id, count in self.subscription_metadata.values()}
         subscriptions = {
-            m.member_id: frozenset(ids[t] for t in m.subscribed_topic_names if t in ids)
+            m.member_id: frozenset(ids[t] for t in self.member_topics(m) if t in ids)
             for m in self.members.values()
         }
         target = assign(self.preferred_assignor(), subscriptions, counts, self.target)
@@ -552,6 +657,7 @@ class ConsumerGroup:
                 cgr.MEMBER_METADATA,
             )  # fmt: skip
         ]
+        records += self._drop_unused_regexes()
         if lookup is not None:
             return records + self._refresh_metadata(lookup, bump)
         if bump:
@@ -604,6 +710,14 @@ class ConsumerGroup:
             }  # fmt: skip
         elif version == cgr.TARGET_ASSIGNMENT_METADATA:
             self.assignment_epoch = value.assignment_epoch if value is not None else 0
+        elif version == cgr.REGULAR_EXPRESSION:
+            assert key.regular_expression is not None
+            if value is None:
+                self.resolved_regexes.pop(key.regular_expression, None)
+            else:
+                self.resolved_regexes[key.regular_expression] = ResolvedRegex(
+                    frozenset(value.topics), value.version, value.timestamp
+                )
         else:
             assert key.member_id is not None
             self._replay_member(key.version, key.member_id, value, now_ms)
@@ -633,6 +747,7 @@ class ConsumerGroup:
             member.client_id = value.client_id
             member.client_host = value.client_host
             member.subscribed_topic_names = tuple(value.subscribed_topic_names)
+            member.subscribed_topic_regex = value.subscribed_topic_regex or None
             member.rebalance_timeout_ms = value.rebalance_timeout_ms
             member.server_assignor = value.server_assignor
         elif version == cgr.CURRENT_MEMBER_ASSIGNMENT:
@@ -668,8 +783,12 @@ def validate_heartbeat(request: HeartbeatRequest, assignors: Sequence[str], api_
                 ErrorCode.INVALID_REQUEST,
                 "RebalanceTimeoutMs must be provided in first request.",
             )
-        if request.subscribed_topic_names is None:
-            return ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request."
+        if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+            return (
+                ErrorCode.INVALID_REQUEST,
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when"
+                " (re-)joining.",
+            )
         if request.owned:
             return ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
         if api_version >= 1 and not request.member_id:
@@ -678,6 +797,11 @@ def validate_heartbeat(request: HeartbeatRequest, assignors: Sequence[str], api_
         return ErrorCode.INVALID_REQUEST, "MemberId can't be empty."
     if request.server_assignor is not None and request.server_assignor not in assignors:
         return ErrorCode.UNSUPPORTED_ASSIGNOR, f"assignor {request.server_assignor!r} is unknown"
+    if request.subscribed_topic_regex:  # before the group changes (Kafka: before any record)
+        try:
+            compile_topic_regex(request.subscribed_topic_regex)
+        except InvalidRegularExpression as exc:
+            return ErrorCode.INVALID_REGULAR_EXPRESSION, str(exc)
     return None
 
 

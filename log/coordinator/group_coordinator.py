@@ -41,6 +41,7 @@ from log.coordinator.consumer_group_state import (
     ConsumerGroupConfig,
     HeartbeatRequest,
     HeartbeatResult,
+    TopicListing,
     TopicLookup,
     validate_heartbeat,
 )
@@ -527,6 +528,7 @@ class GroupCoordinator:
         now_ms: int,
         lookup: TopicLookup,
         api_version: int,
+        topics: TopicListing | None = None,
     ) -> tuple[HeartbeatResult, list[tuple[bytes, bytes | None]]]:
         """ConsumerGroupHeartbeat: (result, records to append). A classic group of the same id
         with members is GROUP_ID_NOT_FOUND (Kafka: "not a consumer group"); an empty one is
@@ -551,7 +553,7 @@ class GroupCoordinator:
                 replaced = [(encode_key(GroupMetadataKey(group_id)), None)]
             group = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_config)
         new_member_id = self.new_member_id(request.client_id)
-        result, records = group.heartbeat(request, now_ms, lookup, new_member_id)
+        result, records = group.heartbeat(request, now_ms, lookup, new_member_id, topics)
         return result, replaced + records
 
     def load_consumer_group_record(

@@ -42,6 +42,7 @@ from log.coordinator.consumer_group_state import (
     ConsumerGroupConfig,
     HeartbeatRequest,
     HeartbeatResult,
+    TopicListing,
 )
 from log.coordinator.group_coordinator import (
     OFFSETS_TOPIC,
@@ -498,8 +499,9 @@ class GroupCoordinatorDriver:
             topic = image.topic(name)
             return None if topic is None else (topic.topic_id, len(topic.partitions))
 
+        topics = TopicListing(image.last_offset, lambda: image.topic_ids_by_name.keys())
         result, records = self.core.consumer_heartbeat(
-            group_id, request, self.clock_ms(), lookup, api_version
+            group_id, request, self.clock_ms(), lookup, api_version, topics
         )
         self._wakeup.set()  # the session deadlines moved
         if records:

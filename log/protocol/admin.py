@@ -2,14 +2,18 @@
 DescribeCluster (60), AlterConfigs (33), IncrementalAlterConfigs (44), DeleteRecords (21),
 OffsetDelete (47).
 
-Non-flexible except DescribeCluster (flexible-only), IncrementalAlterConfigs v1 and
-DeleteRecords v2 (aiokafka's admin client sends DeleteRecords v2).
+Non-flexible except DescribeCluster (flexible-only), IncrementalAlterConfigs v1,
+DeleteRecords v2 (aiokafka's admin client sends DeleteRecords v2) and CreateTopics v5-v7 (v5:
+the created topic's partitions, replication factor and configs in the answer, KIP-525; v6 as
+v5; v7 its topic id).
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from log.protocol.schema import (  # noqa: F401
     ARRAY,
@@ -22,6 +26,7 @@ from log.protocol.schema import (  # noqa: F401
     RECORDS,
     STRING,
     STRUCT,
+    UUID,
     F,
     message,
 )
@@ -30,7 +35,7 @@ from log.protocol.schema import (  # noqa: F401
 CREATE_TOPICS_REQUEST = message(
     "CreateTopicsRequest",
     api_key=19,
-    versions="0-4",
+    versions="0-7",
     flexible_versions="5+",
     fields=(
         F("topics", ARRAY(STRUCT("CreatableTopic",
@@ -54,14 +59,27 @@ CREATE_TOPICS_REQUEST = message(
 CREATE_TOPICS_RESPONSE = message(
     "CreateTopicsResponse",
     api_key=19,
-    versions="0-4",
+    versions="0-7",
     flexible_versions="5+",
     fields=(
         F("throttle_time_ms", INT32, "2+"),
         F("topics", ARRAY(STRUCT("CreatableTopicResult",
                 F("name", STRING),
+                F("topic_id", UUID, "7+", default=uuid.UUID(int=0)),  # KIP-516
                 F("error_code", INT16),
-                F("error_message", STRING, "1+", nullable="1+"),
+                F("error_message", STRING, "1+", nullable="0+"),
+                # (TopicConfigErrorCode, tag 0, is only sent when configs could not be listed:
+                # never here, so not declared; a reader skips unknown tags)
+                # KIP-525: what the topic was created with (-1 / empty on an error)
+                F("num_partitions", INT32, "5+", default=-1),
+                F("replication_factor", INT16, "5+", default=-1),
+                F("configs", ARRAY(STRUCT("CreatableTopicConfigs",
+                        F("name", STRING),
+                        F("value", STRING, nullable="5+"),
+                        F("read_only", BOOL),
+                        F("config_source", INT8, default=-1),
+                        F("is_sensitive", BOOL),
+                    )), "5+", nullable="5+", default=()),
             ))),
     ),
 )

@@ -126,11 +126,11 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("DescribeGroups", groups.DESCRIBE_GROUPS_REQUEST, groups.DESCRIBE_GROUPS_RESPONSE,
          "0-4", "0-4"),
     _api("ListGroups", groups.LIST_GROUPS_REQUEST, groups.LIST_GROUPS_RESPONSE, "0-5", "0-5"),
-    # v4+ requests are answered with the v0 error body (KIP-511), see `api_versions_error_body`.
+    # v5+ requests are answered with the v0 error body (KIP-511), see `api_versions_error_body`.
     # v3+ carry the supported and finalized features (tagged); v4 also lists min-0 features.
     _api("ApiVersions", api_versions.API_VERSIONS_REQUEST, api_versions.API_VERSIONS_RESPONSE,
          "0-4", "0-4"),
-    _api("CreateTopics", admin.CREATE_TOPICS_REQUEST, admin.CREATE_TOPICS_RESPONSE, "0-4", "0-4",
+    _api("CreateTopics", admin.CREATE_TOPICS_REQUEST, admin.CREATE_TOPICS_RESPONSE, "0-7", "0-7",
          "0-1"),
     _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-3", "0-3",
          "0"),

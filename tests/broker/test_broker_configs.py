@@ -129,7 +129,8 @@ async def test_broker_and_default_configs_are_stored_described_and_applied(nurse
         "123456", ConfigSource.DYNAMIC_BROKER_CONFIG.value)  # fmt: skip
     assert topic["retention.bytes"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
 
-    # synonyms (v1+): this broker's value, the cluster default, the static one, in that order
+    # synonyms (v1+): this broker's value, the cluster default, then the node's value: its
+    # properties do not set log.retention.ms, so Kafka's default (DEFAULT_CONFIG)
     client = await WireClient.connect(broker.port)
     D = DESCRIBE_CONFIGS_REQUEST.cls  # noqa: N806
     answer = await client.call(32, 2, D(include_synonyms=True, resources=[
@@ -137,7 +138,7 @@ async def test_broker_and_default_configs_are_stored_described_and_applied(nurse
                                   configuration_keys=["log.retention.ms"])]))  # fmt: skip
     (entry,) = answer.results[0].configs
     assert [(s.value, s.source) for s in entry.synonyms] == [
-        ("123456", 2), ("999000", 3), (str(7 * 24 * 3600 * 1000), 4)]  # fmt: skip
+        ("123456", 2), ("999000", 3), (str(7 * 24 * 3600 * 1000), 5)]  # fmt: skip
     # "" describes the cluster-wide dynamic defaults only
     answer = await client.call(
         32,

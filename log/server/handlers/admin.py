@@ -8,14 +8,16 @@ Explicit replica assignments (CreateTopics, CreatePartitions) are checked as Kaf
 INVALID_REPLICA_ASSIGNMENT for empty, duplicate, unregistered or all-fenced replica lists, or
 lists of different lengths; a new partition's ISR is its live replicas, led by the first.
 
-DescribeConfigs: topic resources list every topic config LogConfig models, from the node's
-defaults (config_source 5 DEFAULT_CONFIG), a dynamic broker config of its broker-level name
-(2 DYNAMIC_BROKER_CONFIG for this broker's, 3 DYNAMIC_DEFAULT_BROKER_CONFIG for the cluster
-default's) or the topic's overrides (1 TOPIC_CONFIG, plus any override LogConfig does not
-model). Broker resources: this broker's id lists the node's configuration (4
-STATIC_BROKER_CONFIG) under its dynamic configs (2, then 3), with synonyms in that order when
-asked (v1+), read_only unless Kafka can change the key dynamically; "" lists the cluster-wide
-dynamic defaults only (3), as Kafka does. kafka-python rejects config_source -1: never sent.
+DescribeConfigs, Kafka's sources (ConfigHelper): topic resources list every topic config
+LogConfig models (plus any override it does not); each one's synonyms, highest first, are the
+topic's override (1 TOPIC_CONFIG), then its broker-level name's layers: this broker's dynamic
+value (2 DYNAMIC_BROKER_CONFIG), the cluster default (3 DYNAMIC_DEFAULT_BROKER_CONFIG), the
+node's value when its properties set the key (4 STATIC_BROKER_CONFIG), the default (5
+DEFAULT_CONFIG); the first gives the entry's source. Broker resources: this broker's id lists
+the node's configuration (4 for the keys its properties set, 5 for the rest) under its dynamic
+configs (2, then 3), read_only unless Kafka can change the key dynamically; "" lists the
+cluster-wide dynamic defaults only (3), as Kafka does. Synonyms when asked (v1+).
+kafka-python rejects config_source -1: never sent.
 
 AlterConfigs / IncrementalAlterConfigs on BROKER resources (this broker's id, or "" for the
 cluster default) are checked here as Kafka's ConfigAdminManager does (INVALID_REQUEST for
@@ -29,6 +31,7 @@ from typing import Any
 
 from log.common.acl import AclOperation, ResourceType
 from log.common.errors import ErrorCode
+from log.common.node_config import CONFIG_KEYS
 from log.protocol.admin import (
     ALTER_CONFIGS_RESPONSE,
     CREATE_PARTITIONS_RESPONSE,
@@ -47,6 +50,7 @@ from quorum.broker_configs import (
     AlterBrokerConfigsRequest,
     broker_configs_error,
     is_dynamic,
+    min_isr_change_error,
 )
 from quorum.controller import (
     IGNORED_TOPIC_CONFIGS,
@@ -76,6 +80,7 @@ SOURCE_DYNAMIC_BROKER_CONFIG = 2
 SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
+_NODE_SOURCES = frozenset({SOURCE_STATIC_BROKER_CONFIG, SOURCE_DEFAULT_CONFIG})
 
 
 def _sensitive(name: str) -> bool:
@@ -103,12 +108,14 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> object:
             CreatableTopic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
         )
     results: dict[str, tuple[int, str | None]] = dict(refused)
+    outcome: dict[str, Any] = {}  # the controller's result of each topic it decided
     if topics:
         response = await ctx.controller.create_topics(
             CreateTopicsRequest(tuple(topics), validate_only=body.validate_only)
         )
         for result in response.results:
             results[result.name] = (result.error_code, result.error_message)
+            outcome[result.name] = result
     created = {
         name: next(t.num_partitions for t in topics if t.name == name)
         for name, (code, _) in results.items()
@@ -121,16 +128,36 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> object:
     if created and not await ctx.wait_until(visible, body.timeout_ms):
         for name in created:
             results[name] = (ErrorCode.REQUEST_TIMED_OUT, "created; not yet visible here")
-    return CT(
-        topics=[
-            CT.CreatableTopicResult(
-                name=t.name,
-                error_code=results.get(t.name, (ErrorCode.UNKNOWN_SERVER_ERROR, None))[0],
-                error_message=results.get(t.name, (0, None))[1],
+    answers = []
+    image = ctx.image
+    for t in body.topics:
+        code, error = results.get(t.name, (ErrorCode.UNKNOWN_SERVER_ERROR, None))
+        created_with: dict[str, Any] = {}
+        if code == ErrorCode.NONE and request.api_version >= 5:  # KIP-525
+            decided = outcome[t.name]
+            if not body.validate_only and decided.topic_id is not None:
+                created_with["topic_id"] = decided.topic_id
+            overrides = {c.name: c.value for c in t.configs if c.value is not None}
+            created_with.update(
+                num_partitions=decided.num_partitions,
+                replication_factor=decided.replication_factor,
+                configs=[
+                    CT.CreatableTopicResult.CreatableTopicConfigs(
+                        name=key,
+                        value=None if _sensitive(key) else value,
+                        read_only=source != SOURCE_TOPIC_CONFIG,
+                        config_source=source,
+                        is_sensitive=_sensitive(key),
+                    )
+                    for key, value, source, _ in _topic_configs(ctx, image, overrides)
+                ],
             )
-            for t in body.topics
-        ]
-    )
+        answers.append(
+            CT.CreatableTopicResult(
+                name=t.name, error_code=code, error_message=error, **created_with
+            )
+        )
+    return CT(topics=answers)
 
 
 async def handle_delete_topics(ctx: BrokerContext, request: Request) -> object:
@@ -221,9 +248,9 @@ def _config_entry(
     source: int,
     version: int,
     read_only: bool | None = None,
-    synonyms: list[tuple[str | None, int]] | None = None,
+    synonyms: list[tuple[str, str | None, int]] | None = None,
 ) -> object:
-    """One described config; `synonyms` are (value, source) of `name`, highest precedence first."""
+    """One described config; `synonyms` are (name, value, source), highest precedence first."""
     sensitive = _sensitive(name)
     return DC.DescribeConfigsResourceResult(
         name=name,
@@ -233,13 +260,57 @@ def _config_entry(
         is_default=source == SOURCE_DEFAULT_CONFIG,
         is_sensitive=sensitive,
         synonyms=[
-            DC.DescribeConfigsSynonym(name=name, value=None if sensitive else v, source=s)
-            for v, s in synonyms or ()
+            DC.DescribeConfigsSynonym(name=n, value=None if _sensitive(n) else v, source=s)
+            for n, v, s in synonyms or ()
         ],
     )
 
 
-def _describe_topic(ctx: BrokerContext, image: MetadataImage, resource, version: int) -> object:  # noqa: ANN001
+TopicConfig = tuple[str, str | None, int, list[tuple[str, str | None, int]]]
+
+
+def _topic_configs(ctx: BrokerContext, image: MetadataImage, overrides: dict[str, str]
+                   ) -> list[TopicConfig]:  # fmt: skip
+    """Kafka's ConfigHelper.createTopicConfigEntry for a topic with `overrides`: each config's
+    (name, value, source, synonyms); the synonyms are the override, then its broker-level
+    name's layers (this broker's dynamic value, the cluster default, the node's static value
+    when its properties set it, the default), and the first gives the source."""
+    defaults = default_log_config_properties(ctx.config)
+    broker_names = {topic_key: broker_key for broker_key, topic_key in LOG_CONFIG_SYNONYMS.items()}
+    configs: list[TopicConfig] = []
+    for key in sorted(set(defaults) | set(overrides)):
+        synonyms: list[tuple[str, str | None, int]] = []
+        if key in overrides:
+            synonyms.append((key, overrides[key], SOURCE_TOPIC_CONFIG))
+        broker_key = broker_names.get(key)
+        if broker_key is not None:
+            for broker, source in ((str(ctx.node_id), SOURCE_DYNAMIC_BROKER_CONFIG),
+                                   ("", SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG)):  # fmt: skip
+                value = image.broker_configs(broker).get(broker_key)
+                if value is not None:
+                    synonyms.append((broker_key, value, source))
+        if broker_key is not None and broker_key in ctx.config.props:
+            if broker_key in ctx.config.explicit:
+                static = _node_value(ctx.config.props[broker_key])
+                synonyms.append((broker_key, static, SOURCE_STATIC_BROKER_CONFIG))
+            default = next(k.default for k in CONFIG_KEYS if k.name == broker_key)
+            synonyms.append((broker_key, _node_value(default), SOURCE_DEFAULT_CONFIG))
+        elif key in defaults:  # no node key behind it: Kafka's default
+            synonyms.append((key, defaults[key], SOURCE_DEFAULT_CONFIG))
+        source = synonyms[0][2]
+        # the node-derived value as the log uses it (flush.* -1 is Long.MAX_VALUE, ...)
+        value = defaults[key] if source in _NODE_SOURCES else synonyms[0][1]
+        configs.append((key, value, source, synonyms))
+    return configs
+
+
+def _describe_topic(
+    ctx: BrokerContext,
+    image: MetadataImage,
+    resource,  # noqa: ANN001
+    version: int,
+    include_synonyms: bool,
+) -> object:
     name = resource.resource_name
     if image.topic(name) is None:
         return DC.DescribeConfigsResult(
@@ -249,27 +320,19 @@ def _describe_topic(ctx: BrokerContext, image: MetadataImage, resource, version:
             resource_name=name,
             configs=[],
         )
-    entries = {
-        k: (v, SOURCE_DEFAULT_CONFIG) for k, v in default_log_config_properties(ctx.config).items()
-    }
-    for broker, source in (("", SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG),
-                           (str(ctx.node_id), SOURCE_DYNAMIC_BROKER_CONFIG)):  # fmt: skip
-        for broker_key, value in image.broker_configs(broker).items():
-            topic_key = LOG_CONFIG_SYNONYMS.get(broker_key)
-            if topic_key is not None and topic_key in entries:
-                entries[topic_key] = (value, source)
-    for key, value in image.topic_configs(name).items():
-        entries[key] = (value, SOURCE_TOPIC_CONFIG)
     keys = resource.configuration_keys
+    synonyms_too = include_synonyms and version >= 1
     return DC.DescribeConfigsResult(
         error_code=0,
         resource_type=resource.resource_type,
         resource_name=name,
         configs=[
-            _config_entry(key, value, source, version)
-            for key, (value, source) in sorted(entries.items())
+            _config_entry(key, value, source, version, synonyms=synonyms if synonyms_too else None)
+            for key, value, source, synonyms in _topic_configs(
+                ctx, image, dict(image.topic_configs(name))
+            )
             if keys is None or key in keys
-        ],
+        ],  # fmt: skip
     )
 
 
@@ -297,22 +360,24 @@ def _describe_broker(
             resource_name=name,
             configs=[],
         )
-    # key -> [(value, source)], highest precedence first
-    layers: dict[str, list[tuple[str | None, int]]] = {}
+    # key -> [(key, value, source)], highest precedence first
+    layers: dict[str, list[tuple[str, str | None, int]]] = {}
     if name:  # this broker: its own dynamic configs over the cluster's over its static ones
         for key, value in image.broker_configs(name).items():
-            layers.setdefault(key, []).append((value, SOURCE_DYNAMIC_BROKER_CONFIG))
+            layers.setdefault(key, []).append((key, value, SOURCE_DYNAMIC_BROKER_CONFIG))
     for key, value in image.broker_configs("").items():
-        layers.setdefault(key, []).append((value, SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG))
-    if name:
+        layers.setdefault(key, []).append((key, value, SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG))
+    if name:  # the node's properties: what they set is static, the rest Kafka's defaults
         for key, static in ctx.config.props.items():
-            layers.setdefault(key, []).append((_node_value(static), SOURCE_STATIC_BROKER_CONFIG))
+            source = (SOURCE_STATIC_BROKER_CONFIG if key in ctx.config.explicit
+                      else SOURCE_DEFAULT_CONFIG)  # fmt: skip
+            layers.setdefault(key, []).append((key, _node_value(static), source))
     keys = resource.configuration_keys
     configs = [
         _config_entry(
             key,
-            synonyms[0][0],
             synonyms[0][1],
+            synonyms[0][2],
             version,
             read_only=not is_dynamic(key),
             synonyms=synonyms if include_synonyms and version >= 1 else None,
@@ -340,7 +405,9 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> objec
                 configs=[],
             ))  # fmt: skip
         elif resource.resource_type == RESOURCE_TOPIC:
-            results.append(_describe_topic(ctx, image, resource, request.api_version))
+            results.append(_describe_topic(
+                ctx, image, resource, request.api_version, request.body.include_synonyms
+            ))  # fmt: skip
         elif resource.resource_type == RESOURCE_BROKER:
             results.append(_describe_broker(
                 ctx, image, resource, request.api_version, request.body.include_synonyms
@@ -462,6 +529,9 @@ async def _alter_broker(
     error = _broker_name_error(ctx, broker) or broker_configs_error(broker, changes)
     if error:
         return ErrorCode.INVALID_REQUEST, error
+    error = min_isr_change_error(broker, changes)  # the controller's check, for validate_only
+    if error:
+        return ErrorCode.INVALID_CONFIG, error
     if validate_only:
         return ErrorCode.NONE, None
     response = await ctx.controller.alter_broker_configs(AlterBrokerConfigsRequest(broker, changes))

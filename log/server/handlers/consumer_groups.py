@@ -3,7 +3,8 @@
 Thin: the heartbeat becomes a `HeartbeatRequest` for the GroupCoordinatorDriver, whose sans-IO
 core (log/coordinator/consumer_group_state.py) decides; assignments travel as topic ids, as on
 the wire. Authorization as Kafka's KafkaApis: READ on the group and DESCRIBE on each subscribed
-topic for the heartbeat, DESCRIBE on the group for the describe (topic names in a description are those the image knows).
+topic name for the heartbeat (a regex's topics are not checked, as in Kafka 4.0), DESCRIBE on the
+group for the describe (topic names in a description are those the image knows).
 """
 
 from __future__ import annotations
@@ -40,9 +41,6 @@ async def handle_consumer_group_heartbeat(ctx: BrokerContext, request: Request) 
     if not allowed(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         return HB(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, member_epoch=-1,
                   heartbeat_interval_ms=0)  # fmt: skip
-    if getattr(body, "subscribed_topic_regex", None):  # librdkafka sends "" for none
-        return HB(error_code=ErrorCode.INVALID_REQUEST, member_epoch=-1, heartbeat_interval_ms=0,
-                  error_message="SubscribedTopicRegex is not supported")  # fmt: skip
     denied = [
         name
         for name in body.subscribed_topic_names or ()
@@ -62,6 +60,7 @@ async def handle_consumer_group_heartbeat(ctx: BrokerContext, request: Request) 
         rack_id=body.rack_id,
         rebalance_timeout_ms=body.rebalance_timeout_ms,
         subscribed_topic_names=body.subscribed_topic_names,
+        subscribed_topic_regex=body.subscribed_topic_regex,  # v1+; "": none any more
         server_assignor=body.server_assignor,
         owned=owned,
         client_id=request.header.client_id or "",
@@ -136,6 +135,7 @@ async def handle_consumer_group_describe(ctx: BrokerContext, request: Request) -
                         client_id=m.client_id,
                         client_host=m.client_host,
                         subscribed_topic_names=list(m.subscribed_topic_names),
+                        subscribed_topic_regex=m.subscribed_topic_regex,
                         assignment=_assignment(m.assigned, names),
                         target_assignment=_assignment(group.target.get(m.member_id, {}), names),
                     )
