@@ -15,6 +15,8 @@ from bench.local_quorum import NODE_ID, LocalQuorum, node_config
 from log.protocol.client_codec import ClientCodec
 from log.protocol.fetch import FETCH_REQUEST
 from log.protocol.produce import PRODUCE_REQUEST
+from log.records.batch_header import iter_batches
+from log.records.control import ControlRecordType, read_end_txn_marker
 from log.server.broker import KafkaServer
 from log.storage.config import default_log_config
 from log.storage.manager import LogManager
@@ -143,3 +145,21 @@ def no_server_errors(caplog):
         r for r in caplog.records if r.levelno >= logging.ERROR and r.name.startswith("log.server")
     ]
     assert not errors, [r.getMessage() for r in errors]
+
+
+def markers(broker: RunningBroker, topic: str, partition: int) -> list[tuple[int, int, bool]]:
+    """(producer id, producer epoch, committed) of every transaction marker in a partition's log,
+    over every segment (a marker, timestamped now, rolls the segment of test batches
+    timestamped 0: segment.ms)."""
+    log = broker.server.ctx.replica_manager.get(topic, partition).log
+    found, offset = [], 0
+    while offset < log.log_end_offset:
+        data = bytes(log.read(offset, 1 << 20).records)
+        for position, header in iter_batches(data):
+            offset = header.next_offset
+            if header.is_control:
+                marker = read_end_txn_marker(data, position)
+                assert marker is not None
+                committed = marker.control_type == ControlRecordType.COMMIT
+                found.append((header.producer_id, header.producer_epoch, committed))
+    return found

@@ -16,9 +16,7 @@ from log.protocol.transactions import (
     END_TXN_REQUEST,
     TXN_OFFSET_COMMIT_REQUEST,
 )
-from log.records.batch_header import iter_batches
-from log.records.control import ControlRecordType, read_end_txn_marker
-from tests.broker.conftest import WireClient, start_broker
+from tests.broker.conftest import WireClient, markers, start_broker
 
 FC = FIND_COORDINATOR_REQUEST.cls
 IP = INIT_PRODUCER_ID_REQUEST.cls
@@ -60,20 +58,6 @@ def add_partitions(tid: str, pid: int, epoch: int, topic: str, partitions: list[
         v3_and_below_producer_epoch=epoch,
         v3_and_below_topics=[AP.AddPartitionsToTxnTopic(name=topic, partitions=partitions)],
     )
-
-
-def markers(broker, topic: str, partition: int) -> list[tuple[int, int, bool]]:
-    """(producer id, producer epoch, committed) of every transaction marker in the log."""
-    log = broker.server.ctx.replica_manager.get(topic, partition).log
-    data = bytes(log.read(0, 1 << 20).records)
-    found = []
-    for position, header in iter_batches(data):
-        if header.is_control:
-            marker = read_end_txn_marker(data, position)
-            assert marker is not None
-            committed = marker.control_type == ControlRecordType.COMMIT
-            found.append((header.producer_id, header.producer_epoch, committed))
-    return found
 
 
 def partition_codes(body) -> dict[tuple[str, int], int]:

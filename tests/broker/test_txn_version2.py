@@ -20,9 +20,7 @@ from log.common.errors import ErrorCode
 from log.protocol.api_versions import API_VERSIONS_REQUEST
 from log.protocol.groups import OFFSET_FETCH_REQUEST
 from log.protocol.transactions import END_TXN_REQUEST, TXN_OFFSET_COMMIT_REQUEST
-from log.records.batch_header import iter_batches
-from log.records.control import ControlRecordType, read_end_txn_marker
-from tests.broker.conftest import WireClient, fetch_body, produce_body, start_broker
+from tests.broker.conftest import WireClient, fetch_body, markers, produce_body, start_broker
 from tests.broker.test_transaction_clients import _read
 from tests.broker.test_txn_coordinator import (
     PROPS,
@@ -74,28 +72,11 @@ async def committed_offset(client: WireClient) -> int:
     )
 
 
-def log_markers(broker, partition: int) -> list[tuple[int, int, bool]]:
-    """(producer id, producer epoch, committed) of every marker, over every segment (a marker,
-    timestamped now, rolls the segment of test batches timestamped 0: segment.ms)."""
-    log = broker.server.ctx.replica_manager.get(TOPIC, partition).log
-    found, offset = [], 0
-    while offset < log.log_end_offset:
-        data = bytes(log.read(offset, 1 << 20).records)
-        for position, header in iter_batches(data):
-            offset = header.next_offset
-            if header.is_control:
-                marker = read_end_txn_marker(data, position)
-                assert marker is not None
-                committed = marker.control_type == ControlRecordType.COMMIT
-                found.append((header.producer_id, header.producer_epoch, committed))
-    return found
-
-
 async def wait_markers(broker, partition: int, count: int) -> list[tuple[int, int, bool]]:
     with trio.fail_after(30):
-        while len(log_markers(broker, partition)) < count:
+        while len(markers(broker, TOPIC, partition)) < count:
             await trio.sleep(0.02)
-    return log_markers(broker, partition)
+    return markers(broker, TOPIC, partition)
 
 
 def _confluent_tv1_transactions(bootstrap: str) -> None:
