@@ -107,8 +107,9 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # send to a partition not yet in its transaction: the leader adds it (same layout as v11).
     _api("Produce", produce.PRODUCE_REQUEST, produce.PRODUCE_RESPONSE, "0-12", "3-12", "0-2"),
     _api("Fetch", fetch.FETCH_REQUEST, fetch.FETCH_RESPONSE, "0-17", "4-17", "0-3"),
-    _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-5", "1-5",
-         "0"),
+    # v7 max timestamp (-3), v8 earliest local (-4), v9 latest tiered (-5), v10 timeout_ms
+    _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-10",
+         "1-10", "0"),
     _api("Metadata", metadata.METADATA_REQUEST, metadata.METADATA_RESPONSE, "0-12", "1-12"),
     # v9: KIP-848 members commit with their member epoch (STALE_MEMBER_EPOCH otherwise)
     _api("OffsetCommit", groups.OFFSET_COMMIT_REQUEST, groups.OFFSET_COMMIT_RESPONSE, "0-9", "2-9",
@@ -140,7 +141,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("InitProducerId", producer_id.INIT_PRODUCER_ID_REQUEST,
          producer_id.INIT_PRODUCER_ID_RESPONSE, "0-6", "0-6"),
     _api("OffsetForLeaderEpoch", offsets.OFFSET_FOR_LEADER_EPOCH_REQUEST,
-         offsets.OFFSET_FOR_LEADER_EPOCH_RESPONSE, "0-3", "0-3", "0-1"),
+         offsets.OFFSET_FOR_LEADER_EPOCH_RESPONSE, "0-4", "0-4", "0-1"),
     # v4+ (batched, verify_only) come from partition leaders (KIP-890 part 1, CLUSTER_ACTION).
     _api("AddPartitionsToTxn", transactions.ADD_PARTITIONS_TO_TXN_REQUEST,
          transactions.ADD_PARTITIONS_TO_TXN_RESPONSE, "0-5", "0-5"),
