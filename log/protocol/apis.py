@@ -120,10 +120,12 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          "0"),
     _api("FindCoordinator", coordinator.FIND_COORDINATOR_REQUEST,
          coordinator.FIND_COORDINATOR_RESPONSE, "0-4", "0-4"),
-    _api("JoinGroup", groups.JOIN_GROUP_REQUEST, groups.JOIN_GROUP_RESPONSE, "0-5", "0-5"),
-    _api("Heartbeat", groups.HEARTBEAT_REQUEST, groups.HEARTBEAT_RESPONSE, "0-3", "0-3"),
-    _api("LeaveGroup", groups.LEAVE_GROUP_REQUEST, groups.LEAVE_GROUP_RESPONSE, "0-3", "0-3"),
-    _api("SyncGroup", groups.SYNC_GROUP_REQUEST, groups.SYNC_GROUP_RESPONSE, "0-3", "0-3"),
+    # JoinGroup v7 answers the protocol type, v8 carries a reason (logged), v9 skip_assignment
+    # (KIP-814); SyncGroup v5 checks the protocol type and name; LeaveGroup v5 a reason each.
+    _api("JoinGroup", groups.JOIN_GROUP_REQUEST, groups.JOIN_GROUP_RESPONSE, "0-9", "0-9"),
+    _api("Heartbeat", groups.HEARTBEAT_REQUEST, groups.HEARTBEAT_RESPONSE, "0-4", "0-4"),
+    _api("LeaveGroup", groups.LEAVE_GROUP_REQUEST, groups.LEAVE_GROUP_RESPONSE, "0-5", "0-5"),
+    _api("SyncGroup", groups.SYNC_GROUP_REQUEST, groups.SYNC_GROUP_RESPONSE, "0-5", "0-5"),
     _api("DescribeGroups", groups.DESCRIBE_GROUPS_REQUEST, groups.DESCRIBE_GROUPS_RESPONSE,
          "0-4", "0-4"),
     _api("ListGroups", groups.LIST_GROUPS_REQUEST, groups.LIST_GROUPS_RESPONSE, "0-5", "0-5"),

@@ -1,17 +1,25 @@
 """The request versions Kafka 4.x clients send (issue 19), each on the wire at its top version
 against a real in-process broker, its new fields exercised.
 
-ListOffsets v10 (v7 max timestamp, v8 earliest local, v9 latest tiered, v10 timeout_ms) and
-OffsetForLeaderEpoch v4 (flexible).
+ListOffsets v10 (v7 max timestamp, v8 earliest local, v9 latest tiered, v10 timeout_ms),
+OffsetForLeaderEpoch v4 (flexible), JoinGroup v9 / SyncGroup v5 / Heartbeat v4 / LeaveGroup v5
+(protocol type and name, reasons, KIP-814's skip_assignment for a static leader's rejoin).
 """
 
 from __future__ import annotations
 
 from log.common.errors import ErrorCode
 from log.protocol.apis import APIS
+from log.protocol.coordinator import FIND_COORDINATOR_REQUEST
+from log.protocol.groups import (
+    HEARTBEAT_REQUEST,
+    JOIN_GROUP_REQUEST,
+    LEAVE_GROUP_REQUEST,
+    SYNC_GROUP_REQUEST,
+)
 from log.protocol.offsets import LIST_OFFSETS_REQUEST, OFFSET_FOR_LEADER_EPOCH_REQUEST
 from log.records.builder import Record, build_batch
-from tests.broker.conftest import WireClient, produce_body
+from tests.broker.conftest import WireClient, produce_body, start_broker
 
 TOPIC = "versions"
 
@@ -66,4 +74,77 @@ async def test_offset_for_leader_epoch_v4(broker):
     response = await client.call(23, 4, body)
     answer = response.topics[0].partitions[0]
     assert (answer.error_code, answer.end_offset) == (0, 1)
+    await client.aclose()
+
+
+async def test_group_apis_at_kafka4_versions(nursery, tmp_path):
+    """A static member joins at v9 (with a reason), syncs at v5 (a wrong or missing protocol
+    type/name is INCONSISTENT_GROUP_PROTOCOL), heartbeats at v4; its restart at v9 hears it leads
+    with skip_assignment and the members (KIP-814), a restart at v8 hears the old leader id and
+    no members; neither rebalances. It leaves at v5 with a reason."""
+    assert [_advertised(k) for k in (11, 14, 12, 13)] == [(0, 9), (0, 5), (0, 4), (0, 5)]
+    broker = await start_broker(nursery, tmp_path, **{"offsets.topic.num.partitions": 1,
+                                                      "group.initial.rebalance.delay.ms": 0})  # fmt: skip
+    client = await WireClient.connect(broker.port)
+    found = FIND_COORDINATOR_REQUEST.cls(key_type=0, coordinator_keys=["g4"])
+    # The first creates __consumer_offsets: COORDINATOR_NOT_AVAILABLE until then.
+    for _ in range(100):
+        if (await client.call(10, 4, found)).coordinators[0].error_code == 0:
+            break
+    else:
+        raise AssertionError("no group coordinator")
+    J, S, H, L = (api.cls for api in (JOIN_GROUP_REQUEST, SYNC_GROUP_REQUEST, HEARTBEAT_REQUEST,
+                                      LEAVE_GROUP_REQUEST))  # fmt: skip
+
+    async def join(version: int, reason: str | None = None):
+        return await client.call(11, version, J(
+            group_id="g4", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+            group_instance_id="i1", protocol_type="consumer", reason=reason,
+            protocols=[J.JoinGroupRequestProtocol(name="range", metadata=b"m")]))  # fmt: skip
+
+    joined = await join(9, reason="starting")
+    first = joined.member_id
+    assert (joined.error_code, joined.generation_id, joined.leader) == (0, 1, first)
+    assert (joined.protocol_type, joined.protocol_name, joined.skip_assignment) == (
+        "consumer", "range", False)  # fmt: skip
+    assert [m.metadata for m in joined.members] == [b"m"]
+
+    async def sync(member: str, protocol_type: str | None, protocol_name: str | None):
+        return await client.call(14, 5, S(
+            group_id="g4", generation_id=1, member_id=member, group_instance_id="i1",
+            protocol_type=protocol_type, protocol_name=protocol_name,
+            assignments=[S.SyncGroupRequestAssignment(member_id=member, assignment=b"A")]))  # fmt: skip
+
+    inconsistent = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert (await sync(first, "consumer", "roundrobin")).error_code == inconsistent
+    assert (await sync(first, "connect", "range")).error_code == inconsistent
+    assert (await sync(first, None, "range")).error_code == inconsistent
+    synced = await sync(first, "consumer", "range")
+    assert (synced.error_code, synced.assignment) == (0, b"A")
+    assert (synced.protocol_type, synced.protocol_name) == ("consumer", "range")
+
+    async def heartbeat(member: str) -> int:
+        body = H(group_id="g4", generation_id=1, member_id=member, group_instance_id="i1")
+        return (await client.call(12, 4, body)).error_code
+
+    assert await heartbeat(first) == 0
+
+    restarted = await join(9)  # KIP-814: the static leader is told it leads, assigns nothing
+    second = restarted.member_id
+    assert second != first and restarted.error_code == 0
+    assert restarted.skip_assignment and (restarted.generation_id, restarted.leader) == (1, second)
+    assert [(m.member_id, m.group_instance_id, m.metadata) for m in restarted.members] == [
+        (second, "i1", b"m")]  # fmt: skip
+    assert await heartbeat(first) == ErrorCode.FENCED_INSTANCE_ID
+
+    older = await join(8, reason="restarted")  # before v9: the old leader id, no members
+    third = older.member_id
+    assert (older.error_code, older.generation_id, older.leader) == (0, 1, second)
+    assert (older.members, older.skip_assignment) == ([], False)
+    assert await heartbeat(third) == 0  # still generation 1: nothing rebalanced
+
+    left = await client.call(13, 5, L(group_id="g4", members=[
+        L.MemberIdentity(member_id=third, group_instance_id="i1", reason="shutting down")]))  # fmt: skip
+    assert (left.error_code, [m.error_code for m in left.members]) == (0, [0])
+    assert await heartbeat(third) == ErrorCode.UNKNOWN_MEMBER_ID
     await client.aclose()
