@@ -110,7 +110,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # v7 max timestamp (-3), v8 earliest local (-4), v9 latest tiered (-5), v10 timeout_ms
     _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-10",
          "1-10", "0"),
-    _api("Metadata", metadata.METADATA_REQUEST, metadata.METADATA_RESPONSE, "0-12", "1-12"),
+    _api("Metadata", metadata.METADATA_REQUEST, metadata.METADATA_RESPONSE, "0-13", "1-13"),
     # v9: KIP-848 members commit with their member epoch (STALE_MEMBER_EPOCH otherwise)
     _api("OffsetCommit", groups.OFFSET_COMMIT_REQUEST, groups.OFFSET_COMMIT_RESPONSE, "0-9", "2-9",
          "0-1"),

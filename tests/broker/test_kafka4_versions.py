@@ -3,10 +3,13 @@ against a real in-process broker, its new fields exercised.
 
 ListOffsets v10 (v7 max timestamp, v8 earliest local, v9 latest tiered, v10 timeout_ms),
 OffsetForLeaderEpoch v4 (flexible), JoinGroup v9 / SyncGroup v5 / Heartbeat v4 / LeaveGroup v5
-(protocol type and name, reasons, KIP-814's skip_assignment for a static leader's rejoin).
+(protocol type and name, reasons, KIP-814's skip_assignment for a static leader's rejoin),
+Metadata v13 (top-level error_code).
 """
 
 from __future__ import annotations
+
+import uuid
 
 from log.common.errors import ErrorCode
 from log.protocol.apis import APIS
@@ -17,6 +20,7 @@ from log.protocol.groups import (
     LEAVE_GROUP_REQUEST,
     SYNC_GROUP_REQUEST,
 )
+from log.protocol.metadata import METADATA_REQUEST
 from log.protocol.offsets import LIST_OFFSETS_REQUEST, OFFSET_FOR_LEADER_EPOCH_REQUEST
 from log.records.builder import Record, build_batch
 from tests.broker.conftest import WireClient, produce_body, start_broker
@@ -147,4 +151,22 @@ async def test_group_apis_at_kafka4_versions(nursery, tmp_path):
         L.MemberIdentity(member_id=third, group_instance_id="i1", reason="shutting down")]))  # fmt: skip
     assert (left.error_code, [m.error_code for m in left.members]) == (0, [0])
     assert await heartbeat(third) == ErrorCode.UNKNOWN_MEMBER_ID
+    await client.aclose()
+
+
+async def test_metadata_v13(broker):
+    """v13 answers a top-level error_code (0: this broker never asks clients to rebootstrap);
+    topics asked by name and by an unknown id keep their own codes."""
+    assert _advertised(3) == (1, 13)
+    M = METADATA_REQUEST.cls
+    await broker.create_topic(TOPIC, partitions=2)
+    client = await WireClient.connect(broker.port)
+    unknown_id = uuid.uuid4()
+    body = await client.call(3, 13, M(allow_auto_topic_creation=False, topics=[
+        M.MetadataRequestTopic(name=TOPIC), M.MetadataRequestTopic(topic_id=unknown_id, name=None)]))  # fmt: skip
+    assert body.error_code == 0
+    known, unknown = body.topics
+    assert (known.error_code, known.name, len(known.partitions)) == (0, TOPIC, 2)
+    assert (unknown.error_code, unknown.name) == (ErrorCode.UNKNOWN_TOPIC_ID, None)
+    assert [b.port for b in body.brokers] == [broker.port]
     await client.aclose()
