@@ -145,7 +145,7 @@ CREATE_PARTITIONS_RESPONSE = message(
 DESCRIBE_CONFIGS_REQUEST = message(
     "DescribeConfigsRequest",
     api_key=32,
-    versions="0-2",
+    versions="0-4",
     flexible_versions="4+",
     fields=(
         F("resources", ARRAY(STRUCT("DescribeConfigsResource",
@@ -154,13 +154,14 @@ DESCRIBE_CONFIGS_REQUEST = message(
                 F("configuration_keys", ARRAY(STRING), nullable="0+"),
             ))),
         F("include_synonyms", BOOL, "1+", default=False),
+        F("include_documentation", BOOL, "3+", default=False),
     ),
 )
 
 DESCRIBE_CONFIGS_RESPONSE = message(
     "DescribeConfigsResponse",
     api_key=32,
-    versions="0-2",
+    versions="0-4",
     flexible_versions="4+",
     fields=(
         F("throttle_time_ms", INT32),
@@ -181,6 +182,8 @@ DESCRIBE_CONFIGS_RESPONSE = message(
                                 F("value", STRING, nullable="1+"),
                                 F("source", INT8),
                             )), "1+"),
+                        F("config_type", INT8, "3+", default=0),
+                        F("documentation", STRING, "3+", nullable="0+", default=None),
                     ))),
             ))),
     ),

@@ -167,8 +167,9 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          transaction_admin.DESCRIBE_TRANSACTIONS_RESPONSE, "0", "0"),
     _api("ListTransactions", transaction_admin.LIST_TRANSACTIONS_REQUEST,
          transaction_admin.LIST_TRANSACTIONS_RESPONSE, "0-1", "0-1"),
+    # v3: each config's type and, when asked, documentation (KIP-569); v4 flexible
     _api("DescribeConfigs", admin.DESCRIBE_CONFIGS_REQUEST, admin.DESCRIBE_CONFIGS_RESPONSE,
-         "0-2", "0-2", "0"),
+         "0-4", "0-4", "0"),
     _api("CreatePartitions", admin.CREATE_PARTITIONS_REQUEST, admin.CREATE_PARTITIONS_RESPONSE,
          "0-1", "0-1"),
     _api("DeleteGroups", groups.DELETE_GROUPS_REQUEST, groups.DELETE_GROUPS_RESPONSE, "0-1", "0-1"),

@@ -4,7 +4,7 @@ against a real in-process broker, its new fields exercised.
 ListOffsets v10 (v7 max timestamp, v8 earliest local, v9 latest tiered, v10 timeout_ms),
 OffsetForLeaderEpoch v4 (flexible), JoinGroup v9 / SyncGroup v5 / Heartbeat v4 / LeaveGroup v5
 (protocol type and name, reasons, KIP-814's skip_assignment for a static leader's rejoin),
-Metadata v13 (top-level error_code).
+Metadata v13 (top-level error_code), DescribeConfigs v4 (config types, documentation).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 
 from log.common.errors import ErrorCode
+from log.protocol.admin import DESCRIBE_CONFIGS_REQUEST
 from log.protocol.apis import APIS
 from log.protocol.coordinator import FIND_COORDINATOR_REQUEST
 from log.protocol.groups import (
@@ -169,4 +170,35 @@ async def test_metadata_v13(broker):
     assert (known.error_code, known.name, len(known.partitions)) == (0, TOPIC, 2)
     assert (unknown.error_code, unknown.name) == (ErrorCode.UNKNOWN_TOPIC_ID, None)
     assert [b.port for b in body.brokers] == [broker.port]
+    await client.aclose()
+
+
+async def test_describe_configs_v4_types_and_documentation(broker):
+    """v4 (v3's fields, flexible): every config has Kafka's type; the documentation only when
+    asked. A topic's retention.ms is LONG, cleanup.policy LIST; the broker's num.partitions INT,
+    log.retention.ms LONG, auto.create.topics.enable BOOLEAN."""
+    assert _advertised(32) == (1, 4)
+    D = DESCRIBE_CONFIGS_REQUEST.cls
+    await broker.create_topic(TOPIC, **{"retention.ms": "60000"})
+    client = await WireClient.connect(broker.port)
+
+    async def describe(resource_type: int, name: str, documentation: bool) -> dict:
+        body = await client.call(32, 4, D(include_synonyms=True,
+            include_documentation=documentation, resources=[D.DescribeConfigsResource(
+                resource_type=resource_type, resource_name=name, configuration_keys=None)]))  # fmt: skip
+        [result] = body.results
+        assert result.error_code == 0
+        return {c.name: c for c in result.configs}
+
+    topic = await describe(2, TOPIC, documentation=True)
+    retention, policy = topic["retention.ms"], topic["cleanup.policy"]
+    assert (retention.value, retention.config_source, retention.config_type) == ("60000", 1, 5)
+    assert policy.config_type == 7 and "compact" in policy.documentation
+    assert all(c.config_type and c.documentation for c in topic.values())
+    assert all(c.documentation is None for c in (await describe(2, TOPIC, False)).values())
+    node = await describe(4, str(broker.server.ctx.node_id), documentation=True)
+    types = {key: node[key].config_type for key in
+             ("num.partitions", "log.retention.ms", "auto.create.topics.enable")}  # fmt: skip
+    assert types == {"num.partitions": 3, "log.retention.ms": 5, "auto.create.topics.enable": 1}
+    assert node["num.partitions"].documentation
     await client.aclose()

@@ -16,7 +16,8 @@ node's value when its properties set the key (4 STATIC_BROKER_CONFIG), the defau
 DEFAULT_CONFIG); the first gives the entry's source. Broker resources: this broker's id lists
 the node's configuration (4 for the keys its properties set, 5 for the rest) under its dynamic
 configs (2, then 3), read_only unless Kafka can change the key dynamically; "" lists the
-cluster-wide dynamic defaults only (3), as Kafka does. Synonyms when asked (v1+).
+cluster-wide dynamic defaults only (3), as Kafka does. Synonyms when asked (v1+); each config's
+type (v3+) and, when asked, documentation (config_types.py).
 kafka-python rejects config_source -1: never sent.
 
 AlterConfigs / IncrementalAlterConfigs on BROKER resources (this broker's id, or "" for the
@@ -43,6 +44,7 @@ from log.protocol.admin import (
 from log.protocol.connection import Request
 from log.server.authorization import allowed, allowed_cluster
 from log.server.broker_context import MAX_ADMIN_WAIT_MS, BrokerContext
+from log.server.config_types import broker_config_type, topic_config_type
 from log.storage.config import default_log_config_properties
 from quorum.broker_configs import (
     LIST_BROKER_CONFIGS,
@@ -249,9 +251,13 @@ def _config_entry(
     version: int,
     read_only: bool | None = None,
     synonyms: list[tuple[str, str | None, int]] | None = None,
+    broker: bool = False,
+    documentation: bool = False,
 ) -> object:
-    """One described config; `synonyms` are (name, value, source), highest precedence first."""
+    """One described config; `synonyms` are (name, value, source), highest precedence first;
+    `broker`: a broker config (else a topic's); `documentation`: with its doc (v3+)."""
     sensitive = _sensitive(name)
+    config_type, doc = broker_config_type(name, sensitive) if broker else topic_config_type(name)
     return DC.DescribeConfigsResourceResult(
         name=name,
         value=None if sensitive else value,
@@ -263,6 +269,8 @@ def _config_entry(
             DC.DescribeConfigsSynonym(name=n, value=None if _sensitive(n) else v, source=s)
             for n, v, s in synonyms or ()
         ],
+        config_type=config_type,
+        documentation=doc if documentation else None,
     )
 
 
@@ -310,6 +318,7 @@ def _describe_topic(
     resource,  # noqa: ANN001
     version: int,
     include_synonyms: bool,
+    include_documentation: bool,
 ) -> object:
     name = resource.resource_name
     if image.topic(name) is None:
@@ -327,7 +336,14 @@ def _describe_topic(
         resource_type=resource.resource_type,
         resource_name=name,
         configs=[
-            _config_entry(key, value, source, version, synonyms=synonyms if synonyms_too else None)
+            _config_entry(
+                key,
+                value,
+                source,
+                version,
+                synonyms=synonyms if synonyms_too else None,
+                documentation=include_documentation,
+            )
             for key, value, source, synonyms in _topic_configs(
                 ctx, image, dict(image.topic_configs(name))
             )
@@ -348,6 +364,7 @@ def _describe_broker(
     resource,  # noqa: ANN001
     version: int,
     include_synonyms: bool,
+    include_documentation: bool,
 ) -> object:
     name = resource.resource_name
     if name not in ("", str(ctx.node_id)):
@@ -381,6 +398,8 @@ def _describe_broker(
             version,
             read_only=not is_dynamic(key),
             synonyms=synonyms if include_synonyms and version >= 1 else None,
+            broker=True,
+            documentation=include_documentation,
         )
         for key, synonyms in sorted(layers.items())
         if keys is None or key in keys
@@ -406,11 +425,13 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> objec
             ))  # fmt: skip
         elif resource.resource_type == RESOURCE_TOPIC:
             results.append(_describe_topic(
-                ctx, image, resource, request.api_version, request.body.include_synonyms
+                ctx, image, resource, request.api_version, request.body.include_synonyms,
+                request.body.include_documentation,
             ))  # fmt: skip
         elif resource.resource_type == RESOURCE_BROKER:
             results.append(_describe_broker(
-                ctx, image, resource, request.api_version, request.body.include_synonyms
+                ctx, image, resource, request.api_version, request.body.include_synonyms,
+                request.body.include_documentation,
             ))  # fmt: skip
         else:
             results.append(
