@@ -2,10 +2,11 @@
 DescribeCluster (60), AlterConfigs (33), IncrementalAlterConfigs (44), DeleteRecords (21),
 OffsetDelete (47).
 
-Non-flexible except DescribeCluster (flexible-only), IncrementalAlterConfigs v1,
-DeleteRecords v2 (aiokafka's admin client sends DeleteRecords v2) and CreateTopics v5-v7 (v5:
-the created topic's partitions, replication factor and configs in the answer, KIP-525; v6 as
-v5; v7 its topic id).
+Flexible: DescribeCluster (flexible-only), IncrementalAlterConfigs v1, DeleteRecords v2
+(aiokafka's admin client sends DeleteRecords v2), CreateTopics v5-v7 (v5: the created topic's
+partitions, replication factor and configs in the answer, KIP-525; v6 as v5; v7 its topic id),
+DeleteTopics v4-v6 (v5 error messages, v6 topics by name or id), CreatePartitions v2-v3 (v3 as
+v2), DescribeConfigs v4 (v3 config types and documentation, KIP-569).
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -87,10 +88,14 @@ CREATE_TOPICS_RESPONSE = message(
 DELETE_TOPICS_REQUEST = message(
     "DeleteTopicsRequest",
     api_key=20,
-    versions="0-3",
+    versions="0-6",
     flexible_versions="4+",
     fields=(
-        F("topic_names", ARRAY(STRING)),
+        F("topics", ARRAY(STRUCT("DeleteTopicState",
+                F("name", STRING, nullable="6+", default=None),
+                F("topic_id", UUID),
+            )), "6+"),
+        F("topic_names", ARRAY(STRING), "0-5"),
         F("timeout_ms", INT32),
     ),
 )
@@ -98,13 +103,15 @@ DELETE_TOPICS_REQUEST = message(
 DELETE_TOPICS_RESPONSE = message(
     "DeleteTopicsResponse",
     api_key=20,
-    versions="0-3",
+    versions="0-6",
     flexible_versions="4+",
     fields=(
         F("throttle_time_ms", INT32, "1+"),
         F("responses", ARRAY(STRUCT("DeletableTopicResult",
-                F("name", STRING),
+                F("name", STRING, nullable="6+"),
+                F("topic_id", UUID, "6+"),
                 F("error_code", INT16),
+                F("error_message", STRING, "5+", nullable="5+", default=None),
             ))),
     ),
 )
@@ -112,7 +119,7 @@ DELETE_TOPICS_RESPONSE = message(
 CREATE_PARTITIONS_REQUEST = message(
     "CreatePartitionsRequest",
     api_key=37,
-    versions="0-1",
+    versions="0-3",
     flexible_versions="2+",
     fields=(
         F("topics", ARRAY(STRUCT("CreatePartitionsTopic",
@@ -130,7 +137,7 @@ CREATE_PARTITIONS_REQUEST = message(
 CREATE_PARTITIONS_RESPONSE = message(
     "CreatePartitionsResponse",
     api_key=37,
-    versions="0-1",
+    versions="0-3",
     flexible_versions="2+",
     fields=(
         F("throttle_time_ms", INT32),

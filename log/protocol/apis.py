@@ -135,7 +135,8 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          "0-4", "0-4"),
     _api("CreateTopics", admin.CREATE_TOPICS_REQUEST, admin.CREATE_TOPICS_RESPONSE, "0-7", "0-7",
          "0-1"),
-    _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-3", "0-3",
+    # v5 error messages, v6 topics by name or id (UNKNOWN_TOPIC_ID)
+    _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-6", "0-6",
          "0"),
     # v2-4 are flexible and v3+ let a transactional producer bump its own epoch (KIP-360):
     # librdkafka needs v3 to recover from an abortable transaction error instead of failing.
@@ -171,7 +172,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("DescribeConfigs", admin.DESCRIBE_CONFIGS_REQUEST, admin.DESCRIBE_CONFIGS_RESPONSE,
          "0-4", "0-4", "0"),
     _api("CreatePartitions", admin.CREATE_PARTITIONS_REQUEST, admin.CREATE_PARTITIONS_RESPONSE,
-         "0-1", "0-1"),
+         "0-3", "0-3"),
     _api("DeleteGroups", groups.DELETE_GROUPS_REQUEST, groups.DELETE_GROUPS_RESPONSE, "0-1", "0-1"),
     # Flexible-only API (kafka-python's KafkaAdminClient.describe_cluster; librdkafka uses Metadata).
     # KIP-848 consumer groups (log/coordinator/consumer_group_state.py)

@@ -4,7 +4,8 @@ against a real in-process broker, its new fields exercised.
 ListOffsets v10 (v7 max timestamp, v8 earliest local, v9 latest tiered, v10 timeout_ms),
 OffsetForLeaderEpoch v4 (flexible), JoinGroup v9 / SyncGroup v5 / Heartbeat v4 / LeaveGroup v5
 (protocol type and name, reasons, KIP-814's skip_assignment for a static leader's rejoin),
-Metadata v13 (top-level error_code), DescribeConfigs v4 (config types, documentation).
+Metadata v13 (top-level error_code), DescribeConfigs v4 (config types, documentation),
+DeleteTopics v6 (topics by id, error messages), CreatePartitions v3.
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from __future__ import annotations
 import uuid
 
 from log.common.errors import ErrorCode
-from log.protocol.admin import DESCRIBE_CONFIGS_REQUEST
+from log.protocol.admin import (
+    CREATE_PARTITIONS_REQUEST,
+    DELETE_TOPICS_REQUEST,
+    DESCRIBE_CONFIGS_REQUEST,
+)
 from log.protocol.apis import APIS
 from log.protocol.coordinator import FIND_COORDINATOR_REQUEST
 from log.protocol.groups import (
@@ -201,4 +206,43 @@ async def test_describe_configs_v4_types_and_documentation(broker):
              ("num.partitions", "log.retention.ms", "auto.create.topics.enable")}  # fmt: skip
     assert types == {"num.partitions": 3, "log.retention.ms": 5, "auto.create.topics.enable": 1}
     assert node["num.partitions"].documentation
+    await client.aclose()
+
+
+async def test_delete_topics_v6_by_id_and_create_partitions_v3(broker):
+    """DeleteTopics v6: a topic by name and one by id are deleted (each answered with its name
+    and id); an unknown id is UNKNOWN_TOPIC_ID, name and id together or neither INVALID_REQUEST
+    with Kafka's messages. CreatePartitions v3 grows a topic."""
+    assert (_advertised(20), _advertised(37)) == ((1, 6), (0, 3))
+    for name in ("by-name", "by-id", "grows"):
+        await broker.create_topic(name)
+    client = await WireClient.connect(broker.port)
+    C = CREATE_PARTITIONS_REQUEST.cls
+    grown = await client.call(37, 3, C(timeout_ms=10_000, validate_only=False, topics=[
+        C.CreatePartitionsTopic(name="grows", count=3, assignments=None)]))  # fmt: skip
+    assert [(r.name, r.error_code) for r in grown.results] == [("grows", 0)]
+    assert len(broker.quorum.image.topic("grows").partitions) == 3
+
+    ids = broker.quorum.image.topic_ids_by_name
+    by_name_id, by_id = ids["by-name"], ids["by-id"]
+    unknown, zero = uuid.uuid4(), uuid.UUID(int=0)
+    D = DELETE_TOPICS_REQUEST.cls
+    body = await client.call(20, 6, D(timeout_ms=10_000, topics=[
+        D.DeleteTopicState(name="by-name", topic_id=zero),
+        D.DeleteTopicState(name=None, topic_id=by_id),
+        D.DeleteTopicState(name=None, topic_id=unknown),
+        D.DeleteTopicState(name="grows", topic_id=ids["grows"]),
+        D.DeleteTopicState(name=None, topic_id=zero)]))  # fmt: skip
+    answers = {(r.name, r.topic_id): (r.error_code, r.error_message) for r in body.responses}
+    invalid = ErrorCode.INVALID_REQUEST
+    assert answers == {
+        ("by-name", by_name_id): (0, None),
+        ("by-id", by_id): (0, None),
+        (None, unknown): (ErrorCode.UNKNOWN_TOPIC_ID, None),
+        ("grows", ids["grows"]): (invalid, "You may not specify both topic name and topic id."),
+        (None, zero): (invalid, "Neither topic name nor id were specified."),
+    }
+    image = broker.server.ctx.image
+    assert image.topic("by-name") is None and image.topic("by-id") is None
+    assert image.topic("grows") is not None
     await client.aclose()
