@@ -6,7 +6,7 @@ Flexible: DescribeCluster (flexible-only), IncrementalAlterConfigs v1, DeleteRec
 (aiokafka's admin client sends DeleteRecords v2), CreateTopics v5-v7 (v5: the created topic's
 partitions, replication factor and configs in the answer, KIP-525; v6 as v5; v7 its topic id),
 DeleteTopics v4-v6 (v5 error messages, v6 topics by name or id), CreatePartitions v2-v3 (v3 as
-v2), DescribeConfigs v4 (v3 config types and documentation, KIP-569).
+v2), DescribeConfigs v4 (v3 config types and documentation, KIP-569), AlterConfigs v2.
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -232,7 +232,7 @@ DESCRIBE_CLUSTER_RESPONSE = message(
 ALTER_CONFIGS_REQUEST = message(
     "AlterConfigsRequest",
     api_key=33,
-    versions="0-1",
+    versions="0-2",
     flexible_versions="2+",
     fields=(
         F("resources", ARRAY(STRUCT("AlterConfigsResource",
@@ -250,7 +250,7 @@ ALTER_CONFIGS_REQUEST = message(
 ALTER_CONFIGS_RESPONSE = message(
     "AlterConfigsResponse",
     api_key=33,
-    versions="0-1",
+    versions="0-2",
     flexible_versions="2+",
     fields=(
         F("throttle_time_ms", INT32),

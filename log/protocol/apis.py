@@ -127,7 +127,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("LeaveGroup", groups.LEAVE_GROUP_REQUEST, groups.LEAVE_GROUP_RESPONSE, "0-5", "0-5"),
     _api("SyncGroup", groups.SYNC_GROUP_REQUEST, groups.SYNC_GROUP_RESPONSE, "0-5", "0-5"),
     _api("DescribeGroups", groups.DESCRIBE_GROUPS_REQUEST, groups.DESCRIBE_GROUPS_RESPONSE,
-         "0-4", "0-4"),
+         "0-5", "0-5"),
     _api("ListGroups", groups.LIST_GROUPS_REQUEST, groups.LIST_GROUPS_RESPONSE, "0-5", "0-5"),
     # v5+ requests are answered with the v0 error body (KIP-511), see `api_versions_error_body`.
     # v3+ carry the supported and finalized features (tagged); v4 also lists min-0 features.
@@ -173,7 +173,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          "0-4", "0-4", "0"),
     _api("CreatePartitions", admin.CREATE_PARTITIONS_REQUEST, admin.CREATE_PARTITIONS_RESPONSE,
          "0-3", "0-3"),
-    _api("DeleteGroups", groups.DELETE_GROUPS_REQUEST, groups.DELETE_GROUPS_RESPONSE, "0-1", "0-1"),
+    _api("DeleteGroups", groups.DELETE_GROUPS_REQUEST, groups.DELETE_GROUPS_RESPONSE, "0-2", "0-2"),
     # Flexible-only API (kafka-python's KafkaAdminClient.describe_cluster; librdkafka uses Metadata).
     # KIP-848 consumer groups (log/coordinator/consumer_group_state.py)
     _api("ConsumerGroupHeartbeat", consumer_group.CONSUMER_GROUP_HEARTBEAT_REQUEST,
@@ -183,7 +183,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("DescribeCluster", admin.DESCRIBE_CLUSTER_REQUEST, admin.DESCRIBE_CLUSTER_RESPONSE,
          "0-1", "0-1"),
     # Admin extras: declared and decodable, advertised only once the broker handles them.
-    _api("AlterConfigs", admin.ALTER_CONFIGS_REQUEST, admin.ALTER_CONFIGS_RESPONSE, "0-1", "0-1"),
+    _api("AlterConfigs", admin.ALTER_CONFIGS_REQUEST, admin.ALTER_CONFIGS_RESPONSE, "0-2", "0-2"),
     _api("IncrementalAlterConfigs", admin.INCREMENTAL_ALTER_CONFIGS_REQUEST,
          admin.INCREMENTAL_ALTER_CONFIGS_RESPONSE, "0-1", "0-1"),
     _api("DeleteRecords", admin.DELETE_RECORDS_REQUEST, admin.DELETE_RECORDS_RESPONSE, "0-2", "0-2"),

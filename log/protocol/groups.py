@@ -4,7 +4,8 @@ OffsetCommit (8), OffsetFetch (9), ListGroups (16), DescribeGroups (15), DeleteG
 JoinGroup v6 is flexible, v7 answers the protocol type (protocol name nullable), v8 carries the
 client's reason, v9 answers skip_assignment (KIP-814). SyncGroup v4 is flexible, v5 carries and
 answers the protocol type and name (KIP-559). Heartbeat v4 is flexible. LeaveGroup v3 replaces
-member_id by a members batch (KIP-345), v4 is flexible, v5 adds each member's reason. OffsetCommit v8 is flexible and v9
+member_id by a members batch (KIP-345), v4 is flexible, v5 adds each member's reason. DescribeGroups
+v5 and DeleteGroups v2 are flexible. OffsetCommit v8 is flexible and v9
 carries a KIP-848 member epoch (same fields); OffsetFetch v8 batches groups, v9 adds the member
 id and epoch. OffsetCommit v0-1 and OffsetFetch
 v0 are declared but refused (see apis.py).
@@ -294,7 +295,7 @@ LIST_GROUPS_RESPONSE = message(
 DESCRIBE_GROUPS_REQUEST = message(
     "DescribeGroupsRequest",
     api_key=15,
-    versions="0-4",
+    versions="0-5",
     flexible_versions="5+",
     fields=(
         F("groups", ARRAY(STRING)),
@@ -305,7 +306,7 @@ DESCRIBE_GROUPS_REQUEST = message(
 DESCRIBE_GROUPS_RESPONSE = message(
     "DescribeGroupsResponse",
     api_key=15,
-    versions="0-4",
+    versions="0-5",
     flexible_versions="5+",
     fields=(
         F("throttle_time_ms", INT32, "1+"),
@@ -331,7 +332,7 @@ DESCRIBE_GROUPS_RESPONSE = message(
 DELETE_GROUPS_REQUEST = message(
     "DeleteGroupsRequest",
     api_key=42,
-    versions="0-1",
+    versions="0-2",
     flexible_versions="2+",
     fields=(
         F("groups_names", ARRAY(STRING)),
@@ -341,7 +342,7 @@ DELETE_GROUPS_REQUEST = message(
 DELETE_GROUPS_RESPONSE = message(
     "DeleteGroupsResponse",
     api_key=42,
-    versions="0-1",
+    versions="0-2",
     flexible_versions="2+",
     fields=(
         F("throttle_time_ms", INT32),

@@ -5,7 +5,8 @@ ListOffsets v10 (v7 max timestamp, v8 earliest local, v9 latest tiered, v10 time
 OffsetForLeaderEpoch v4 (flexible), JoinGroup v9 / SyncGroup v5 / Heartbeat v4 / LeaveGroup v5
 (protocol type and name, reasons, KIP-814's skip_assignment for a static leader's rejoin),
 Metadata v13 (top-level error_code), DescribeConfigs v4 (config types, documentation),
-DeleteTopics v6 (topics by id, error messages), CreatePartitions v3.
+DeleteTopics v6 (topics by id, error messages), CreatePartitions v3, and the versions that are
+only flexible: DescribeGroups v5, DeleteGroups v2, AlterConfigs v2.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import uuid
 
 from log.common.errors import ErrorCode
 from log.protocol.admin import (
+    ALTER_CONFIGS_REQUEST,
     CREATE_PARTITIONS_REQUEST,
     DELETE_TOPICS_REQUEST,
     DESCRIBE_CONFIGS_REQUEST,
@@ -21,6 +23,8 @@ from log.protocol.admin import (
 from log.protocol.apis import APIS
 from log.protocol.coordinator import FIND_COORDINATOR_REQUEST
 from log.protocol.groups import (
+    DELETE_GROUPS_REQUEST,
+    DESCRIBE_GROUPS_REQUEST,
     HEARTBEAT_REQUEST,
     JOIN_GROUP_REQUEST,
     LEAVE_GROUP_REQUEST,
@@ -157,6 +161,13 @@ async def test_group_apis_at_kafka4_versions(nursery, tmp_path):
         L.MemberIdentity(member_id=third, group_instance_id="i1", reason="shutting down")]))  # fmt: skip
     assert (left.error_code, [m.error_code for m in left.members]) == (0, [0])
     assert await heartbeat(third) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert [_advertised(k) for k in (15, 42)] == [(0, 5), (0, 2)]
+    described = await client.call(15, 5, DESCRIBE_GROUPS_REQUEST.cls(groups=["g4"]))
+    assert [(g.error_code, g.group_state, g.protocol_type) for g in described.groups] == [
+        (0, "Empty", "consumer")]  # fmt: skip
+    deleted = await client.call(42, 2, DELETE_GROUPS_REQUEST.cls(groups_names=["g4", "nope"]))
+    assert [(r.group_id, r.error_code) for r in deleted.results] == [
+        ("g4", 0), ("nope", ErrorCode.GROUP_ID_NOT_FOUND)]  # fmt: skip
     await client.aclose()
 
 
@@ -206,6 +217,14 @@ async def test_describe_configs_v4_types_and_documentation(broker):
              ("num.partitions", "log.retention.ms", "auto.create.topics.enable")}  # fmt: skip
     assert types == {"num.partitions": 3, "log.retention.ms": 5, "auto.create.topics.enable": 1}
     assert node["num.partitions"].documentation
+
+    assert _advertised(33) == (0, 2)  # AlterConfigs v2: flexible
+    A = ALTER_CONFIGS_REQUEST.cls
+    altered = await client.call(33, 2, A(validate_only=False, resources=[A.AlterConfigsResource(
+        resource_type=2, resource_name=TOPIC, configs=[
+            A.AlterableConfig(name="retention.ms", value="120000")])]))  # fmt: skip
+    assert [r.error_code for r in altered.responses] == [0]
+    assert (await describe(2, TOPIC, documentation=False))["retention.ms"].value == "120000"
     await client.aclose()
 
 
