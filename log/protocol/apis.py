@@ -119,7 +119,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-9", "1-9",
          "0"),
     _api("FindCoordinator", coordinator.FIND_COORDINATOR_REQUEST,
-         coordinator.FIND_COORDINATOR_RESPONSE, "0-4", "0-4"),
+         coordinator.FIND_COORDINATOR_RESPONSE, "0-6", "0-6"),
     # JoinGroup v7 answers the protocol type, v8 carries a reason (logged), v9 skip_assignment
     # (KIP-814); SyncGroup v5 checks the protocol type and name; LeaveGroup v5 a reason each.
     _api("JoinGroup", groups.JOIN_GROUP_REQUEST, groups.JOIN_GROUP_RESPONSE, "0-9", "0-9"),

@@ -6,7 +6,7 @@ OffsetForLeaderEpoch v4 (flexible), JoinGroup v9 / SyncGroup v5 / Heartbeat v4 /
 (protocol type and name, reasons, KIP-814's skip_assignment for a static leader's rejoin),
 Metadata v13 (top-level error_code), DescribeConfigs v4 (config types, documentation),
 DeleteTopics v6 (topics by id, error messages), CreatePartitions v3, and the versions that are
-only flexible: DescribeGroups v5, DeleteGroups v2, AlterConfigs v2.
+only flexible: DescribeGroups v5, DeleteGroups v2, AlterConfigs v2; FindCoordinator v6.
 """
 
 from __future__ import annotations
@@ -92,21 +92,26 @@ async def test_offset_for_leader_epoch_v4(broker):
 
 
 async def test_group_apis_at_kafka4_versions(nursery, tmp_path):
-    """A static member joins at v9 (with a reason), syncs at v5 (a wrong or missing protocol
+    """FindCoordinator v6 (a share group's key: INVALID_REQUEST, there is no share coordinator).
+    A static member joins at v9 (with a reason), syncs at v5 (a wrong or missing protocol
     type/name is INCONSISTENT_GROUP_PROTOCOL), heartbeats at v4; its restart at v9 hears it leads
     with skip_assignment and the members (KIP-814), a restart at v8 hears the old leader id and
     no members; neither rebalances. It leaves at v5 with a reason."""
-    assert [_advertised(k) for k in (11, 14, 12, 13)] == [(0, 9), (0, 5), (0, 4), (0, 5)]
+    tops = [_advertised(k)[1] for k in (10, 11, 14, 12, 13)]
+    assert tops == [6, 9, 5, 4, 5]  # FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup
     broker = await start_broker(nursery, tmp_path, **{"offsets.topic.num.partitions": 1,
                                                       "group.initial.rebalance.delay.ms": 0})  # fmt: skip
     client = await WireClient.connect(broker.port)
     found = FIND_COORDINATOR_REQUEST.cls(key_type=0, coordinator_keys=["g4"])
     # The first creates __consumer_offsets: COORDINATOR_NOT_AVAILABLE until then.
     for _ in range(100):
-        if (await client.call(10, 4, found)).coordinators[0].error_code == 0:
+        if (await client.call(10, 6, found)).coordinators[0].error_code == 0:
             break
     else:
         raise AssertionError("no group coordinator")
+    share = FIND_COORDINATOR_REQUEST.cls(key_type=2, coordinator_keys=["g4"])  # v6: share groups
+    [refused] = (await client.call(10, 6, share)).coordinators
+    assert (refused.key, refused.error_code) == ("g4", ErrorCode.INVALID_REQUEST)  # none here
     J, S, H, L = (api.cls for api in (JOIN_GROUP_REQUEST, SYNC_GROUP_REQUEST, HEARTBEAT_REQUEST,
                                       LEAVE_GROUP_REQUEST))  # fmt: skip
 
