@@ -42,7 +42,8 @@ Static membership (group.instance.id, KIP-345): a member that joins with a known
 and no member id *replaces* the member of that instance -- it gets a new member id and the old
 one's assignment, and a Stable group whose chosen protocol stays does not rebalance (the join
 answers the current generation with the current leader, so nobody reassigns; a restarted
-consumer comes back without moving any partition). A CompletingRebalance group rebalances again.
+consumer comes back without moving any partition; a JoinGroup v9+ leader instead hears it leads
+with `skip_assignment`, KIP-814). A CompletingRebalance group rebalances again.
 A request naming an instance id with a member id other than the instance's current one is
 FENCED_INSTANCE_ID (the replaced process). Static members need no MEMBER_ID_REQUIRED round.
 """
@@ -100,12 +101,16 @@ class JoinResult:
     leader: str = ""
     member_id: str = UNKNOWN_MEMBER_ID
     members: tuple[JoinedMember, ...] = ()
+    protocol_type: str | None = None  # JoinGroup v7+
+    skip_assignment: bool = False  # JoinGroup v9+ (KIP-814): a static leader's rejoin
 
 
 @dataclasses.dataclass(frozen=True)
 class SyncResult:
     error_code: int
     assignment: bytes = b""
+    protocol_type: str | None = None  # SyncGroup v5+
+    protocol_name: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,6 +235,7 @@ class GroupMetadata:
         protocols: tuple[tuple[str, bytes], ...],
         require_known_member_id: bool,
         now_ms: int,
+        supports_skip_assignment: bool = False,
     ) -> list[Reply]:
         def refuse(code: int, member: str = member_id) -> list[Reply]:
             return [Reply(token, JoinResult(code, member_id=member))]
@@ -253,7 +259,7 @@ class GroupMetadata:
         if member_id == UNKNOWN_MEMBER_ID and group_instance_id in self.static_members:
             return self._replace_static_member(
                 token, group_instance_id, client_id, session_timeout_ms, rebalance_timeout_ms,
-                protocols, now_ms,
+                protocols, now_ms, supports_skip_assignment,
             )  # fmt: skip
         if member_id == UNKNOWN_MEMBER_ID:
             if len(self.members) + len(self.pending_member_ids) >= self.config.group_max_size:
@@ -323,8 +329,14 @@ class GroupMetadata:
         rebalance_timeout_ms: int,
         protocols: tuple[tuple[str, bytes], ...],
         now_ms: int,
+        supports_skip_assignment: bool,
     ) -> list[Reply]:
-        """KIP-345: a known instance joins again (a restart): new member id, same member."""
+        """KIP-345: a known instance joins again (a restart): new member id, same member.
+
+        In a Stable group whose protocol stays, nobody reassigns. A JoinGroup v9+ client
+        (KIP-814) that was the leader hears it is the leader, with the members' metadata, and
+        `skip_assignment`: it keeps watching metadata without running the assignor. An older
+        client hears the old leader id, so it does not think it leads."""
         old_id = self.static_members[group_instance_id]
         old_leader = self.leader_id
         member = self.members.pop(old_id)
@@ -345,11 +357,12 @@ class GroupMetadata:
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.last_heartbeat_ms = now_ms
         if self.state is GroupState.STABLE and self._select_protocol() == self.protocol_name:
-            # No rebalance: the old leader id keeps everyone from reassigning.
             self.metadata_changed = True  # the stored members name the new member id
-            result = dataclasses.replace(
-                self._join_result(member.member_id), leader=old_leader or "", members=()
-            )
+            result = self._join_result(member.member_id)
+            if supports_skip_assignment:
+                result = dataclasses.replace(result, skip_assignment=bool(result.members))
+            else:  # the old leader id keeps everyone from reassigning
+                result = dataclasses.replace(result, leader=old_leader or "", members=())
             return replies + [Reply(token, result)]
         member.join_token = token
         if self.state is not GroupState.PREPARING_REBALANCE:
@@ -449,7 +462,7 @@ class GroupMetadata:
             )
         return JoinResult(
             ErrorCode.NONE, self.generation_id, self.protocol_name, self.leader_id, member_id,
-            members,
+            members, self.protocol_type,
         )  # fmt: skip
 
     # -- SyncGroup, Heartbeat, LeaveGroup ------------------------------------------------------
@@ -463,8 +476,16 @@ class GroupMetadata:
         assignments: dict[str, bytes],
         now_ms: int,
         group_instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
     ) -> list[Reply]:
+        """`protocol_type`/`protocol_name` (SyncGroup v5+) must be the group's when given."""
         code = self._check_member(member_id, generation_id, group_instance_id)
+        if code == ErrorCode.NONE and (
+            (protocol_type is not None and protocol_type != self.protocol_type)
+            or (protocol_name is not None and protocol_name != self.protocol_name)
+        ):
+            code = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         if code != ErrorCode.NONE:
             return [Reply(token, SyncResult(code))]
         if self.state is GroupState.PREPARING_REBALANCE:
@@ -472,7 +493,7 @@ class GroupMetadata:
         member = self.members[member_id]
         member.last_heartbeat_ms = now_ms
         if self.state is GroupState.STABLE:
-            return [Reply(token, SyncResult(ErrorCode.NONE, member.assignment))]
+            return [Reply(token, self._synced(member.assignment))]
         assert self.state is GroupState.COMPLETING_REBALANCE
         replies = []
         if member.sync_token is not None:
@@ -485,9 +506,12 @@ class GroupMetadata:
         self._transition(GroupState.STABLE, now_ms)
         for m in self.members.values():
             if m.sync_token is not None:
-                replies.append(Reply(m.sync_token, SyncResult(ErrorCode.NONE, m.assignment)))
+                replies.append(Reply(m.sync_token, self._synced(m.assignment)))
                 m.sync_token = None
         return replies
+
+    def _synced(self, assignment: bytes) -> SyncResult:
+        return SyncResult(ErrorCode.NONE, assignment, self.protocol_type, self.protocol_name)
 
     def heartbeat(
         self,

@@ -2,10 +2,11 @@
 DescribeCluster (60), AlterConfigs (33), IncrementalAlterConfigs (44), DeleteRecords (21),
 OffsetDelete (47).
 
-Non-flexible except DescribeCluster (flexible-only), IncrementalAlterConfigs v1,
-DeleteRecords v2 (aiokafka's admin client sends DeleteRecords v2) and CreateTopics v5-v7 (v5:
-the created topic's partitions, replication factor and configs in the answer, KIP-525; v6 as
-v5; v7 its topic id).
+Flexible: DescribeCluster (flexible-only), IncrementalAlterConfigs v1, DeleteRecords v2
+(aiokafka's admin client sends DeleteRecords v2), CreateTopics v5-v7 (v5: the created topic's
+partitions, replication factor and configs in the answer, KIP-525; v6 as v5; v7 its topic id),
+DeleteTopics v4-v6 (v5 error messages, v6 topics by name or id), CreatePartitions v2-v3 (v3 as
+v2), DescribeConfigs v4 (v3 config types and documentation, KIP-569), AlterConfigs v2.
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -87,10 +88,14 @@ CREATE_TOPICS_RESPONSE = message(
 DELETE_TOPICS_REQUEST = message(
     "DeleteTopicsRequest",
     api_key=20,
-    versions="0-3",
+    versions="0-6",
     flexible_versions="4+",
     fields=(
-        F("topic_names", ARRAY(STRING)),
+        F("topics", ARRAY(STRUCT("DeleteTopicState",
+                F("name", STRING, nullable="6+", default=None),
+                F("topic_id", UUID),
+            )), "6+"),
+        F("topic_names", ARRAY(STRING), "0-5"),
         F("timeout_ms", INT32),
     ),
 )
@@ -98,13 +103,15 @@ DELETE_TOPICS_REQUEST = message(
 DELETE_TOPICS_RESPONSE = message(
     "DeleteTopicsResponse",
     api_key=20,
-    versions="0-3",
+    versions="0-6",
     flexible_versions="4+",
     fields=(
         F("throttle_time_ms", INT32, "1+"),
         F("responses", ARRAY(STRUCT("DeletableTopicResult",
-                F("name", STRING),
+                F("name", STRING, nullable="6+"),
+                F("topic_id", UUID, "6+"),
                 F("error_code", INT16),
+                F("error_message", STRING, "5+", nullable="5+", default=None),
             ))),
     ),
 )
@@ -112,7 +119,7 @@ DELETE_TOPICS_RESPONSE = message(
 CREATE_PARTITIONS_REQUEST = message(
     "CreatePartitionsRequest",
     api_key=37,
-    versions="0-1",
+    versions="0-3",
     flexible_versions="2+",
     fields=(
         F("topics", ARRAY(STRUCT("CreatePartitionsTopic",
@@ -130,7 +137,7 @@ CREATE_PARTITIONS_REQUEST = message(
 CREATE_PARTITIONS_RESPONSE = message(
     "CreatePartitionsResponse",
     api_key=37,
-    versions="0-1",
+    versions="0-3",
     flexible_versions="2+",
     fields=(
         F("throttle_time_ms", INT32),
@@ -145,7 +152,7 @@ CREATE_PARTITIONS_RESPONSE = message(
 DESCRIBE_CONFIGS_REQUEST = message(
     "DescribeConfigsRequest",
     api_key=32,
-    versions="0-2",
+    versions="0-4",
     flexible_versions="4+",
     fields=(
         F("resources", ARRAY(STRUCT("DescribeConfigsResource",
@@ -154,13 +161,14 @@ DESCRIBE_CONFIGS_REQUEST = message(
                 F("configuration_keys", ARRAY(STRING), nullable="0+"),
             ))),
         F("include_synonyms", BOOL, "1+", default=False),
+        F("include_documentation", BOOL, "3+", default=False),
     ),
 )
 
 DESCRIBE_CONFIGS_RESPONSE = message(
     "DescribeConfigsResponse",
     api_key=32,
-    versions="0-2",
+    versions="0-4",
     flexible_versions="4+",
     fields=(
         F("throttle_time_ms", INT32),
@@ -181,6 +189,8 @@ DESCRIBE_CONFIGS_RESPONSE = message(
                                 F("value", STRING, nullable="1+"),
                                 F("source", INT8),
                             )), "1+"),
+                        F("config_type", INT8, "3+", default=0),
+                        F("documentation", STRING, "3+", nullable="0+", default=None),
                     ))),
             ))),
     ),
@@ -222,7 +232,7 @@ DESCRIBE_CLUSTER_RESPONSE = message(
 ALTER_CONFIGS_REQUEST = message(
     "AlterConfigsRequest",
     api_key=33,
-    versions="0-1",
+    versions="0-2",
     flexible_versions="2+",
     fields=(
         F("resources", ARRAY(STRUCT("AlterConfigsResource",
@@ -240,7 +250,7 @@ ALTER_CONFIGS_REQUEST = message(
 ALTER_CONFIGS_RESPONSE = message(
     "AlterConfigsResponse",
     api_key=33,
-    versions="0-1",
+    versions="0-2",
     flexible_versions="2+",
     fields=(
         F("throttle_time_ms", INT32),

@@ -107,9 +107,10 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # send to a partition not yet in its transaction: the leader adds it (same layout as v11).
     _api("Produce", produce.PRODUCE_REQUEST, produce.PRODUCE_RESPONSE, "0-12", "3-12", "0-2"),
     _api("Fetch", fetch.FETCH_REQUEST, fetch.FETCH_RESPONSE, "0-17", "4-17", "0-3"),
-    _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-5", "1-5",
-         "0"),
-    _api("Metadata", metadata.METADATA_REQUEST, metadata.METADATA_RESPONSE, "0-12", "1-12"),
+    # v7 max timestamp (-3), v8 earliest local (-4), v9 latest tiered (-5), v10 timeout_ms
+    _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-10",
+         "1-10", "0"),
+    _api("Metadata", metadata.METADATA_REQUEST, metadata.METADATA_RESPONSE, "0-13", "1-13"),
     # v9: KIP-848 members commit with their member epoch (STALE_MEMBER_EPOCH otherwise)
     _api("OffsetCommit", groups.OFFSET_COMMIT_REQUEST, groups.OFFSET_COMMIT_RESPONSE, "0-9", "2-9",
          "0-1"),
@@ -118,13 +119,15 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-9", "1-9",
          "0"),
     _api("FindCoordinator", coordinator.FIND_COORDINATOR_REQUEST,
-         coordinator.FIND_COORDINATOR_RESPONSE, "0-4", "0-4"),
-    _api("JoinGroup", groups.JOIN_GROUP_REQUEST, groups.JOIN_GROUP_RESPONSE, "0-5", "0-5"),
-    _api("Heartbeat", groups.HEARTBEAT_REQUEST, groups.HEARTBEAT_RESPONSE, "0-3", "0-3"),
-    _api("LeaveGroup", groups.LEAVE_GROUP_REQUEST, groups.LEAVE_GROUP_RESPONSE, "0-3", "0-3"),
-    _api("SyncGroup", groups.SYNC_GROUP_REQUEST, groups.SYNC_GROUP_RESPONSE, "0-3", "0-3"),
+         coordinator.FIND_COORDINATOR_RESPONSE, "0-6", "0-6"),
+    # JoinGroup v7 answers the protocol type, v8 carries a reason (logged), v9 skip_assignment
+    # (KIP-814); SyncGroup v5 checks the protocol type and name; LeaveGroup v5 a reason each.
+    _api("JoinGroup", groups.JOIN_GROUP_REQUEST, groups.JOIN_GROUP_RESPONSE, "0-9", "0-9"),
+    _api("Heartbeat", groups.HEARTBEAT_REQUEST, groups.HEARTBEAT_RESPONSE, "0-4", "0-4"),
+    _api("LeaveGroup", groups.LEAVE_GROUP_REQUEST, groups.LEAVE_GROUP_RESPONSE, "0-5", "0-5"),
+    _api("SyncGroup", groups.SYNC_GROUP_REQUEST, groups.SYNC_GROUP_RESPONSE, "0-5", "0-5"),
     _api("DescribeGroups", groups.DESCRIBE_GROUPS_REQUEST, groups.DESCRIBE_GROUPS_RESPONSE,
-         "0-4", "0-4"),
+         "0-5", "0-5"),
     _api("ListGroups", groups.LIST_GROUPS_REQUEST, groups.LIST_GROUPS_RESPONSE, "0-5", "0-5"),
     # v5+ requests are answered with the v0 error body (KIP-511), see `api_versions_error_body`.
     # v3+ carry the supported and finalized features (tagged); v4 also lists min-0 features.
@@ -132,7 +135,8 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          "0-4", "0-4"),
     _api("CreateTopics", admin.CREATE_TOPICS_REQUEST, admin.CREATE_TOPICS_RESPONSE, "0-7", "0-7",
          "0-1"),
-    _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-3", "0-3",
+    # v5 error messages, v6 topics by name or id (UNKNOWN_TOPIC_ID)
+    _api("DeleteTopics", admin.DELETE_TOPICS_REQUEST, admin.DELETE_TOPICS_RESPONSE, "0-6", "0-6",
          "0"),
     # v2-4 are flexible and v3+ let a transactional producer bump its own epoch (KIP-360):
     # librdkafka needs v3 to recover from an abortable transaction error instead of failing.
@@ -140,7 +144,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("InitProducerId", producer_id.INIT_PRODUCER_ID_REQUEST,
          producer_id.INIT_PRODUCER_ID_RESPONSE, "0-6", "0-6"),
     _api("OffsetForLeaderEpoch", offsets.OFFSET_FOR_LEADER_EPOCH_REQUEST,
-         offsets.OFFSET_FOR_LEADER_EPOCH_RESPONSE, "0-3", "0-3", "0-1"),
+         offsets.OFFSET_FOR_LEADER_EPOCH_RESPONSE, "0-4", "0-4", "0-1"),
     # v4+ (batched, verify_only) come from partition leaders (KIP-890 part 1, CLUSTER_ACTION).
     _api("AddPartitionsToTxn", transactions.ADD_PARTITIONS_TO_TXN_REQUEST,
          transactions.ADD_PARTITIONS_TO_TXN_RESPONSE, "0-5", "0-5"),
@@ -164,11 +168,12 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          transaction_admin.DESCRIBE_TRANSACTIONS_RESPONSE, "0", "0"),
     _api("ListTransactions", transaction_admin.LIST_TRANSACTIONS_REQUEST,
          transaction_admin.LIST_TRANSACTIONS_RESPONSE, "0-1", "0-1"),
+    # v3: each config's type and, when asked, documentation (KIP-569); v4 flexible
     _api("DescribeConfigs", admin.DESCRIBE_CONFIGS_REQUEST, admin.DESCRIBE_CONFIGS_RESPONSE,
-         "0-2", "0-2", "0"),
+         "0-4", "0-4", "0"),
     _api("CreatePartitions", admin.CREATE_PARTITIONS_REQUEST, admin.CREATE_PARTITIONS_RESPONSE,
-         "0-1", "0-1"),
-    _api("DeleteGroups", groups.DELETE_GROUPS_REQUEST, groups.DELETE_GROUPS_RESPONSE, "0-1", "0-1"),
+         "0-3", "0-3"),
+    _api("DeleteGroups", groups.DELETE_GROUPS_REQUEST, groups.DELETE_GROUPS_RESPONSE, "0-2", "0-2"),
     # Flexible-only API (kafka-python's KafkaAdminClient.describe_cluster; librdkafka uses Metadata).
     # KIP-848 consumer groups (log/coordinator/consumer_group_state.py)
     _api("ConsumerGroupHeartbeat", consumer_group.CONSUMER_GROUP_HEARTBEAT_REQUEST,
@@ -178,7 +183,7 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("DescribeCluster", admin.DESCRIBE_CLUSTER_REQUEST, admin.DESCRIBE_CLUSTER_RESPONSE,
          "0-1", "0-1"),
     # Admin extras: declared and decodable, advertised only once the broker handles them.
-    _api("AlterConfigs", admin.ALTER_CONFIGS_REQUEST, admin.ALTER_CONFIGS_RESPONSE, "0-1", "0-1"),
+    _api("AlterConfigs", admin.ALTER_CONFIGS_REQUEST, admin.ALTER_CONFIGS_RESPONSE, "0-2", "0-2"),
     _api("IncrementalAlterConfigs", admin.INCREMENTAL_ALTER_CONFIGS_REQUEST,
          admin.INCREMENTAL_ALTER_CONFIGS_RESPONSE, "0-1", "0-1"),
     _api("DeleteRecords", admin.DELETE_RECORDS_REQUEST, admin.DELETE_RECORDS_RESPONSE, "0-2", "0-2"),

@@ -1,7 +1,9 @@
 """FindCoordinator (10): the broker that coordinates a group (key_type 0) or transaction (1).
 
 v1 key_type, throttle and error_message; v3 flexible; v4 batched (KIP-699): `coordinator_keys`
-in, one `coordinators` entry per key out (the v0-3 single-key fields are gone).
+in, one `coordinators` entry per key out (the v0-3 single-key fields are gone); v5 says the client
+knows TRANSACTION_ABORTABLE, v6 allows key_type 2 (share groups, KIP-932: with no share
+coordinator here, INVALID_REQUEST as Kafka answers without one). Same layout from v4.
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -30,7 +32,7 @@ from log.protocol.schema import (  # noqa: F401
 FIND_COORDINATOR_REQUEST = message(
     "FindCoordinatorRequest",
     api_key=10,
-    versions="0-4",
+    versions="0-6",
     flexible_versions="3+",
     fields=(
         F("key", STRING, "0-3"),
@@ -42,7 +44,7 @@ FIND_COORDINATOR_REQUEST = message(
 FIND_COORDINATOR_RESPONSE = message(
     "FindCoordinatorResponse",
     api_key=10,
-    versions="0-4",
+    versions="0-6",
     flexible_versions="3+",
     fields=(
         F("throttle_time_ms", INT32, "1+"),

@@ -1,8 +1,11 @@
-"""Consumer group APIs, non-flexible versions: JoinGroup (11), SyncGroup (14), Heartbeat (12),
-LeaveGroup (13), OffsetCommit (8), OffsetFetch (9), ListGroups (16), DescribeGroups (15),
-DeleteGroups (42).
+"""Consumer group APIs: JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13),
+OffsetCommit (8), OffsetFetch (9), ListGroups (16), DescribeGroups (15), DeleteGroups (42).
 
-LeaveGroup v3 replaces member_id by a members batch (KIP-345). OffsetCommit v8 is flexible and v9
+JoinGroup v6 is flexible, v7 answers the protocol type (protocol name nullable), v8 carries the
+client's reason, v9 answers skip_assignment (KIP-814). SyncGroup v4 is flexible, v5 carries and
+answers the protocol type and name (KIP-559). Heartbeat v4 is flexible. LeaveGroup v3 replaces
+member_id by a members batch (KIP-345), v4 is flexible, v5 adds each member's reason. DescribeGroups
+v5 and DeleteGroups v2 are flexible. OffsetCommit v8 is flexible and v9
 carries a KIP-848 member epoch (same fields); OffsetFetch v8 batches groups, v9 adds the member
 id and epoch. OffsetCommit v0-1 and OffsetFetch
 v0 are declared but refused (see apis.py).
@@ -32,7 +35,7 @@ from log.protocol.schema import (  # noqa: F401
 JOIN_GROUP_REQUEST = message(
     "JoinGroupRequest",
     api_key=11,
-    versions="0-5",
+    versions="0-9",
     flexible_versions="6+",
     fields=(
         F("group_id", STRING),
@@ -45,20 +48,23 @@ JOIN_GROUP_REQUEST = message(
                 F("name", STRING),
                 F("metadata", BYTES),
             ))),
+        F("reason", STRING, "8+", nullable="8+", default=None),
     ),
 )
 
 JOIN_GROUP_RESPONSE = message(
     "JoinGroupResponse",
     api_key=11,
-    versions="0-5",
+    versions="0-9",
     flexible_versions="6+",
     fields=(
         F("throttle_time_ms", INT32, "2+"),
         F("error_code", INT16),
         F("generation_id", INT32, default=-1),
-        F("protocol_name", STRING),
+        F("protocol_type", STRING, "7+", nullable="7+", default=None),
+        F("protocol_name", STRING, nullable="7+"),
         F("leader", STRING),
+        F("skip_assignment", BOOL, "9+", default=False),
         F("member_id", STRING),
         F("members", ARRAY(STRUCT("JoinGroupResponseMember",
                 F("member_id", STRING),
@@ -71,13 +77,15 @@ JOIN_GROUP_RESPONSE = message(
 SYNC_GROUP_REQUEST = message(
     "SyncGroupRequest",
     api_key=14,
-    versions="0-3",
+    versions="0-5",
     flexible_versions="4+",
     fields=(
         F("group_id", STRING),
         F("generation_id", INT32),
         F("member_id", STRING),
         F("group_instance_id", STRING, "3+", nullable="3+", default=None),
+        F("protocol_type", STRING, "5+", nullable="5+", default=None),
+        F("protocol_name", STRING, "5+", nullable="5+", default=None),
         F("assignments", ARRAY(STRUCT("SyncGroupRequestAssignment",
                 F("member_id", STRING),
                 F("assignment", BYTES),
@@ -88,11 +96,13 @@ SYNC_GROUP_REQUEST = message(
 SYNC_GROUP_RESPONSE = message(
     "SyncGroupResponse",
     api_key=14,
-    versions="0-3",
+    versions="0-5",
     flexible_versions="4+",
     fields=(
         F("throttle_time_ms", INT32, "1+"),
         F("error_code", INT16),
+        F("protocol_type", STRING, "5+", nullable="5+", default=None),
+        F("protocol_name", STRING, "5+", nullable="5+", default=None),
         F("assignment", BYTES),
     ),
 )
@@ -100,7 +110,7 @@ SYNC_GROUP_RESPONSE = message(
 HEARTBEAT_REQUEST = message(
     "HeartbeatRequest",
     api_key=12,
-    versions="0-3",
+    versions="0-4",
     flexible_versions="4+",
     fields=(
         F("group_id", STRING),
@@ -113,7 +123,7 @@ HEARTBEAT_REQUEST = message(
 HEARTBEAT_RESPONSE = message(
     "HeartbeatResponse",
     api_key=12,
-    versions="0-3",
+    versions="0-4",
     flexible_versions="4+",
     fields=(
         F("throttle_time_ms", INT32, "1+"),
@@ -124,7 +134,7 @@ HEARTBEAT_RESPONSE = message(
 LEAVE_GROUP_REQUEST = message(
     "LeaveGroupRequest",
     api_key=13,
-    versions="0-3",
+    versions="0-5",
     flexible_versions="4+",
     fields=(
         F("group_id", STRING),
@@ -132,6 +142,7 @@ LEAVE_GROUP_REQUEST = message(
         F("members", ARRAY(STRUCT("MemberIdentity",
                 F("member_id", STRING),
                 F("group_instance_id", STRING, nullable="3+", default=None),
+                F("reason", STRING, "5+", nullable="5+", default=None),
             )), "3+"),
     ),
 )
@@ -139,7 +150,7 @@ LEAVE_GROUP_REQUEST = message(
 LEAVE_GROUP_RESPONSE = message(
     "LeaveGroupResponse",
     api_key=13,
-    versions="0-3",
+    versions="0-5",
     flexible_versions="4+",
     fields=(
         F("throttle_time_ms", INT32, "1+"),
@@ -284,7 +295,7 @@ LIST_GROUPS_RESPONSE = message(
 DESCRIBE_GROUPS_REQUEST = message(
     "DescribeGroupsRequest",
     api_key=15,
-    versions="0-4",
+    versions="0-5",
     flexible_versions="5+",
     fields=(
         F("groups", ARRAY(STRING)),
@@ -295,7 +306,7 @@ DESCRIBE_GROUPS_REQUEST = message(
 DESCRIBE_GROUPS_RESPONSE = message(
     "DescribeGroupsResponse",
     api_key=15,
-    versions="0-4",
+    versions="0-5",
     flexible_versions="5+",
     fields=(
         F("throttle_time_ms", INT32, "1+"),
@@ -321,7 +332,7 @@ DESCRIBE_GROUPS_RESPONSE = message(
 DELETE_GROUPS_REQUEST = message(
     "DeleteGroupsRequest",
     api_key=42,
-    versions="0-1",
+    versions="0-2",
     flexible_versions="2+",
     fields=(
         F("groups_names", ARRAY(STRING)),
@@ -331,7 +342,7 @@ DELETE_GROUPS_REQUEST = message(
 DELETE_GROUPS_RESPONSE = message(
     "DeleteGroupsResponse",
     api_key=42,
-    versions="0-1",
+    versions="0-2",
     flexible_versions="2+",
     fields=(
         F("throttle_time_ms", INT32),

@@ -1,10 +1,12 @@
 """Metadata (3): brokers, controller, cluster id, and topics with partition leaders and replicas.
 
-Declared v0-12. v1 nullable topics (null = all topics), rack, controller_id, is_internal; v2
+Declared v0-13. v1 nullable topics (null = all topics), rack, controller_id, is_internal; v2
 cluster_id; v3 throttle; v4 allow_auto_topic_creation; v5 offline_replicas; v7 leader_epoch; v8
 authorized operations (INT32_MIN = not requested; the cluster's only through v10); v9 flexible;
 v10 topic ids (KIP-516: a request may name a topic by id, its name null); v12 a topic's name is
-null in the answer when it was asked by an id nobody knows.
+null in the answer when it was asked by an id nobody knows; v13 a top-level error_code (KIP-1102:
+REBOOTSTRAP_REQUIRED, which a broker without rebootstrap triggers never sends: always 0 here
+but in whole-request error answers).
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -32,7 +34,7 @@ from log.protocol.schema import (  # noqa: F401
 METADATA_REQUEST = message(
     "MetadataRequest",
     api_key=3,
-    versions="0-12",
+    versions="0-13",
     flexible_versions="9+",
     fields=(
         F("topics", ARRAY(STRUCT("MetadataRequestTopic",
@@ -48,7 +50,7 @@ METADATA_REQUEST = message(
 METADATA_RESPONSE = message(
     "MetadataResponse",
     api_key=3,
-    versions="0-12",
+    versions="0-13",
     flexible_versions="9+",
     fields=(
         F("throttle_time_ms", INT32, "3+"),
@@ -77,6 +79,7 @@ METADATA_RESPONSE = message(
                 F("topic_authorized_operations", INT32, "8+", default=-2147483648),
             ))),
         F("cluster_authorized_operations", INT32, "8-10", default=-2147483648),
+        F("error_code", INT16, "13+"),
     ),
 )
 DESCRIBE_TOPIC_PARTITIONS_REQUEST = message(

@@ -1,9 +1,10 @@
 """ListOffsets (2) and OffsetForLeaderEpoch (23): offsets by timestamp, and epoch end offsets.
 
-ListOffsets timestamps: -1 latest, -2 earliest. v0 (old_style_offsets) is declared but refused;
-v2 isolation_level, v4 current_leader_epoch and leader_epoch. OffsetForLeaderEpoch (followers'
-truncation, KIP-101/279): v1 leader_epoch in the response, v2 current_leader_epoch and throttle,
-v3 replica_id.
+ListOffsets timestamps: -1 latest, -2 earliest, -3 max timestamp (v7+, KIP-734), -4 earliest
+local (v8+) and -5 latest tiered (v9+, KIP-1005). v0 (old_style_offsets) is declared but refused;
+v2 isolation_level, v4 current_leader_epoch and leader_epoch, v6 flexible, v10 timeout_ms (for
+tiered storage reads). OffsetForLeaderEpoch (followers' truncation, KIP-101/279): v1
+leader_epoch in the response, v2 current_leader_epoch and throttle, v3 replica_id, v4 flexible.
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -30,7 +31,7 @@ from log.protocol.schema import (  # noqa: F401
 LIST_OFFSETS_REQUEST = message(
     "ListOffsetsRequest",
     api_key=2,
-    versions="0-5",
+    versions="0-10",
     flexible_versions="6+",
     fields=(
         F("replica_id", INT32),
@@ -44,13 +45,14 @@ LIST_OFFSETS_REQUEST = message(
                         F("max_num_offsets", INT32, "0-0", default=1),
                     ))),
             ))),
+        F("timeout_ms", INT32, "10+"),
     ),
 )
 
 LIST_OFFSETS_RESPONSE = message(
     "ListOffsetsResponse",
     api_key=2,
-    versions="0-5",
+    versions="0-10",
     flexible_versions="6+",
     fields=(
         F("throttle_time_ms", INT32, "2+"),
@@ -71,7 +73,7 @@ LIST_OFFSETS_RESPONSE = message(
 OFFSET_FOR_LEADER_EPOCH_REQUEST = message(
     "OffsetForLeaderEpochRequest",
     api_key=23,
-    versions="0-3",
+    versions="0-4",
     flexible_versions="4+",
     fields=(
         F("replica_id", INT32, "3+", default=-2),
@@ -89,7 +91,7 @@ OFFSET_FOR_LEADER_EPOCH_REQUEST = message(
 OFFSET_FOR_LEADER_EPOCH_RESPONSE = message(
     "OffsetForLeaderEpochResponse",
     api_key=23,
-    versions="0-3",
+    versions="0-4",
     flexible_versions="4+",
     fields=(
         F("throttle_time_ms", INT32, "2+"),

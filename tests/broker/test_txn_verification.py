@@ -215,7 +215,7 @@ async def test_list_offsets_max_timestamp_stops_at_the_lso_for_read_committed(nu
     assert (await produce(client, None, 0, open_txn)).error_code == 0
 
     async def max_timestamp(isolation_level: int) -> tuple[int, int]:
-        body = await client.call(2, 5, L(replica_id=-1, isolation_level=isolation_level, topics=[
+        body = await client.call(2, 7, L(replica_id=-1, isolation_level=isolation_level, topics=[
             L.ListOffsetsTopic(name=TOPIC, partitions=[
                 L.ListOffsetsPartition(partition_index=0, timestamp=-3)])]))  # fmt: skip
         answer = body.topics[0].partitions[0]

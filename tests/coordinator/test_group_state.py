@@ -57,7 +57,10 @@ def stable_pair(group):
     replies = by_token(
         group.sync("sa", member_id=a, generation_id=2, assignments={a: b"A", b: b"B"}, now_ms=0)
     )
-    assert replies == {"sa": SyncResult(0, b"A"), "sb": SyncResult(0, b"B")}
+    assert replies == {  # SyncGroup v5+ answers the group's protocol type and name
+        "sa": SyncResult(0, b"A", "consumer", "range"),
+        "sb": SyncResult(0, b"B", "consumer", "range"),
+    }
     assert group.state is GroupState.STABLE
     return a, b
 
@@ -69,7 +72,9 @@ def test_member_id_required_then_join():
     member_id = reply.result.member_id
     assert member_id and group.state is GroupState.EMPTY
     [reply] = join(group, "t2", member_id, known=True)
-    assert reply.result == JoinResult(0, 1, "range", member_id, member_id, reply.result.members)
+    assert reply.result == JoinResult(
+        0, 1, "range", member_id, member_id, reply.result.members, protocol_type="consumer"
+    )
     assert reply.result.members[0].metadata == b"r"
 
 

@@ -45,7 +45,7 @@ async def test_handshake_chooses_versions_and_answers_in_order(nursery):
     port, received = await scripted_server(nursery, answer_metadata=True)
     connection = BrokerConnection("127.0.0.1", port, max_in_flight=3, request_timeout_ms=5000)
     await nursery.start(connection.run)
-    assert connection.versions[0] == 11 and connection.versions[METADATA_KEY] == 12
+    assert connection.versions[0] == 11 and connection.versions[METADATA_KEY] == 13
     bodies = []
     async with trio.open_nursery() as requests:
         for _ in range(6):  # more than max_in_flight: request() waits for room

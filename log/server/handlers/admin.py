@@ -16,7 +16,8 @@ node's value when its properties set the key (4 STATIC_BROKER_CONFIG), the defau
 DEFAULT_CONFIG); the first gives the entry's source. Broker resources: this broker's id lists
 the node's configuration (4 for the keys its properties set, 5 for the rest) under its dynamic
 configs (2, then 3), read_only unless Kafka can change the key dynamically; "" lists the
-cluster-wide dynamic defaults only (3), as Kafka does. Synonyms when asked (v1+).
+cluster-wide dynamic defaults only (3), as Kafka does. Synonyms when asked (v1+); each config's
+type (v3+) and, when asked, documentation (config_types.py).
 kafka-python rejects config_source -1: never sent.
 
 AlterConfigs / IncrementalAlterConfigs on BROKER resources (this broker's id, or "" for the
@@ -27,6 +28,7 @@ forwarded to the controller, which checks again and stores ConfigRecords.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from log.common.acl import AclOperation, ResourceType
@@ -43,6 +45,7 @@ from log.protocol.admin import (
 from log.protocol.connection import Request
 from log.server.authorization import allowed, allowed_cluster
 from log.server.broker_context import MAX_ADMIN_WAIT_MS, BrokerContext
+from log.server.config_types import broker_config_type, topic_config_type
 from log.storage.config import default_log_config_properties
 from quorum.broker_configs import (
     LIST_BROKER_CONFIGS,
@@ -80,6 +83,7 @@ SOURCE_DYNAMIC_BROKER_CONFIG = 2
 SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
+ZERO_UUID = uuid.UUID(int=0)
 _NODE_SOURCES = frozenset({SOURCE_STATIC_BROKER_CONFIG, SOURCE_DEFAULT_CONFIG})
 
 
@@ -161,13 +165,58 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> object:
 
 
 async def handle_delete_topics(ctx: BrokerContext, request: Request) -> object:
+    """Topics by name (v0-5 `topic_names`, v6 `topics` with a name) or by id (v6), checked as
+    Kafka's ControllerApis.deleteTopics does: neither or both given, or one given twice, is
+    INVALID_REQUEST; an unknown id UNKNOWN_TOPIC_ID; DELETE on each topic (a topic asked by id
+    is named in the refusal only to who may DESCRIBE it)."""
     body = request.body
+    image = ctx.image
+    refused: list[tuple[str | None, uuid.UUID | None, int, str | None]] = []
+    names: dict[str, int] = {}
+    ids: dict[uuid.UUID, int] = {}
+    if request.api_version >= 6:
+        for t in body.topics:
+            if t.name is not None and t.topic_id != ZERO_UUID:
+                refused.append((t.name, t.topic_id, ErrorCode.INVALID_REQUEST,
+                                "You may not specify both topic name and topic id."))  # fmt: skip
+            elif t.name is not None:
+                names[t.name] = names.get(t.name, 0) + 1
+            elif t.topic_id != ZERO_UUID:
+                ids[t.topic_id] = ids.get(t.topic_id, 0) + 1
+            else:
+                refused.append((None, None, ErrorCode.INVALID_REQUEST,
+                                "Neither topic name nor id were specified."))  # fmt: skip
+    else:
+        for name in body.topic_names:
+            names[name] = names.get(name, 0) + 1
+    for name in [n for n, count in names.items() if count > 1]:
+        del names[name]
+        refused.append((name, None, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+    for topic_id in [i for i, count in ids.items() if count > 1]:
+        del ids[topic_id]
+        refused.append((None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
     # authorization: DELETE on each topic
-    denied = [
-        n for n in body.topic_names if not allowed(ctx, request, AclOperation.DELETE, TOPIC, n)
-    ]
-    names = tuple(n for n in body.topic_names if n not in denied)
-    response = await ctx.controller.delete_topics(DeleteTopicsRequest(names))
+    by_id: list[uuid.UUID] = []
+    for topic_id in ids:
+        topic = image.topics.get(topic_id)
+        if topic is None:
+            refused.append((None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, None))
+        elif not allowed(ctx, request, AclOperation.DELETE, TOPIC, topic.name):
+            describable = allowed(ctx, request, AclOperation.DESCRIBE, TOPIC, topic.name)
+            refused.append((topic.name if describable else None, topic_id,
+                            ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))  # fmt: skip
+        else:
+            by_id.append(topic_id)
+    by_name: list[str] = []
+    for name in names:
+        if not allowed(ctx, request, AclOperation.DELETE, TOPIC, name):
+            refused.append((name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
+        elif image.topic_ids_by_name.get(name) in by_id:
+            refused.append((name, image.topic_ids_by_name[name], ErrorCode.INVALID_REQUEST,
+                            "The provided topic name maps to an ID that was already supplied."))  # fmt: skip
+        else:
+            by_name.append(name)
+    response = await ctx.controller.delete_topics(DeleteTopicsRequest(tuple(by_name), tuple(by_id)))
     # A topic the controller deleted always has its name in the result (ids are resolved).
     deleted = {
         r.name for r in response.results if r.error_code == ErrorCode.NONE and r.name is not None
@@ -177,19 +226,20 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> object:
         return all(image.topic(name) is None for name in deleted)
 
     timed_out = bool(deleted) and not await ctx.wait_until(gone, body.timeout_ms)
+    answers = [
+        (r.name, r.topic_id,
+         ErrorCode.REQUEST_TIMED_OUT if timed_out and r.name in deleted else r.error_code, None)
+        for r in response.results
+    ] + refused  # fmt: skip
     return DT(
         responses=[
             DT.DeletableTopicResult(
-                name=r.name,
-                error_code=ErrorCode.REQUEST_TIMED_OUT
-                if timed_out and r.name in deleted
-                else r.error_code,
+                name=name if name is not None or request.api_version >= 6 else "",
+                topic_id=ZERO_UUID if topic_id is None else topic_id,
+                error_code=code,
+                error_message=message,
             )
-            for r in response.results
-        ]
-        + [
-            DT.DeletableTopicResult(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            for name in dict.fromkeys(denied)
+            for name, topic_id, code, message in answers
         ]
     )
 
@@ -249,9 +299,13 @@ def _config_entry(
     version: int,
     read_only: bool | None = None,
     synonyms: list[tuple[str, str | None, int]] | None = None,
+    broker: bool = False,
+    documentation: bool = False,
 ) -> object:
-    """One described config; `synonyms` are (name, value, source), highest precedence first."""
+    """One described config; `synonyms` are (name, value, source), highest precedence first;
+    `broker`: a broker config (else a topic's); `documentation`: with its doc (v3+)."""
     sensitive = _sensitive(name)
+    config_type, doc = broker_config_type(name, sensitive) if broker else topic_config_type(name)
     return DC.DescribeConfigsResourceResult(
         name=name,
         value=None if sensitive else value,
@@ -263,6 +317,8 @@ def _config_entry(
             DC.DescribeConfigsSynonym(name=n, value=None if _sensitive(n) else v, source=s)
             for n, v, s in synonyms or ()
         ],
+        config_type=config_type,
+        documentation=doc if documentation else None,
     )
 
 
@@ -310,6 +366,7 @@ def _describe_topic(
     resource,  # noqa: ANN001
     version: int,
     include_synonyms: bool,
+    include_documentation: bool,
 ) -> object:
     name = resource.resource_name
     if image.topic(name) is None:
@@ -327,7 +384,14 @@ def _describe_topic(
         resource_type=resource.resource_type,
         resource_name=name,
         configs=[
-            _config_entry(key, value, source, version, synonyms=synonyms if synonyms_too else None)
+            _config_entry(
+                key,
+                value,
+                source,
+                version,
+                synonyms=synonyms if synonyms_too else None,
+                documentation=include_documentation,
+            )
             for key, value, source, synonyms in _topic_configs(
                 ctx, image, dict(image.topic_configs(name))
             )
@@ -348,6 +412,7 @@ def _describe_broker(
     resource,  # noqa: ANN001
     version: int,
     include_synonyms: bool,
+    include_documentation: bool,
 ) -> object:
     name = resource.resource_name
     if name not in ("", str(ctx.node_id)):
@@ -381,6 +446,8 @@ def _describe_broker(
             version,
             read_only=not is_dynamic(key),
             synonyms=synonyms if include_synonyms and version >= 1 else None,
+            broker=True,
+            documentation=include_documentation,
         )
         for key, synonyms in sorted(layers.items())
         if keys is None or key in keys
@@ -406,11 +473,13 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> objec
             ))  # fmt: skip
         elif resource.resource_type == RESOURCE_TOPIC:
             results.append(_describe_topic(
-                ctx, image, resource, request.api_version, request.body.include_synonyms
+                ctx, image, resource, request.api_version, request.body.include_synonyms,
+                request.body.include_documentation,
             ))  # fmt: skip
         elif resource.resource_type == RESOURCE_BROKER:
             results.append(_describe_broker(
-                ctx, image, resource, request.api_version, request.body.include_synonyms
+                ctx, image, resource, request.api_version, request.body.include_synonyms,
+                request.body.include_documentation,
             ))  # fmt: skip
         else:
             results.append(

@@ -13,6 +13,7 @@ answered as one `coordinators` entry.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from log.common.acl import AclOperation, ResourceType
@@ -63,6 +64,7 @@ KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 DESCRIBE, GROUP = AclOperation.DESCRIBE, ResourceType.GROUP
 MAX_DESCRIBE_GROUPS = 1_000
+logger = logging.getLogger(__name__)
 
 
 def driver(ctx: BrokerContext) -> GroupCoordinatorDriver:
@@ -124,6 +126,9 @@ async def handle_join_group(ctx: BrokerContext, request: Request) -> object:
     body = request.body
     # authorization: READ on the group (Kafka's KafkaApis)
     require_group(ctx, request, AclOperation.READ, body.group_id)
+    if body.reason:  # v8+: why the client (re)joins, logged as Kafka does
+        logger.info("group %s: member %r joins, client reason: %.255s",
+                    body.group_id, body.member_id, body.reason)  # fmt: skip
     result = await driver(ctx).join(
         body.group_id,
         member_id=body.member_id,
@@ -135,12 +140,15 @@ async def handle_join_group(ctx: BrokerContext, request: Request) -> object:
         protocol_type=body.protocol_type,
         protocols=tuple((p.name, bytes(p.metadata)) for p in body.protocols),
         require_known_member_id=request.api_version >= 4,
+        supports_skip_assignment=request.api_version >= 9,
     )
     return JG(
         error_code=result.error_code,
         generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
         protocol_name=result.protocol_name,
         leader=result.leader,
+        skip_assignment=result.skip_assignment,
         member_id=result.member_id,
         members=[
             JG.JoinGroupResponseMember(
@@ -153,6 +161,10 @@ async def handle_join_group(ctx: BrokerContext, request: Request) -> object:
 
 async def handle_sync_group(ctx: BrokerContext, request: Request) -> object:
     body = request.body
+    SG: Any = SYNC_GROUP_RESPONSE.cls  # made at run time by schema.py: untyped
+    if request.api_version >= 5 and (body.protocol_type is None or body.protocol_name is None):
+        # v5+: both are mandatory (Kafka's areMandatoryProtocolTypeAndNamePresent)
+        return SG(error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     # authorization: READ on the group (Kafka's KafkaApis)
     require_group(ctx, request, AclOperation.READ, body.group_id)
     result = await driver(ctx).sync(
@@ -161,8 +173,15 @@ async def handle_sync_group(ctx: BrokerContext, request: Request) -> object:
         generation_id=body.generation_id,
         assignments={a.member_id: bytes(a.assignment) for a in body.assignments},
         group_instance_id=body.group_instance_id,
+        protocol_type=body.protocol_type,
+        protocol_name=body.protocol_name,
     )
-    return SYNC_GROUP_RESPONSE.cls(error_code=result.error_code, assignment=result.assignment)
+    return SG(
+        error_code=result.error_code,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
 
 
 async def handle_heartbeat(ctx: BrokerContext, request: Request) -> object:
@@ -181,6 +200,10 @@ async def handle_leave_group(ctx: BrokerContext, request: Request) -> object:
     require_group(ctx, request, AclOperation.READ, body.group_id)
     if request.api_version >= 3:
         members = body.members
+        for m in members:
+            if m.reason:  # v5+: why the member leaves, logged as Kafka does
+                logger.info("group %s: member %r (instance %r) leaves, client reason: %.255s",
+                            body.group_id, m.member_id, m.group_instance_id, m.reason)  # fmt: skip
         code, codes = driver(ctx).leave(
             body.group_id, [(m.member_id, m.group_instance_id) for m in members]
         )

@@ -2,9 +2,14 @@
 
 ListOffsets: -2 earliest (log_start_offset), -1 latest (what the asker can read: the high
 watermark for read_uncommitted consumers, the last stable offset for read_committed ones
-(isolation_level 1, v2+), the log end offset for replicas), -3 max timestamp, else the first
-offset whose timestamp >= the given one, below that same bound (offset -1 when none). Leader epoch of the returned offset from the
-epoch cache (v4+). OffsetForLeaderEpoch: `UnifiedLog.end_offset_for_epoch`.
+(isolation_level 1, v2+), the log end offset for replicas), -3 max timestamp (v7+), -4 earliest
+local (v8+: with no tiered storage the log start offset, as -2), -5 latest tiered (v9+: with no
+tiered storage offset -1, epoch -1, as Kafka answers without remote storage), else the first
+offset whose timestamp >= the given one, below that same bound (offset -1 when none). A special
+timestamp below the version that introduced it, or an unknown negative one, gets
+UNSUPPORTED_VERSION for its partition (Kafka's `isListOffsetsTimestampUnsupported`). Leader
+epoch of the returned offset from the epoch cache (v4+). OffsetForLeaderEpoch:
+`UnifiedLog.end_offset_for_epoch`.
 """
 
 from __future__ import annotations
@@ -17,7 +22,24 @@ from log.protocol.connection import Request
 from log.protocol.offsets import LIST_OFFSETS_RESPONSE, OFFSET_FOR_LEADER_EPOCH_RESPONSE
 from log.server.authorization import allowed, require_cluster
 from log.server.broker_context import BrokerContext
-from log.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from log.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-1005: the first offset still on local disk
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005: the last offset copied to remote storage
+# The first ListOffsets version that may ask for each special timestamp.
+_TIMESTAMP_MIN_VERSION = {
+    EARLIEST_TIMESTAMP: 1,
+    LATEST_TIMESTAMP: 1,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL_TIMESTAMP: 8,
+    LATEST_TIERED_TIMESTAMP: 9,
+}
+
+
+def timestamp_unsupported(timestamp: int, version: int) -> bool:
+    """A special (negative) timestamp this request version may not ask for."""
+    return timestamp < 0 and version < _TIMESTAMP_MIN_VERSION.get(timestamp, 1 << 15)
+
 
 # The response classes are made at run time by schema.py: untyped.
 L: Any = LIST_OFFSETS_RESPONSE.cls
@@ -25,7 +47,11 @@ E: Any = OFFSET_FOR_LEADER_EPOCH_RESPONSE.cls
 
 
 def _list_offset(ctx: BrokerContext, image, topic: str, p, is_replica: bool,  # noqa: ANN001
-                 read_committed: bool) -> object:  # fmt: skip
+                 read_committed: bool, version: int) -> object:  # fmt: skip
+    if timestamp_unsupported(p.timestamp, version):
+        return L.ListOffsetsPartitionResponse(
+            partition_index=p.partition_index, error_code=ErrorCode.UNSUPPORTED_VERSION
+        )
     try:
         hosted = ctx.replica_manager.leader(topic, p.partition_index, image)
         hosted.state.validate_current_leader_epoch(p.current_leader_epoch)
@@ -43,7 +69,12 @@ def _list_offset(ctx: BrokerContext, image, topic: str, p, is_replica: bool,  # 
                 partition_index=p.partition_index, error_code=0, timestamp=-1, offset=offset,
                 leader_epoch=-1 if epoch is None else epoch,
             )  # fmt: skip
-        if p.timestamp == EARLIEST_TIMESTAMP:
+        if p.timestamp == LATEST_TIERED_TIMESTAMP:  # nothing is tiered: no offset
+            return L.ListOffsetsPartitionResponse(
+                partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1,
+                leader_epoch=-1,
+            )  # fmt: skip
+        if p.timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):  # all of it is local
             found = log.fetch_offset_by_timestamp(EARLIEST_TIMESTAMP)
         else:
             found = log.fetch_offset_by_timestamp(p.timestamp)
@@ -73,7 +104,9 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> object:
             L.ListOffsetsTopicResponse(
                 name=t.name,
                 partitions=[
-                    _list_offset(ctx, image, t.name, p, is_replica, read_committed)
+                    _list_offset(
+                        ctx, image, t.name, p, is_replica, read_committed, request.api_version
+                    )
                     if allowed(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
                     else L.ListOffsetsPartitionResponse(  # authorization: DESCRIBE on the topic
                         partition_index=p.partition_index,
