@@ -310,7 +310,14 @@ class AdminClient:
             _check(result.error_code, getattr(result, "error_message", None), topic)
 
     async def delete_topic(self, topic: str) -> None:
-        body = DELETE_TOPICS_REQUEST.cls(topic_names=[topic], timeout_ms=ADMIN_TIMEOUT_MS)
+        request: Any = DELETE_TOPICS_REQUEST.cls
+        # v6 names topics in `topics` (by name or id), v0-5 in `topic_names`: the encoder writes
+        # the one the negotiated version has.
+        body = request(
+            topics=[request.DeleteTopicState(name=topic)],
+            topic_names=[topic],
+            timeout_ms=ADMIN_TIMEOUT_MS,
+        )
         response = await self.request(DELETE_TOPICS_KEY, body)
         for result in response.responses:
             _check(result.error_code, None, topic)
