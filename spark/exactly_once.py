@@ -12,7 +12,10 @@ The driver decides. `commit_job` first writes a commit *intent* to the compacted
 from then on the job is committed whatever happens to the driver. Then it ends the winners'
 transactions with EndTxn(commit) and aborts every other open transaction of the job (failed or
 speculative attempts; found with ListTransactions by the job's prefix) with a 2PC
-InitProducerId, which also fences them; last it marks the intent done. `abort_job` writes an
+InitProducerId, which also fences them; then it waits until the winners' transactions are
+complete (EndTxn answers once the commit is decided; the COMMIT markers that make the rows
+readable follow, later when a partition leader just died), so a read_committed read right
+after the job sees its whole output; last it marks the intent done. `abort_job` writes an
 abort intent and aborts every open transaction of the job. Every step is idempotent, so
 `recover_job` (run by the next job with the same job id before it writes anything, or by hand:
 `python -m spark.exactly_once BOOTSTRAP JOB_ID`) finishes what a crashed driver started: the
@@ -31,15 +34,22 @@ transactions and reports the job as already committed, so the output appears onc
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import trio
+
+log = logging.getLogger(__name__)
+
 INTENT_TOPIC = "_quorumlog_spark_commits"
 TXN_PREFIX = "quorumlog-spark-"
 COMMIT = "commit"
 ABORT = "abort"
+COMPLETE_WAIT_S = 120.0  # how long a commit waits for its markers before it returns anyway
+COMPLETE_POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -138,6 +148,21 @@ async def _finish_commit(client: Any, job_id: str, winners: Sequence[PreparedTxn
     await _abort(
         client, [t for t in await _open_transactions(client, job_id) if t not in committed]
     )
+    await _await_complete(client, committed)
+
+
+async def _await_complete(client: Any, transactional_ids: set[str]) -> None:
+    """Wait until none of `transactional_ids` is still in PrepareCommit: their COMMIT markers
+    are written and replicated, so the last stable offsets passed their rows. The decision is
+    durable before this: after COMPLETE_WAIT_S it only logs that the rows show up later."""
+    with trio.move_on_after(COMPLETE_WAIT_S):
+        while True:
+            listed = await client.list_transactions(["PrepareCommit"])
+            if not any(tid in transactional_ids for tid, _pid, _state in listed):
+                return
+            await trio.sleep(COMPLETE_POLL_S)
+    log.warning("committed transactions still writing their markers after %.0f s: the rows "
+                "become readable once they are written", COMPLETE_WAIT_S)  # fmt: skip
 
 
 async def commit_job(bootstrap_servers: str, job_id: str, prepared: Sequence[PreparedTxn]) -> bool:
