@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from log.common.errors import ErrorCode
 from log.common.node_config import CONFIG_KEYS
-from quorum.controller import TOPIC_CONFIGS
+from quorum.controller import TOPIC_CONFIGS, long_at_least
 from quorum.image import MetadataImage
 from quorum.records import CONFIG_RESOURCE_BROKER, ConfigRecord, MetadataRecord
 
@@ -66,41 +66,29 @@ LOG_CONFIG_SYNONYMS: Mapping[str, str] = {
 }
 
 
-def _long(minimum: int) -> Callable[[str], bool]:
-    """Kafka's INT/LONG type check with a lower bound."""
-
-    def check(value: str) -> bool:
-        try:
-            return minimum <= int(value) <= 2**63 - 1
-        except ValueError:
-            return False
-
-    return check
-
-
-_INT = _long(-(2**63))
-_POSITIVE = _long(1)
+_INT = long_at_least(-(2**63))
+_POSITIVE = long_at_least(1)
 # Cluster-wide dynamic keys besides the log ones, with Kafka's type checks where we have them.
 _OTHER_CLUSTER_WIDE: Mapping[str, Callable[[str], bool] | None] = {
     # LogCleaner.ReconfigurableConfigs
-    "log.cleaner.threads": _long(0),
+    "log.cleaner.threads": long_at_least(0),
     "log.cleaner.dedupe.buffer.size": _INT,
     "log.cleaner.io.buffer.load.factor": None,
-    "log.cleaner.io.buffer.size": _long(0),
+    "log.cleaner.io.buffer.size": long_at_least(0),
     "log.cleaner.io.max.bytes.per.second": None,
-    "log.cleaner.backoff.ms": _long(0),
+    "log.cleaner.backoff.ms": long_at_least(0),
     # DynamicThreadPool, SocketServer, metrics, producer state
     "num.io.threads": _POSITIVE,
     "num.replica.fetchers": _INT,
     "num.recovery.threads.per.data.dir": _POSITIVE,
     "background.threads": _POSITIVE,
     "num.network.threads": _POSITIVE,
-    "max.connections.per.ip": _long(0),
+    "max.connections.per.ip": long_at_least(0),
     "max.connections.per.ip.overrides": None,
-    "max.connections": _long(0),
-    "max.connection.creation.rate": _long(0),
+    "max.connections": long_at_least(0),
+    "max.connection.creation.rate": long_at_least(0),
     "metric.reporters": None,
-    "producer.id.expiration.ms": _long(1),
+    "producer.id.expiration.ms": long_at_least(1),
     "transaction.partition.verification.enable": lambda v: v.lower() in ("true", "false"),
 }
 # DynamicListenerConfig's keys: per-broker only (a broker id, never the cluster default).

@@ -71,7 +71,9 @@ LOST_DIRECTORY_ID = uuid.UUID(int=1)
 # -- topic configs --------------------------------------------------------------------------------
 
 
-def _long(minimum: int) -> Callable[[str], bool]:
+def long_at_least(minimum: int) -> Callable[[str], bool]:
+    """Kafka's INT/LONG type check with a lower bound (topic and broker configs)."""
+
     def check(value: str) -> bool:
         try:
             return minimum <= int(value) <= 2**63 - 1
@@ -105,29 +107,29 @@ _BOOLEAN = _one_of("true", "false")
 TOPIC_CONFIGS: Mapping[str, Callable[[str], bool]] = {
     "cleanup.policy": _cleanup_policy,
     "compression.type": _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-    "delete.retention.ms": _long(0),
-    "file.delete.delay.ms": _long(0),
-    "flush.messages": _long(1),
-    "flush.ms": _long(0),
-    "index.interval.bytes": _long(0),
-    "local.retention.bytes": _long(-2),
-    "local.retention.ms": _long(-2),
-    "max.compaction.lag.ms": _long(1),
-    "max.message.bytes": _long(0),
-    "message.timestamp.after.max.ms": _long(0),
-    "message.timestamp.before.max.ms": _long(0),
-    "message.timestamp.difference.max.ms": _long(0),
+    "delete.retention.ms": long_at_least(0),
+    "file.delete.delay.ms": long_at_least(0),
+    "flush.messages": long_at_least(1),
+    "flush.ms": long_at_least(0),
+    "index.interval.bytes": long_at_least(0),
+    "local.retention.bytes": long_at_least(-2),
+    "local.retention.ms": long_at_least(-2),
+    "max.compaction.lag.ms": long_at_least(1),
+    "max.message.bytes": long_at_least(0),
+    "message.timestamp.after.max.ms": long_at_least(0),
+    "message.timestamp.before.max.ms": long_at_least(0),
+    "message.timestamp.difference.max.ms": long_at_least(0),
     "message.timestamp.type": _one_of("CreateTime", "LogAppendTime"),
     "min.cleanable.dirty.ratio": _ratio,
-    "min.compaction.lag.ms": _long(0),
-    "min.insync.replicas": _long(1),
+    "min.compaction.lag.ms": long_at_least(0),
+    "min.insync.replicas": long_at_least(1),
     "preallocate": _BOOLEAN,
-    "retention.bytes": _long(-1),
-    "retention.ms": _long(-1),
-    "segment.bytes": _long(14),
-    "segment.index.bytes": _long(4),
-    "segment.jitter.ms": _long(0),
-    "segment.ms": _long(1),
+    "retention.bytes": long_at_least(-1),
+    "retention.ms": long_at_least(-1),
+    "segment.bytes": long_at_least(14),
+    "segment.index.bytes": long_at_least(4),
+    "segment.jitter.ms": long_at_least(0),
+    "segment.ms": long_at_least(1),
     "unclean.leader.election.enable": _BOOLEAN,
 }
 
