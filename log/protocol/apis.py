@@ -104,20 +104,25 @@ def _api(
 # fmt: off
 APIS: dict[int, Api] = {api.api_key: api for api in (
     # v11 knows TRANSACTION_ABORTABLE; v12 (KIP-890 part 2) lets a transaction version 2 producer
-    # send to a partition not yet in its transaction: the leader adds it (same layout as v11).
-    _api("Produce", produce.PRODUCE_REQUEST, produce.PRODUCE_RESPONSE, "0-12", "3-12", "0-2"),
-    _api("Fetch", fetch.FETCH_REQUEST, fetch.FETCH_RESPONSE, "0-17", "4-17", "0-3"),
-    # v7 max timestamp (-3), v8 earliest local (-4), v9 latest tiered (-5), v10 timeout_ms
-    _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-10",
-         "1-10", "0"),
+    # send to a partition not yet in its transaction: the leader adds it (same layout as v11);
+    # v13 names topics by id (KIP-516: UNKNOWN_TOPIC_ID for an id this broker does not know).
+    _api("Produce", produce.PRODUCE_REQUEST, produce.PRODUCE_RESPONSE, "0-13", "3-13", "0-2"),
+    # v18 (KIP-1166): a follower's known high watermark, tagged; our leaders do not use it.
+    _api("Fetch", fetch.FETCH_REQUEST, fetch.FETCH_RESPONSE, "0-18", "4-18", "0-3"),
+    # v7 max timestamp (-3), v8 earliest local (-4), v9 latest tiered (-5), v10 timeout_ms,
+    # v11 earliest pending upload (-6)
+    _api("ListOffsets", offsets.LIST_OFFSETS_REQUEST, offsets.LIST_OFFSETS_RESPONSE, "0-11",
+         "1-11", "0"),
     _api("Metadata", metadata.METADATA_REQUEST, metadata.METADATA_RESPONSE, "0-13", "1-13"),
-    # v9: KIP-848 members commit with their member epoch (STALE_MEMBER_EPOCH otherwise)
-    _api("OffsetCommit", groups.OFFSET_COMMIT_REQUEST, groups.OFFSET_COMMIT_RESPONSE, "0-9", "2-9",
-         "0-1"),
+    # v9: KIP-848 members commit with their member epoch (STALE_MEMBER_EPOCH otherwise);
+    # v10 names topics by id (UNKNOWN_TOPIC_ID for an id this broker does not know)
+    _api("OffsetCommit", groups.OFFSET_COMMIT_REQUEST, groups.OFFSET_COMMIT_RESPONSE, "0-10",
+         "2-10", "0-1"),
     # v7's require_stable (KIP-447): UNSTABLE_OFFSET_COMMIT while a transaction's offsets wait
-    # v8 batches groups, v9 checks a KIP-848 member's id and epoch (STALE_MEMBER_EPOCH)
-    _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-9", "1-9",
-         "0"),
+    # v8 batches groups, v9 checks a KIP-848 member's id and epoch (STALE_MEMBER_EPOCH), v10
+    # names topics by id
+    _api("OffsetFetch", groups.OFFSET_FETCH_REQUEST, groups.OFFSET_FETCH_RESPONSE, "0-10",
+         "1-10", "0"),
     _api("FindCoordinator", coordinator.FIND_COORDINATOR_REQUEST,
          coordinator.FIND_COORDINATOR_RESPONSE, "0-6", "0-6"),
     # JoinGroup v7 answers the protocol type, v8 carries a reason (logged), v9 skip_assignment
@@ -126,8 +131,9 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("Heartbeat", groups.HEARTBEAT_REQUEST, groups.HEARTBEAT_RESPONSE, "0-4", "0-4"),
     _api("LeaveGroup", groups.LEAVE_GROUP_REQUEST, groups.LEAVE_GROUP_RESPONSE, "0-5", "0-5"),
     _api("SyncGroup", groups.SYNC_GROUP_REQUEST, groups.SYNC_GROUP_RESPONSE, "0-5", "0-5"),
+    # v6 (KIP-1043): GROUP_ID_NOT_FOUND with a message for a group that does not exist
     _api("DescribeGroups", groups.DESCRIBE_GROUPS_REQUEST, groups.DESCRIBE_GROUPS_RESPONSE,
-         "0-5", "0-5"),
+         "0-6", "0-6"),
     _api("ListGroups", groups.LIST_GROUPS_REQUEST, groups.LIST_GROUPS_RESPONSE, "0-5", "0-5"),
     # v5+ requests are answered with the v0 error body (KIP-511), see `api_versions_error_body`.
     # v3+ carry the supported and finalized features (tagged); v4 also lists min-0 features.

@@ -80,8 +80,10 @@ def decode_response(
 # v4+ is the batched, verify-only request partition leaders send (KIP-890 part 1). And our
 # producer is a transaction version 1 client, as Kafka's is on a cluster without
 # transaction.version 2: Produce v12, EndTxn v5 and TxnOffsetCommit v5 ask for TV2's implicit
-# adds and epoch bump per transaction, which its transactions do not follow.
-CLIENT_MAX_VERSIONS = {24: 3, 0: 11, 26: 4, 28: 4}
+# adds and epoch bump per transaction, which its transactions do not follow. Our clients name
+# topics by name: OffsetCommit v10 (and Produce v13) name them by id; and `quorumlog groups`
+# reads a KIP-848 group's Dead answer of DescribeGroups v5, which v6 turns into an error.
+CLIENT_MAX_VERSIONS = {24: 3, 0: 11, 26: 4, 28: 4, 8: 9, 15: 5}
 
 
 def choose_versions(broker_api_keys: list[Any]) -> dict[int, int]:

@@ -4,10 +4,11 @@ Request: v3 max_bytes, v4 isolation_level, v5 log_start_offset, v7 session_id/se
 forgotten_topics_data (KIP-227), v9 current_leader_epoch, v11 rack_id, v12 flexible with
 last_fetched_epoch (the leader detects divergence in the fetch) and the tagged cluster_id, v13
 topic ids instead of names (KIP-516), v15 the tagged replica_state (replica id and broker epoch,
-KIP-903) instead of replica_id, v17 the tagged replica_directory_id. Response: v1 throttle, v4
+KIP-903) instead of replica_id, v17 the tagged replica_directory_id, v18 the tagged
+high_watermark a follower knows (KIP-1166; the maximum int64 when it does not say). Response: v1 throttle, v4
 last_stable_offset and aborted_transactions, v5 log_start_offset, v7 error_code and session_id,
 v11 preferred_read_replica, v12 the tagged diverging_epoch, current_leader and snapshot_id, v13
-topic ids, v16 the tagged node_endpoints (KIP-951).
+topic ids, v16 the tagged node_endpoints (KIP-951); v18 changes nothing in the response.
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -35,7 +36,7 @@ from log.protocol.schema import (  # noqa: F401
 FETCH_REQUEST = message(
     "FetchRequest",
     api_key=1,
-    versions="0-17",
+    versions="0-18",
     flexible_versions="12+",
     fields=(
         F("cluster_id", STRING, "12+", nullable="12+", default=None, tag=0),
@@ -61,6 +62,7 @@ FETCH_REQUEST = message(
                         F("log_start_offset", INT64, "5+", default=-1),
                         F("partition_max_bytes", INT32),
                         F("replica_directory_id", UUID, "17+", tag=0),
+                        F("high_watermark", INT64, "18+", default=0x7FFFFFFFFFFFFFFF, tag=1),
                     ))),
             ))),
         F("forgotten_topics_data", ARRAY(STRUCT("ForgottenTopic",
@@ -75,7 +77,7 @@ FETCH_REQUEST = message(
 FETCH_RESPONSE = message(
     "FetchResponse",
     api_key=1,
-    versions="0-17",
+    versions="0-18",
     flexible_versions="12+",
     fields=(
         F("throttle_time_ms", INT32, "1+"),

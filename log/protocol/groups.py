@@ -5,9 +5,11 @@ JoinGroup v6 is flexible, v7 answers the protocol type (protocol name nullable),
 client's reason, v9 answers skip_assignment (KIP-814). SyncGroup v4 is flexible, v5 carries and
 answers the protocol type and name (KIP-559). Heartbeat v4 is flexible. LeaveGroup v3 replaces
 member_id by a members batch (KIP-345), v4 is flexible, v5 adds each member's reason. DescribeGroups
-v5 and DeleteGroups v2 are flexible. OffsetCommit v8 is flexible and v9
+v5 and DeleteGroups v2 are flexible; DescribeGroups v6 answers a group it does not know with
+GROUP_ID_NOT_FOUND and an error message (KIP-1043). OffsetCommit v8 is flexible and v9
 carries a KIP-848 member epoch (same fields); OffsetFetch v8 batches groups, v9 adds the member
-id and epoch. OffsetCommit v0-1 and OffsetFetch
+id and epoch. OffsetCommit v10 and OffsetFetch v10 name topics by topic_id instead of name, in
+the request and the response (KIP-848). OffsetCommit v0-1 and OffsetFetch
 v0 are declared but refused (see apis.py).
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
@@ -27,6 +29,7 @@ from log.protocol.schema import (  # noqa: F401
     RECORDS,
     STRING,
     STRUCT,
+    UUID,
     F,
     message,
 )
@@ -166,7 +169,7 @@ LEAVE_GROUP_RESPONSE = message(
 OFFSET_COMMIT_REQUEST = message(
     "OffsetCommitRequest",
     api_key=8,
-    versions="0-9",
+    versions="0-10",
     flexible_versions="8+",
     fields=(
         F("group_id", STRING),
@@ -175,7 +178,8 @@ OFFSET_COMMIT_REQUEST = message(
         F("group_instance_id", STRING, "7+", nullable="7+", default=None),
         F("retention_time_ms", INT64, "2-4", default=-1),
         F("topics", ARRAY(STRUCT("OffsetCommitRequestTopic",
-                F("name", STRING),
+                F("name", STRING, "0-9"),
+                F("topic_id", UUID, "10+"),
                 F("partitions", ARRAY(STRUCT("OffsetCommitRequestPartition",
                         F("partition_index", INT32),
                         F("committed_offset", INT64),
@@ -190,12 +194,13 @@ OFFSET_COMMIT_REQUEST = message(
 OFFSET_COMMIT_RESPONSE = message(
     "OffsetCommitResponse",
     api_key=8,
-    versions="0-9",
+    versions="0-10",
     flexible_versions="8+",
     fields=(
         F("throttle_time_ms", INT32, "3+"),
         F("topics", ARRAY(STRUCT("OffsetCommitResponseTopic",
-                F("name", STRING),
+                F("name", STRING, "0-9"),
+                F("topic_id", UUID, "10+"),
                 F("partitions", ARRAY(STRUCT("OffsetCommitResponsePartition",
                         F("partition_index", INT32),
                         F("error_code", INT16),
@@ -207,7 +212,7 @@ OFFSET_COMMIT_RESPONSE = message(
 OFFSET_FETCH_REQUEST = message(
     "OffsetFetchRequest",
     api_key=9,
-    versions="0-9",
+    versions="0-10",
     flexible_versions="6+",
     fields=(
         F("group_id", STRING, "0-7"),
@@ -221,7 +226,8 @@ OFFSET_FETCH_REQUEST = message(
                 F("member_id", STRING, "9+", nullable="9+", default=None),
                 F("member_epoch", INT32, "9+", default=-1),
                 F("topics", ARRAY(STRUCT("OffsetFetchRequestTopics",
-                        F("name", STRING),
+                        F("name", STRING, "8-9"),
+                        F("topic_id", UUID, "10+"),
                         F("partition_indexes", ARRAY(INT32)),
                     )), nullable="8+"),
             )), "8+"),
@@ -232,7 +238,7 @@ OFFSET_FETCH_REQUEST = message(
 OFFSET_FETCH_RESPONSE = message(
     "OffsetFetchResponse",
     api_key=9,
-    versions="0-9",
+    versions="0-10",
     flexible_versions="6+",
     fields=(
         F("throttle_time_ms", INT32, "3+"),
@@ -250,7 +256,8 @@ OFFSET_FETCH_RESPONSE = message(
         F("groups", ARRAY(STRUCT("OffsetFetchResponseGroup",
                 F("group_id", STRING),
                 F("topics", ARRAY(STRUCT("OffsetFetchResponseTopics",
-                        F("name", STRING),
+                        F("name", STRING, "8-9"),
+                        F("topic_id", UUID, "10+"),
                         F("partitions", ARRAY(STRUCT("OffsetFetchResponsePartitions",
                                 F("partition_index", INT32),
                                 F("committed_offset", INT64),
@@ -295,7 +302,7 @@ LIST_GROUPS_RESPONSE = message(
 DESCRIBE_GROUPS_REQUEST = message(
     "DescribeGroupsRequest",
     api_key=15,
-    versions="0-5",
+    versions="0-6",
     flexible_versions="5+",
     fields=(
         F("groups", ARRAY(STRING)),
@@ -306,12 +313,13 @@ DESCRIBE_GROUPS_REQUEST = message(
 DESCRIBE_GROUPS_RESPONSE = message(
     "DescribeGroupsResponse",
     api_key=15,
-    versions="0-5",
+    versions="0-6",
     flexible_versions="5+",
     fields=(
         F("throttle_time_ms", INT32, "1+"),
         F("groups", ARRAY(STRUCT("DescribedGroup",
                 F("error_code", INT16),
+                F("error_message", STRING, "6+", nullable="6+", default=None),
                 F("group_id", STRING),
                 F("group_state", STRING),
                 F("protocol_type", STRING),

@@ -1,7 +1,8 @@
 """ListOffsets (2) and OffsetForLeaderEpoch (23): offsets by timestamp, and epoch end offsets.
 
 ListOffsets timestamps: -1 latest, -2 earliest, -3 max timestamp (v7+, KIP-734), -4 earliest
-local (v8+) and -5 latest tiered (v9+, KIP-1005). v0 (old_style_offsets) is declared but refused;
+local (v8+), -5 latest tiered (v9+, KIP-1005) and -6 earliest pending upload (v11+, KIP-1023;
+v11 is v10's layout). v0 (old_style_offsets) is declared but refused;
 v2 isolation_level, v4 current_leader_epoch and leader_epoch, v6 flexible, v10 timeout_ms (for
 tiered storage reads). OffsetForLeaderEpoch (followers' truncation, KIP-101/279): v1
 leader_epoch in the response, v2 current_leader_epoch and throttle, v3 replica_id, v4 flexible.
@@ -31,7 +32,7 @@ from log.protocol.schema import (  # noqa: F401
 LIST_OFFSETS_REQUEST = message(
     "ListOffsetsRequest",
     api_key=2,
-    versions="0-10",
+    versions="0-11",
     flexible_versions="6+",
     fields=(
         F("replica_id", INT32),
@@ -52,7 +53,7 @@ LIST_OFFSETS_REQUEST = message(
 LIST_OFFSETS_RESPONSE = message(
     "ListOffsetsResponse",
     api_key=2,
-    versions="0-10",
+    versions="0-11",
     flexible_versions="6+",
     fields=(
         F("throttle_time_ms", INT32, "2+"),

@@ -6,8 +6,9 @@ v0-2 request, advertised for old librdkafka but refused, can be answered UNSUPPO
 partition). Response: v1 throttle, v2 log_append_time_ms, v5 log_start_offset, v8 record_errors
 and error_message, v10 (KIP-951) the tagged current_leader per partition and node_endpoints of
 those leaders, so a client told NOT_LEADER_OR_FOLLOWER goes to the new leader without a
-metadata request. v11 (transaction version 2) is not declared yet. acks=0 gets no response
-frame at all.
+metadata request. v11 knows TRANSACTION_ABORTABLE, v12 is v11 for transaction version 2;
+v13 (KIP-516) names topics by topic_id instead of name, in the request and the response.
+acks=0 gets no response frame at all.
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -26,6 +27,7 @@ from log.protocol.schema import (  # noqa: F401
     RECORDS,
     STRING,
     STRUCT,
+    UUID,
     F,
     message,
 )
@@ -34,14 +36,15 @@ from log.protocol.schema import (  # noqa: F401
 PRODUCE_REQUEST = message(
     "ProduceRequest",
     api_key=0,
-    versions="0-12",
+    versions="0-13",
     flexible_versions="9+",
     fields=(
         F("transactional_id", STRING, "3+", nullable="3+", default=None),
         F("acks", INT16),
         F("timeout_ms", INT32),
         F("topic_data", ARRAY(STRUCT("TopicProduceData",
-                F("name", STRING),
+                F("name", STRING, "0-12"),
+                F("topic_id", UUID, "13+"),
                 F("partition_data", ARRAY(STRUCT("PartitionProduceData",
                         F("index", INT32),
                         F("records", RECORDS, nullable="0+"),
@@ -53,11 +56,12 @@ PRODUCE_REQUEST = message(
 PRODUCE_RESPONSE = message(
     "ProduceResponse",
     api_key=0,
-    versions="0-12",
+    versions="0-13",
     flexible_versions="9+",
     fields=(
         F("responses", ARRAY(STRUCT("TopicProduceResponse",
-                F("name", STRING),
+                F("name", STRING, "0-12"),
+                F("topic_id", UUID, "13+"),
                 F("partition_responses", ARRAY(STRUCT("PartitionProduceResponse",
                         F("index", INT32),
                         F("error_code", INT16),

@@ -46,7 +46,7 @@ async def test_list_offsets_v10_special_timestamps(broker):
     """v10 with every special timestamp: -1 latest, -2 earliest, -3 max timestamp, -4 earliest
     local (= earliest: nothing is tiered), -5 latest tiered (offset -1, epoch -1, as Kafka answers
     without remote storage); the same -4 at v7 is UNSUPPORTED_VERSION for its partition."""
-    assert _advertised(2) == (1, 10)
+    assert _advertised(2) == (1, 11)  # v11: test_kafka41_versions.py
     L = LIST_OFFSETS_REQUEST.cls
     await broker.create_topic(TOPIC)
     client = await WireClient.connect(broker.port)
@@ -166,7 +166,7 @@ async def test_group_apis_at_kafka4_versions(nursery, tmp_path):
         L.MemberIdentity(member_id=third, group_instance_id="i1", reason="shutting down")]))  # fmt: skip
     assert (left.error_code, [m.error_code for m in left.members]) == (0, [0])
     assert await heartbeat(third) == ErrorCode.UNKNOWN_MEMBER_ID
-    assert [_advertised(k) for k in (15, 42)] == [(0, 5), (0, 2)]
+    assert [_advertised(k) for k in (15, 42)] == [(0, 6), (0, 2)]  # v6: test_kafka41_versions.py
     described = await client.call(15, 5, DESCRIBE_GROUPS_REQUEST.cls(groups=["g4"]))
     assert [(g.error_code, g.group_state, g.protocol_type) for g in described.groups] == [
         (0, "Empty", "consumer")]  # fmt: skip

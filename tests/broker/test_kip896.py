@@ -99,7 +99,7 @@ async def test_removed_versions_are_refused_and_not_advertised(nursery, tmp_path
 async def test_legacy_node_answers_and_advertises_them(nursery, tmp_path):
     broker = await start_broker(nursery, tmp_path, **LEGACY)
     ranges = await advertised(broker.port)
-    assert ranges[19] == (0, 7) and ranges[32] == (0, 4) and ranges[8] == (2, 9)  # never had 0-1
+    assert ranges[19] == (0, 7) and ranges[32] == (0, 4) and ranges[8] == (2, 10)  # never had 0-1
     client = await WireClient.connect(broker.port)
     created = await client.call(19, 0, create_topics("old"))
     assert [(t.name, t.error_code) for t in created.topics] == [("old", ErrorCode.NONE)]

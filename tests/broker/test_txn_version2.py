@@ -112,7 +112,7 @@ async def test_a_tv2_transaction_bumps_the_epoch_and_adds_partitions_itself(nurs
     v3 = await client.call(18, 3, API_VERSIONS_REQUEST.cls())
     assert v3.supported_features == [] and len(v3.finalized_features) == 2
     ranges = {k.api_key: k.max_version for k in v4.api_keys}
-    assert (ranges[0], ranges[26], ranges[28]) == (12, 5, 5)
+    assert (ranges[0], ranges[26], ranges[28]) == (13, 5, 5)
 
     await find_coordinator(client, "tv2")
     await find_coordinator(client, GROUP, key_type=0)

@@ -86,7 +86,7 @@ def test_librdkafka_style_v3_request_is_answered_in_one_round_trip():
     (response,) = client.receive_data(conn.send_response(event, api_versions_body()))
     assert response.api_version == 3 and response.body.error_code == ErrorCode.NONE
     advertised = {k.api_key: (k.min_version, k.max_version) for k in response.body.api_keys}
-    assert advertised[0] == (0, 12) and advertised[1] == (4, 17) and advertised[3] == (1, 13)
+    assert advertised[0] == (0, 13) and advertised[1] == (4, 18) and advertised[3] == (1, 13)
     assert advertised[18] == (0, 4) and advertised[16] == (0, 5)
     assert set(advertised) == DEFAULT_ADVERTISED
     assert 24 not in advertised  # transaction APIs are opt-in
@@ -374,14 +374,15 @@ def test_choose_versions_against_our_own_advertisement():
     from log.protocol.client_codec import choose_versions
 
     chosen = choose_versions(supported_api_versions())
-    assert chosen[0] == 11 and chosen[1] == 17 and chosen[3] == 13 and chosen[22] == 6
+    assert chosen[0] == 11 and chosen[1] == 18 and chosen[3] == 13 and chosen[22] == 6
+    assert (chosen[8], chosen[15]) == (9, 5)  # our clients: topics by name, v5 Dead groups
     entry = APIS[18].response.cls.ApiVersion
     # AddPartitionsToTxn v4+ is what partition leaders send (KIP-890): a client stays at v3
     assert choose_versions([entry(api_key=24, min_version=0, max_version=5)]) == {24: 3}
     assert choose_versions([entry(api_key=0, min_version=12, max_version=13)]) == {}
     assert choose_versions(
         [entry(api_key=1, min_version=4, max_version=19), entry(api_key=999)]
-    ) == {1: 17}
+    ) == {1: 18}
 
 
 _ALL_VERSIONS = [

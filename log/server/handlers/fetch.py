@@ -1,6 +1,7 @@
 """Fetch: read record batches from led partitions up to the high watermark, long-polling.
 
-Versions 4-17 (_Fetch reads any of them): v13+ names topics by id (resolved through this
+Versions 4-18 (_Fetch reads any of them; v18's tagged high_watermark, the one a follower
+knows (KIP-1166), is read and not used: a follower's fetch waits as before): v13+ names topics by id (resolved through this
 broker's image; an id it does not know -> UNKNOWN_TOPIC_ID for those partitions), v15+ carries
 the fetching replica and its broker epoch in the tagged replica_state (KIP-903: a fetch from an
 incarnation older than the registration in our image -> STALE_BROKER_EPOCH for the request; the

@@ -223,27 +223,33 @@ async def handle_leave_group(ctx: BrokerContext, request: Request) -> object:
 async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
     """v1's per-partition commit_timestamp and v2-v4's retention_time_ms are honoured as Kafka
     does: -1 means now / offsets.retention.ms, else the offset expires retention_time_ms from
-    now (written as OffsetCommitValue version 1)."""
+    now (written as OffsetCommitValue version 1). v10 names topics by id: resolved through this
+    broker's image, an id it does not know is UNKNOWN_TOPIC_ID for each of its partitions
+    (before topic authorization, as Kafka's KafkaApis), and the answer names them by id."""
     body = request.body
+    by_id = request.api_version >= 10
     # authorization: READ on the group, and on each topic (TOPIC_AUTHORIZATION_FAILED)
     require_group(ctx, request, AclOperation.READ, body.group_id)
-    may_read = {t.name: allowed(ctx, request, AclOperation.READ, ResourceType.TOPIC, t.name)
-                for t in body.topics}  # fmt: skip
+    image = ctx.replica_manager.sync()
+    names = [_topic_name(image, t, by_id) for t in body.topics]
+    may_read = {name: allowed(ctx, request, AclOperation.READ, ResourceType.TOPIC, name)
+                for name in names if name is not None}  # fmt: skip
     now_ms = ctx.clock_ms()
     retention_time_ms = body.retention_time_ms
     expire_timestamp_ms = -1 if retention_time_ms == -1 else now_ms + retention_time_ms
-    image = ctx.replica_manager.sync()
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    codes: dict[tuple[str, int], int] = {}
+    codes: dict[tuple[Any, int], int] = {}
     max_metadata_bytes = ctx.config.props.get(
         "offset.metadata.max.bytes", OFFSET_METADATA_MAX_BYTES
     )
-    for t in body.topics:
-        known = image.topic(t.name)
+    for name, t in zip(names, body.topics, strict=True):
+        known = image.topic(name) if name is not None else None
         for p in t.partitions:
-            tp = (t.name, p.partition_index)
+            tp = (name, p.partition_index)
             metadata = p.committed_metadata or ""
-            if not may_read[t.name]:
+            if name is None:
+                codes[tp] = ErrorCode.UNKNOWN_TOPIC_ID
+            elif not may_read[name]:
                 codes[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif known is None or p.partition_index not in known.partitions:
                 codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -251,7 +257,7 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
                 codes[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 commit_timestamp_ms = p.commit_timestamp
-                offsets[tp] = OffsetAndMetadata(
+                offsets[(name, p.partition_index)] = OffsetAndMetadata(
                     p.committed_offset,
                     p.committed_leader_epoch,
                     metadata,
@@ -271,18 +277,27 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
     return OC(
         topics=[
             OC.OffsetCommitResponseTopic(
-                name=t.name,
+                **({"topic_id": t.topic_id} if by_id else {"name": t.name}),
                 partitions=[
                     OC.OffsetCommitResponsePartition(
                         partition_index=p.partition_index,
-                        error_code=codes[(t.name, p.partition_index)],
+                        error_code=codes[(name, p.partition_index)],
                     )
                     for p in t.partitions
                 ],
             )
-            for t in body.topics
+            for name, t in zip(names, body.topics, strict=True)
         ]
     )
+
+
+def _topic_name(image: Any, topic: Any, by_id: bool) -> str | None:
+    """A request topic's name: its own, or (v10+ OffsetCommit/OffsetFetch, named by id) the
+    name this broker's image has for its id, None when the image does not know the id."""
+    if not by_id:
+        return topic.name
+    known = image.topics.get(topic.topic_id)
+    return None if known is None else known.name
 
 
 async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:
@@ -310,35 +325,50 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:
 
 
 async def _fetch_group(ctx: BrokerContext, request: Request, group: object) -> object:
-    """One group of an OffsetFetch v8+ batch."""
+    """One group of an OffsetFetch v8+ batch. v10 names topics by id: an id this broker's image
+    does not know is UNKNOWN_TOPIC_ID for each partition asked; fetching all of a group's
+    offsets answers the topics the image has an id for (a deleted topic's offsets, which no id
+    names any more, are left out)."""
     G = OF.OffsetFetchResponseGroup  # noqa: N806
+    P = G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions  # noqa: N806
     group_id = group.group_id  # type: ignore[attr-defined]
     if not allowed(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return G(group_id=group_id, topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    by_id = request.api_version >= 10
+    image = ctx.replica_manager.sync()
     topics = group.topics  # type: ignore[attr-defined]
     wanted = None
+    unknown_ids: list[Any] = []
     if topics is not None:
-        wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
+        named = [(_topic_name(image, t, by_id), t) for t in topics]
+        unknown_ids = [t for name, t in named if name is None]
+        wanted = [(name, p) for name, t in named if name is not None
+                  for p in t.partition_indexes]  # fmt: skip
     code, rows = _fetch_offsets(
         ctx, request, group_id, wanted,
         getattr(group, "member_id", None), getattr(group, "member_epoch", -1),
     )  # fmt: skip
     if code:
         return G(group_id=group_id, topics=[], error_code=code)
-    return G(
-        group_id=group_id,
-        topics=[
-            G.OffsetFetchResponseTopics(
-                name=name,
-                partitions=[
-                    G.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(**row)
-                    for row in parts
-                ],
-            )  # fmt: skip
+    if not by_id:
+        answered = [
+            G.OffsetFetchResponseTopics(name=name, partitions=[P(**row) for row in parts])
             for name, parts in rows.items()
-        ],
-        error_code=0,
-    )
+        ]
+    else:
+        ids = image.topic_ids_by_name
+        answered = [
+            G.OffsetFetchResponseTopics(topic_id=ids[name], partitions=[P(**row) for row in parts])
+            for name, parts in rows.items()
+            if name in ids
+        ] + [
+            G.OffsetFetchResponseTopics(topic_id=t.topic_id, partitions=[
+                P(partition_index=p, committed_offset=-1, metadata="",
+                  error_code=ErrorCode.UNKNOWN_TOPIC_ID)
+                for p in t.partition_indexes])
+            for t in unknown_ids
+        ]  # fmt: skip
+    return G(group_id=group_id, topics=answered, error_code=0)
 
 
 def _fetch_offsets(
@@ -427,6 +457,9 @@ async def handle_list_groups(ctx: BrokerContext, request: Request) -> object:
 
 
 async def handle_describe_groups(ctx: BrokerContext, request: Request) -> object:
+    """A classic group's state and members. A group that does not exist (or is a KIP-848
+    consumer group: ConsumerGroupDescribe describes those) is Dead without an error before v6,
+    GROUP_ID_NOT_FOUND with Kafka's message from v6 (KIP-1043)."""
     groups = driver(ctx)
     described = []
     for group_id in request.body.groups[:MAX_DESCRIBE_GROUPS]:
@@ -451,6 +484,16 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request) -> object
             state = GroupState.DEAD.value if group_id not in groups.core.offsets else "Empty"
             if group_id in groups.core.consumer_groups:
                 state = GroupState.DEAD.value  # Kafka: not a classic group (ConsumerGroupDescribe)
+            if state == GroupState.DEAD.value and request.api_version >= 6:
+                # KIP-1043: v6 says so instead of describing a Dead group (Kafka's messages)
+                message = (f"Group {group_id} is not a classic group."
+                           if group_id in groups.core.consumer_groups
+                           else f"Group {group_id} not found.")  # fmt: skip
+                described.append(DG.DescribedGroup(
+                    error_code=ErrorCode.GROUP_ID_NOT_FOUND, error_message=message,
+                    group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                    members=[]))  # fmt: skip
+                continue
             described.append(
                 DG.DescribedGroup(
                     error_code=0,

@@ -4,7 +4,9 @@ ListOffsets: -2 earliest (log_start_offset), -1 latest (what the asker can read:
 watermark for read_uncommitted consumers, the last stable offset for read_committed ones
 (isolation_level 1, v2+), the log end offset for replicas), -3 max timestamp (v7+), -4 earliest
 local (v8+: with no tiered storage the log start offset, as -2), -5 latest tiered (v9+: with no
-tiered storage offset -1, epoch -1, as Kafka answers without remote storage), else the first
+tiered storage offset -1, epoch -1, as Kafka answers without remote storage), -6 earliest
+pending upload (v11+, KIP-1023: the same offset -1, epoch -1, Kafka's answer for a log without
+remote storage), else the first
 offset whose timestamp >= the given one, below that same bound (offset -1 when none). A special
 timestamp below the version that introduced it, or an unknown negative one, gets
 UNSUPPORTED_VERSION for its partition (Kafka's `isListOffsetsTimestampUnsupported`). Leader
@@ -26,6 +28,7 @@ from log.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-1005: the first offset still on local disk
 LATEST_TIERED_TIMESTAMP = -5  # KIP-1005: the last offset copied to remote storage
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6  # KIP-1023: the first offset not yet copied to remote
 # The first ListOffsets version that may ask for each special timestamp.
 _TIMESTAMP_MIN_VERSION = {
     EARLIEST_TIMESTAMP: 1,
@@ -33,6 +36,7 @@ _TIMESTAMP_MIN_VERSION = {
     MAX_TIMESTAMP: 7,
     EARLIEST_LOCAL_TIMESTAMP: 8,
     LATEST_TIERED_TIMESTAMP: 9,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11,
 }
 
 
@@ -69,7 +73,8 @@ def _list_offset(ctx: BrokerContext, image, topic: str, p, is_replica: bool,  # 
                 partition_index=p.partition_index, error_code=0, timestamp=-1, offset=offset,
                 leader_epoch=-1 if epoch is None else epoch,
             )  # fmt: skip
-        if p.timestamp == LATEST_TIERED_TIMESTAMP:  # nothing is tiered: no offset
+        if p.timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            # nothing is tiered here: Kafka answers both without an offset
             return L.ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1,
                 leader_epoch=-1,

@@ -26,13 +26,17 @@ both steps in one.
 This handler adds what is Produce's own: acks outside {-1, 0, 1} -> INVALID_REQUIRED_ACKS for
 every partition; NOT_LEADER_OR_FOLLOWER answers (v10+, KIP-951) carry the partition's current
 leader and epoch from this broker's image, and that leader's endpoint in node_endpoints, so the
-client retries there without a metadata request. acks=0 gets no response; broker.py closes the
+client retries there without a metadata request. v13+ names topics by id (KIP-516): resolved
+through this broker's image; an id it does not know is UNKNOWN_TOPIC_ID for its partitions,
+before any authorization (as Kafka's KafkaApis), and the answer names topics by the ids asked.
+acks=0 gets no response; broker.py closes the
 connection when such a request had an error (Kafka does, so the client refreshes its metadata).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import Any
 
 from log.common.acl import AclOperation, ResourceType
@@ -59,7 +63,7 @@ async def append_produce(ctx: BrokerContext, request: Request) -> list[AppendRes
     request's order (acks=-1 ones still to be acknowledged: `complete_produce`)."""
     body = request.body
     acks = body.acks
-    entries = _entries(body)
+    entries = _entries(ctx, request)
     # -- authorization: WRITE on each topic (and the transactional id) ------------------
     refused = _refusals(ctx, request, entries)
     entries_allowed = [entry for entry, code in zip(entries, refused, strict=True) if not code]
@@ -78,18 +82,21 @@ async def complete_produce(
     """acks=-1: wait until the high watermark passes each appended batch; the response."""
     await ctx.replica_manager.await_acks(results, request.body.timeout_ms)
     with_hints = request.api_version >= 10
-    entries = _entries(request.body)
+    by_id = request.api_version >= 13
+    entries = _entries(ctx, request)
+    topic_ids = _topic_ids(request.body) if by_id else []
     hints = LeaderHints(
         ctx.replica_manager.sync(), R.PartitionProduceResponse.LeaderIdAndEpoch, R.NodeEndpoint
     )
     hints.listener = listener_of(request)
-    by_topic: dict[str, list] = {}
-    for (topic, index, _), result in zip(entries, results, strict=True):
+    by_topic: dict[Any, list] = {}  # by name, v13+ by the topic id asked
+    for position, ((topic, index, _), result) in enumerate(zip(entries, results, strict=True)):
         info = result.info
         hint = hints.no_hint
         if with_hints and result.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
             hint = hints.current_leader(topic, index)
-        by_topic.setdefault(topic, []).append(
+        key = topic_ids[position] if by_id else topic
+        by_topic.setdefault(key, []).append(
             R.PartitionProduceResponse(
                 index=index,
                 error_code=result.error_code,
@@ -100,11 +107,18 @@ async def complete_produce(
                 current_leader=hint,
             )
         )
-    return R(
-        responses=[
+    if by_id:
+        responses = [
+            R.TopicProduceResponse(topic_id=topic_id, partition_responses=partitions)
+            for topic_id, partitions in by_topic.items()
+        ]
+    else:
+        responses = [
             R.TopicProduceResponse(name=name, partition_responses=partitions)
             for name, partitions in by_topic.items()
-        ],
+        ]
+    return R(
+        responses=responses,
         node_endpoints=hints.node_endpoints(),
     )
 
@@ -132,17 +146,34 @@ async def _verify_and_append(
     return [results[i] for i in range(len(entries))]
 
 
-def _entries(body: Any) -> list[tuple[str, int, Any]]:
+def _entries(ctx: BrokerContext, request: Request) -> list[tuple[Any, int, Any]]:
+    """(topic name, partition, records) per partition of the request, in its order; v13+
+    topics come by id: a name from this broker's image, None for an id it does not know."""
+    body = request.body
+    if request.api_version < 13:
+        return [
+            (topic_data.name, partition_data.index, partition_data.records)
+            for topic_data in body.topic_data
+            for partition_data in topic_data.partition_data
+        ]
+    topics = ctx.image.topics
+    names = {t.topic_id: getattr(topics.get(t.topic_id), "name", None) for t in body.topic_data}
     return [
-        (topic_data.name, partition_data.index, partition_data.records)
+        (names[topic_data.topic_id], partition_data.index, partition_data.records)
         for topic_data in body.topic_data
         for partition_data in topic_data.partition_data
     ]
 
 
+def _topic_ids(body: Any) -> list[uuid.UUID]:
+    """The topic id of each partition of a v13+ request, in the order of `_entries`."""
+    return [t.topic_id for t in body.topic_data for _ in t.partition_data]
+
+
 def _refusals(ctx: BrokerContext, request: Request, entries: list[Any]) -> list[ErrorCode]:
-    """Per entry: NONE, or the authorization error it gets instead of being appended
-    (Kafka's: every partition fails when the transactional id may not be written)."""
+    """Per entry: NONE, or the error it gets instead of being appended (Kafka's order: every
+    partition fails when the transactional id may not be written; then a v13+ topic id this
+    broker does not know (name None) is UNKNOWN_TOPIC_ID; then WRITE on each topic)."""
     transactional_id = getattr(request.body, "transactional_id", None)
     if transactional_id is not None and not allowed(
         ctx, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
@@ -151,11 +182,14 @@ def _refusals(ctx: BrokerContext, request: Request, entries: list[Any]) -> list[
     may_write = {
         topic: allowed(ctx, request, AclOperation.WRITE, ResourceType.TOPIC, topic)
         for topic in {entry[0] for entry in entries}
+        if topic is not None
     }
     return [
-        ErrorCode.NONE if may_write[entry[0]] else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        ErrorCode.UNKNOWN_TOPIC_ID if entry[0] is None
+        else ErrorCode.NONE if may_write[entry[0]]
+        else ErrorCode.TOPIC_AUTHORIZATION_FAILED
         for entry in entries
-    ]
+    ]  # fmt: skip
 
 
 def without_records(request: Request) -> Request:

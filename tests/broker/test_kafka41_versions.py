@@ -1,0 +1,171 @@
+"""The request versions Kafka 4.1-4.3 added (issue 19), each on the wire at its top version
+against a real in-process broker, its new fields exercised.
+
+Produce v13 and Fetch v18 (topics by id; Fetch v18's tagged high_watermark of a follower),
+ListOffsets v11 (-6, earliest pending upload), OffsetCommit v10 / OffsetFetch v10 (topics by
+id), DescribeGroups v6 (GROUP_ID_NOT_FOUND with Kafka's message). Layouts from Apache Kafka
+4.3's JSON message definitions.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from log.common.errors import ErrorCode
+from log.protocol.apis import APIS
+from log.protocol.coordinator import FIND_COORDINATOR_REQUEST
+from log.protocol.fetch import FETCH_REQUEST
+from log.protocol.groups import (
+    DESCRIBE_GROUPS_REQUEST,
+    OFFSET_COMMIT_REQUEST,
+    OFFSET_FETCH_REQUEST,
+)
+from log.protocol.offsets import LIST_OFFSETS_REQUEST
+from log.protocol.produce import PRODUCE_REQUEST
+from log.records.batch_header import iter_batches
+from log.records.builder import Record, build_batch
+from tests.broker.conftest import WireClient, produce_body, start_broker
+
+TOPIC = "by-id"
+
+
+def _advertised(api_key: int) -> tuple[int, int]:
+    return APIS[api_key].advertised_versions()
+
+
+def _produce_by_id(*topics: tuple[uuid.UUID, bytes]):
+    P = PRODUCE_REQUEST.cls
+    return P(acks=-1, timeout_ms=5000, topic_data=[
+        P.TopicProduceData(topic_id=topic_id, partition_data=[
+            P.PartitionProduceData(index=0, records=records)])
+        for topic_id, records in topics])  # fmt: skip
+
+
+async def test_produce_v13_and_fetch_v18_by_topic_id(broker):
+    """Produce v13 names the topic by id and hears back by id; an unknown id is
+    UNKNOWN_TOPIC_ID for its partition while the known one is appended. Fetch v18 (by id, with
+    a follower's high_watermark in a partition: tagged, read and not used) returns the
+    records; v12 by name still works beside it."""
+    assert (_advertised(0), _advertised(1)) == ((0, 13), (4, 18))
+    await broker.create_topic(TOPIC)
+    topic_id = broker.quorum.image.topic_ids_by_name[TOPIC]
+    unknown = uuid.uuid4()
+    client = await WireClient.connect(broker.port)
+    body = _produce_by_id((topic_id, build_batch([Record(b"one"), Record(b"two")])),
+                          (unknown, build_batch([Record(b"lost")])))  # fmt: skip
+    answer = await client.call(0, 13, body)
+    got = {(t.topic_id, t.name): [(p.index, p.error_code, p.base_offset)
+                                  for p in t.partition_responses]
+           for t in answer.responses}  # fmt: skip
+    # v13 has no name on the wire: decoded, it is the default ""
+    assert got == {
+        (topic_id, ""): [(0, 0, 0)],
+        (unknown, ""): [(0, ErrorCode.UNKNOWN_TOPIC_ID, -1)],
+    }
+    by_name = await client.call(0, 12, produce_body(TOPIC, 0, build_batch([Record(b"three")])))
+    assert [(t.name, t.partition_responses[0].base_offset) for t in by_name.responses] == [
+        (TOPIC, 2)]  # fmt: skip
+
+    F = FETCH_REQUEST.cls
+    fetched = await client.call(1, 18, F(
+        max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[F.FetchTopic(
+            topic_id=topic_id, partitions=[F.FetchPartition(
+                partition=0, fetch_offset=0, partition_max_bytes=1 << 20, high_watermark=1)])]))  # fmt: skip
+    [topic] = fetched.responses
+    [partition] = topic.partitions
+    assert (topic.topic_id, partition.error_code, partition.high_watermark) == (topic_id, 0, 3)
+    counts = [header.record_count for _, header in iter_batches(bytes(partition.records))]
+    assert counts == [2, 1]
+    await client.aclose()
+
+
+async def test_list_offsets_v11_earliest_pending_upload(broker):
+    """-6 (earliest pending upload, KIP-1023) at v11: nothing is tiered here, so offset -1 and
+    epoch -1, Kafka's answer for a log without remote storage; at v10 it is UNSUPPORTED_VERSION
+    for its partition, and -7 is no timestamp at all."""
+    assert _advertised(2) == (1, 11)
+    L = LIST_OFFSETS_REQUEST.cls
+    await broker.create_topic(TOPIC)
+    client = await WireClient.connect(broker.port)
+    produced = await client.call(0, 9, produce_body(TOPIC, 0, build_batch([Record(b"x")])))
+    assert produced.responses[0].partition_responses[0].error_code == 0
+
+    async def ask(version: int, *timestamps: int) -> list:
+        partitions = [L.ListOffsetsPartition(partition_index=0, timestamp=t) for t in timestamps]
+        body = L(replica_id=-1, isolation_level=0, timeout_ms=1000,
+                 topics=[L.ListOffsetsTopic(name=TOPIC, partitions=partitions)])  # fmt: skip
+        response = await client.call(2, version, body)
+        return [(p.error_code, p.offset, p.timestamp, p.leader_epoch)
+                for p in response.topics[0].partitions]  # fmt: skip
+
+    pending, latest = await ask(11, -6, -1)
+    assert pending == (0, -1, -1, -1) and latest[:2] == (0, 1)
+    assert (await ask(10, -6))[0][0] == ErrorCode.UNSUPPORTED_VERSION
+    assert (await ask(11, -7))[0][0] == ErrorCode.UNSUPPORTED_VERSION
+    await client.aclose()
+
+
+async def test_offsets_v10_by_topic_id_and_describe_groups_v6(nursery, tmp_path):
+    """OffsetCommit v10 commits by topic id (an unknown id: UNKNOWN_TOPIC_ID, the known topic
+    committed); OffsetFetch v10 reads it back by id, asked (the unknown id again
+    UNKNOWN_TOPIC_ID) and all of the group's; v9 by name sees the same offset. DescribeGroups
+    v6: the group with offsets is Empty; a group that does not exist is GROUP_ID_NOT_FOUND with
+    Kafka's message (before v6: Dead, no error)."""
+    assert [_advertised(k) for k in (8, 9, 15)] == [(2, 10), (1, 10), (0, 6)]
+    broker = await start_broker(nursery, tmp_path, **{"offsets.topic.num.partitions": 1})
+    await broker.create_topic(TOPIC, partitions=2)
+    topic_id = broker.quorum.image.topic_ids_by_name[TOPIC]
+    unknown = uuid.uuid4()
+    client = await WireClient.connect(broker.port)
+    found = FIND_COORDINATOR_REQUEST.cls(key_type=0, coordinator_keys=["g41"])
+    # The first creates __consumer_offsets: COORDINATOR_NOT_AVAILABLE until then.
+    for _ in range(100):
+        if (await client.call(10, 6, found)).coordinators[0].error_code == 0:
+            break
+    else:
+        raise AssertionError("no group coordinator")
+
+    C = OFFSET_COMMIT_REQUEST.cls
+    committed = await client.call(8, 10, C(
+        group_id="g41", generation_id_or_member_epoch=-1, member_id="", topics=[
+            C.OffsetCommitRequestTopic(topic_id=topic_id, partitions=[
+                C.OffsetCommitRequestPartition(partition_index=1, committed_offset=7,
+                                               committed_metadata="m")]),
+            C.OffsetCommitRequestTopic(topic_id=unknown, partitions=[
+                C.OffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                               committed_metadata=None)])]))  # fmt: skip
+    assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions])
+            for t in committed.topics] == [
+        (topic_id, [(1, 0)]), (unknown, [(0, ErrorCode.UNKNOWN_TOPIC_ID)])]  # fmt: skip
+
+    O = OFFSET_FETCH_REQUEST.cls  # noqa: E741, N806
+
+    async def fetch(version: int, topics) -> list:
+        body = O(groups=[O.OffsetFetchRequestGroup(group_id="g41", topics=topics)],
+                 require_stable=True)  # fmt: skip
+        [group] = (await client.call(9, version, body)).groups
+        assert group.error_code == 0
+        return [(t.topic_id if version >= 10 else t.name,
+                 [(p.partition_index, p.committed_offset, p.metadata, p.error_code)
+                  for p in t.partitions]) for t in group.topics]  # fmt: skip
+
+    asked = await fetch(10, [O.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+        topic_id=topic_id, partition_indexes=[0, 1]),
+        O.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+        topic_id=unknown, partition_indexes=[3])])  # fmt: skip
+    assert asked == [(topic_id, [(0, -1, "", 0), (1, 7, "m", 0)]),
+                     (unknown, [(3, -1, "", ErrorCode.UNKNOWN_TOPIC_ID)])]  # fmt: skip
+    assert await fetch(10, None) == [(topic_id, [(1, 7, "m", 0)])]
+    assert await fetch(9, None) == [(TOPIC, [(1, 7, "m", 0)])]
+
+    D = DESCRIBE_GROUPS_REQUEST.cls
+
+    async def describe(version: int) -> list:
+        body = await client.call(15, version, D(groups=["g41", "nope"]))
+        return [(g.group_id, g.error_code, g.error_message, g.group_state) for g in body.groups]
+
+    assert await describe(6) == [
+        ("g41", 0, None, "Empty"),
+        ("nope", ErrorCode.GROUP_ID_NOT_FOUND, "Group nope not found.", "")]  # fmt: skip
+    assert await describe(5) == [("g41", 0, None, "Empty"), ("nope", 0, None, "Dead")]
+    await client.aclose()
