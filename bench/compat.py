@@ -55,6 +55,17 @@ NODE_SETTINGS = (
     ("group.initial.rebalance.delay.ms", 3000),
 )
 SUITES = ("librdkafka", "confluent-python", "kafka-python")
+# kafka-python's integration tests run on a cluster of their own with what their fixture's
+# kafka.properties (servers/resources/default) sets for groups: test_group's consumers use a
+# 3 s session timeout, below Kafka's default minimum of 6 s (INVALID_SESSION_TIMEOUT).
+KAFKA_PYTHON_SETTINGS = (
+    *(setting for setting in NODE_SETTINGS if setting[0] != "group.initial.rebalance.delay.ms"),
+    ("group.min.session.timeout.ms", 1000),
+    ("group.initial.rebalance.delay.ms", 0),
+)
+# Per test: its clients' own default API timeout is 60 s (test_kafka_consumer_offsets_for_times_
+# errors waits that long for its KafkaTimeoutError), so a 60 s kill cut it short.
+KAFKA_PYTHON_TEST_TIMEOUT_S = 90
 # kafka-python's tests pin their clients to this broker version's request versions (no
 # ApiVersions negotiation): Kafka 3.7's, as librdkafka's run. Where ours stop lower (JoinGroup
 # v6+, DescribeConfigs v3+: tests/compat/librdkafka.md) its tests find it; at 4.0.0 every test
@@ -250,7 +261,8 @@ def run_kafka_python(bootstrap: str, tests_root: Path | None, log_dir: Path) -> 
         return result
     report = log_dir / "kafka-python.xml"
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-               "--timeout", "60", "--junitxml", str(report), "test/integration"]  # fmt: skip
+               "--timeout", str(KAFKA_PYTHON_TEST_TIMEOUT_S), "--junitxml", str(report),
+               "test/integration"]  # fmt: skip
     first = bootstrap.split(",")[0]
     # Its fixtures check that a Kafka distribution directory exists even for an external broker
     # (they create topics with the admin client, never run its scripts then): an empty one.
@@ -330,21 +342,27 @@ async def run_all(args: argparse.Namespace, work: Path) -> list[SuiteResult]:
     if "librdkafka" in args.suites and LIBRDKAFKA_DIR.exists():
         numbers = args.rdkafka_tests or rdkafka_test_numbers()
     results = []
-    layout = ClusterLayout(work / "cluster", 3, base_port, extra_properties=NODE_SETTINGS)
-    async with LocalCluster(layout) as cluster:
-        bootstrap = cluster.bootstrap_servers
-        print(f"cluster: {bootstrap} ({work})", flush=True)
-        if "librdkafka" in args.suites:
-            ours = [n for n in numbers if n not in RDKAFKA_SCENARIOS]
-            rdkafka = await trio.to_thread.run_sync(run_rdkafka, bootstrap, ours, log_dir)
-            results.append(rdkafka)
-        if "confluent-python" in args.suites:
-            results.append(
-                await trio.to_thread.run_sync(
-                    run_confluent_python, bootstrap, args.ck_tests, log_dir
+    if {"librdkafka", "confluent-python"} & set(args.suites):
+        layout = ClusterLayout(work / "cluster", 3, base_port, extra_properties=NODE_SETTINGS)
+        async with LocalCluster(layout) as cluster:
+            bootstrap = cluster.bootstrap_servers
+            print(f"cluster: {bootstrap} ({work})", flush=True)
+            if "librdkafka" in args.suites:
+                ours = [n for n in numbers if n not in RDKAFKA_SCENARIOS]
+                rdkafka = await trio.to_thread.run_sync(run_rdkafka, bootstrap, ours, log_dir)
+                results.append(rdkafka)
+            if "confluent-python" in args.suites:
+                results.append(
+                    await trio.to_thread.run_sync(
+                        run_confluent_python, bootstrap, args.ck_tests, log_dir
+                    )
                 )
-            )
-        if "kafka-python" in args.suites:
+    if "kafka-python" in args.suites:
+        layout = ClusterLayout(work / "cluster-kafka-python", 3, free_base_port(),
+                               extra_properties=KAFKA_PYTHON_SETTINGS)  # fmt: skip
+        async with LocalCluster(layout) as cluster:
+            bootstrap = cluster.bootstrap_servers
+            print(f"cluster (kafka-python's group settings): {bootstrap}", flush=True)
             results.append(
                 await trio.to_thread.run_sync(run_kafka_python, bootstrap, args.kp_tests, log_dir)
             )

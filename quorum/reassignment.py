@@ -20,7 +20,9 @@ A new target replaces an ongoing reassignment (computed from the replicas before
 those not being added); a null target cancels it (the added replicas go, the removed stay).
 Errors per partition are Kafka's: INVALID_REPLICA_ASSIGNMENT (empty, duplicate or unregistered
 brokers), UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS (a cancel with nothing to
-cancel).
+cancel), and INVALID_REPLICATION_FACTOR when the request disallows replication factor changes
+(KIP-860, AlterPartitionReassignments v1) and the target's size differs from the replica set
+the partition is headed for (its replicas, less those being removed), with Kafka's message.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class ReassignableTopic:
 @dataclass(frozen=True)
 class AlterPartitionReassignmentsRequest:
     topics: tuple[ReassignableTopic, ...]
+    allow_replication_factor_change: bool = True  # KIP-860
 
 
 @dataclass(frozen=True)
@@ -179,8 +182,9 @@ def alter_partition_reassignments(
                 )
                 continue
             code, message, record = _reassign(
-                image, topic.topic_id, wanted, state, policy_for(item.name)
-            )
+                image, topic.topic_id, wanted, state, policy_for(item.name),
+                request.allow_replication_factor_change,
+            )  # fmt: skip
             if record is not None:
                 records.append(record)
             results.append(ReassignmentResult(wanted.partition, code, message))
@@ -194,6 +198,7 @@ def _reassign(
     wanted: ReassignablePartition,
     state: PartitionRegistration,
     policy: ElectionPolicy,
+    allow_replication_factor_change: bool = True,
 ) -> tuple[ErrorCode, str | None, MetadataRecord | None]:
     if wanted.replicas is None:
         if not state.is_reassigning:
@@ -210,5 +215,9 @@ def _reassign(
             problem = f"unregistered brokers in {list(target)}"
         if problem is not None:
             return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem, None
+        heading = len(set(state.replicas) - set(state.removing_replicas))
+        if not allow_replication_factor_change and len(target) != heading:
+            message = f"The replication factor is changed from {heading} to {len(target)}"
+            return ErrorCode.INVALID_REPLICATION_FACTOR, message, None
         new = _start(state, target, image.is_live, policy)
     return ErrorCode.NONE, None, change_record(topic_id, wanted.partition, state, new)

@@ -199,18 +199,19 @@ DESCRIBE_CONFIGS_RESPONSE = message(
 DESCRIBE_CLUSTER_REQUEST = message(
     "DescribeClusterRequest",
     api_key=60,
-    versions="0-1",
+    versions="0-2",
     flexible_versions="0+",
     fields=(
         F("include_cluster_authorized_operations", BOOL),
         F("endpoint_type", INT8, "1+", default=1),
+        F("include_fenced_brokers", BOOL, "2+"),  # KIP-1073
     ),
 )
 
 DESCRIBE_CLUSTER_RESPONSE = message(
     "DescribeClusterResponse",
     api_key=60,
-    versions="0-1",
+    versions="0-2",
     flexible_versions="0+",
     fields=(
         F("throttle_time_ms", INT32),
@@ -224,6 +225,7 @@ DESCRIBE_CLUSTER_RESPONSE = message(
                 F("host", STRING),
                 F("port", INT32),
                 F("rack", STRING, nullable="0+", default=None),
+                F("is_fenced", BOOL, "2+"),
             ))),
         F("cluster_authorized_operations", INT32, default=-2147483648),
     ),
@@ -402,10 +404,11 @@ ELECT_LEADERS_RESPONSE = message(
 ALTER_PARTITION_REASSIGNMENTS_REQUEST = message(
     "AlterPartitionReassignmentsRequest",
     api_key=45,
-    versions="0",
+    versions="0-1",
     flexible_versions="0+",
     fields=(
         F("timeout_ms", INT32, default=60000),
+        F("allow_replication_factor_change", BOOL, "1+", default=True),  # KIP-860
         F("topics", ARRAY(STRUCT("ReassignableTopic",
                 F("name", STRING),
                 F("partitions", ARRAY(STRUCT("ReassignablePartition",
@@ -419,10 +422,11 @@ ALTER_PARTITION_REASSIGNMENTS_REQUEST = message(
 ALTER_PARTITION_REASSIGNMENTS_RESPONSE = message(
     "AlterPartitionReassignmentsResponse",
     api_key=45,
-    versions="0",
+    versions="0-1",
     flexible_versions="0+",
     fields=(
         F("throttle_time_ms", INT32),
+        F("allow_replication_factor_change", BOOL, "1+", default=True),
         F("error_code", INT16),
         F("error_message", STRING, nullable="0+"),
         F("responses", ARRAY(STRUCT("ReassignableTopicResponse",

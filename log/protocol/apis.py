@@ -172,8 +172,9 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # kafka-transactions.sh: each broker answers for the transactional ids it coordinates.
     _api("DescribeTransactions", transaction_admin.DESCRIBE_TRANSACTIONS_REQUEST,
          transaction_admin.DESCRIBE_TRANSACTIONS_RESPONSE, "0", "0"),
+    # v1 a duration filter (KIP-994), v2 a transactional id pattern (KIP-1152)
     _api("ListTransactions", transaction_admin.LIST_TRANSACTIONS_REQUEST,
-         transaction_admin.LIST_TRANSACTIONS_RESPONSE, "0-1", "0-1"),
+         transaction_admin.LIST_TRANSACTIONS_RESPONSE, "0-2", "0-2"),
     # v3: each config's type and, when asked, documentation (KIP-569); v4 flexible
     _api("DescribeConfigs", admin.DESCRIBE_CONFIGS_REQUEST, admin.DESCRIBE_CONFIGS_RESPONSE,
          "0-4", "0-4", "0"),
@@ -184,10 +185,12 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # KIP-848 consumer groups (log/coordinator/consumer_group_state.py)
     _api("ConsumerGroupHeartbeat", consumer_group.CONSUMER_GROUP_HEARTBEAT_REQUEST,
          consumer_group.CONSUMER_GROUP_HEARTBEAT_RESPONSE, "0-1", "0-1"),
+    # v1 (KIP-1099): each member's type (ours are all consumer members)
     _api("ConsumerGroupDescribe", consumer_group.CONSUMER_GROUP_DESCRIBE_REQUEST,
-         consumer_group.CONSUMER_GROUP_DESCRIBE_RESPONSE, "0", "0"),
+         consumer_group.CONSUMER_GROUP_DESCRIBE_RESPONSE, "0-1", "0-1"),
+    # v2 (KIP-1073): fenced brokers too when asked, each with is_fenced
     _api("DescribeCluster", admin.DESCRIBE_CLUSTER_REQUEST, admin.DESCRIBE_CLUSTER_RESPONSE,
-         "0-1", "0-1"),
+         "0-2", "0-2"),
     # Admin extras: declared and decodable, advertised only once the broker handles them.
     _api("AlterConfigs", admin.ALTER_CONFIGS_REQUEST, admin.ALTER_CONFIGS_RESPONSE, "0-2", "0-2"),
     _api("IncrementalAlterConfigs", admin.INCREMENTAL_ALTER_CONFIGS_REQUEST,
@@ -196,8 +199,9 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     _api("OffsetDelete", admin.OFFSET_DELETE_REQUEST,
          admin.OFFSET_DELETE_RESPONSE, "0", "0"),
     _api("ElectLeaders", admin.ELECT_LEADERS_REQUEST, admin.ELECT_LEADERS_RESPONSE, "0-2", "0-2"),
+    # v1 (KIP-860): allow_replication_factor_change
     _api("AlterPartitionReassignments", admin.ALTER_PARTITION_REASSIGNMENTS_REQUEST,
-         admin.ALTER_PARTITION_REASSIGNMENTS_RESPONSE, "0", "0"),
+         admin.ALTER_PARTITION_REASSIGNMENTS_RESPONSE, "0-1", "0-1"),
     _api("ListPartitionReassignments", admin.LIST_PARTITION_REASSIGNMENTS_REQUEST,
          admin.LIST_PARTITION_REASSIGNMENTS_RESPONSE, "0", "0"),
     _api("DescribeProducers", producers.DESCRIBE_PRODUCERS_REQUEST,

@@ -4,12 +4,13 @@ ConsumerGroupDescribe (69).
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in
 snake_case. ConsumerGroupHeartbeat v1 (KIP-1082) has the client make up its member id and adds
-subscribed_topic_regex.
+subscribed_topic_regex. ConsumerGroupDescribe v1 (KIP-1099, Kafka 4.0) adds each member's
+member_type (-1 unknown, 0 classic, 1 consumer).
 """
 
 from __future__ import annotations
 
-from log.protocol.schema import ARRAY, BOOL, INT16, INT32, STRING, STRUCT, UUID, F, message
+from log.protocol.schema import ARRAY, BOOL, INT8, INT16, INT32, STRING, STRUCT, UUID, F, message
 
 # fmt: off
 CONSUMER_GROUP_HEARTBEAT_REQUEST = message(
@@ -58,7 +59,7 @@ CONSUMER_GROUP_HEARTBEAT_RESPONSE = message(
 CONSUMER_GROUP_DESCRIBE_REQUEST = message(
     "ConsumerGroupDescribeRequest",
     api_key=69,
-    versions="0",
+    versions="0-1",
     flexible_versions="0+",
     fields=(
         F("group_ids", ARRAY(STRING)),
@@ -77,7 +78,7 @@ _ASSIGNMENT = STRUCT("Assignment",
 CONSUMER_GROUP_DESCRIBE_RESPONSE = message(
     "ConsumerGroupDescribeResponse",
     api_key=69,
-    versions="0",
+    versions="0-1",
     flexible_versions="0+",
     fields=(
         F("throttle_time_ms", INT32),
@@ -100,6 +101,7 @@ CONSUMER_GROUP_DESCRIBE_RESPONSE = message(
                         F("subscribed_topic_regex", STRING, nullable="0+", default=None),
                         F("assignment", _ASSIGNMENT),
                         F("target_assignment", _ASSIGNMENT),
+                        F("member_type", INT8, "1+", default=-1),
                     ))),
                 F("authorized_operations", INT32, default=-2147483648),
             ))),

@@ -48,19 +48,20 @@ DESCRIBE_TRANSACTIONS_RESPONSE = message(
 LIST_TRANSACTIONS_REQUEST = message(
     "ListTransactionsRequest",
     api_key=66,
-    versions="0-1",
+    versions="0-2",
     flexible_versions="0+",
     fields=(
         F("state_filters", ARRAY(STRING)),
         F("producer_id_filters", ARRAY(INT64)),
         F("duration_filter", INT64, "1+", default=-1),
+        F("transactional_id_pattern", STRING, "2+", nullable="2+", default=None),  # KIP-1152
     ),
 )
 
 LIST_TRANSACTIONS_RESPONSE = message(
     "ListTransactionsResponse",
     api_key=66,
-    versions="0-1",
+    versions="0-2",
     flexible_versions="0+",
     fields=(
         F("throttle_time_ms", INT32),

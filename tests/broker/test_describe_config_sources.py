@@ -47,6 +47,7 @@ async def test_static_default_and_topic_synonyms(nursery, tmp_path):
             ("log.retention.ms", str(7 * 24 * 3600 * 1000), DEFAULT),
         ]
         assert (size.value, size.config_source) == ("1000", DYNAMIC_TOPIC)
+        assert not ms.read_only and not size.read_only  # a topic's configs: never read-only
         assert [(s.name, s.source) for s in size.synonyms] == [
             ("retention.bytes", DYNAMIC_TOPIC), ("log.retention.bytes", DEFAULT)]  # fmt: skip
     finally:

@@ -3,8 +3,9 @@ against a real in-process broker, its new fields exercised.
 
 Produce v13 and Fetch v18 (topics by id; Fetch v18's tagged high_watermark of a follower),
 ListOffsets v11 (-6, earliest pending upload), OffsetCommit v10 / OffsetFetch v10 (topics by
-id), DescribeGroups v6 (GROUP_ID_NOT_FOUND with Kafka's message). Layouts from Apache Kafka
-4.3's JSON message definitions.
+id), DescribeGroups v6 (GROUP_ID_NOT_FOUND with Kafka's message), and two versions Kafka 4.0
+already had: DescribeCluster v2 (fenced brokers, KIP-1073) and ConsumerGroupDescribe v1 (each
+member's type, KIP-1099). Layouts from Apache Kafka 4.3's JSON message definitions.
 """
 
 from __future__ import annotations
@@ -12,7 +13,12 @@ from __future__ import annotations
 import uuid
 
 from log.common.errors import ErrorCode
+from log.protocol.admin import ALTER_PARTITION_REASSIGNMENTS_REQUEST, DESCRIBE_CLUSTER_REQUEST
 from log.protocol.apis import APIS
+from log.protocol.consumer_group import (
+    CONSUMER_GROUP_DESCRIBE_REQUEST,
+    CONSUMER_GROUP_HEARTBEAT_REQUEST,
+)
 from log.protocol.coordinator import FIND_COORDINATOR_REQUEST
 from log.protocol.fetch import FETCH_REQUEST
 from log.protocol.groups import (
@@ -24,6 +30,8 @@ from log.protocol.offsets import LIST_OFFSETS_REQUEST
 from log.protocol.produce import PRODUCE_REQUEST
 from log.records.batch_header import iter_batches
 from log.records.builder import Record, build_batch
+from quorum import controller
+from quorum.records import BrokerEndpoint
 from tests.broker.conftest import WireClient, produce_body, start_broker
 
 TOPIC = "by-id"
@@ -109,10 +117,12 @@ async def test_offsets_v10_by_topic_id_and_describe_groups_v6(nursery, tmp_path)
     """OffsetCommit v10 commits by topic id (an unknown id: UNKNOWN_TOPIC_ID, the known topic
     committed); OffsetFetch v10 reads it back by id, asked (the unknown id again
     UNKNOWN_TOPIC_ID) and all of the group's; v9 by name sees the same offset. DescribeGroups
-    v6: the group with offsets is Empty; a group that does not exist is GROUP_ID_NOT_FOUND with
-    Kafka's message (before v6: Dead, no error)."""
-    assert [_advertised(k) for k in (8, 9, 15)] == [(2, 10), (1, 10), (0, 6)]
-    broker = await start_broker(nursery, tmp_path, **{"offsets.topic.num.partitions": 1})
+    v6: the group with offsets is Empty; a group that does not exist, or a KIP-848 consumer
+    group, is GROUP_ID_NOT_FOUND with Kafka's messages (before v6: Dead, no error); that
+    consumer group's member is a consumer member (type 1) in ConsumerGroupDescribe v1."""
+    assert [_advertised(k) for k in (8, 9, 15, 69)] == [(2, 10), (1, 10), (0, 6), (0, 1)]
+    broker = await start_broker(nursery, tmp_path, **{"offsets.topic.num.partitions": 1,
+                                                      "group.initial.rebalance.delay.ms": 0})  # fmt: skip
     await broker.create_topic(TOPIC, partitions=2)
     topic_id = broker.quorum.image.topic_ids_by_name[TOPIC]
     unknown = uuid.uuid4()
@@ -158,14 +168,110 @@ async def test_offsets_v10_by_topic_id_and_describe_groups_v6(nursery, tmp_path)
     assert await fetch(10, None) == [(topic_id, [(1, 7, "m", 0)])]
     assert await fetch(9, None) == [(TOPIC, [(1, 7, "m", 0)])]
 
+    HB = CONSUMER_GROUP_HEARTBEAT_REQUEST.cls
+    joined = await client.call(68, 1, HB(group_id="cg41", member_id="m1", member_epoch=0,
+                                         rebalance_timeout_ms=30_000,
+                                         subscribed_topic_names=[TOPIC], topic_partitions=[]))  # fmt: skip
+    assert (joined.error_code, joined.member_epoch) == (0, 1)
+    CD = CONSUMER_GROUP_DESCRIBE_REQUEST.cls
+    types = [[m.member_type for m in g.members] for version in (1, 0)
+             for g in (await client.call(69, version, CD(group_ids=["cg41"]))).groups]  # fmt: skip
+    assert types == [[1], [-1]]  # v0 has no member_type: decoded as its default
+
     D = DESCRIBE_GROUPS_REQUEST.cls
 
     async def describe(version: int) -> list:
-        body = await client.call(15, version, D(groups=["g41", "nope"]))
+        body = await client.call(15, version, D(groups=["g41", "nope", "cg41"]))
         return [(g.group_id, g.error_code, g.error_message, g.group_state) for g in body.groups]
 
+    not_found = ErrorCode.GROUP_ID_NOT_FOUND
     assert await describe(6) == [
         ("g41", 0, None, "Empty"),
-        ("nope", ErrorCode.GROUP_ID_NOT_FOUND, "Group nope not found.", "")]  # fmt: skip
-    assert await describe(5) == [("g41", 0, None, "Empty"), ("nope", 0, None, "Dead")]
+        ("nope", not_found, "Group nope not found.", ""),
+        ("cg41", not_found, "Group cg41 is not a classic group.", "")]  # fmt: skip
+    assert await describe(5) == [
+        ("g41", 0, None, "Empty"), ("nope", 0, None, "Dead"), ("cg41", 0, None, "Dead")]  # fmt: skip
+    await client.aclose()
+
+
+async def test_describe_cluster_v2_and_alter_partition_reassignments_v1(broker):
+    """DescribeCluster v2 (KIP-1073): a registered but fenced broker is listed, is_fenced, only
+    when include_fenced_brokers asks for it; the live broker is not fenced.
+    AlterPartitionReassignments v1 (KIP-860): with allow_replication_factor_change false, a
+    target whose size differs from the replica set the partition is headed for is
+    INVALID_REPLICATION_FACTOR with Kafka's message, and nothing moves."""
+    assert _advertised(60) == (0, 2)
+    request = controller.BrokerRegistrationRequest(
+        7, uuid.uuid4(), (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 1),))  # fmt: skip
+    records, _ = controller.register_broker(broker.quorum.image, request)
+    broker.quorum.commit(records)  # registered, never heartbeated: fenced
+    assert broker.quorum.image.brokers[7].fenced
+    client = await WireClient.connect(broker.port)
+    D = DESCRIBE_CLUSTER_REQUEST.cls
+
+    async def brokers(version: int, include_fenced: bool) -> list:
+        body = await client.call(60, version, D(include_cluster_authorized_operations=False,
+                                                include_fenced_brokers=include_fenced))  # fmt: skip
+        assert body.error_code == 0
+        return [(b.broker_id, b.port, b.is_fenced) for b in body.brokers]
+
+    assert await brokers(2, True) == [(1, broker.port, False), (7, 1, True)]
+    assert await brokers(2, False) == [(1, broker.port, False)]
+    assert await brokers(1, True) == [(1, broker.port, False)]  # v1: never fenced ones
+
+    # AlterPartitionReassignments v1 (KIP-860) onto that registered broker 7
+    assert _advertised(45) == (0, 1)
+    await broker.create_topic(TOPIC)
+    A = ALTER_PARTITION_REASSIGNMENTS_REQUEST.cls
+
+    async def reassign(version: int, replicas: list[int] | None, allow: bool) -> tuple:
+        body = await client.call(45, version, A(
+            timeout_ms=5000, allow_replication_factor_change=allow,
+            topics=[A.ReassignableTopic(name=TOPIC, partitions=[
+                A.ReassignablePartition(partition_index=0, replicas=replicas)])]))  # fmt: skip
+        [partition] = body.responses[0].partitions
+        return partition.error_code, partition.error_message
+
+    rf_changed = ErrorCode.INVALID_REPLICATION_FACTOR
+    assert await reassign(1, [1, 7], False) == (
+        rf_changed, "The replication factor is changed from 1 to 2")  # fmt: skip
+    assert broker.quorum.image.topic(TOPIC).partitions[0].replicas == (1,)
+    assert await reassign(0, [1, 7], False) == (0, None)  # v0 has no such field: allowed
+    state = broker.quorum.image.topic(TOPIC).partitions[0]
+    assert (state.replicas, state.adding_replicas) == ((1, 7), (7,))  # 7 is fenced: stays
+    assert await reassign(1, [7], False) == (
+        rf_changed, "The replication factor is changed from 2 to 1")  # fmt: skip
+    assert await reassign(1, None, False) == (0, None)  # a cancel changes no target
+    assert broker.quorum.image.topic(TOPIC).partitions[0].replicas == (1,)
+    await client.aclose()
+
+
+async def test_list_transactions_v2_transactional_id_pattern(nursery, tmp_path):
+    """ListTransactions v2 (KIP-1152): the pattern must match the whole transactional id (RE2,
+    as Kafka's RE2/J); empty or null lists every id; a pattern RE2 refuses is
+    INVALID_REGULAR_EXPRESSION."""
+    from log.protocol.transaction_admin import LIST_TRANSACTIONS_REQUEST
+    from tests.broker.test_txn_coordinator import find_coordinator, init
+
+    assert _advertised(66) == (0, 2)
+    broker = await start_broker(nursery, tmp_path, **{"transaction.state.log.num.partitions": 1})
+    client = await WireClient.connect(broker.port)
+    await find_coordinator(client, "orders-1")
+    for tid in ("orders-1", "orders-2", "other"):
+        assert (await init(client, tid)).error_code == 0
+    LT = LIST_TRANSACTIONS_REQUEST.cls
+
+    async def listed(version: int, pattern: str | None) -> tuple[int, list[str]]:
+        body = await client.call(66, version, LT(state_filters=[], producer_id_filters=[],
+                                                 transactional_id_pattern=pattern))  # fmt: skip
+        return body.error_code, sorted(t.transactional_id for t in body.transaction_states)
+
+    everyone = (0, ["orders-1", "orders-2", "other"])
+    assert await listed(2, "orders-.*") == (0, ["orders-1", "orders-2"])
+    assert await listed(2, "orders-[2-9]") == (0, ["orders-2"])
+    assert await listed(2, "orders") == (0, [])  # a prefix is no whole match
+    assert await listed(2, "") == everyone
+    assert await listed(2, None) == everyone
+    assert await listed(1, "orders-.*") == everyone  # v1 has no pattern on the wire
+    assert await listed(2, "orders-(") == (ErrorCode.INVALID_REGULAR_EXPRESSION, [])
     await client.aclose()

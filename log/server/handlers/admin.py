@@ -13,8 +13,8 @@ LogConfig models (plus any override it does not); each one's synonyms, highest f
 topic's override (1 TOPIC_CONFIG), then its broker-level name's layers: this broker's dynamic
 value (2 DYNAMIC_BROKER_CONFIG), the cluster default (3 DYNAMIC_DEFAULT_BROKER_CONFIG), the
 node's value when its properties set the key (4 STATIC_BROKER_CONFIG), the default (5
-DEFAULT_CONFIG); the first gives the entry's source. Broker resources: this broker's id lists
-the node's configuration (4 for the keys its properties set, 5 for the rest) under its dynamic
+DEFAULT_CONFIG); the first gives the entry's source; none is read-only. Broker resources: this
+broker's id lists the node's configuration (4 for the keys its properties set, 5 for the rest) under its dynamic
 configs (2, then 3), read_only unless Kafka can change the key dynamically; "" lists the
 cluster-wide dynamic defaults only (3), as Kafka does. Synonyms when asked (v1+); each config's
 type (v3+) and, when asked, documentation (config_types.py).
@@ -297,19 +297,20 @@ def _config_entry(
     value: str | None,
     source: int,
     version: int,
-    read_only: bool | None = None,
+    read_only: bool = False,
     synonyms: list[tuple[str, str | None, int]] | None = None,
     broker: bool = False,
     documentation: bool = False,
 ) -> object:
     """One described config; `synonyms` are (name, value, source), highest precedence first;
-    `broker`: a broker config (else a topic's); `documentation`: with its doc (v3+)."""
+    `broker`: a broker config (else a topic's); `documentation`: with its doc (v3+). A topic's
+    configs are never read-only (Kafka's ConfigHelper: any of them may be overridden)."""
     sensitive = _sensitive(name)
     config_type, doc = broker_config_type(name, sensitive) if broker else topic_config_type(name)
     return DC.DescribeConfigsResourceResult(
         name=name,
         value=None if sensitive else value,
-        read_only=source != SOURCE_TOPIC_CONFIG if read_only is None else read_only,
+        read_only=read_only,
         config_source=source,
         is_default=source == SOURCE_DEFAULT_CONFIG,
         is_sensitive=sensitive,

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 HB = CONSUMER_GROUP_HEARTBEAT_RESPONSE.cls
 CD = CONSUMER_GROUP_DESCRIBE_RESPONSE.cls
 MAX_DESCRIBE_GROUPS = 1_000
+# ConsumerGroupDescribe v1's member_type (KIP-1099): 0 a classic member of an upgraded group,
+# 1 a consumer member; our consumer groups hold consumer members only.
+CONSUMER_MEMBER_TYPE = 1
 
 
 def _driver(ctx: BrokerContext) -> GroupCoordinatorDriver:
@@ -138,6 +141,7 @@ async def handle_consumer_group_describe(ctx: BrokerContext, request: Request) -
                         subscribed_topic_regex=m.subscribed_topic_regex,
                         assignment=_assignment(m.assigned, names),
                         target_assignment=_assignment(group.target.get(m.member_id, {}), names),
+                        member_type=CONSUMER_MEMBER_TYPE,
                     )
                     for m in group.members.values()
                 ],

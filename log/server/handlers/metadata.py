@@ -10,7 +10,9 @@ knows is answered UNKNOWN_TOPIC_ID; topics are auto-created by name only.
 
 controller_id: clients (kafka-python's admin) send CreateTopics to it, so it must be a broker
 in the list. KRaft brokers answer a live broker there too; we answer the active controller's
-id when it is also a live broker (combined nodes), else this broker.
+id when it is also a live broker (combined nodes), else this broker. DescribeCluster lists the
+same brokers; v2 (KIP-1073) with include_fenced_brokers lists every registered one, each with
+is_fenced.
 """
 
 from __future__ import annotations
@@ -203,13 +205,25 @@ async def handle_describe_cluster(ctx: BrokerContext, request: Request) -> objec
     if request.body.include_cluster_authorized_operations:  # KIP-430
         cluster_operations = authorized_operations(ctx, request, ResourceType.CLUSTER,
                                                    CLUSTER_NAME)  # fmt: skip
+    listener = listener_of(request)
+    if request.api_version >= 2 and request.body.include_fenced_brokers:  # KIP-1073
+        brokers = [
+            D.DescribeClusterBroker(broker_id=registration.broker_id, host=endpoint.host,
+                                    port=endpoint.port, rack=registration.rack,
+                                    is_fenced=registration.fenced)
+            for _, registration in sorted(image.brokers.items())
+            for endpoint in registration.endpoints
+            if endpoint.name == listener
+        ]  # fmt: skip
+    else:
+        brokers = [
+            D.DescribeClusterBroker(broker_id=b, host=host, port=port, rack=rack)
+            for b, host, port, rack in live_brokers(image, listener)
+        ]
     return D(
         error_code=0,
         cluster_authorized_operations=cluster_operations,
         cluster_id=ctx.cluster_id,
         controller_id=visible_controller_id(ctx, image),
-        brokers=[
-            D.DescribeClusterBroker(broker_id=b, host=host, port=port, rack=rack)
-            for b, host, port, rack in live_brokers(image, listener_of(request))
-        ],
+        brokers=brokers,
     )

@@ -2,7 +2,9 @@
 replicas to other brokers (kafka-reassign-partitions.sh, AdminClient.alter_partition_
 reassignments), decided by the active controller (quorum/reassignment.py).
 
-Alter answers once this broker's image shows each started (or cancelled) reassignment, at most
+v1 (KIP-860) may disallow replication factor changes (the controller answers
+INVALID_REPLICATION_FACTOR per partition then). Alter answers once this broker's image shows
+each started (or cancelled) reassignment, at most
 timeout_ms (REQUEST_TIMED_OUT for one committed but not visible yet); the move itself finishes
 later, when the new replicas are in sync. List reads the ongoing reassignments from this
 broker's image: null topics means all of them; named partitions not being reassigned, and
@@ -48,7 +50,8 @@ async def handle_alter_partition_reassignments(ctx: BrokerContext, request: Requ
                 ),
             )
             for t in body.topics
-        )
+        ),
+        body.allow_replication_factor_change,  # v0: always true
     )
     response = await ctx.controller.alter_partition_reassignments(wanted)
     targets = {(t.name, p.partition): p.replicas for t in wanted.topics for p in t.partitions}
@@ -68,6 +71,7 @@ async def handle_alter_partition_reassignments(ctx: BrokerContext, request: Requ
     late = not await ctx.wait_for_partitions(changed, ready, body.timeout_ms)
     return A(
         throttle_time_ms=0,
+        allow_replication_factor_change=body.allow_replication_factor_change,
         error_code=response.error_code,
         error_message=response.error_message,
         responses=[

@@ -36,6 +36,7 @@ from log.coordinator.group_coordinator import (
     CoordinatorError,
     OffsetAndMetadata,
 )
+from log.coordinator.topic_regex import InvalidRegularExpression, compile_topic_regex
 from log.coordinator.transaction_driver import TRANSACTION_STATE_TOPIC, TransactionCoordinatorDriver
 from log.coordinator.transaction_state import TransactionState
 from log.protocol.connection import Request
@@ -390,12 +391,22 @@ async def handle_describe_transactions(ctx: BrokerContext, request: Request) -> 
 
 async def handle_list_transactions(ctx: BrokerContext, request: Request) -> object:
     """ListTransactions: the ids this broker coordinates, filtered as Kafka's
-    TransactionStateManager.listTransactionStates (Dead never listed)."""
+    TransactionStateManager.listTransactionStates (Dead never listed). v2's
+    transactional_id_pattern (KIP-1152; null or empty: no filter) keeps the ids it matches as a
+    whole, compiled with RE2 as Kafka's RE2/J (log/coordinator/topic_regex.py); a pattern RE2
+    refuses is INVALID_REGULAR_EXPRESSION for the request."""
     body = request.body
     known = {state.kafka_name for state in TransactionState}
     state_filters = set(body.state_filters)
     producer_filters = set(body.producer_id_filters)
     duration_ms = getattr(body, "duration_filter", -1)
+    id_pattern = None
+    if getattr(body, "transactional_id_pattern", None):
+        try:
+            id_pattern = compile_topic_regex(body.transactional_id_pattern)
+        except InvalidRegularExpression:
+            return LT(error_code=ErrorCode.INVALID_REGULAR_EXPRESSION, unknown_state_filters=[],
+                      transaction_states=[])  # fmt: skip
     now_ms = ctx.clock_ms()
     listed = []
     for md in driver(ctx).transactions():
@@ -408,6 +419,8 @@ async def handle_list_transactions(ctx: BrokerContext, request: Request) -> obje
         if state_filters and md.state.kafka_name not in state_filters:
             continue
         if duration_ms >= 0 and now_ms - md.txn_start_timestamp_ms <= duration_ms:
+            continue
+        if id_pattern is not None and id_pattern.fullmatch(md.transactional_id) is None:
             continue
         listed.append(
             LT.TransactionState(
