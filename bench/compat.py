@@ -13,7 +13,8 @@ ports, formatted with the two settings librdkafka's own test clusters use (`num.
   bring-your-own-cluster mode (`BROKERS=...`), Schema Registry and share-group (KIP-932, not
   implemented) tests left out;
 - kafka-python's integration tests (the release tag matching the venv's kafka-python: its
-  sdist's copy lacks test/service.py) in their external-broker mode (`KAFKA_URI`, one broker).
+  sdist's copy lacks test/service.py) in their external-broker mode (`KAFKA_URI`, one broker),
+  on a cluster of their own with their fixture's group settings (KAFKA_PYTHON_SETTINGS).
 
 Prints one table (suite, passed, failed, skipped) and writes it, with each test's result, to
 bench/results/compat.json, which `make bench` adds to its REPORT.md. A suite whose source is
@@ -67,10 +68,9 @@ KAFKA_PYTHON_SETTINGS = (
 # errors waits that long for its KafkaTimeoutError), so a 60 s kill cut it short.
 KAFKA_PYTHON_TEST_TIMEOUT_S = 90
 # kafka-python's tests pin their clients to this broker version's request versions (no
-# ApiVersions negotiation): Kafka 3.7's, as librdkafka's run. Where ours stop lower (JoinGroup
-# v6+, DescribeConfigs v3+: tests/compat/librdkafka.md) its tests find it; at 4.0.0 every test
-# failed at bootstrap (Metadata v13).
-KAFKA_VERSION = os.environ.get("COMPAT_KAFKA_VERSION", "3.7.0")
+# ApiVersions negotiation): Kafka 4.3's, the newest its master knows, now that we answer what
+# Kafka 4.0-4.3 added (tests/compat/kafka-python.md has the runs at 3.7.0, 4.0.0 and 4.3.0).
+KAFKA_VERSION = os.environ.get("COMPAT_KAFKA_VERSION", "4.3.0")
 RDKAFKA_KILL_S = 240  # per test number; the slowest passing test takes ~60 s on 2 busy cores
 # Quick mode turns these into no-ops: run them without -Q.
 RDKAFKA_NOT_QUICK = {"0018", "0019", "0022", "0026", "0045", "0061", "0102", "0122", "0132"}
@@ -78,9 +78,11 @@ RDKAFKA_NOT_QUICK |= {"0137"}
 # Tests that run only in a named scenario, on a second cluster (noautocreate:
 # auto.create.topics.enable=false, else a producer's metadata request recreates a deleted topic).
 RDKAFKA_SCENARIOS = {"0107": "noautocreate"}
-# Tests that add ACLs with Kafka's kafka-acls.sh: they get a KAFKA_PATH whose bin/kafka-acls.sh
-# runs bench/kafka_acls.py (Kafka's flags -> `quorumlog acls`).
-RDKAFKA_KAFKA_ACLS = {"0109", "0115", "0119"}
+# Tests that run Kafka's tools: they get a KAFKA_PATH whose bin/kafka-acls.sh runs
+# bench/kafka_acls.py (Kafka's flags -> `quorumlog acls`; 0109, 0115, 0119 add ACLs) and whose
+# bin/kafka-topics.sh runs bench/kafka_topics.py (`--create` -> `quorumlog topics create`; 0052
+# and 0077 create topics with configs), and BROKERS, where test.c's kafka-topics.sh call looks.
+RDKAFKA_KAFKA_TOOLS = {"0052", "0077", "0109", "0115", "0119"}
 # 0081 stops at its first failing admin API: run each API's subtest on its own.
 RDKAFKA_SUBTESTS = {"0081": ["do_test_CreateTopics", "do_test_DeleteTopics",
     "do_test_CreatePartitions", "do_test_AlterConfigs", "do_test_DescribeConfigs",
@@ -173,7 +175,7 @@ def run_rdkafka(bootstrap: str, numbers: list[str], log_dir: Path) -> SuiteResul
         "TEST_KAFKA_VERSION": "3.7.0",  # what our ApiVersions answer matches
         "RDKAFKA_TEST_CONF": str(conf),
     }
-    kafka_path = _kafka_acls_shim(log_dir / "kafka-path")
+    kafka_path = _kafka_tools_shim(log_dir / "kafka-path")
     start = time.monotonic()
     runs = [(n, s) for n in numbers for s in (RDKAFKA_SUBTESTS.get(n) or [""])]
     for number, subtest in runs:
@@ -182,8 +184,8 @@ def run_rdkafka(bootstrap: str, numbers: list[str], log_dir: Path) -> SuiteResul
         if number in RDKAFKA_SCENARIOS:
             command += ["-s", RDKAFKA_SCENARIOS[number]]
         run_env = {**env, "SUBTESTS": f"{subtest}:"} if subtest else env
-        if number in RDKAFKA_KAFKA_ACLS:
-            run_env = {**run_env, "KAFKA_PATH": str(kafka_path)}
+        if number in RDKAFKA_KAFKA_TOOLS:
+            run_env = {**run_env, "KAFKA_PATH": str(kafka_path), "BROKERS": bootstrap}
         output, code = _run(command + [number], tests_dir, run_env, RDKAFKA_KILL_S)
         (log_dir / f"rdkafka-{number}{subtest and '-' + subtest}.log").write_text(output)
         rows = parse_rdkafka(output)
@@ -208,14 +210,16 @@ def run_rdkafka(bootstrap: str, numbers: list[str], log_dir: Path) -> SuiteResul
     return result
 
 
-def _kafka_acls_shim(directory: Path) -> Path:
-    """A KAFKA_PATH directory whose bin/kafka-acls.sh is bench/kafka_acls.py."""
-    script = directory / "bin" / "kafka-acls.sh"
-    script.parent.mkdir(parents=True, exist_ok=True)
-    script.write_text(
-        f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m bench.kafka_acls "$@"\n'
-    )
-    script.chmod(0o755)
+def _kafka_tools_shim(directory: Path) -> Path:
+    """A KAFKA_PATH directory whose bin/kafka-acls.sh is bench/kafka_acls.py and whose
+    bin/kafka-topics.sh is bench/kafka_topics.py."""
+    for tool, module in (("kafka-acls.sh", "kafka_acls"), ("kafka-topics.sh", "kafka_topics")):
+        script = directory / "bin" / tool
+        script.parent.mkdir(parents=True, exist_ok=True)
+        script.write_text(
+            f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m bench.{module} "$@"\n'
+        )
+        script.chmod(0o755)
     return directory
 
 

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import trio
 
-from bench.compat import _kafka_acls_shim
+from bench.compat import _kafka_tools_shim
 from bench.kafka_acls import translate
 from tests.broker.conftest import start_broker
 
@@ -35,7 +35,7 @@ def test_kafka_flags_become_quorumlog_acls_arguments():
 
 async def test_the_script_adds_and_removes_acls_on_a_broker(nursery, tmp_path):
     broker = await start_broker(nursery, tmp_path / "node", **AUTHORIZER)
-    script = _kafka_acls_shim(tmp_path / "kafka-path") / "bin" / "kafka-acls.sh"
+    script = _kafka_tools_shim(tmp_path / "kafka-path") / "bin" / "kafka-acls.sh"
 
     def run(*args: str) -> subprocess.CompletedProcess:
         command = [str(script), "--bootstrap-server", broker.bootstrap, *args]
