@@ -332,7 +332,7 @@ def api_versions_error_body(api_keys: frozenset[int] | None = None, legacy: bool
 # Field names that identify what an error is about, in requests and responses.
 _PARTITION_ID_FIELDS = ("index", "partition", "partition_index")
 _NAME_FIELDS = ("name", "topic", "group_id", "resource_name", "key")
-_COPIED_FIELDS = ("resource_type", "transactional_id")
+_COPIED_FIELDS = ("resource_type", "transactional_id", "topic_id")  # topic_id: v13/v10 by id
 _UNKNOWN_OFFSET_FIELDS = ("base_offset", "offset", "high_watermark", "committed_offset")
 
 

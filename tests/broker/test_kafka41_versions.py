@@ -14,7 +14,7 @@ import uuid
 
 from log.common.errors import ErrorCode
 from log.protocol.admin import ALTER_PARTITION_REASSIGNMENTS_REQUEST, DESCRIBE_CLUSTER_REQUEST
-from log.protocol.apis import APIS
+from log.protocol.apis import APIS, error_response_body
 from log.protocol.consumer_group import (
     CONSUMER_GROUP_DESCRIBE_REQUEST,
     CONSUMER_GROUP_HEARTBEAT_REQUEST,
@@ -275,3 +275,21 @@ async def test_list_transactions_v2_transactional_id_pattern(nursery, tmp_path):
     assert await listed(1, "orders-.*") == everyone  # v1 has no pattern on the wire
     assert await listed(2, "orders-(") == (ErrorCode.INVALID_REGULAR_EXPRESSION, [])
     await client.aclose()
+
+
+def test_whole_request_errors_name_topics_by_id():
+    """A whole-request error answer (a handler's KafkaError, KIP-896's refusals) of the versions
+    that name topics by id carries each topic's id, so the client can match it."""
+    topic_id = uuid.uuid4()
+    denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    C = OFFSET_COMMIT_REQUEST.cls
+    request = C(group_id="g", topics=[C.OffsetCommitRequestTopic(topic_id=topic_id, partitions=[
+        C.OffsetCommitRequestPartition(partition_index=3, committed_offset=1)])])  # fmt: skip
+    body = error_response_body(APIS[8], 10, request, denied)
+    assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions])
+            for t in body.topics] == [(topic_id, [(3, denied)])]  # fmt: skip
+    response = APIS[8].response
+    assert response.decode(response.encode(body, 10), 10)[0] == body
+    produced = error_response_body(APIS[0], 13, _produce_by_id((topic_id, b"")), denied)
+    assert [(t.topic_id, [p.error_code for p in t.partition_responses])
+            for t in produced.responses] == [(topic_id, [denied])]  # fmt: skip
