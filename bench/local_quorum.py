@@ -16,8 +16,10 @@ from typing import Any
 
 import trio
 
+from log.common.errors import ErrorCode
 from log.common.node_config import NodeConfig
 from quorum import controller, leader_election, reassignment
+from quorum import metadata_quorum as mq
 from quorum.acls import create_acls, delete_acls
 from quorum.broker_configs import alter_broker_configs
 from quorum.broker_lifecycle import MAX_PENDING_IMAGES
@@ -154,6 +156,13 @@ class LocalQuorum:
                 image, request, lambda name: controller.election_policy(image, name, policy)
             )
         )
+
+    async def describe_quorum(self, *, from_any_controller: bool = False):
+        """One voter, this node, leading (node_config's Raft and CONTROLLER addresses); its
+        committed offset is the metadata offset applied here."""
+        me = mq.VoterState(NODE_ID, "127.0.0.1:2", "127.0.0.1:1", True, self.offset)
+        return mq.DescribeQuorumResponse(ErrorCode.NONE, NODE_ID, self.controller_epoch,
+                                         self.offset, (me,))  # fmt: skip
 
 
 def node_config(tmp_path, **props) -> NodeConfig:

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from quorum.features import UpdateFeaturesRequest, UpdateFeaturesResponse
     from quorum.image import MetadataImage
     from quorum.leader_election import ElectLeadersRequest, ElectLeadersResponse
+    from quorum.metadata_quorum import DescribeQuorumResponse
     from quorum.reassignment import (
         AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse,
@@ -130,3 +131,7 @@ class ControllerChannel(Protocol):
     async def alter_partition_reassignments(
         self, request: AlterPartitionReassignmentsRequest
     ) -> AlterPartitionReassignmentsResponse: ...
+
+    async def describe_quorum(
+        self, *, from_any_controller: bool = False
+    ) -> DescribeQuorumResponse: ...

@@ -32,6 +32,7 @@ from log.protocol import (
     groups,
     log_dirs,
     metadata,
+    metadata_quorum,
     offsets,
     produce,
     producer_id,
@@ -208,6 +209,9 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
          producers.DESCRIBE_PRODUCERS_RESPONSE, "0", "0"),
     _api("DescribeTopicPartitions", metadata.DESCRIBE_TOPIC_PARTITIONS_REQUEST,
          metadata.DESCRIBE_TOPIC_PARTITIONS_RESPONSE, "0", "0"),
+    # kafka-metadata-quorum.sh --bootstrap-server: forwarded to the active controller
+    _api("DescribeQuorum", metadata_quorum.DESCRIBE_QUORUM_REQUEST,
+         metadata_quorum.DESCRIBE_QUORUM_RESPONSE, "0-2", "0-2"),
     # Each broker describes its own replicas (kafka-python's describe_log_dirs; Kafka 4 is 1-5).
     _api("DescribeLogDirs", log_dirs.DESCRIBE_LOG_DIRS_REQUEST,
          log_dirs.DESCRIBE_LOG_DIRS_RESPONSE, "0-5", "0-5", "0"),
@@ -243,7 +247,7 @@ GROUP_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42})
 CONSUMER_GROUP_APIS = frozenset({68, 69})  # KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe
 REPLICATION_APIS = frozenset({23})  # OffsetForLeaderEpoch: followers, and clients' epoch checks
 TRANSACTION_APIS = frozenset({24, 25, 26, 27, 28, 65, 66})
-ADMIN_EXTRA_APIS = frozenset({21, 33, 43, 44, 45, 46, 47, 57, 61, 75})
+ADMIN_EXTRA_APIS = frozenset({21, 33, 43, 44, 45, 46, 47, 55, 57, 61, 75})
 CONTROLLER_APIS = frozenset({62, 63, 67})  # broker-to-controller only: never advertise
 LOG_DIR_APIS = frozenset({35})  # DescribeLogDirs
 SASL_APIS = frozenset({17, 36, 50, 51})  # SaslHandshake, SaslAuthenticate, SCRAM credentials

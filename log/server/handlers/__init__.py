@@ -62,6 +62,7 @@ from log.server.handlers.metadata import (
     handle_describe_cluster,
     handle_metadata,
 )
+from log.server.handlers.metadata_quorum import handle_describe_quorum
 from log.server.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from log.server.handlers.produce import handle_produce
 from log.server.handlers.producer_id import handle_init_producer_id
@@ -126,6 +127,7 @@ HANDLERS: dict[int, Handler] = {
     47: handle_offset_delete,
     50: handle_describe_user_scram_credentials,
     51: handle_alter_user_scram_credentials,
+    55: handle_describe_quorum,
     42: handle_delete_groups,
     43: handle_elect_leaders,
     60: handle_describe_cluster,
