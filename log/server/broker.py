@@ -510,6 +510,11 @@ class KafkaServer:
 
         async def respond(request: Request, body: Any) -> None:
             parts = conn.send_response_parts(request, body)  # no checkpoint until the lock
+            # Taking the lock is a checkpoint even when it is free: the answers woken in one
+            # turn (an append wakes every follower's parked fetch) are all built and encoded
+            # before the first is sent, then sent back to back in the next turn, so no
+            # follower's answer waits for another's encoding
+            # (tests/replication/test_follower_answers_together.py).
             async with send_lock:
                 self.metrics.bytes_out.inc(sum(len(part) for part in parts))
                 if raw_socket:
