@@ -9,7 +9,8 @@ it the producer's send-to-acknowledgement time. The settings are printed with th
 peak rate (as fast as the producer goes, `--peak-count` records) is measured first and each
 rate printed as its share of it; `--shares` adds rows at shares of the peak, which swing with
 the peak (it moves 2-3x with the box's load). Beside each row: the CPU the three nodes and this
-client process used meanwhile (percent of one core; on a small box the client's librdkafka
+client process used meanwhile (percent of one core, and the nodes' CPU per record, which
+the box's load moves far less than the latencies; on a small box the client's librdkafka
 threads compete with the nodes, and a node waiting for a core is latency) and the 1-minute load
 average at the row's end.
 
@@ -205,7 +206,8 @@ def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
             while consumer.count < count and time.monotonic() < deadline:
                 time.sleep(0.05)
             elapsed = time.monotonic() - start
-            nodes_cpu = (cpu_seconds(node_pids) - nodes_before) / elapsed
+            nodes_cpu_s = cpu_seconds(node_pids) - nodes_before
+            nodes_cpu = nodes_cpu_s / elapsed
             client_cpu = (cpu_seconds([os.getpid()]) - client_before) / elapsed
             consumer.stop.set()
             consumer.thread.join(30)
@@ -219,6 +221,7 @@ def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
                          "ack_p50_ms": statistics.median(acks),
                          "ack_p99_ms": percentile(acks, 0.99),
                          "nodes_cpu_pct": 100 * nodes_cpu, "client_cpu_pct": 100 * client_cpu,
+                         "nodes_cpu_ms_per_record": 1000 * nodes_cpu_s / count,
                          "load_avg_1m": os.getloadavg()[0], "cores": os.cpu_count()})  # fmt: skip
         return rows
     finally:
@@ -240,14 +243,15 @@ def main() -> None:
           "load: the 1-minute load average at the row's end")  # fmt: skip
     print(
         "| load | records/s | received | p50 ms | p99 ms | p99.9 ms | acked p50 / p99 ms "
-        "| nodes CPU | client CPU | load avg |"
+        "| nodes CPU | nodes CPU ms/record | client CPU | load avg |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['load']} | {r['rate_per_s']:,.0f} | {r['received']:,}/{r['sent']:,} "
               f"| {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['p999_ms']:.1f} "
               f"| {r['ack_p50_ms']:.1f} / {r['ack_p99_ms']:.1f} "
-              f"| {r['nodes_cpu_pct']:.0f} % | {r['client_cpu_pct']:.0f} % "
+              f"| {r['nodes_cpu_pct']:.0f} % | {r['nodes_cpu_ms_per_record']:.2f} "
+              f"| {r['client_cpu_pct']:.0f} % "
               f"| {r['load_avg_1m']:.1f} |")  # fmt: skip
     emit("e2e_latency", rows)
 
