@@ -101,10 +101,12 @@ logger = logging.getLogger(__name__)
 MAX_READ_BYTES = 1 << 18  # one socket read
 MIN_TICK_SLEEP_MS = 10  # LogManager.tick never spins, whatever it returns
 # Idle connections are closed by one sweep (Kafka's Selector closes them from its poll loop),
-# not by a deadline on each read: a sweep every tenth of connections.max.idle.ms, at most every
-# second, closes a connection between 1 and 1.1 times the idle time after its read began.
+# not by a deadline on each read. It runs every tenth of connections.max.idle.ms, but at least
+# once a second and at most every 10 ms, so a connection is closed no later than one interval
+# after it has waited connections.max.idle.ms for its next bytes.
 IDLE_SWEEPS_PER_TIMEOUT = 10
 MAX_IDLE_SWEEP_S = 1.0
+MIN_IDLE_SWEEP_S = 0.01
 RETRY_TICK_MS = 1000  # the tick also retries partitions whose change failed (replica_manager)
 PRODUCE_API_KEY = 0
 MAX_IOV = 512  # parts per sendmsg (IOV_MAX is 1024 on Linux)
@@ -421,6 +423,7 @@ class KafkaServer:
     async def _close_idle_connections(self) -> None:
         """Close the connections that have waited connections.max.idle.ms for a request."""
         interval_s = min(self.idle_timeout_s / IDLE_SWEEPS_PER_TIMEOUT, MAX_IDLE_SWEEP_S)
+        interval_s = max(interval_s, MIN_IDLE_SWEEP_S)
         while True:
             await trio.sleep(interval_s)
             idle_since = trio.current_time() - self.idle_timeout_s
