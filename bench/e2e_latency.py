@@ -73,6 +73,28 @@ the round, no fsync on the produce path (flush.messages/flush.ms unset, as Kafka
 on every socket (trio sets it on each SocketStream; librdkafka 2.16 sets it by default: seen
 with strace), GC pauses <= 2.4 ms (27 young collections in a node's whole run, no full one).
 
+Checked 2026-11-26 (lat21). The leader answers its two followers in the same event-loop turn:
+strace of a leader at 500/s shows no epoll_wait between the two sendmsg calls (the send lock's
+checkpoint lets every answer an append woke be encoded before the first is sent;
+tests/replication/test_follower_answers_together.py). The gap left between them (0.3-1.4 ms
+under strace) is the kernel: a send on loopback wakes the follower on the sender's core and it
+often takes that core before the leader's second sendmsg. Nodes under SCHED_BATCH (no wake-up
+preemption), three runs each way alternated at load 22-30: no difference the noise would show
+(p50 3-425 ms either way). The HW is the smallest log end offset of the maximal ISR, as in
+Kafka (Partition.maybeIncrementLeaderHW): an acks=all wait ends when the last ISR follower has
+fetched past it -- ending it at a majority would acknowledge records the controller may then
+elect a leader without. Followers re-fetch at once after an answer (replica.fetch.wait.max.ms
+500 and replica.fetch.min.bytes 1, Kafka's defaults; backoff only after an error). CPU
+(py-spy --gil of a node at 5,000/s): flat; trio's cancel scopes were 12.5 % of the samples,
+most of it a deadline around every socket read for connections.max.idle.ms, now one sweep
+over waiting connections; with raw-socket reads, plain-int byte counters and no fail_after per
+follower fetch: CPU per acks=all record (three in-process brokers, one record per produce, a
+long-polling consumer; six rounds alternated, load 17-36; `python -m bench.round_cpu`) median
+1.44 -> 1.21 ms. This bench at 500/s, six rounds alternated at load 14-30: nodes' CPU per
+record median 1.08 -> 0.98 ms (rounds with p50 < 70 ms; 0.4-0.5 where records queued up and
+went in batches); e2e p99 160-540 ms (old) and 270-820 ms (new), p50 3-190 / 6-210 ms: at
+that load the latencies are the box's, not the code's, and the 5 ms goal needs a calm box.
+
     python -m bench.e2e_latency [--rates 500 5000] [--shares 0.1] [--seconds 10]
 """
 
