@@ -92,8 +92,9 @@ follower fetch: CPU per acks=all record (three in-process brokers, one record pe
 long-polling consumer; six rounds alternated, load 17-36; `python -m bench.round_cpu`) median
 1.44 -> 1.21 ms. This bench at 500/s, six rounds alternated at load 14-30: nodes' CPU per
 record median 1.08 -> 0.98 ms (rounds with p50 < 70 ms; 0.4-0.5 where records queued up and
-went in batches); e2e p99 160-540 ms (old) and 270-820 ms (new), p50 3-190 / 6-210 ms: at
-that load the latencies are the box's, not the code's, and the 5 ms goal needs a calm box.
+went in batches), but four more rounds (load 13-22) showed no difference (0.90-1.33 vs
+0.95-1.35 ms); e2e p99 160-730 ms (old) and 170-870 ms (new), p50 3-220 / 4-210 ms: at that
+load the latencies are the box's, not the code's, and the 5 ms goal needs a calm box.
 
     python -m bench.e2e_latency [--rates 500 5000] [--shares 0.1] [--seconds 10]
 """
