@@ -87,14 +87,16 @@ elect a leader without. Followers re-fetch at once after an answer (replica.fetc
 500 and replica.fetch.min.bytes 1, Kafka's defaults; backoff only after an error). CPU
 (py-spy --gil of a node at 5,000/s): flat; trio's cancel scopes were 12.5 % of the samples,
 most of it a deadline around every socket read for connections.max.idle.ms, now one sweep
-over waiting connections; with raw-socket reads, plain-int byte counters and no fail_after per
-follower fetch: CPU per acks=all record (three in-process brokers, one record per produce, a
-long-polling consumer; six rounds alternated, load 17-36; `python -m bench.round_cpu`) median
-1.44 -> 1.21 ms. This bench at 500/s, six rounds alternated at load 14-30: nodes' CPU per
-record median 1.08 -> 0.98 ms (rounds with p50 < 70 ms; 0.4-0.5 where records queued up and
-went in batches), but four more rounds (load 13-22) showed no difference (0.90-1.33 vs
-0.95-1.35 ms); e2e p99 160-730 ms (old) and 170-870 ms (new), p50 3-220 / 4-210 ms: at that
-load the latencies are the box's, not the code's, and the 5 ms goal needs a calm box.
+over the waiting connections. A read of a request costs 27.5 -> 20.5 us with it gone and the
+raw socket read (microbenchmark, the recv itself ~20 us), a byte count 0.24 -> 0.02 us: ~30 us
+of the 1.0-1.5 ms of CPU a record costs the three nodes, ~2 %, below what runs on this box
+resolve. CPU per acks=all record (`python -m bench.round_cpu`: three in-process brokers, one
+record per produce, a long-polling consumer), old vs new alternated: medians 1.44 -> 1.21 ms
+in six rounds (load 17-36), 1.54 -> 1.68 ms in four more (load 19-31). This bench at 500/s,
+ten rounds each way alternated (load 13-30): nodes' CPU per record 0.9-1.4 ms either way (0.4
+where records queued up and went in batches), e2e p99 160-730 ms (old) and 170-870 ms (new),
+p50 3-220 / 4-210 ms: at that load the latencies are the box's, not the code's, and the 5 ms
+goal needs a calm box.
 
     python -m bench.e2e_latency [--rates 500 5000] [--shares 0.1] [--seconds 10]
 """
