@@ -24,7 +24,9 @@ order. Kafka's replication round takes about a millisecond and rarely stalls; ou
 several on a busy machine, and one stalled round made every request queued behind it wait a
 whole round of its own after it (traced: bench/e2e_latency.py's docstring).
 Responses are written with one vectored send, so Fetch records go from the log's read buffer to
-the socket without a copy.
+the socket without a copy. A connection that has waited `connections.max.idle.ms` for its next
+request is closed by one sweep over the waiting connections (`_close_idle_connections`), as
+Kafka's Selector closes idle channels from its poll loop: no deadline is set per read.
 
 Security (log/server/listener_security.py): an SSL / SASL_SSL listener runs the TLS handshake
 first; a SASL_* connection's SaslServerAuthenticator answers SaslHandshake/SaslAuthenticate and
@@ -98,6 +100,13 @@ logger = logging.getLogger(__name__)
 
 MAX_READ_BYTES = 1 << 18  # one socket read
 MIN_TICK_SLEEP_MS = 10  # LogManager.tick never spins, whatever it returns
+# Idle connections are closed by one sweep (Kafka's Selector closes them from its poll loop),
+# not by a deadline on each read. It runs every tenth of connections.max.idle.ms, but at least
+# once a second and at most every 10 ms, so a connection is closed no later than one interval
+# after it has waited connections.max.idle.ms for its next bytes.
+IDLE_SWEEPS_PER_TIMEOUT = 10
+MAX_IDLE_SWEEP_S = 1.0
+MIN_IDLE_SWEEP_S = 0.01
 RETRY_TICK_MS = 1000  # the tick also retries partitions whose change failed (replica_manager)
 PRODUCE_API_KEY = 0
 MAX_IOV = 512  # parts per sendmsg (IOV_MAX is 1024 on Linux)
@@ -185,6 +194,8 @@ class KafkaServer:
             parse_overrides(props["max.connections.per.ip.overrides"]),
         )
         self.idle_timeout_s = props["connections.max.idle.ms"] / 1000
+        # The connections waiting for their next bytes: their cancel scope -> since when.
+        self._receiving: dict[trio.CancelScope, float] = {}
         request_bytes = props["queued.max.request.bytes"]  # -1: unbounded, as in Kafka
         one_frame = props["socket.request.max.bytes"] + 4  # one whole frame always fits
         self.request_memory = RequestMemory(
@@ -373,6 +384,7 @@ class KafkaServer:
                 self.producer_ids.nursery = nursery
                 await nursery.start(self.replica_manager.run)
                 nursery.start_soon(self._tick_log_manager)
+                nursery.start_soon(self._close_idle_connections)
                 if self.log_manager.cleaner is not None:  # compaction, in the background
                     await nursery.start(self.log_manager.cleaner.run, self.ctx.clock_ms)
                 await nursery.start(self.group_coordinator.run)
@@ -408,6 +420,17 @@ class KafkaServer:
 
     # -- connections -------------------------------------------------------------------------
 
+    async def _close_idle_connections(self) -> None:
+        """Close the connections that have waited connections.max.idle.ms for a request."""
+        interval_s = min(self.idle_timeout_s / IDLE_SWEEPS_PER_TIMEOUT, MAX_IDLE_SWEEP_S)
+        interval_s = max(interval_s, MIN_IDLE_SWEEP_S)
+        while True:
+            await trio.sleep(interval_s)
+            idle_since = trio.current_time() - self.idle_timeout_s
+            for scope, since in list(self._receiving.items()):
+                if since <= idle_since:
+                    scope.cancel()
+
     async def _serve_connection(self, stream: trio.SocketStream, *, listener: str = "") -> None:
         """One client connection. What clients do at the socket level (reset, vanish mid-frame,
         send garbage) is expected: DEBUG/INFO once per connection with the peer address. Only
@@ -434,10 +457,11 @@ class KafkaServer:
                                        "connection from %s to %s refused: %s", peer, listener,
                                        exc)  # fmt: skip
                     return
-                await self._connection_loop(
-                    secured, peer, listener=listener, principal=principal,
-                    authenticator=security.new_authenticator(),
-                )  # fmt: skip
+                with trio.CancelScope() as idle_scope:  # cancelled: idle, closed
+                    await self._connection_loop(
+                        secured, peer, listener=listener, principal=principal,
+                        authenticator=security.new_authenticator(), idle_scope=idle_scope,
+                    )  # fmt: skip
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             # The peer reset or closed while we read or wrote (OSError: our vectored sends use
             # the raw socket, whose EPIPE / ECONNRESET are not wrapped by trio).
@@ -456,6 +480,7 @@ class KafkaServer:
         listener: str = "",
         principal: Any = None,
         authenticator: SaslServerAuthenticator | None = None,
+        idle_scope: trio.CancelScope | None = None,
     ) -> None:
         """Serve one connection's requests; `stream` is a SocketStream or an SSLStream.
 
@@ -470,7 +495,7 @@ class KafkaServer:
             try:
                 await self._serve_requests(
                     stream, peer, waits, listener=listener, principal=principal,
-                    authenticator=authenticator,
+                    authenticator=authenticator, idle_scope=idle_scope or trio.CancelScope(),
                 )  # fmt: skip
             except Exception as exc:  # re-raised outside, not wrapped in an ExceptionGroup
                 failure = exc
@@ -488,6 +513,7 @@ class KafkaServer:
         listener: str,
         principal: Any,
         authenticator: SaslServerAuthenticator | None,
+        idle_scope: trio.CancelScope,
     ) -> None:
         conn = ServerConnection(
             max_frame_bytes=self.max_frame_bytes,
@@ -503,6 +529,9 @@ class KafkaServer:
         if authenticator is not None:  # small frames only until authenticated
             conn.limit_frame_bytes(min(self.max_frame_bytes, self.sasl_max_receive_bytes))
         raw_socket = isinstance(stream, trio.SocketStream)  # vectored zero-copy sends
+        # Reads on the raw socket too (its OSErrors end the connection like a failed send).
+        receive = stream.socket.recv if raw_socket else stream.receive_some
+        receiving = self._receiving  # idle_scope is here while it waits for bytes
         # Answers are written by this loop and by the acks waits: one writer at a time, in the
         # order ServerConnection released them (StrictFIFOLock: first come, first served).
         send_lock = trio.StrictFIFOLock()
@@ -510,8 +539,13 @@ class KafkaServer:
 
         async def respond(request: Request, body: Any) -> None:
             parts = conn.send_response_parts(request, body)  # no checkpoint until the lock
+            # Taking the lock is a checkpoint even when it is free: the answers woken in one
+            # turn (an append wakes every follower's parked fetch) are all built and encoded
+            # before the first is sent, then sent back to back in the next turn, so no
+            # follower's answer waits for another's encoding
+            # (tests/replication/test_follower_answers_together.py).
             async with send_lock:
-                self.metrics.bytes_out.inc(sum(len(part) for part in parts))
+                self.metrics.bytes_out += sum(map(len, parts))
                 if raw_socket:
                     await send_parts(stream, parts)
                 else:
@@ -548,12 +582,14 @@ class KafkaServer:
                     if announced > held:  # read the rest only with the memory for it
                         await memory.reserve(announced - held)
                         held = announced
-                    data = b""
-                    with trio.move_on_after(self.idle_timeout_s):
-                        data = await stream.receive_some(MAX_READ_BYTES)
+                    receiving[idle_scope] = trio.current_time()
+                    try:
+                        data = await receive(MAX_READ_BYTES)
+                    finally:
+                        del receiving[idle_scope]
                     if not data:
-                        return  # closed by the client, or idle for connections.max.idle.ms
-                    self.metrics.bytes_in.inc(len(data))
+                        return  # closed by the client (an idle one: `_close_idle_connections`)
+                    self.metrics.bytes_in += len(data)
                     try:
                         conn.receive_data(data)
                     except KafkaError as exc:

@@ -2,7 +2,8 @@
 
 Each node owns a `NodeMetrics` (never the process-global registry: tests run several nodes in
 one process). The hot path does one observation per request (`observe_request`: a histogram
-labelled by API name, plus bytes in/out counters); everything that is state rather than an
+labelled by API name, its child cached per API) and adds to two plain ints (bytes in/out,
+exported at scrape time); everything that is state rather than an
 event (under-replicated partitions, acks=all produce requests waiting, metadata offset and lag,
 leadership changes) is read when Prometheus scrapes, by a collector holding getter callables,
 so it costs nothing between scrapes.
@@ -67,12 +68,12 @@ class NodeMetrics:
             buckets=REQUEST_BUCKETS_S,
             registry=self.registry,
         )
-        self.bytes_in = Counter(
-            f"{PREFIX}_bytes_in", "Bytes read from Kafka clients", registry=self.registry
-        )
-        self.bytes_out = Counter(
-            f"{PREFIX}_bytes_out", "Bytes written to Kafka clients", registry=self.registry
-        )
+        # Plain ints the connections add to (two per request: no lock, no metric object on
+        # the hot path), read at scrape time like the state counters.
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.counter("bytes_in", "Bytes read from Kafka clients", lambda: self.bytes_in)
+        self.counter("bytes_out", "Bytes written to Kafka clients", lambda: self.bytes_out)
         self.isr_shrinks = Counter(
             f"{PREFIX}_isr_shrinks",
             "Committed ISR shrinks of led partitions",

@@ -12,10 +12,18 @@ tagged field is then not written); node_endpoints lists the hinted leaders that 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from log.server.handlers.metadata import LISTENER, live_brokers
 from quorum.image import MetadataImage
+
+
+@functools.cache
+def _no_hint(leader_cls: Any) -> Any:
+    """One shared "no leader known" struct per response class (built once, not per request:
+    every Fetch and Produce makes a LeaderHints)."""
+    return leader_cls()
 
 
 class LeaderHints:
@@ -23,7 +31,7 @@ class LeaderHints:
         self.image = image
         self.leader_cls = leader_cls  # the response's LeaderIdAndEpoch struct
         self.endpoint_cls = endpoint_cls  # the response's NodeEndpoint struct
-        self.no_hint = leader_cls()  # leader -1, epoch -1: not written
+        self.no_hint = _no_hint(leader_cls)  # leader -1, epoch -1: not written
         self.hinted: set[int] = set()  # leaders named so far
         self.listener = LISTENER  # whose endpoints to name: the request's listener
 
