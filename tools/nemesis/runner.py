@@ -365,6 +365,7 @@ async def run(
         result = NemesisResult(verdict, result_rounds, skipped, producers.errors,
                                producers.unanswered)  # fmt: skip
         history.write("verdict", ok=result.ok, acked=verdict.acked, failed=verdict.failed,
+                      acked_without_offset=verdict.acked_without_offset,
                       read=verdict.read, violations=verdict.violations)  # fmt: skip
         return result
     finally:

@@ -47,7 +47,7 @@ class Producers:
                  rate_per_s: float, history: History) -> None:  # fmt: skip
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.count, self.rate_per_s, self.history = count, rate_per_s, history
-        self.acked: dict[str, tuple[int, int]] = {}
+        self.acked: dict[str, tuple[int, int | None]] = {}  # offset None: checker.py
         self.failed: dict[str, str] = {}
         self.sent = 0
         self.errors: list[str] = []  # the producer threads' own failures (not deliveries)
