@@ -627,6 +627,12 @@ class RaftNode:
                                 self.config.election_timeout_min_ms)  # fmt: skip
                 last_s = now_s
                 try:
+                    # pysyncobj checks a follower's election timeout at the start of a tick and
+                    # reads its sockets at the end: after a stop between two ticks (the journal
+                    # fsync just below, on a loaded disk; a starved process) it would start an
+                    # election with the leader's heartbeats waiting unread. Read them first.
+                    syncobj._poller.poll(0)
+                    syncobj._quorum_transport.flush_held()  # replies made during that poll
                     syncobj.doTick(period_s)
                     syncobj._quorum_transport.flush_held()  # replies made during the poll
                 except KafkaStorageError as e:
