@@ -7,11 +7,11 @@ it holds the cluster secret (controller_auth.py) before any request; one request
 controller that answered (or the first voter), follows a NOT_CONTROLLER answer's `leader_id`
 when it has one, otherwise moves to the next voter; connection failures and retriable errors
 are retried with exponential backoff up to `max_attempts`. Everything is bounded (attempts,
-connect timeout, `request_timeout_ms` per attempt); callers still put `trio.fail_after` around
-calls. A caller's deadline must leave room for more than one attempt: an attempt that times out
-moves on to the next voter (a controller cut off from the network keeps the connection open and
-never answers), while a caller's own deadline only cancels, and its retry would go back to the
-same voter.
+and `request_timeout_ms` per attempt, connecting and the handshake included); callers still put
+`trio.fail_after` around calls. A caller's deadline must leave room for more than one attempt:
+an attempt that times out moves on to the next voter (a controller cut off from the network
+keeps the connection open and never answers, or never finishes the handshake), while a
+caller's own deadline only cancels, and its retry would go back to the same voter.
 
 `ControllerClient` implements quorum.broker_interface.ControllerChannel (create_topics,
 delete_topics, create_partitions, alter_topic_configs, alter_partition,
@@ -203,10 +203,10 @@ class ControllerClient:
         last_error: str = "no attempt"
         async with self._lock:
             for _attempt in range(self.max_attempts):
+                attempt_s = self.request_timeout_ms / 1000 + extra_wait_s
                 try:
-                    response = await self._exchange(
-                        api_key, body, self.request_timeout_ms / 1000 + extra_wait_s
-                    )
+                    with trio.fail_after(attempt_s):  # connect and handshake included
+                        response = await self._exchange(api_key, body, attempt_s)
                 except (OSError, trio.BrokenResourceError, trio.TooSlowError, KafkaError) as exc:
                     last_error = f"{self.voters[self._current]}: {type(exc).__name__} {exc}"
                     await self._disconnect()

@@ -23,12 +23,14 @@ from quorum.service import ControllerService
 pytestmark = pytest.mark.timeout(60)
 
 
-async def _silent_controller(secret: str, nursery: trio.Nursery) -> int:
-    """A listener that passes the controller handshake, then reads and never answers."""
+async def _silent_controller(secret: str, nursery: trio.Nursery, *, handshake: bool) -> int:
+    """A listener that reads and never answers: after passing the controller handshake, or
+    from the start (the handshake never completes)."""
 
     async def serve(stream: trio.SocketStream) -> None:
         async with stream:
-            await controller_auth.accept(stream, secret)
+            if handshake:
+                await controller_auth.accept(stream, secret)
             while await stream.receive_some(1 << 16):
                 pass
 
@@ -43,15 +45,20 @@ async def test_brokers_leave_a_silent_controller_and_are_heard_while_decisions_w
     service = ControllerService(config, seed=1)
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)
-        silent_port = await _silent_controller(secret, nursery)
-        # The silent one is the voter tried first (node 2: the image never names it, so the
-        # broker keeps it in its list), the real controller second.
-        voters = [Voter(2, "127.0.0.1", silent_port), *config.controller_voters]
+        mute_port = await _silent_controller(secret, nursery, handshake=False)
+        silent_port = await _silent_controller(secret, nursery, handshake=True)
+        # The silent ones are the voters tried first (nodes 2 and 3: the image never names
+        # them, so the broker keeps them in its list), the real controller last.
+        voters = [
+            Voter(2, "127.0.0.1", mute_port),
+            Voter(3, "127.0.0.1", silent_port),
+            *config.controller_voters,
+        ]
         lifecycle = BrokerLifecycle(
             config, ControllerClient(voters, secret=secret), ControllerClient(voters, secret=secret)
         )
         with trio.fail_after(30):  # a guard: before the fix it never registered
-            await nursery.start(lifecycle.run)  # registration left the silent voter
+            await nursery.start(lifecycle.run)  # registration left the silent voters
             await lifecycle.unfenced.wait()  # so did the metadata fetch and the heartbeat
         assert not service.image.brokers[1].fenced
 
