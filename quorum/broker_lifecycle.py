@@ -18,6 +18,11 @@ Theory of operation
   heartbeat connection closed if it does not hear from it again within
   broker.disconnect.fence.ms. STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED (the controller lost
   or replaced our registration) registers again.
+* A controller that stops answering without closing the connection (its host cut off from the
+  network) is left after half a session (`attempt_timeout_ms`, Kafka's heartbeat channel
+  timeout, KAFKA-14392): both clients then try the next voter. A new active controller counts
+  every session from its activation, so the broker must reach it within one session timeout;
+  waiting the whole session on the old one would get every broker fenced at once.
 * `controlled_shutdown()`: a heartbeat with want_shut_down, so the controller moves our
   leaderships away and fences us before the node stops serving.
 
@@ -79,6 +84,9 @@ class BrokerLifecycle:
         self.incarnation_id = incarnation_id or uuid.uuid4()
         self.heartbeat_interval_ms = config.props["broker.heartbeat.interval.ms"]
         self.session_timeout_ms = config.props["broker.session.timeout.ms"]
+        self.attempt_timeout_ms = max(1, self.session_timeout_ms // 2)
+        for each in (client, fetch_client):  # see the module docstring
+            each.request_timeout_ms = min(each.request_timeout_ms, self.attempt_timeout_ms)
         self.broker_epoch = -1
         self.is_fenced = True
         self.unfenced = trio.Event()
@@ -204,7 +212,8 @@ class BrokerLifecycle:
                 with trio.fail_after(self.session_timeout_ms / 1000):
                     response = await self.client.heartbeat(request)
             except (KafkaError, trio.TooSlowError) as exc:
-                logger.info("node %d: heartbeat failed: %s", self.broker_id, exc)
+                logger.info("node %d: heartbeat failed: %s", self.broker_id,
+                            str(exc) or f"no answer within {self.session_timeout_ms} ms")  # fmt: skip
                 await trio.sleep(RETRY_BACKOFF_MS / 1000)
                 continue  # the session is at stake: keep looking for the controller
             else:

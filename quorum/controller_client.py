@@ -7,7 +7,11 @@ it holds the cluster secret (controller_auth.py) before any request; one request
 controller that answered (or the first voter), follows a NOT_CONTROLLER answer's `leader_id`
 when it has one, otherwise moves to the next voter; connection failures and retriable errors
 are retried with exponential backoff up to `max_attempts`. Everything is bounded (attempts,
-connect timeout, request timeout); callers still put `trio.fail_after` around calls.
+and `request_timeout_ms` per attempt, connecting and the handshake included); callers still put
+`trio.fail_after` around calls. A caller's deadline must leave room for more than one attempt:
+an attempt that times out moves on to the next voter (a controller cut off from the network
+keeps the connection open and never answers, or never finishes the handshake), while a
+caller's own deadline only cancels, and its retry would go back to the same voter.
 
 `ControllerClient` implements quorum.broker_interface.ControllerChannel (create_topics,
 delete_topics, create_partitions, alter_topic_configs, alter_partition,
@@ -54,7 +58,7 @@ from quorum.scram_credentials import (
 logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_MS = 1000
-REQUEST_TIMEOUT_MS = 10_000  # per attempt; a MetadataFetch adds its max_wait_ms
+REQUEST_TIMEOUT_MS = 10_000  # per attempt by default; a MetadataFetch adds its max_wait_ms
 MAX_ATTEMPTS = 20
 RETRY_BACKOFF_MS = 50
 RETRY_BACKOFF_MAX_MS = 200  # a controller election takes ~0.3-0.7 s: look again soon
@@ -79,13 +83,15 @@ class ControllerClient:
         client_id: str = "quorumlog-broker",
         max_attempts: int = MAX_ATTEMPTS,
         ssl_context: ssl.SSLContext | None = None,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS,
     ) -> None:
-        assert voters and max_attempts >= 1
+        assert voters and max_attempts >= 1 and request_timeout_ms > 0
         self.voters = tuple(voters)
         self.secret = secret  # the cluster's controller.quorum.password (controller_auth.py)
         self.ssl_context = ssl_context  # log.security.tls.controller_contexts; None: plaintext
         self.client_id = client_id
         self.max_attempts = max_attempts
+        self.request_timeout_ms = request_timeout_ms  # per attempt; a MetadataFetch adds its wait
         self._current = 0  # index into voters
         self._stream: trio.abc.Stream | None = None
         self._frames: FrameDecoder | None = None
@@ -197,10 +203,10 @@ class ControllerClient:
         last_error: str = "no attempt"
         async with self._lock:
             for _attempt in range(self.max_attempts):
+                attempt_s = self.request_timeout_ms / 1000 + extra_wait_s
                 try:
-                    response = await self._exchange(
-                        api_key, body, REQUEST_TIMEOUT_MS / 1000 + extra_wait_s
-                    )
+                    with trio.fail_after(attempt_s):  # connect and handshake included
+                        response = await self._exchange(api_key, body, attempt_s)
                 except (OSError, trio.BrokenResourceError, trio.TooSlowError, KafkaError) as exc:
                     last_error = f"{self.voters[self._current]}: {type(exc).__name__} {exc}"
                     await self._disconnect()

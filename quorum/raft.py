@@ -611,9 +611,28 @@ class RaftNode:
         os.set_blocking(self._wake_write_fd, False)
         syncobj._poller.subscribe(wake_read_fd, self._drain_wake_pipe, POLL_EVENT_TYPE.READ)
         syncobj.addOnTickCallback(self._before_poll)
+        # A tick loop that stops for longer than the shortest election timeout sends no
+        # heartbeats (a leader) or answers none (a follower) meanwhile: say so, it is the
+        # first suspect when leadership moves with no fault (a starved or paused process, a
+        # slow fsync, a long stop of the interpreter).
+        stall_ms = self.config.election_timeout_min_ms + self.config.tick_period_ms
+        last_s = time.monotonic()
         try:
             while not self._stopping and self._fatal_error is None:
+                now_s = time.monotonic()
+                if (now_s - last_s) * 1000 > stall_ms:
+                    logger.info("raft tick loop stalled node=%s for %d ms (elections start "
+                                "after %d ms without the leader's heartbeats)",
+                                self.config.self_address, (now_s - last_s) * 1000,
+                                self.config.election_timeout_min_ms)  # fmt: skip
+                last_s = now_s
                 try:
+                    # pysyncobj checks a follower's election timeout at the start of a tick and
+                    # reads its sockets at the end: after a stop between two ticks (the journal
+                    # fsync just below, on a loaded disk; a starved process) it would start an
+                    # election with the leader's heartbeats waiting unread. Read them first.
+                    syncobj._poller.poll(0)
+                    syncobj._quorum_transport.flush_held()  # replies made during that poll
                     syncobj.doTick(period_s)
                     syncobj._quorum_transport.flush_held()  # replies made during the poll
                 except KafkaStorageError as e:

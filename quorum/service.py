@@ -400,6 +400,18 @@ class ControllerService:
     async def heartbeat(
         self, request: c.BrokerHeartbeatRequest, connection_id: int | None = None
     ) -> Any:
+        """A heartbeat counts as contact when it arrives, not when its turn at the decision
+        lock comes (Kafka touches a heartbeat that timed out in its event queue too): a
+        decision waiting on a slow commit must not fence the brokers queued behind it. One
+        that changes nothing (the common case) is answered from the newest image at once;
+        only one with records to commit (unfence, fence, shut down) waits for the lock."""
+        if self.is_active:
+            records, response = c.heartbeat(self.image, request, self.election_defaults)
+            if response.error_code == ErrorCode.NONE:
+                self.tracker.touch(request.broker_id, _now_ms(), connection_id)
+            if not records:
+                return response
+
         def decide(image):  # noqa: ANN001, ANN202
             records, response = c.heartbeat(image, request, self.election_defaults)
             if response.error_code == ErrorCode.NONE:

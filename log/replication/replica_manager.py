@@ -398,12 +398,17 @@ class ReplicaManager:
 
     async def await_acks(self, results: list[AppendResult], timeout_ms: int) -> None:
         """acks=-1 (Kafka's DelayedProduce): wait until the high watermark passes each appended
-        batch of `results` in turn and set its error code (`await_high_watermark`)."""
+        batch of `results` in turn and set its error code (`await_high_watermark`), all within
+        one deadline, `timeout_ms` from now: a request is answered by its timeout however many
+        of its partitions wait (one timeout each would answer k partitions after k timeouts,
+        past the client's own request timeout)."""
+        deadline = trio.current_time() + min(max(timeout_ms, 0), MAX_ACKS_WAIT_MS) / 1000
         for result in results:
             if result.awaiting is not None:
                 hosted, required_offset = result.awaiting
+                left_ms = max(0, round((deadline - trio.current_time()) * 1000))
                 result.error_code = await self.await_high_watermark(
-                    hosted, required_offset, timeout_ms
+                    hosted, required_offset, left_ms
                 )
                 result.awaiting = None
 

@@ -43,3 +43,19 @@ def test_a_failed_write_may_or_may_not_be_there():
     read[1].append((2, "p1:1"))
     verdict = check(acked, ["p1:1", "p1:2"], read, replicas)
     assert verdict.ok and verdict.failed == 2 and verdict.failed_but_present == 1
+
+
+def test_an_acknowledgement_without_an_offset_needs_its_value_once_in_its_partition():
+    """librdkafka acknowledges an idempotent batch whose answer never came, without an offset,
+    once a later batch of the partition succeeded ("implicitly acked"): not a violation when
+    the value is there once, in that partition; in another one it is."""
+    acked, read, replicas = _clean()
+    acked["p0:2"] = (0, None)
+    verdict = check(acked, [], read, replicas)
+    assert verdict.ok and verdict.acked_without_offset == 1
+    acked["p0:2"] = (1, None)
+    assert check(acked, [], read, replicas).inconsistent == [
+        "'p0:2' acknowledged at 1/None, read at 0/1"
+    ]
+    acked["p0:9"] = (0, None)
+    assert check(acked, [], read, replicas).lost == ["'p0:9' acknowledged at 0/None"]

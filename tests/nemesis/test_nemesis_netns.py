@@ -24,11 +24,12 @@ async def test_real_partitions_lose_and_duplicate_nothing(tmp_path):
     config = NemesisConfig(
         data_dir=tmp_path / "nemesis", rounds=len(faults), seed=5, faults=tuple(faults),
         fault_seconds=3.0, rate_per_s=300, nodes=4, network="netns",
+        client_debug="eos,msg,broker,topic,metadata",  # producer-<p>.log: why one stalled
     )  # fmt: skip
     lines: list[str] = []
     result = await run(config, lines.append, order=faults)
-    assert result.ok, result.verdict.violations
-    assert result.available, (result.producer_errors, result.unanswered)
+    assert result.ok, (result.verdict.violations, str(config.data_dir))
+    assert result.available, (result.producer_errors, result.unanswered, str(config.data_dir))
     assert [r.fault for r in result.rounds] == faults
     assert all(r.healed_s is not None for r in result.rounds), result.rounds
     assert result.verdict.acked > 1000

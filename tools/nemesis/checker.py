@@ -5,7 +5,11 @@ As Jepsen's Kafka checker does for a log: every value a producer wrote is unique
 
     verdict = check(acked, failed, read, replica_logs)
 
-- `acked`: value -> (partition, offset) from each successful delivery report;
+- `acked`: value -> (partition, offset) from each successful delivery report; the offset is
+  None when the client could not tell it: librdkafka acknowledges an idempotent batch whose
+  own answer never came (a retry refused with a retriable error, say) once a later batch of
+  the same partition succeeded -- the broker took the later sequence, so it holds this one
+  ("implicitly acked", no offset). Such a value must be read in that partition, once;
 - `failed`: values whose delivery failed (indeterminate: they may or may not be in the log);
 - `read`: partition -> [(offset, value)], everything read back from offset 0 to the end;
 - `replica_logs`: partition -> {broker_id: [batch bytes below the high watermark]}.
@@ -13,7 +17,8 @@ As Jepsen's Kafka checker does for a log: every value a producer wrote is unique
 Violations:
 - lost: acknowledged, never read;
 - duplicated: read more than once (idempotent producers must never duplicate);
-- inconsistent offset: read at another offset (or partition) than its acknowledgement said;
+- inconsistent offset: read at another offset (or partition) than its acknowledgement said
+  (another partition only, for an acknowledgement without an offset);
 - out of order: one producer's values in one partition not in its sequence order;
 - unexpected: a value nobody wrote;
 - diverging replicas: replicas of a partition whose batches below the high watermark are not
@@ -36,6 +41,7 @@ class Verdict:
     failed: int = 0
     read: int = 0
     failed_but_present: int = 0
+    acked_without_offset: int = 0  # implicitly acknowledged by the client (see the docstring)
     lost: list[str] = field(default_factory=list)
     duplicated: list[str] = field(default_factory=list)
     inconsistent: list[str] = field(default_factory=list)
@@ -63,7 +69,7 @@ def parse_value(value: str) -> tuple[str, int] | None:
 
 
 def check(
-    acked: Mapping[str, tuple[int, int]],
+    acked: Mapping[str, tuple[int, int | None]],
     failed: Iterable[str],
     read: Mapping[int, list[tuple[int, str]]],
     replica_logs: Mapping[int, Mapping[int, list[bytes]]],
@@ -95,9 +101,11 @@ def check(
             verdict.duplicated.append(f"{value!r} read {count} times")
     for value, where in acked.items():
         found = seen.get(value)
+        if where[1] is None:
+            verdict.acked_without_offset += 1
         if found is None:
             verdict.lost.append(f"{value!r} acknowledged at {where[0]}/{where[1]}")
-        elif found != where:
+        elif found != where and (where[1] is not None or found[0] != where[0]):
             verdict.inconsistent.append(
                 f"{value!r} acknowledged at {where[0]}/{where[1]}, read at {found[0]}/{found[1]}"
             )

@@ -29,7 +29,8 @@ namespace. Partitions are then real ones, made on the host the way they happen t
 After the last round the producers stop and drain, every record is read back, the cluster
 stops cleanly, and checker.py compares (lost, duplicated, inconsistent offsets, order per
 producer, replicas byte-identical below the high watermark). The data directory and the
-history (history.jsonl: every fault, heal and delivery report) are kept.
+history (history.jsonl: every fault, heal and delivery report) are kept, and with
+`client_debug` each producer's librdkafka debug log (producer-<p>.log).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from tools.admin_client import AdminClient
 from tools.cluster_layout import ClusterLayout
 from tools.nemesis import disk, namespaces, network
 from tools.nemesis.checker import Verdict, check
-from tools.nemesis.workload import History, Producers, read_back, replica_batches
+from tools.nemesis.workload import DEBUG, History, Producers, read_back, replica_batches
 from tools.up import LocalCluster, NodeProcess, stop_all
 
 TOPIC = "nemesis"
@@ -77,6 +78,9 @@ class NemesisConfig:
     fault_seconds: float = 4.0
     base_port: int = 19092
     network: str = "loopback"  # or "netns": each node on a host of its own (root)
+    # librdkafka's debug contexts for the producers ("eos,msg,broker"; default: the
+    # QUORUMLOG_NEMESIS_DEBUG environment variable), logged to producer-<p>.log in data_dir
+    client_debug: str = DEBUG
 
 
 @dataclass
@@ -335,7 +339,8 @@ async def run(
                 nemesis = Nemesis(config, cluster, nursery, history, echo, hosts)
                 await nemesis.wait_healthy()
                 producers = Producers(layout.bootstrap_servers, TOPIC, config.partitions,
-                                      config.producers, config.rate_per_s, history)  # fmt: skip
+                                      config.producers, config.rate_per_s, history,
+                                      config.client_debug, config.data_dir)  # fmt: skip
                 producers.start()
                 await trio.sleep(1)
                 for number in range(1, config.rounds + 1):
@@ -365,6 +370,7 @@ async def run(
         result = NemesisResult(verdict, result_rounds, skipped, producers.errors,
                                producers.unanswered)  # fmt: skip
         history.write("verdict", ok=result.ok, acked=verdict.acked, failed=verdict.failed,
+                      acked_without_offset=verdict.acked_without_offset,
                       read=verdict.read, violations=verdict.violations)  # fmt: skip
         return result
     finally:

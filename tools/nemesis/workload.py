@@ -11,6 +11,7 @@ offset)) or `failed` (value -> error), and in the history file.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -20,7 +21,8 @@ from typing import Any
 from log.records.batch_header import iter_batches
 
 DELIVERY_TIMEOUT_MS = 300_000  # librdkafka's default: a write fails only after 5 minutes
-# librdkafka's debug contexts for the producers (e.g. "eos,msg,broker"), to stderr
+# librdkafka's debug contexts for the producers (e.g. "eos,msg,broker"): each producer's debug
+# log goes to producer-<p>.log in the run's data directory (a stalled producer says why there)
 DEBUG = os.environ.get("QUORUMLOG_NEMESIS_DEBUG", "")
 
 
@@ -44,10 +46,12 @@ class History:
 
 class Producers:
     def __init__(self, bootstrap: str, topic: str, partitions: int, count: int,
-                 rate_per_s: float, history: History) -> None:  # fmt: skip
+                 rate_per_s: float, history: History, debug: str = DEBUG,
+                 log_dir: Path | None = None) -> None:  # fmt: skip
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.count, self.rate_per_s, self.history = count, rate_per_s, history
-        self.acked: dict[str, tuple[int, int]] = {}
+        self.debug, self.log_dir = debug, log_dir  # librdkafka's debug contexts, and where
+        self.acked: dict[str, tuple[int, int | None]] = {}  # offset None: checker.py
         self.failed: dict[str, str] = {}
         self.sent = 0
         self.errors: list[str] = []  # the producer threads' own failures (not deliveries)
@@ -93,13 +97,16 @@ class Producers:
     def _run(self, producer_index: int) -> None:
         from confluent_kafka import Producer
 
+        debug_log: logging.FileHandler | None = None
         try:
+            debug: dict[str, Any] = {"debug": self.debug} if self.debug else {}
+            if self.debug and self.log_dir is not None:  # else to stderr
+                debug_log, debug["logger"] = self._file_logger(producer_index)
             producer = Producer({
                 "bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
                 "linger.ms": 5, "delivery.timeout.ms": DELIVERY_TIMEOUT_MS,
                 "retry.backoff.ms": 50, "retry.backoff.max.ms": 500,
-                "client.id": f"nemesis-{producer_index}", "log_level": 3,
-                **({"debug": DEBUG} if DEBUG else {}),
+                "client.id": f"nemesis-{producer_index}", "log_level": 3, **debug,
             })  # fmt: skip
             interval = self.count / self.rate_per_s
             sequence = 0
@@ -124,6 +131,22 @@ class Producers:
                 self.errors.append(f"producer {producer_index}: {remaining} messages unanswered")
         except Exception as exc:  # noqa: BLE001 - reported in the verdict, never swallowed
             self.errors.append(f"producer {producer_index}: {exc!r}")
+        finally:
+            if debug_log is not None:
+                logging.getLogger(f"{__name__}.producer-{producer_index}").removeHandler(debug_log)
+                debug_log.close()
+
+    def _file_logger(self, producer_index: int) -> tuple[logging.FileHandler, logging.Logger]:
+        """librdkafka's `logger`: its debug lines (served by poll and flush) go to
+        producer-<p>.log in `log_dir`."""
+        assert self.log_dir is not None
+        logger = logging.getLogger(f"{__name__}.producer-{producer_index}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        handler = logging.FileHandler(self.log_dir / f"producer-{producer_index}.log")
+        handler.setFormatter(logging.Formatter("%(created).3f %(message)s"))
+        logger.addHandler(handler)
+        return handler, logger
 
 
 def read_back(bootstrap: str, topic: str, partitions: int,

@@ -1,0 +1,77 @@
+"""A controller that stops answering (its host cut off: the connection stays open, nothing comes
+back) or answers slowly must not cost brokers their sessions (in process, one-voter quorum on
+real loopback sockets).
+
+The netns nemesis found both: every broker kept waiting a whole session on a controller cut off
+from the network, so the new active controller fenced all of them at once when the session it
+granted at its activation ran out; and a heartbeat queued behind a slow decision counted only
+once its turn came."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from cluster_harness import free_base_port, one_node_config
+
+from log.common.node_config import Voter
+from quorum import controller as c
+from quorum import controller_auth
+from quorum.broker_lifecycle import BrokerLifecycle
+from quorum.controller_client import ControllerClient
+from quorum.service import ControllerService
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def _silent_controller(secret: str, nursery: trio.Nursery, *, handshake: bool) -> int:
+    """A listener that reads and never answers: after passing the controller handshake, or
+    from the start (the handshake never completes)."""
+
+    async def serve(stream: trio.SocketStream) -> None:
+        async with stream:
+            if handshake:
+                await controller_auth.accept(stream, secret)
+            while await stream.receive_some(1 << 16):
+                pass
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    nursery.start_soon(trio.serve_listeners, serve, listeners)
+    return listeners[0].socket.getsockname()[1]
+
+
+async def test_brokers_leave_a_silent_controller_and_are_heard_while_decisions_wait(tmp_path):
+    config = one_node_config(tmp_path, free_base_port(1))
+    secret = config.props["controller.quorum.password"]
+    service = ControllerService(config, seed=1)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        mute_port = await _silent_controller(secret, nursery, handshake=False)
+        silent_port = await _silent_controller(secret, nursery, handshake=True)
+        # The silent ones are the voters tried first (nodes 2 and 3: the image never names
+        # them, so the broker keeps them in its list), the real controller last.
+        voters = [
+            Voter(2, "127.0.0.1", mute_port),
+            Voter(3, "127.0.0.1", silent_port),
+            *config.controller_voters,
+        ]
+        lifecycle = BrokerLifecycle(
+            config, ControllerClient(voters, secret=secret), ControllerClient(voters, secret=secret)
+        )
+        with trio.fail_after(30):  # a guard: before the fix it never registered
+            await nursery.start(lifecycle.run)  # registration left the silent voters
+            await lifecycle.unfenced.wait()  # so did the metadata fetch and the heartbeat
+        assert not service.image.brokers[1].fenced
+
+        # A decision holds the lock (a slow commit): a heartbeat is still heard at once.
+        client = ControllerClient(config.controller_voters, secret=secret)
+        async with service._decision_lock:
+            heard_before = service.tracker.last_heartbeat_ms_by_broker[1]
+            await trio.sleep(0.01)  # the monotonic clock moves on
+            with trio.fail_after(30):  # a guard: before the fix it waited for the lock
+                response = await client.heartbeat(
+                    c.BrokerHeartbeatRequest(1, lifecycle.broker_epoch, service.image.last_offset)
+                )
+            assert response.is_fenced is False
+            assert service.tracker.last_heartbeat_ms_by_broker[1] > heard_before
+        await client.aclose()
+        nursery.cancel_scope.cancel()
