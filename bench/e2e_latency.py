@@ -90,9 +90,9 @@ most of it a deadline around every socket read for connections.max.idle.ms, now 
 over the waiting connections. A read of a request costs 27.5 -> 20.5 us with it gone and the
 raw socket read (microbenchmark, the recv itself ~20 us), a byte count 0.24 -> 0.02 us: ~30 us
 of the 1.0-1.5 ms of CPU a record costs the three nodes, ~2 %, below what runs on this box
-resolve. CPU per acks=all record (`python -m bench.round_cpu`: three in-process brokers, one
-record per produce, a long-polling consumer), old vs new alternated: medians 1.44 -> 1.21 ms
-in six rounds (load 17-36), 1.54 -> 1.68 ms in four more (load 19-31). This bench at 500/s,
+resolve. CPU per acks=all record over three in-process brokers (a one-off script, not kept),
+old vs new alternated: medians 1.44 -> 1.21 ms in six rounds (load 17-36), 1.54 -> 1.68 ms
+in four more (load 19-31). This bench at 500/s,
 ten rounds each way alternated (load 13-30): nodes' CPU per record 0.9-1.4 ms either way (0.4
 where records queued up and went in batches), e2e p99 160-730 ms (old) and 170-870 ms (new),
 p50 3-220 / 4-210 ms: at that load the latencies are the box's, not the code's, and the 5 ms
