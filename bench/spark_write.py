@@ -77,6 +77,7 @@ and Spark's JVM use the same two cores.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -222,9 +223,12 @@ def main() -> None:
         # Repeats interleaved (every job once, then again): a change of the box's load
         # during the run hits all jobs alike instead of whichever ran then.
         best = dict.fromkeys(jobs, float("inf"))
+        load = dict.fromkeys(jobs, 0.0)  # the 1-minute load average after the best run
         for run in range(args.repeat):
             for name, job in jobs.items():
-                best[name] = min(best[name], timed(lambda j=job, r=run: j(r)))
+                seconds = timed(lambda j=job, r=run: j(r))
+                if seconds < best[name]:
+                    best[name], load[name] = seconds, os.getloadavg()[0]
         session.stop()
     finally:
         if cluster is not None:
@@ -234,23 +238,29 @@ def main() -> None:
     keys = "no keys" if args.no_keys else "16-byte keys (murmur2 partitions)"
     print(f"\n{args.rows} rows x {VALUE_BYTES}-byte values, {keys}, {args.master}, "
           f"{args.partitions} partitions (RF 1, 3 nodes), best of {args.repeat}")  # fmt: skip
-    print(f"| {'job':<20} | {'seconds':>8} | {'rows/s':>10} | {'MB/s':>6} | {'vs parquet':>10} |")
+    print(
+        f"| {'job':<20} | {'seconds':>8} | {'rows/s':>10} | {'MB/s':>6} | {'vs parquet':>10} "
+        f"| {'load':>5} |"
+    )
     print(
         "|"
-        + "|".join(["-" * 22, "-" * 9 + ":", "-" * 11 + ":", "-" * 7 + ":", "-" * 11 + ":"])
+        + "|".join(
+            ["-" * 22, "-" * 9 + ":", "-" * 11 + ":", "-" * 7 + ":", "-" * 11 + ":", "-" * 6 + ":"]
+        )
         + "|"
     )
     emit("spark_write", [
         {"job": name, "rows": args.rows, "seconds": seconds, "rows_per_s": args.rows / seconds,
          "mb_per_s": args.rows * VALUE_BYTES / seconds / 1e6,
-         "vs_parquet": best.get("parquet", 0) / seconds}
+         "vs_parquet": best.get("parquet", 0) / seconds, "load_average": load[name]}
         for name, seconds in best.items()
     ])  # fmt: skip
     for name, seconds in best.items():
         rate = args.rows / seconds
         print(
             f"| {name:<20} | {seconds:>8.2f} | {rate:>10,.0f} | "
-            f"{rate * VALUE_BYTES / 1e6:>6.1f} | {best.get('parquet', 0) / seconds:>10.2f} |"
+            f"{rate * VALUE_BYTES / 1e6:>6.1f} | {best.get('parquet', 0) / seconds:>10.2f} "
+            f"| {load[name]:>5.1f} |"
         )
 
 
