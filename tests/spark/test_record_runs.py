@@ -141,3 +141,22 @@ def test_gathered_joins_small_batches_and_keeps_rows_in_order():
         assert all(batch.nbytes >= gather for batch in out[:-1])
         expected_count = 10 if gather <= size else -(-10 // (gather // size))
         assert len(out) == min(10, expected_count), gather
+
+
+def test_a_run_view_assembles_to_the_builders_batch_under_every_codec():
+    """The producer gets each run as a view of the shared buffer: every codec takes it."""
+    from log.records.compression import CompressionType
+
+    keys = [b"k%05d" % i for i in range(500)]
+    values = [b"v" * (i % 70) for i in range(500)]
+    runs = [(0, 200), (200, 500)]
+    data, bounds = encode_runs(pa.array(keys), pa.array(values), runs)
+    for codec in CompressionType:
+        for index, (start, end) in enumerate(runs):
+            built = assemble_batch(
+                data[bounds[index] : bounds[index + 1]], record_count=end - start,
+                base_offset=0, base_timestamp_ms=7, max_timestamp_ms=7, compression_type=codec,
+            )  # fmt: skip
+            assert built == build_batch_from_columns(
+                keys[start:end], values[start:end], timestamp_ms=7, compression_type=codec
+            ), codec
