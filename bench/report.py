@@ -188,9 +188,11 @@ def _spark(rows: Rows) -> str:
     ratios = {r["job"]: r["vs_parquet"] for r in rows if r.get("vs_parquet")}
     summary = [f"Arrow writer, {label}: {ratios[job]:.2f}x Parquet (target >= {target}x)"
                for job, label, target in SPARK_TARGETS if job in ratios]  # fmt: skip
-    body = table(["job", "rows", "seconds", "rows/s", "MB/s", "vs parquet"],
+    body = table(["job", "rows", "seconds", "rows/s", "MB/s", "vs parquet", "load average"],
                  [[r["job"], _n(r["rows"]), _n(r["seconds"], 2), _n(r["rows_per_s"]),
-                   _n(r["mb_per_s"], 1), _n(r["vs_parquet"], 2)] for r in rows])  # fmt: skip
+                   _n(r["mb_per_s"], 1), _n(r["vs_parquet"], 2),
+                   _n(r.get("load_average"), 1)]
+                  for r in rows])  # fmt: skip
     return "\n".join(f"- {line}" for line in summary) + ("\n\n" if summary else "") + body
 
 

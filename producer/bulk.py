@@ -333,7 +333,7 @@ class ColumnarBatch(ProducerBatch):
         timestamps_ms: list[int] | None = None,
         open_for_appends: bool = False,
         on_full: Callable[[], None] | None = None,
-        encoded_records: bytes | None = None,
+        encoded_records: bytes | memoryview | None = None,
         encoded_max_timestamp_ms: int | None = None,
         splittable: bool = True,
     ) -> None:

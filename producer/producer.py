@@ -726,7 +726,7 @@ class Producer:
         partition: int | None,
         keys: Sequence[bytes | None] | Any | None,
         values: Sequence[bytes | None] | Any,
-        records: bytes,
+        records: bytes | memoryview,
         timestamp_range: tuple[int, int] | None = None,
         has_headers: bool = False,
     ) -> BulkDelivery:

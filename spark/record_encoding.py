@@ -18,8 +18,6 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-MAX_VARINT_BYTES = 10  # a zigzag varint of an int64 (timestamp deltas); lengths take <= 5
-
 
 def _zigzag(values: Any) -> Any:
     import numpy as np
@@ -41,13 +39,15 @@ def varint_widths(values: Any) -> Any:
 
 
 def _varint_matrix(values: Any) -> tuple[Any, Any]:
-    """((rows, 5) uint8 varint bytes, width per row) of the zigzag varints of `values`."""
+    """((rows, widest) uint8 varint bytes, width per row) of the zigzag varints of `values`
+    (only as many byte columns as the widest varint needs)."""
     import numpy as np
 
     zz = _zigzag(values)
     width = varint_widths(values)
-    out = np.zeros((len(zz), MAX_VARINT_BYTES), dtype=np.uint8)
-    for column in range(MAX_VARINT_BYTES):
+    widest = int(width.max()) if len(width) else 1
+    out = np.zeros((len(zz), widest), dtype=np.uint8)
+    for column in range(widest):
         byte = (zz >> np.uint64(7 * column)) & np.uint64(0x7F)
         more = width > column + 1
         out[:, column] = (byte | (more.astype(np.uint64) << np.uint64(7))).astype(np.uint8)
@@ -64,7 +64,7 @@ def _varint_column(values: Any) -> Any:
         matrix, width = _varint_matrix(values[:1])
         return pa.scalar(matrix[0, : int(width[0])].tobytes(), pa.binary())
     matrix, width = _varint_matrix(values)
-    data = matrix[np.arange(MAX_VARINT_BYTES)[None, :] < width[:, None]]  # row-major
+    data = matrix[np.arange(matrix.shape[1])[None, :] < width[:, None]]  # row-major
     offsets = np.zeros(len(values) + 1, dtype=np.int32)
     np.cumsum(width, out=offsets[1:])
     return pa.BinaryArray.from_buffers(
@@ -228,11 +228,32 @@ def encode_records(
     batch's base timestamp) and headers (an Arrow list<struct<key, value>> column), if
     given; else timestampDelta 0 (the batch's one timestamp) and no headers.
     `known_lengths`: (key lengths, value lengths) from column_lengths, if known."""
+    data, bounds = encode_runs(
+        keys, values, [(0, len(values))], timestamps_ms, headers, known_lengths
+    )
+    return bytes(data[bounds[0] : bounds[1]])
+
+
+def encode_runs(
+    keys: Any,
+    values: Any,
+    runs: list[tuple[int, int]],
+    timestamps_ms: Any = None,
+    headers: Any = None,
+    known_lengths: tuple[Any, Any] | None = None,
+) -> tuple[memoryview, list[int]]:
+    """The records sections of several batches at once: `runs` are consecutive [start,
+    end) row ranges covering the rows in order, one batch each, so offsetDelta restarts at
+    0 in each run and timestampDelta counts from each run's smallest timestamp. One Arrow
+    join for all of them, no copy per run: (a view of the encoded bytes, run after run, and
+    the byte position where each run starts, then the end; run i is
+    `view[bounds[i]:bounds[i + 1]]`, the bytes encode_records gives for its rows alone)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     rows = len(values)
+    assert runs and runs[0][0] == 0 and runs[-1][1] == rows
     if pa.types.is_string(values.type):
         values = values.cast(pa.binary())
     if keys is not None and pa.types.is_string(keys.type):
@@ -240,19 +261,27 @@ def encode_records(
     key_lengths, value_lengths = known_lengths or column_lengths(keys, values)
     uniform_keys = keys is None or (key_lengths == key_lengths[0]).all()
     plain = timestamps_ms is None and headers is None
+    starts = np.fromiter((start for start, _ in runs), dtype=np.int64, count=len(runs))
+    counts = np.fromiter((end - start for start, end in runs), dtype=np.int64, count=len(runs))
     if plain and uniform_keys and (value_lengths == value_lengths[0]).all():
         # Every record the same shape but for its offsetDelta: the length and offsetDelta
         # varints are slices of columns made once per shape (the common case).
         key_length = int(key_lengths[0])
         value_length = int(value_lengths[0])
-        lengths, deltas = _uniform_columns(key_length, value_length, rows)
-        lengths, deltas = lengths.slice(0, rows), deltas.slice(0, rows)
+        lengths, deltas = _uniform_columns(key_length, value_length, int(counts.max()))
+        if len(runs) == 1:
+            lengths, deltas = lengths.slice(0, rows), deltas.slice(0, rows)
+        else:
+            lengths = pa.concat_arrays([lengths.slice(0, int(c)) for c in counts])
+            deltas = pa.concat_arrays([deltas.slice(0, int(c)) for c in counts])
         key_varint: Any = _varint_scalar(key_length)
         value_varint: Any = _varint_scalar(value_length)
         timestamp_varint: Any = pa.scalar(b"\x00", pa.binary())
         header_pieces: list[Any] = [pa.scalar(b"\x00", pa.binary())]  # headerCount 0
     else:
         offset_deltas = np.arange(rows, dtype=np.int64)
+        if len(runs) > 1:
+            offset_deltas -= np.repeat(starts, counts)
         body = (
             3
             + varint_widths(offset_deltas)
@@ -264,14 +293,15 @@ def encode_records(
         timestamp_varint = pa.scalar(b"\x00", pa.binary())
         if timestamps_ms is not None:
             timestamp_deltas = np.asarray(timestamps_ms, dtype=np.int64)
-            timestamp_deltas = timestamp_deltas - timestamp_deltas.min()
+            bases = np.minimum.reduceat(timestamp_deltas, starts)  # each run's smallest
+            timestamp_deltas = timestamp_deltas - np.repeat(bases, counts)
             body += varint_widths(timestamp_deltas) - 1
             timestamp_varint = _varint_column(timestamp_deltas)
         header_pieces = [pa.scalar(b"\x00", pa.binary())]
         if headers is not None:
-            counts, section, section_lengths = _headers_section(headers)
-            body += varint_widths(counts) - 1 + section_lengths
-            header_pieces = [_varint_column(counts), section]
+            header_counts, section, section_lengths = _headers_section(headers)
+            body += varint_widths(header_counts) - 1 + section_lengths
+            header_pieces = [_varint_column(header_counts), section]
         lengths, deltas = _varint_column(body), _varint_column(offset_deltas)
         key_varint, value_varint = _varint_column(key_lengths), _varint_column(value_lengths)
     empty = pa.scalar(b"", pa.binary())
@@ -291,9 +321,9 @@ def encode_records(
     ]
     joined = pc.binary_join_element_wise(*pieces, empty)  # the last argument: the separator
     _validity, offsets, data = joined.buffers()
-    bounds = np.frombuffer(offsets, dtype=np.int32)
-    start, end = int(bounds[joined.offset]), int(bounds[joined.offset + rows])
-    return memoryview(data)[start:end].tobytes()
+    positions = np.frombuffer(offsets, dtype=np.int32)[joined.offset : joined.offset + rows + 1]
+    bounds = positions[np.append(starts, rows)].tolist()
+    return memoryview(data), bounds
 
 
 def plan_runs(sizes: Any, limit_bytes: int) -> list[tuple[int, int]]:

@@ -10,17 +10,20 @@ raises `QuorumLogWriteError` naming the log partition and the cause instead of r
 
 Two paths feed the producer:
 
-- Arrow (default, `DataSourceArrowWriter`): Spark hands over `pyarrow.RecordBatch`es; each is
-  validated (no null values) and split by topic; each row's target partition is computed
-  for the whole batch at once (the `partition` column, else the Java client's murmur2 of
-  the key, vectorized in spark/key_partitions.py, else the producer's sticky choice). The
-  rows of each partition (cut where stickiness changes, so that no row overtakes an earlier
-  one of its partition) are cut into runs that fill a batch, and each run's records section
-  (keys, values, headers, timestamps) is encoded for the whole run at once
-  (spark/record_encoding.py). An Arrow batch's runs go to the producer's thread in one
-  `send_encoded` hand-over; the producer only adds the batch header (producer id, epoch,
-  sequence) when it sends. No Python object per row. The producer's `batch.size` defaults
-  to 512 KiB here (WRITER_PRODUCER_DEFAULTS).
+- Arrow (default, `DataSourceArrowWriter`): Spark hands over `pyarrow.RecordBatch`es, gathered
+  until they hold `arrowGatherBytes` (4 MiB; so that each partition's share fills whole
+  producer batches); each gathered batch is validated (no null values) and split by topic;
+  each row's target partition is computed for the whole batch at once (the `partition`
+  column, else the Java client's murmur2 of the key, vectorized in spark/key_partitions.py,
+  else the producer's sticky choice). One take puts the rows in partition order (cut where
+  stickiness changes, so that no row overtakes an earlier one of its partition); each
+  partition's rows are cut into runs that fill a batch, and the records sections (keys,
+  values, headers, timestamps) of all runs are encoded in one pass
+  (spark/record_encoding.encode_runs). The runs, views of that one buffer, go to the
+  producer's thread in one `send_encoded` hand-over; the producer only adds the batch header
+  (producer id, epoch, sequence) when it sends. No Python object per row. The producer's
+  `batch.size` defaults to 512 KiB and `max.request.size` to 8 MiB here
+  (WRITER_PRODUCER_DEFAULTS).
 - Row (`.option("writer", "row")`, for comparison): one `send` per Row.
 
 Delivery guarantee with `.option("exactlyOnce", "true")`: exactly once, all or nothing per job
@@ -65,7 +68,10 @@ ROW_CHUNK = 1000  # row path: rows validated together before any of them is sent
 # are full at once (linger plays no part), and per-batch costs dominate at Kafka's 16 KiB
 # (measured: a write task's rate x1.8 at 512 KiB; bench/spark_write.py). 512 KiB stays
 # below the broker's default max.message.bytes (1 MiB).
-WRITER_PRODUCER_DEFAULTS = {"batch.size": "524288"}
+# Requests of up to 8 MiB carry several such batches to a node at once (Kafka's 1 MiB
+# max.request.size fits one), fewer requests for the brokers to handle; their
+# socket.request.max.bytes is 100 MiB.
+WRITER_PRODUCER_DEFAULTS = {"batch.size": "524288", "max.request.size": "8388608"}
 MAX_IN_FLIGHT_FUTURES = 100_000  # row path: wait for acks before queueing more than this
 
 logger = logging.getLogger(__name__)
@@ -217,6 +223,59 @@ def _binary_keys_and_values(batch: Any) -> Any:
     return pa.RecordBatch.from_arrays(columns, names=names) if changed else batch
 
 
+def _gathered(batches: Iterable[Any], gather_bytes: int) -> Iterator[Any]:
+    """Spark's Arrow batches joined into batches of at least `gather_bytes` (the last one
+    smaller), so that each partition's share fills whole producer batches; one at a time
+    as they come when `gather_bytes` is 0 or a batch is that large on its own."""
+    import pyarrow as pa
+
+    pending: list[Any] = []
+    pending_bytes = 0
+    for batch in batches:
+        if not pending and batch.nbytes >= gather_bytes:
+            yield batch
+            continue
+        pending.append(batch)
+        pending_bytes += batch.nbytes
+        if pending_bytes >= gather_bytes:
+            yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+            pending, pending_bytes = [], 0
+    if pending:
+        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+
+
+def _partition_order(targets: Any) -> tuple[Any, list[tuple[int | None, int, int]]]:
+    """(the row order that groups the rows by target partition, None if they are in it
+    already; [(partition or None for the producer's sticky choice, start, end)] in that
+    order). Rows left to the sticky partitioner (-1) may land on any partition, so pieces
+    are cut where stickiness changes and no row overtakes an earlier one of the same
+    partition; within a piece of explicit targets a stable sort groups them (row order kept
+    per partition; a radix sort on 16-bit targets)."""
+    import numpy as np
+
+    rows = len(targets)
+    sticky = targets < 0
+    cuts = [0, *(np.flatnonzero(sticky[1:] != sticky[:-1]) + 1).tolist(), rows]
+    pieces: list[Any] = []
+    groups: list[tuple[int | None, int, int]] = []
+    reordered = False
+    narrow = np.int16 if rows and int(targets.max()) < 2**15 else np.int64
+    for first, end in zip(cuts, cuts[1:], strict=False):
+        if sticky[first]:
+            pieces.append(np.arange(first, end))
+            groups.append((None, first, end))
+            continue
+        piece = targets[first:end]
+        order = np.argsort(piece.astype(narrow), kind="stable")
+        ordered = piece[order]
+        bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), end - first]
+        reordered = reordered or len(bounds) > 2
+        pieces.append(order + first)
+        for start, stop in zip(bounds, bounds[1:], strict=False):
+            groups.append((int(ordered[start]), first + start, first + stop))
+    return (np.concatenate(pieces) if reordered else None), groups
+
+
 def _bulk_settings(properties: Mapping[str, str]) -> tuple[bool, tuple[int, int]]:
     """(partitioner.ignore.keys, (records bytes per batch, offsetDelta varint bytes at
     most)) from the producer settings: how the writer cuts and encodes runs."""
@@ -276,7 +335,7 @@ class _TaskWriter:
                 if rows:
                     self._send_rows(producer, batches)
                 else:
-                    for batch in batches:
+                    for batch in _gathered(batches, self.options.gather_bytes):
                         self._send_arrow(producer, batch)
                         self._hand_over(producer)
             except BaseException as exc:
@@ -350,11 +409,10 @@ class _TaskWriter:
         assert pa is not None
 
     def _send_arrow(self, producer: Any, batch: Any) -> None:
-        """One Arrow batch: split by topic, then by target partition computed for the whole
-        column at once (the partition column, else murmur2 of the key, else -1: the
-        producer's sticky partitioner), each piece handed to send_many with its partition,
-        so that per partition the rows keep their order."""
-        import numpy as np
+        """One (gathered) Arrow batch: split by topic, then by target partition computed for
+        the whole column at once (the partition column, else murmur2 of the key, else -1:
+        the producer's sticky partitioner); the rows are put in partition order with one
+        take (row order kept per partition) and encoded together by _send_columns."""
         import pyarrow.compute as pc
 
         if batch.num_rows == 0:
@@ -376,28 +434,15 @@ class _TaskWriter:
             assert topic is not None  # the schema check requires the option or the column
             targets = self._targets(producer, topic, part)
             if targets is None:
-                self._send_columns(producer, part, topic, None)
+                self._send_columns(producer, part, topic, [(None, 0, part.num_rows)])
                 continue
-            # Rows left to the sticky partitioner (-1) may land on any partition: pieces are
-            # cut where stickiness changes, so that no row overtakes an earlier one of the
-            # same partition; within a run of explicit targets a stable sort groups them.
-            sticky = targets < 0
-            cuts = np.flatnonzero(sticky[1:] != sticky[:-1]) + 1
-            for run in np.split(np.arange(len(targets)), cuts):
-                run_part = part if len(run) == part.num_rows else part.slice(run[0], len(run))
-                if sticky[run[0]]:
-                    self._send_columns(producer, run_part, topic, None)
-                    continue
-                run_targets = targets[run]
-                order = np.argsort(run_targets, kind="stable")  # row order kept per partition
-                ordered = run_targets[order]
-                bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()]
-                bounds.append(len(run))
-                if len(bounds) > 2:  # one take, then zero-copy slices per partition
-                    run_part = run_part.take(order)
-                for first, end in zip(bounds, bounds[1:], strict=False):
-                    piece = run_part.slice(first, end - first)
-                    self._send_columns(producer, piece, topic, int(ordered[first]))
+            order, groups = _partition_order(targets)
+            if order is not None:  # one take (of the columns sent) for the whole batch
+                used = [
+                    n for n in ("key", "value", "headers", "timestamp") if n in part.schema.names
+                ]
+                part = part.select(used).take(order)
+            self._send_columns(producer, part, topic, groups)
 
     def _targets(self, producer: Any, topic: str, batch: Any) -> Any:
         """int64 partition per row (-1: the producer's sticky choice), or None when every row
@@ -441,14 +486,18 @@ class _TaskWriter:
             count = self._partition_counts[topic] = trio.run(ask)
         return count
 
-    def _send_columns(self, producer: Any, batch: Any, topic: Any, partition: Any) -> None:
-        """Rows of one partition (None: sticky): cut into runs that fill a batch, each
-        encoded for the whole run at once (spark/record_encoding.py) and queued for the
-        producer as a ready records section (handed over by _hand_over)."""
+    def _send_columns(
+        self, producer: Any, batch: Any, topic: Any, groups: list[tuple[int | None, int, int]]
+    ) -> None:
+        """Rows of an Arrow batch already in partition order, `groups` (partition or None:
+        sticky, start, end) saying whose rows are where: each group cut into runs that fill a
+        batch, all runs encoded in one pass (spark/record_encoding.py) and queued for the
+        producer as ready records sections, views of the one encoded buffer (handed over by
+        _hand_over)."""
         import numpy as np
         import pyarrow as pa
 
-        from spark.record_encoding import column_lengths, encode_records, plan_runs, record_sizes
+        from spark.record_encoding import column_lengths, encode_runs, plan_runs, record_sizes
 
         names = batch.schema.names
 
@@ -471,35 +520,40 @@ class _TaskWriter:
             timestamps = as_ms.cast(pa.int64()).fill_null(now).to_numpy().astype(np.int64)
         limit, delta_bytes = self._records_limit
         try:
-            key_lengths, value_lengths = column_lengths(keys, values)
-            sizes = record_sizes(
-                keys, values, delta_bytes, timestamps, headers, (key_lengths, value_lengths)
-            )
-            for start, end in plan_runs(sizes, limit):
-                count = end - start
-                run_keys = None if keys is None else keys.slice(start, count)
-                run_values = values.slice(start, count)
-                run_stamps = None if timestamps is None else timestamps[start:end]
-                run_headers = None if headers is None else headers.slice(start, count)
-                records = encode_records(
-                    run_keys,
-                    run_values,
-                    run_stamps,
-                    run_headers,
-                    (key_lengths[start:end], value_lengths[start:end]),
-                )
-                span = (
-                    None if run_stamps is None else (int(run_stamps.min()), int(run_stamps.max()))
-                )
-                self._runs.append(
-                    (topic, partition, run_keys, run_values, records, span, headers is not None)
-                )
-                self._runs_records += count
+            lengths = column_lengths(keys, values)
+            sizes = record_sizes(keys, values, delta_bytes, timestamps, headers, lengths)
+            runs: list[tuple[int, int]] = []
+            targets: list[int | None] = []
+            for partition, first, end in groups:
+                for start, stop in plan_runs(sizes[first:end], limit):
+                    runs.append((first + start, first + stop))
+                    targets.append(partition)
+            data, bounds = encode_runs(keys, values, runs, timestamps, headers, lengths)
         except ValueError as exc:  # a header with a null key
             raise QuorumLogWriteError(
                 f"quorumlog sink: Spark partition {self.spark_partition}: {exc}; nothing of "
                 f"this batch was sent"
             ) from None
+        spans = None
+        if timestamps is not None:
+            starts = [start for start, _ in runs]
+            spans = zip(
+                np.minimum.reduceat(timestamps, starts).tolist(),
+                np.maximum.reduceat(timestamps, starts).tolist(),
+                strict=True,
+            )
+        for index, (start, end) in enumerate(runs):
+            count = end - start
+            self._runs.append((
+                topic,
+                targets[index],
+                None if keys is None else keys.slice(start, count),
+                values.slice(start, count),
+                data[bounds[index] : bounds[index + 1]],
+                None if spans is None else next(spans),
+                headers is not None,
+            ))  # fmt: skip
+            self._runs_records += count
 
     def _hand_over(self, producer: Any) -> None:
         """The runs of one Arrow batch go to the producer's thread in one command."""

@@ -143,7 +143,7 @@ def build_batch(
 
 
 def assemble_batch(
-    records_bytes: bytes,
+    records_bytes: bytes | bytearray | memoryview,
     *,
     record_count: int,
     base_offset: int,
@@ -158,9 +158,15 @@ def assemble_batch(
     is_control: bool = False,
     log_append_time: bool = False,
 ) -> bytes:
-    """Wrap already-encoded (uncompressed) records in a batch header, compressing if asked."""
+    """Wrap already-encoded (uncompressed) records in a batch header, compressing if asked.
+    The records are copied once (into the result): the CRC is computed over the header's
+    tail and then continued over the payload where it lies."""
     assert 0 < record_count < 1 << 31, "a built batch holds 1 .. 2**31-1 records"
-    payload = compress(compression_type, records_bytes)
+    payload = (
+        records_bytes
+        if compression_type == CompressionType.NONE
+        else compress(compression_type, records_bytes)
+    )
     attributes = int(compression_type)
     if log_append_time:
         attributes |= TIMESTAMP_TYPE_MASK
@@ -168,25 +174,21 @@ def assemble_batch(
         attributes |= TRANSACTIONAL_FLAG
     if is_control:
         attributes |= CONTROL_FLAG
-    after_crc = (
-        _HEADER_AFTER_CRC.pack(
-            attributes,
-            record_count - 1,
-            base_timestamp_ms,
-            max_timestamp_ms,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            record_count,
-        )
-        + payload
+    after_crc = _HEADER_AFTER_CRC.pack(
+        attributes,
+        record_count - 1,
+        base_timestamp_ms,
+        max_timestamp_ms,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        record_count,
     )
     batch_length = HEADER_BYTES - LOG_OVERHEAD + len(payload)
-    crc = crc32c.crc32c(after_crc)
+    crc = crc32c.crc32c(payload, crc32c.crc32c(after_crc))
     head = _HEADER_BEFORE_CRC.pack(base_offset, batch_length, partition_leader_epoch, MAGIC_V2)
-    out = head + _UINT32.pack(crc) + after_crc
     assert len(head) + 4 == ATTRIBUTES_OFFSET
-    return out
+    return b"".join((head, _UINT32.pack(crc), after_crc, payload))
 
 
 def _varint_bytes(value: int) -> bytes:

@@ -96,8 +96,10 @@ def test_a_failed_task_and_a_straggler_leave_each_row_exactly_once(cluster, sess
     bootstrap = cluster.layout.bootstrap_servers
     create_topic(cluster, "eos-in-doubt", PARTITIONS)
     create_topic(cluster, "alo", PARTITIONS)
-    # At-least-once (the option off): the failed attempt's acknowledged rows are there twice.
-    _write(_failing_input(session, bootstrap, None), bootstrap, "alo")
+    # At-least-once (the option off): the failed attempt's acknowledged rows are there twice
+    # (Arrow batches handed over as they come: the default gathers 4 MiB, more than the
+    # failed attempt's rows).
+    _write(_failing_input(session, bootstrap, None), bootstrap, "alo", arrowGatherBytes="0")
     at_least_once = _values(session, bootstrap, "alo")
     assert sorted(set(at_least_once)) == list(range(ROWS))
     assert len(at_least_once) > ROWS, "the injected failure left no duplicate behind"

@@ -199,7 +199,9 @@ def test_task_retry_after_partial_write_loses_nothing(cluster, bootstrap, sessio
         "cast(id as string) as key", "concat('v', lpad(cast(id as string), 200, '0')) as value"
     )
     failing = df.mapInPandas(fail_once, "key string, value string")
-    _write(failing, bootstrap, topic)
+    # arrowGatherBytes 0: each Arrow batch handed over as it comes (the default gathers 4 MiB
+    # first, more than this task's rows before the failure)
+    _write(failing, bootstrap, topic, arrowGatherBytes="0")
     values = [bytes(r.value).decode() for r in _read(session, bootstrap, topic).collect()]
     counts: dict[str, int] = {}
     for v in values:
