@@ -1,0 +1,44 @@
+"""How `make test` spreads the suite over its two pytest-xdist workers (`--dist loadgroup
+--no-loadscope-reorder`).
+
+Every test is put in the xdist group of its file, as `--dist loadfile` would (a file's module
+fixtures, e.g. its cluster, start once), except the files under tests/spark, which form one
+group: their session fixtures (a 3-node cluster and a SparkSession) then start once, on one
+worker, instead of once on each worker that got a Spark file.
+
+Groups are handed out in collection order, which this sorts heaviest first (HEAVY_FIRST, then
+the groups holding `slow` tests, then the rest, each as collected), so the longest units start
+at once and the short ones fill the end (xdist's default reorder, by test count, put the
+few-test Spark and cluster files last). The
+order and the groups only change where and when tests run, never what they check."""
+
+from __future__ import annotations
+
+import pytest
+
+SPARK_GROUP = "tests/spark"
+# Units taking a minute or more on an idle 2-core box (`--durations`), longest first.
+HEAVY_FIRST = (
+    SPARK_GROUP,
+    "tests/cli/test_demo.py",
+)
+
+
+def _group(item: pytest.Item) -> str:
+    path = item.nodeid.split("::", 1)[0]
+    return SPARK_GROUP if path.startswith(SPARK_GROUP + "/") else path
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
+    heavy = {group: i for i, group in enumerate(HEAVY_FIRST)}
+    slow = {_group(item) for item in items if item.get_closest_marker("slow") is not None}
+
+    def rank(item: pytest.Item) -> tuple[int, bool]:
+        group = _group(item)
+        return heavy.get(group, len(HEAVY_FIRST)), group not in slow
+
+    items.sort(key=rank)  # stable: a group's tests keep their order
