@@ -2,9 +2,10 @@
 --no-loadscope-reorder`).
 
 Every test is put in the xdist group of its file, as `--dist loadfile` would (a file's module
-fixtures, e.g. its cluster, start once), except the files under tests/spark, which form one
-group: their session fixtures (a 3-node cluster and a SparkSession) then start once, on one
-worker, instead of once on each worker that got a Spark file.
+fixtures, e.g. its cluster, start once), except the files sharing a session fixture, which form
+one group: those under tests/spark (a 3-node cluster and a SparkSession) and those whose tests
+use tests/cli's `cli_cluster` (a 3-node cluster). Their session fixtures then start once, on
+one worker, instead of once on each worker that got such a file.
 
 Groups are handed out in collection order, which this sorts heaviest first (HEAVY_FIRST, then
 the groups holding `slow` tests, then the rest, each as collected), so the longest units start
@@ -17,6 +18,7 @@ from __future__ import annotations
 import pytest
 
 SPARK_GROUP = "tests/spark"
+CLI_CLUSTER_GROUP = "tests/cli:cli_cluster"
 # Units taking a minute or more on an idle 2-core box (`--durations`), longest first.
 HEAVY_FIRST = (
     SPARK_GROUP,
@@ -24,21 +26,31 @@ HEAVY_FIRST = (
 )
 
 
-def _group(item: pytest.Item) -> str:
-    path = item.nodeid.split("::", 1)[0]
-    return SPARK_GROUP if path.startswith(SPARK_GROUP + "/") else path
+def _file(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cli_cluster_files = {
+        _file(item) for item in items if "cli_cluster" in getattr(item, "fixturenames", ())
+    }
+
+    def group_of(item: pytest.Item) -> str:
+        path = _file(item)
+        if path.startswith(SPARK_GROUP + "/"):
+            return SPARK_GROUP
+        return CLI_CLUSTER_GROUP if path in cli_cluster_files else path
+
+    groups = {item.nodeid: group_of(item) for item in items}
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(_group(item)))
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
     heavy = {group: i for i, group in enumerate(HEAVY_FIRST)}
-    slow = {_group(item) for item in items if item.get_closest_marker("slow") is not None}
+    slow = {groups[item.nodeid] for item in items if item.get_closest_marker("slow") is not None}
 
     def rank(item: pytest.Item) -> tuple[int, bool]:
-        group = _group(item)
+        group = groups[item.nodeid]
         return heavy.get(group, len(HEAVY_FIRST)), group not in slow
 
     items.sort(key=rank)  # stable: a group's tests keep their order
