@@ -9,9 +9,9 @@ one worker, instead of once on each worker that got such a file.
 
 Groups are handed out in collection order, which this sorts heaviest first (HEAVY_FIRST, then
 the groups holding `slow` tests, then the rest, each as collected), so the longest units start
-at once and the short ones fill the end (xdist's default reorder, by test count, put the
-few-test Spark and cluster files last). The
-order and the groups only change where and when tests run, never what they check."""
+at once and the short ones fill the end (xdist's default reorder, by test count, queued the
+few-test Spark and cluster files late). The order and the groups only change where and when
+tests run, never what they check."""
 
 from __future__ import annotations
 
@@ -19,10 +19,16 @@ import pytest
 
 SPARK_GROUP = "tests/spark"
 CLI_CLUSTER_GROUP = "tests/cli:cli_cluster"
-# Units taking a minute or more on an idle 2-core box (`--durations`), longest first.
+# The longest units of a `make test` run (`--durations`, 2 workers: tests/spark about 200 s in
+# all, these 30-50 s each), the Spark group first: the other worker takes the rest meanwhile.
 HEAVY_FIRST = (
     SPARK_GROUP,
+    "tests/node/test_transactions_copier.py",
+    "tests/nemesis/test_nemesis_run.py",
     "tests/cli/test_demo.py",
+    "tests/hosts/test_replace_controller.py",
+    "tests/replication/test_replication_real.py",
+    "tests/nemesis/test_nemesis_netns.py",
 )
 
 
