@@ -49,9 +49,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return CLI_CLUSTER_GROUP if path in cli_cluster_files else path
 
     groups = {item.nodeid: group_of(item) for item in items}
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    if config.pluginmanager.hasplugin("xdist"):  # its marker (unknown when run without it)
+        for item in items:
+            if item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
     heavy = {group: i for i, group in enumerate(HEAVY_FIRST)}
     slow = {groups[item.nodeid] for item in items if item.get_closest_marker("slow") is not None}
 
