@@ -25,6 +25,7 @@ from cluster_harness import wait_until
 
 from log.common.errors import ErrorCode
 from log.protocol.coordinator import find_coordinator_request, single_coordinator
+from log.protocol.metadata import METADATA_REQUEST
 from producer.transaction_client import TransactionClient
 from quorum import controller as c
 from spark.exactly_once import PreparedTxn, commit_job, ensure_intent_topic, transactional_id
@@ -71,6 +72,19 @@ def _prepare(bootstrap: str, txn_id: str, values: list[bytes]) -> PreparedTxn:
     finally:
         producer.close(0)
     return PreparedTxn(txn_id, producer_id, epoch)
+
+
+async def _follower_gone(cluster, node: int, follower: int) -> bool:
+    """Whether broker `node`'s Metadata lists neither the follower nor it in TOPIC's ISR."""
+    M = METADATA_REQUEST.cls  # noqa: N806
+    wire = await WireClient.connect(cluster.layout.kafka_port(node))
+    try:
+        request = M(topics=[M.MetadataRequestTopic(name=TOPIC)], allow_auto_topic_creation=False)
+        body = await wire.call(3, 8, request)
+    finally:
+        await wire.aclose()
+    listed = {b.node_id for b in body.brokers}
+    return follower not in listed and follower not in body.topics[0].partitions[0].isr_nodes
 
 
 def _read_committed(bootstrap: str) -> list[str]:
@@ -159,6 +173,14 @@ async def test_commit_job_returns_only_once_the_commit_markers_are_written(clust
             return current.brokers[follower].fenced and follower not in partition.isr
 
         await wait_until(follower_out_of_isr, 60)
+
+        async def live_brokers_know():  # so no client below is sent to the stopped node
+            for node in nodes:
+                if node != follower and not await _follower_gone(cluster, node, follower):
+                    return False
+            return True
+
+        await wait_until(live_brokers_know, 60)
 
         returned = trio.Event()
         read_done = trio.Event()
