@@ -47,9 +47,10 @@ demo: setup
 
 # The whole suite, slow real-cluster tests included (this is what CI runs), on two pytest-xdist
 # workers: most real-cluster tests wait on processes and sockets, so two share 2 cores well.
-# A file's tests stay on one worker (--dist loadfile: module fixtures start one cluster).
+# A file's tests stay on one worker, all of tests/spark on one (tests/conftest.py puts them in
+# xdist groups: module and session fixtures start one cluster), heaviest groups handed out first.
 test: setup compat-runner
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
 
 # Everything but the slow real-cluster tests, for a quick local loop.
 test-fast: setup

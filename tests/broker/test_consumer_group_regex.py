@@ -2,12 +2,15 @@
 `group.protocol=consumer` subscribes to `^rx-.*` against an in-process broker. librdkafka sends
 the pattern to the coordinator (ConsumerGroupHeartbeat v1 SubscribedTopicRegex) instead of
 matching topics itself: it is assigned the matching topics only, a matching topic created later
-joins its assignment (once the coordinator's 10 s refresh interval passed) and is read, and a
+joins its assignment (once the coordinator's refresh interval passed: Kafka's 10 s constant,
+which the in-process broker here lowers to REGEX_REFRESH_MS rather than wait it out; the
+interval itself is tested in tests/coordinator/test_consumer_group_regex.py) and is read, and a
 pattern librdkafka accepts but RE2 refuses (a backreference) is a fatal
 INVALID_REGULAR_EXPRESSION for the consumer."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -18,6 +21,7 @@ from tests.broker.conftest import start_broker
 pytestmark = pytest.mark.timeout(180)
 
 PROPS = {"group.consumer.heartbeat.interval.ms": 300}
+REGEX_REFRESH_MS = 500
 
 
 def _consumer(bootstrap: str, group: str):
@@ -71,6 +75,10 @@ def _fatal_error(consumer, timeout_s: float = 60):
 
 async def test_regex_subscription_follows_the_matching_topics(nursery, tmp_path):
     broker = await start_broker(nursery, tmp_path, **PROPS)
+    groups = broker.server.ctx.group_coordinator.core  # its groups take this config when created
+    groups.consumer_config = dataclasses.replace(
+        groups.consumer_config, regex_refresh_interval_ms=REGEX_REFRESH_MS
+    )
     for name, partitions in (("rx-a", 2), ("rx-b", 1), ("other", 1)):
         await broker.create_topic(name, partitions)
     await trio.to_thread.run_sync(_produce, broker.bootstrap, {"rx-a": 2, "rx-b": 1, "other": 1})

@@ -23,12 +23,15 @@ def run_cli(args: list[str], input: str | None = None, exit_code: int = 0) -> Re
 
 
 @contextlib.contextmanager
-def started_cluster(path, nodes: int = 3) -> Iterator[Cluster]:
-    """A started Cluster of node processes; every process is stopped (or killed) on exit."""
-    cluster = Cluster(path, nodes)
+def started_cluster(path, nodes: int = 3, shared: bool = False) -> Iterator[Cluster]:
+    """A started Cluster of node processes; every process is stopped (or killed) on exit.
+    `shared`: one a fixture keeps across test files (Cluster(shared=True): other tests'
+    kill_started leaves it alone)."""
+    cluster = Cluster(path, nodes, shared=shared)
     try:
         cluster.start_all()
         yield cluster
     finally:
         cluster.stop_all()
-        kill_started()
+        if not shared:
+            kill_started()

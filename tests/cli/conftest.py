@@ -1,4 +1,5 @@
-"""One real 3-node cluster (node processes) shared by every command test in tests/cli.
+"""One real 3-node cluster (node processes) shared by every command test in tests/cli: session
+scoped (tests/conftest.py keeps the files using it on one pytest-xdist worker, so it starts once).
 
 The cluster comes from tests/node's harness (short heartbeats); the fixture waits until all
 three brokers are live before handing out the bootstrap servers. (cli_helpers.run_cli
@@ -37,13 +38,13 @@ async def _wait_for_brokers(bootstrap: str, count: int) -> None:
             await trio.sleep(0.2)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cli_cluster(tmp_path_factory):
-    with started_cluster(tmp_path_factory.mktemp("cli-cluster")) as cluster:
+    with started_cluster(tmp_path_factory.mktemp("cli-cluster"), shared=True) as cluster:
         trio.run(_wait_for_brokers, cluster.layout.bootstrap_servers, 3)
         yield cluster
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def bootstrap(cli_cluster) -> str:
     return cli_cluster.layout.bootstrap_servers

@@ -13,7 +13,9 @@ forced on:
 Task 0's first attempt hands over the first half of its rows, then waits until a speculative
 copy of itself (attempt >= 1) has handed over all of its rows; so the copy finishes first and
 wins, and the first attempt loses with rows written. Each task attempt leaves a file
-`p<partition>-a<attempt>` in MARKER_DIR, so the test can see that a copy ran.
+`p<partition>-a<attempt>` in MARKER_DIR, so the test can see that a copy ran; the standalone
+cluster's logs and work directories go to MARKER_DIR/standalone (pytest's tmp_path, cleaned up
+with it).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -69,8 +70,9 @@ def _free_port() -> int:
 class StandaloneCluster:
     """A standalone master on 127.0.0.1 and one 1-core worker on each of HOSTS."""
 
-    def __init__(self) -> None:
-        self.work = Path(tempfile.mkdtemp(prefix="quorumlog-spark-standalone-"))
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        work.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
         self.processes: list[subprocess.Popen] = []
 
@@ -163,7 +165,7 @@ def slow_first_attempt(session, rows: int, markers: str):
 
 def main(argv: list[str]) -> None:
     bootstrap, topic, rows, markers = argv[0], argv[1], int(argv[2]), argv[3]
-    with StandaloneCluster() as master:
+    with StandaloneCluster(Path(markers, "standalone")) as master:
         session = make_session(master)
         try:
             (

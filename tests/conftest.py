@@ -1,0 +1,63 @@
+"""How `make test` spreads the suite over its two pytest-xdist workers (`--dist loadgroup
+--no-loadscope-reorder`).
+
+Every test is put in the xdist group of its file, as `--dist loadfile` would (a file's module
+fixtures, e.g. its cluster, start once), except the files sharing a session fixture, which form
+one group: those under tests/spark (a 3-node cluster and a SparkSession) and those whose tests
+use tests/cli's `cli_cluster` (a 3-node cluster). Their session fixtures then start once, on
+one worker, instead of once on each worker that got such a file.
+
+Groups are handed out in collection order, which this sorts heaviest first (HEAVY_FIRST, then
+the groups holding `slow` tests, then the rest, each as collected), so the longest units start
+at once and the short ones fill the end (xdist's default reorder, by test count, queued the
+few-test Spark and cluster files late). The order and the groups only change where and when
+tests run, never what they check."""
+
+from __future__ import annotations
+
+import pytest
+
+SPARK_GROUP = "tests/spark"
+CLI_CLUSTER_GROUP = "tests/cli:cli_cluster"
+# The longest units of a `make test` run (`--durations`, 2 workers: tests/spark about 200 s in
+# all, these 30-50 s each), the Spark group first: the other worker takes the rest meanwhile.
+HEAVY_FIRST = (
+    SPARK_GROUP,
+    "tests/node/test_transactions_copier.py",
+    "tests/nemesis/test_nemesis_run.py",
+    "tests/cli/test_demo.py",
+    "tests/hosts/test_replace_controller.py",
+    "tests/replication/test_replication_real.py",
+    "tests/nemesis/test_nemesis_netns.py",
+)
+
+
+def _file(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cli_cluster_files = {
+        _file(item) for item in items if "cli_cluster" in getattr(item, "fixturenames", ())
+    }
+
+    def group_of(item: pytest.Item) -> str:
+        path = _file(item)
+        if path.startswith(SPARK_GROUP + "/"):
+            return SPARK_GROUP
+        return CLI_CLUSTER_GROUP if path in cli_cluster_files else path
+
+    groups = {item.nodeid: group_of(item) for item in items}
+    if config.pluginmanager.hasplugin("xdist"):  # its marker (unknown when run without it)
+        for item in items:
+            if item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    heavy = {group: i for i, group in enumerate(HEAVY_FIRST)}
+    slow = {groups[item.nodeid] for item in items if item.get_closest_marker("slow") is not None}
+
+    def rank(item: pytest.Item) -> tuple[int, bool]:
+        group = groups[item.nodeid]
+        return heavy.get(group, len(HEAVY_FIRST)), group not in slow
+
+    items.sort(key=rank)  # stable: a group's tests keep their order
