@@ -1,8 +1,9 @@
 """`make compat`: peers' own test suites against a local 3-node quorumlog cluster.
 
-Two suites run against one `quorumlog up`-style cluster (tools/up.py's LocalCluster) on free
-ports, formatted with the two settings librdkafka's own test clusters use (`num.partitions`
-4, `default.replication.factor` 3):
+Each suite runs against a 3-node `quorumlog up`-style cluster of its own (tools/up.py's
+LocalCluster; a suite that lists ACLs or groups finds only its own) on free ports, formatted
+with the two settings librdkafka's own test clusters use (`num.partitions` 4,
+`default.replication.factor` 3):
 
 - librdkafka's `tests/test-runner` (Debian bookworm's librdkafka 2.0.2 source package, built
   under build/compat/ by `make compat-deps`): one test per process (a hang costs its own kill
@@ -32,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -338,46 +341,51 @@ def table(results: list[SuiteResult]) -> str:
     return "\n".join(lines)
 
 
+@asynccontextmanager
+async def _cluster(
+    directory: Path, base_port: int, settings: tuple, label: str
+) -> AsyncIterator[str]:
+    """A fresh 3-node LocalCluster for one suite (suites do not share one: each finds only its
+    own ACLs, groups and topics, as on a cluster of its own); yields its bootstrap servers."""
+    layout = ClusterLayout(directory, 3, base_port, extra_properties=settings)
+    async with LocalCluster(layout) as cluster:
+        print(f"cluster ({label}): {cluster.bootstrap_servers}", flush=True)
+        yield cluster.bootstrap_servers
+
+
 async def run_all(args: argparse.Namespace, work: Path) -> list[SuiteResult]:
-    base_port = args.base_port or free_base_port()
     log_dir = work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     numbers: list[str] = []
     if "librdkafka" in args.suites and LIBRDKAFKA_DIR.exists():
         numbers = args.rdkafka_tests or rdkafka_test_numbers()
     results = []
-    if {"librdkafka", "confluent-python"} & set(args.suites):
-        layout = ClusterLayout(work / "cluster", 3, base_port, extra_properties=NODE_SETTINGS)
-        async with LocalCluster(layout) as cluster:
-            bootstrap = cluster.bootstrap_servers
-            print(f"cluster: {bootstrap} ({work})", flush=True)
-            if "librdkafka" in args.suites:
-                ours = [n for n in numbers if n not in RDKAFKA_SCENARIOS]
-                rdkafka = await trio.to_thread.run_sync(run_rdkafka, bootstrap, ours, log_dir)
-                results.append(rdkafka)
-            if "confluent-python" in args.suites:
-                results.append(
-                    await trio.to_thread.run_sync(
-                        run_confluent_python, bootstrap, args.ck_tests, log_dir
-                    )
+    rdkafka = None
+    if "librdkafka" in args.suites:
+        ours = [n for n in numbers if n not in RDKAFKA_SCENARIOS]
+        async with _cluster(work / "cluster", args.base_port or free_base_port(), NODE_SETTINGS,
+                            f"librdkafka's settings, {work}") as bootstrap:  # fmt: skip
+            rdkafka = await trio.to_thread.run_sync(run_rdkafka, bootstrap, ours, log_dir)
+        results.append(rdkafka)
+    if "confluent-python" in args.suites:
+        async with _cluster(work / "cluster-confluent-python", free_base_port(), NODE_SETTINGS,
+                            "confluent-kafka-python") as bootstrap:  # fmt: skip
+            results.append(
+                await trio.to_thread.run_sync(
+                    run_confluent_python, bootstrap, args.ck_tests, log_dir
                 )
+            )
     if "kafka-python" in args.suites:
-        layout = ClusterLayout(work / "cluster-kafka-python", 3, free_base_port(),
-                               extra_properties=KAFKA_PYTHON_SETTINGS)  # fmt: skip
-        async with LocalCluster(layout) as cluster:
-            bootstrap = cluster.bootstrap_servers
-            print(f"cluster (kafka-python's group settings): {bootstrap}", flush=True)
+        async with _cluster(work / "cluster-kafka-python", free_base_port(), KAFKA_PYTHON_SETTINGS,
+                            "kafka-python's group settings") as bootstrap:  # fmt: skip
             results.append(
                 await trio.to_thread.run_sync(run_kafka_python, bootstrap, args.kp_tests, log_dir)
             )
     scenario = [n for n in numbers if n in RDKAFKA_SCENARIOS]
-    if scenario:  # a second cluster, as librdkafka's noautocreate scenario wants it
+    if scenario and rdkafka is not None:  # a second cluster, as the noautocreate scenario wants
         settings = (*NODE_SETTINGS, ("auto.create.topics.enable", False))
-        layout = ClusterLayout(work / "cluster-noautocreate", 3, free_base_port(),
-                               extra_properties=settings)  # fmt: skip
-        async with LocalCluster(layout) as cluster:
-            bootstrap = cluster.bootstrap_servers
-            print(f"cluster (auto.create.topics.enable=false): {bootstrap}", flush=True)
+        async with _cluster(work / "cluster-noautocreate", free_base_port(), settings,
+                            "auto.create.topics.enable=false") as bootstrap:  # fmt: skip
             more = await trio.to_thread.run_sync(run_rdkafka, bootstrap, scenario, log_dir)
         rdkafka.merge(more)
     return results
