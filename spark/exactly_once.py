@@ -155,11 +155,21 @@ async def _await_complete(client: Any, transactional_ids: set[str]) -> None:
     """Wait until none of `transactional_ids` is still in PrepareCommit: their COMMIT markers
     are written and replicated, so the last stable offsets passed their rows. The decision is
     durable before this: after COMPLETE_WAIT_S it only logs that the rows show up later."""
+    from log.common.errors import KafkaError
+
     with trio.move_on_after(COMPLETE_WAIT_S):
         while True:
-            listed = await client.list_transactions(["PrepareCommit"])
-            if not any(tid in transactional_ids for tid, _pid, _state in listed):
-                return
+            try:
+                listed = await client.list_transactions(["PrepareCommit"])
+            except KafkaError as exc:
+                # ListTransactions asks every broker in the metadata: one that is stopped but
+                # not fenced yet times the call out. The job is committed already; ask again.
+                if not exc.retriable:
+                    raise
+                log.info("waiting for the commit markers: %s; asking again", exc)
+            else:
+                if not any(tid in transactional_ids for tid, _pid, _state in listed):
+                    return
             await trio.sleep(COMPLETE_POLL_S)
     log.warning("committed transactions still writing their markers after %.0f s: the rows "
                 "become readable once they are written", COMPLETE_WAIT_S)  # fmt: skip
