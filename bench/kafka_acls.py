@@ -12,9 +12,8 @@ else exits 2 naming it, so a test needing more fails visibly.
 from __future__ import annotations
 
 import argparse
-import sys
 
-from tools.cli import main as quorumlog
+from bench.kafka_script import run
 
 
 def translate(argv: list[str]) -> list[str]:
@@ -51,12 +50,7 @@ def translate(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
-    try:
-        argv = translate(sys.argv[1:])
-    except argparse.ArgumentError as exc:
-        print(f"kafka-acls.sh (quorumlog): {exc}", file=sys.stderr)
-        raise SystemExit(2) from exc
-    quorumlog(args=argv, prog_name="kafka-acls.sh")
+    run("kafka-acls.sh", translate)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,8 @@ cluster's as with Kafka's tool; both tests give them.
 from __future__ import annotations
 
 import argparse
-import sys
 
-from tools.cli import main as quorumlog
+from bench.kafka_script import run
 
 
 def translate(argv: list[str]) -> list[str]:
@@ -44,12 +43,7 @@ def translate(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
-    try:
-        argv = translate(sys.argv[1:])
-    except argparse.ArgumentError as exc:
-        print(f"kafka-topics.sh (quorumlog): {exc}", file=sys.stderr)
-        raise SystemExit(2) from exc
-    quorumlog(args=argv, prog_name="kafka-topics.sh")
+    run("kafka-topics.sh", translate)
 
 
 if __name__ == "__main__":
