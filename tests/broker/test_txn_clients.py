@@ -69,7 +69,9 @@ async def write_partition(port: int, topic: str) -> tuple[list[str], list[str]]:
     return committed, everything
 
 
-def confluent_read(bootstrap: str, topic: str, isolation_level: str) -> list[str]:
+def confluent_read(bootstrap: str, topic: str, isolation_level: str, polls: int = 200) -> list[str]:
+    """Every value a confluent-kafka consumer at `isolation_level` sees in partition 0 up to its
+    end (read_committed: the last stable offset), in at most `polls` polls of 0.2 s."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
@@ -85,7 +87,7 @@ def confluent_read(bootstrap: str, topic: str, isolation_level: str) -> list[str
     consumer.assign([TopicPartition(topic, 0, 0)])
     values: list[str] = []
     try:
-        for _ in range(200):
+        for _ in range(polls):
             msg = consumer.poll(0.2)
             if msg is None:
                 continue

@@ -16,6 +16,7 @@ Plain trio + the writer's producer, no Spark session: it uses this directory's 2
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 
@@ -30,6 +31,7 @@ from producer.transaction_client import TransactionClient
 from quorum import controller as c
 from spark.exactly_once import PreparedTxn, commit_job, ensure_intent_topic, transactional_id
 from tests.broker.conftest import WireClient
+from tests.broker.test_txn_clients import confluent_read
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -85,32 +87,6 @@ async def _follower_gone(cluster, node: int, follower: int) -> bool:
         await wire.aclose()
     listed = {b.node_id for b in body.brokers}
     return follower not in listed and follower not in body.topics[0].partitions[0].isr_nodes
-
-
-def _read_committed(bootstrap: str) -> list[str]:
-    """Every value a read_committed confluent-kafka consumer sees up to the end of the
-    partition (for read_committed: the last stable offset)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-        "enable.partition.eof": True, "isolation.level": "read_committed",
-        "fetch.wait.max.ms": 100,
-    })  # fmt: skip
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    values: list[str] = []
-    try:
-        for _ in range(TASKS * ROWS_PER_TASK + 300):  # a hang guard: 300 empty polls of 0.2 s
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                return values
-            values.append(message.value().decode())
-        raise AssertionError(f"no end of partition after {len(values)} values")
-    finally:
-        consumer.close()
 
 
 async def test_commit_job_returns_only_once_the_commit_markers_are_written(cluster):
@@ -190,7 +166,9 @@ async def test_commit_job_returns_only_once_the_commit_markers_are_written(clust
             assert await commit_job(live, job_id, prepared)
             returned.set()
             # a read_committed read right after the commit returned (a real Kafka client)
-            seen.extend(await trio.to_thread.run_sync(_read_committed, leader_only))
+            polls = TASKS * ROWS_PER_TASK + 300  # a hang guard: 300 empty polls of 0.2 s
+            read = functools.partial(confluent_read, polls=polls)
+            seen.extend(await trio.to_thread.run_sync(read, leader_only, TOPIC, "read_committed"))
             read_done.set()
 
         async with TransactionClient.open(live) as client:
