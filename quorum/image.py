@@ -172,6 +172,12 @@ class MetadataImage:
         topic_id = self.topic_ids_by_name.get(name)
         return None if topic_id is None else self.topics[topic_id]
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with this id; None when no topic has it (requests naming
+        topics by id answer that UNKNOWN_TOPIC_ID)."""
+        topic = self.topics.get(topic_id)
+        return None if topic is None else topic.name
+
     def partition(self, topic_id: uuid.UUID, partition: int) -> PartitionRegistration | None:
         topic = self.topics.get(topic_id)
         return None if topic is None else topic.partitions.get(partition)

@@ -294,10 +294,7 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> object:
 def _topic_name(image: Any, topic: Any, by_id: bool) -> str | None:
     """A request topic's name: its own, or (v10+ OffsetCommit/OffsetFetch, named by id) the
     name this broker's image has for its id, None when the image does not know the id."""
-    if not by_id:
-        return topic.name
-    known = image.topics.get(topic.topic_id)
-    return None if known is None else known.name
+    return image.topic_name(topic.topic_id) if by_id else topic.name
 
 
 async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> object:

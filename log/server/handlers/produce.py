@@ -156,8 +156,7 @@ def _entries(ctx: BrokerContext, request: Request) -> list[tuple[Any, int, Any]]
             for topic_data in body.topic_data
             for partition_data in topic_data.partition_data
         ]
-    topics = ctx.image.topics
-    names = {t.topic_id: getattr(topics.get(t.topic_id), "name", None) for t in body.topic_data}
+    names = {t.topic_id: ctx.image.topic_name(t.topic_id) for t in body.topic_data}
     return [
         (names[topic_data.topic_id], partition_data.index, partition_data.records)
         for topic_data in body.topic_data
