@@ -628,11 +628,15 @@ class RaftNode:
                 last_s = now_s
                 try:
                     # pysyncobj checks a follower's election timeout at the start of a tick and
-                    # reads its sockets at the end: after a stop between two ticks (the journal
-                    # fsync just below, on a loaded disk; a starved process) it would start an
-                    # election with the leader's heartbeats waiting unread. Read them first.
+                    # reads its sockets at the end: after a stop between two ticks (a journal
+                    # fsync in flush_held, on a loaded disk; a starved process) it would start an
+                    # election with the leader's heartbeats waiting unread. Read them first, and
+                    # again after sending the replies that read made (their fsync may stall
+                    # too), so nothing that can block lies between the last read and the check;
+                    # what the second read appends is acknowledged at the end of the tick.
                     syncobj._poller.poll(0)
                     syncobj._quorum_transport.flush_held()  # replies made during that poll
+                    syncobj._poller.poll(0)
                     syncobj.doTick(period_s)
                     syncobj._quorum_transport.flush_held()  # replies made during the poll
                 except KafkaStorageError as e:
