@@ -37,7 +37,8 @@ async def test_v7_answers_the_created_topic(nursery, tmp_path):
         retention, segment = configs["retention.ms"], configs["segment.bytes"]
         assert (retention.value, retention.config_source, retention.read_only) == (
             "60000", DYNAMIC_TOPIC, False)  # fmt: skip
-        assert (segment.config_source, segment.read_only) == (DEFAULT, True)
+        # As Kafka's controller and DescribeConfigs: no topic config is read-only.
+        assert (segment.config_source, segment.read_only) == (DEFAULT, False)
 
         (again,) = (await client.call(19, 7, body)).topics
         assert again.error_code == 36  # TOPIC_ALREADY_EXISTS

@@ -149,7 +149,7 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> object:
                     CT.CreatableTopicResult.CreatableTopicConfigs(
                         name=key,
                         value=None if _sensitive(key) else value,
-                        read_only=source != SOURCE_TOPIC_CONFIG,
+                        read_only=False,  # a topic's configs may all be overridden
                         config_source=source,
                         is_sensitive=_sensitive(key),
                     )
