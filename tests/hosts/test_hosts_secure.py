@@ -101,8 +101,9 @@ def test_sasl_ssl_produce_consume_replicated(secure):
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(timeout=60)
 
     def isr_whole() -> bool:
-        partition = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
-        return len(partition.isrs) == 3
+        # The broker asked may not have replayed the new topic yet: no partitions then.
+        partition = admin.list_topics(topic, timeout=10).topics[topic].partitions.get(0)
+        return partition is not None and len(partition.isrs) == 3
 
     wait_for(isr_whole, "a full ISR")
     producer = Producer({**config, "acks": "all", "enable.idempotence": True})
