@@ -45,7 +45,9 @@ def _describe(bootstrap: str) -> tuple[int, list[int], list[int]]:
     from confluent_kafka.admin import AdminClient
 
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(TOPIC, timeout=30)
-    partition = metadata.topics[TOPIC].partitions[0]
+    partition = metadata.topics[TOPIC].partitions.get(0)  # None until that broker has the topic
+    if partition is None:
+        return -1, [], []
     return partition.leader, sorted(partition.replicas), sorted(partition.isrs)
 
 
