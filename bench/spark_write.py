@@ -135,6 +135,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import process_cpu
 from bench.rows import emit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -191,6 +192,17 @@ def _noop_source():
             return NoopWriter()
 
     return NoopSource
+
+
+IDLE_SAMPLE_S = 2.0
+
+
+def _idle_node_cpu_rate() -> float:
+    """CPU seconds per second the nodes use with nothing to do (heartbeats, Raft ticks),
+    taken off their figure for each job."""
+    before = process_cpu.snapshot()
+    time.sleep(IDLE_SAMPLE_S)
+    return process_cpu.difference(before, process_cpu.snapshot()).get("nodes", 0.0) / IDLE_SAMPLE_S
 
 
 def timed(action) -> float:
@@ -275,11 +287,18 @@ def main() -> None:
         # during the run hits all jobs alike instead of whichever ran then.
         best = dict.fromkeys(jobs, float("inf"))
         load = dict.fromkeys(jobs, 0.0)  # the 1-minute load average after the best run
+        cpu: dict[str, dict[str, float]] = {}  # per job: its leanest run's CPU by kind
+        idle_rate = _idle_node_cpu_rate()
         for run in range(args.repeat):
             for name, job in jobs.items():
+                before = process_cpu.snapshot()
                 seconds = timed(lambda j=job, r=run: j(r))
+                used = process_cpu.difference(before, process_cpu.snapshot())
+                used["nodes"] = max(0.0, used.get("nodes", 0.0) - idle_rate * seconds)
                 if seconds < best[name]:
                     best[name], load[name] = seconds, os.getloadavg()[0]
+                if name not in cpu or sum(used.values()) < sum(cpu[name].values()):
+                    cpu[name] = used
         session.stop()
     finally:
         if cluster is not None:
@@ -303,7 +322,8 @@ def main() -> None:
     emit("spark_write", [
         {"job": name, "rows": args.rows, "seconds": seconds, "rows_per_s": args.rows / seconds,
          "mb_per_s": args.rows * VALUE_BYTES / seconds / 1e6,
-         "vs_parquet": best.get("parquet", 0) / seconds, "load_average": load[name]}
+         "vs_parquet": best.get("parquet", 0) / seconds, "load_average": load[name],
+         "cpu_seconds": {kind: round(used, 3) for kind, used in sorted(cpu[name].items())}}
         for name, seconds in best.items()
     ])  # fmt: skip
     for name, seconds in best.items():
@@ -313,6 +333,17 @@ def main() -> None:
             f"{rate * VALUE_BYTES / 1e6:>6.1f} | {best.get('parquet', 0) / seconds:>10.2f} "
             f"| {load[name]:>5.1f} |"
         )
+
+    per_million = 1e6 / args.rows
+    print(f"\nCPU seconds per 1 M rows (each job's leanest run; nodes less their idle "
+          f"{idle_rate:.2f} s/s)")  # fmt: skip
+    kinds = ["jvm", "python workers", "nodes", "driver"]
+    print("| " + " | ".join([f"{'job':<20}", *(f"{k:>14}" for k in kinds), f"{'total':>6}"]) + " |")
+    print("|" + "|".join(["-" * 22, *("-" * 15 + ":" for _ in kinds), "-" * 7 + ":"]) + "|")
+    for name, used in cpu.items():
+        cells = [f"{used.get(k, 0.0) * per_million:>14.2f}" for k in kinds]
+        total = sum(used.values()) * per_million
+        print("| " + " | ".join([f"{name:<20}", *cells, f"{total:>6.2f}"]) + " |")
 
 
 if __name__ == "__main__":
