@@ -582,14 +582,24 @@ class KafkaServer:
                     if announced > held:  # read the rest only with the memory for it
                         await memory.reserve(announced - held)
                         held = announced
+                    # a large request's rest is read straight into its own buffer
+                    into = conn.read_buffer() if raw_socket else None
                     receiving[idle_scope] = trio.current_time()
                     try:
-                        data = await receive(MAX_READ_BYTES)
+                        if into is not None:
+                            count = await stream.socket.recv_into(into)
+                        else:
+                            data = await receive(MAX_READ_BYTES)
+                            count = len(data)
                     finally:
                         del receiving[idle_scope]
-                    if not data:
+                    if not count:
                         return  # closed by the client (an idle one: `_close_idle_connections`)
-                    self.metrics.bytes_in += len(data)
+                    self.metrics.bytes_in += count
+                    if into is not None:
+                        into.release()
+                        conn.received_into(count)
+                        continue
                     try:
                         conn.receive_data(data)
                     except KafkaError as exc:
