@@ -299,7 +299,7 @@ class _TaskWriter:
         self.job_id = job_id  # exactlyOnce: the job (or micro-batch) this task writes for
         self.spark_partition, self.attempt = _task_ids()
         self.tracker = _Tracker()
-        self._partition_counts: dict[str, int] = {}
+        self._partition_counts: dict[str, Future] = {}  # topic -> its partition count
         self.producer_config = {
             "bootstrap.servers": options.bootstrap_servers,
             **WRITER_PRODUCER_DEFAULTS,
@@ -327,6 +327,10 @@ class _TaskWriter:
             config = {**config, "transactional.id": txn_id,
                       "transaction.two.phase.commit.enable": "true"}  # fmt: skip
         producer = SyncProducer(config=config)
+        if self.options.topic is not None:  # its metadata is asked for while batches come
+            self._partition_counts[self.options.topic] = producer.partition_count(
+                self.options.topic
+            )
         try:
             if txn_id is not None:
                 producer.init_transactions()
@@ -461,7 +465,7 @@ class _TaskWriter:
         if "key" in names and not self._ignore_keys:
             key_column = batch.column(names.index("key"))
             if key_column.null_count < batch.num_rows:
-                keyed = key_partitions(key_column, self._partition_count(topic))
+                keyed = key_partitions(key_column, self._partition_count(producer, topic))
         if explicit is None:
             return keyed
         valid = ~np.isnan(explicit) if explicit.dtype.kind == "f" else np.ones(len(explicit), bool)
@@ -470,21 +474,13 @@ class _TaskWriter:
         merged[valid] = explicit[valid].astype(np.int64)
         return merged
 
-    def _partition_count(self, topic: str) -> int:
-        """The topic's partition count, asked once per task (one Metadata request)."""
+    def _partition_count(self, producer: Any, topic: str) -> int:
+        """The topic's partition count, from the producer's metadata (asked once per topic;
+        for the topic option at the task's start, so that it overlaps the first batches)."""
         count = self._partition_counts.get(topic)
         if count is None:
-            import trio
-
-            from producer.fetch_client import FetchClient
-
-            async def ask() -> int:
-                with trio.fail_after(self.options.task_timeout_ms / 1000):
-                    async with FetchClient(self.options.bootstrap_servers) as client:
-                        return await client.partition_count(topic)
-
-            count = self._partition_counts[topic] = trio.run(ask)
-        return count
+            count = self._partition_counts[topic] = producer.partition_count(topic)
+        return count.result(self.options.task_timeout_ms / 1000)
 
     def _send_columns(
         self, producer: Any, batch: Any, topic: Any, groups: list[tuple[int | None, int, int]]
