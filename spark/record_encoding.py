@@ -21,6 +21,20 @@ import functools
 from typing import Any
 
 
+@functools.lru_cache(maxsize=4096)  # a few distinct varints and separators per job
+def binary_scalar(value: bytes) -> Any:
+    """An Arrow binary scalar of `value`, made from buffers: pa.scalar gives the same, but
+    its first call imports pandas (0.2 s of CPU in each fresh Spark Python worker)."""
+    import numpy as np
+    import pyarrow as pa
+
+    offsets = np.array([0, len(value)], dtype=np.int32)
+    array = pa.Array.from_buffers(
+        pa.binary(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(value)]
+    )
+    return array[0]
+
+
 def _zigzag(values: Any) -> Any:
     import numpy as np
 
@@ -73,7 +87,7 @@ def _varint_column(values: Any) -> Any:
 
     if len(values) and (values == values[0]).all():
         matrix, width = _varint_matrix(values[:1])
-        return pa.scalar(matrix[0, : int(width[0])].tobytes(), pa.binary())
+        return binary_scalar(matrix[0, : int(width[0])].tobytes())
     matrix, width = _varint_matrix(values)
     data = matrix[np.arange(matrix.shape[1])[None, :] < width[:, None]]  # row-major
     offsets = np.zeros(len(values) + 1, dtype=np.int32)
@@ -86,10 +100,9 @@ def _varint_column(values: Any) -> Any:
 @functools.lru_cache(maxsize=4096)  # a few lengths per job
 def _varint_scalar(value: int) -> Any:
     import numpy as np
-    import pyarrow as pa
 
     matrix, width = _varint_matrix(np.array([value]))
-    return pa.scalar(matrix[0, : int(width[0])].tobytes(), pa.binary())
+    return binary_scalar(matrix[0, : int(width[0])].tobytes())
 
 
 def _varint_rows(fields: list[Any]) -> Any:
@@ -170,15 +183,32 @@ def column_lengths(keys: Any, values: Any) -> tuple[Any, Any]:
     return _lengths(keys), value_lengths
 
 
+def int_values(array: Any, null_as: int = 0) -> Any:
+    """The values of an Arrow integer array as an int64 numpy array read from its buffers,
+    `null_as` where null. (Arrow's to_numpy and fill_null give the same numbers, but their
+    first call imports pandas: 0.2 s of CPU in each fresh Spark Python worker, for nothing
+    the writer uses.)"""
+    import numpy as np
+    import pyarrow as pa
+
+    assert pa.types.is_integer(array.type)
+    kind = "i" if pa.types.is_signed_integer(array.type) else "u"
+    dtype = np.dtype(f"<{kind}{array.type.bit_width // 8}")
+    values = np.frombuffer(
+        array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize
+    ).astype(np.int64)
+    if array.null_count:
+        bits = np.unpackbits(np.frombuffer(array.buffers()[0], dtype=np.uint8), bitorder="little")
+        valid = bits[array.offset : array.offset + len(array)].astype(bool)
+        values[~valid] = null_as
+    return values
+
+
 def _lengths(column: Any) -> Any:
     """int64 byte length of each element, -1 where null."""
-    import numpy as np
     import pyarrow.compute as pc
 
-    lengths = pc.binary_length(column)
-    if column.null_count:
-        lengths = lengths.fill_null(-1)
-    return lengths.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return int_values(pc.binary_length(column), null_as=-1)
 
 
 def record_sizes(
@@ -234,17 +264,16 @@ def _headers_section(headers: Any) -> tuple[Any, Any, Any]:
     import pyarrow.compute as pc
 
     rows = len(headers)
-    counts = pc.list_value_length(headers).fill_null(0).to_numpy(zero_copy_only=False)
-    counts = counts.astype(np.int64)
+    counts = int_values(pc.list_value_length(headers))  # a null list: no headers
     flat = headers.flatten()  # the headers of every record, in record order
     if len(flat) == 0:
-        return counts, pa.scalar(b"", pa.binary()), np.zeros(rows, dtype=np.int64)
+        return counts, binary_scalar(b""), np.zeros(rows, dtype=np.int64)
     header_keys, header_values = flat.flatten()
     if header_keys.null_count:
         raise ValueError("a header with a null key (Kafka header keys are non-null)")
     header_keys = header_keys.cast(pa.binary())
     header_values = header_values.cast(pa.binary())
-    empty = pa.scalar(b"", pa.binary())
+    empty = binary_scalar(b"")
     encoded = pc.binary_join_element_wise(
         _varint_column(_lengths(header_keys)),
         header_keys,
@@ -313,7 +342,7 @@ def encode_runs(
     plain = timestamps_ms is None and headers is None
     starts = np.fromiter((start for start, _ in runs), dtype=np.int64, count=len(runs))
     counts = np.fromiter((end - start for start, end in runs), dtype=np.int64, count=len(runs))
-    empty = pa.scalar(b"", pa.binary())
+    empty = binary_scalar(b"")
     if plain and uniform_keys and (value_lengths == value_lengths[0]).all():
         # Every record the same shape but for its offsetDelta: the prefixes are slices of a
         # column made once per shape (the common case).
@@ -325,7 +354,7 @@ def encode_runs(
         else:
             prefixes = pa.concat_arrays([prefixes.slice(0, int(c)) for c in counts])
         value_varint: Any = _varint_scalar(value_length)
-        suffix: list[Any] = [pa.scalar(b"\x00", pa.binary())]  # headerCount 0
+        suffix: list[Any] = [binary_scalar(b"\x00")]  # headerCount 0
     else:
         offset_deltas = np.arange(rows, dtype=np.int64)
         if len(runs) > 1:
@@ -344,7 +373,7 @@ def encode_runs(
             bases = np.minimum.reduceat(timestamp_deltas, starts)  # each run's smallest
             timestamp_deltas = timestamp_deltas - np.repeat(bases, counts)
             body += varint_widths(timestamp_deltas) - 1
-        suffix = [pa.scalar(b"\x00", pa.binary())]
+        suffix = [binary_scalar(b"\x00")]
         if headers is not None:
             header_counts, section, section_lengths = _headers_section(headers)
             body += varint_widths(header_counts) - 1 + section_lengths

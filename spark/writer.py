@@ -276,6 +276,17 @@ def _partition_order(targets: Any) -> tuple[Any, list[tuple[int | None, int, int
     return (np.concatenate(pieces) if reordered else None), groups
 
 
+def _arrow_indices(order: Any) -> Any:
+    """An int64 numpy array as an Arrow array over the same memory. (Handing `take` the
+    numpy array converts it with pa.array, whose first call imports pandas: 0.2 s of CPU
+    in each fresh Python worker, for nothing the writer uses.)"""
+    import numpy as np
+    import pyarrow as pa
+
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(order), [None, pa.py_buffer(order)])
+
+
 def _bulk_settings(properties: Mapping[str, str]) -> tuple[bool, tuple[int, int]]:
     """(partitioner.ignore.keys, (records bytes per batch, offsetDelta varint bytes at
     most)) from the producer settings: how the writer cuts and encodes runs."""
@@ -445,18 +456,23 @@ class _TaskWriter:
                 used = [
                     n for n in ("key", "value", "headers", "timestamp") if n in part.schema.names
                 ]
-                part = part.select(used).take(order)
+                part = part.select(used).take(_arrow_indices(order))
             self._send_columns(producer, part, topic, groups)
 
     def _targets(self, producer: Any, topic: str, batch: Any) -> Any:
         """int64 partition per row (-1: the producer's sticky choice), or None when every row
         is left to the sticky partitioner (no partition column, no keys)."""
         import numpy as np
+        import pyarrow as pa
+
+        from spark.record_encoding import int_values
 
         names = batch.schema.names
         explicit = None
         if "partition" in names:
             column = batch.column(names.index("partition"))
+            if column.null_count == 0 and pa.types.is_integer(column.type):
+                return int_values(column)
             if column.null_count < batch.num_rows:
                 explicit = column.to_numpy(zero_copy_only=False)
                 if column.null_count == 0:
@@ -493,7 +509,13 @@ class _TaskWriter:
         import numpy as np
         import pyarrow as pa
 
-        from spark.record_encoding import column_lengths, encode_runs, plan_runs, record_sizes
+        from spark.record_encoding import (
+            column_lengths,
+            encode_runs,
+            int_values,
+            plan_runs,
+            record_sizes,
+        )
 
         names = batch.schema.names
 
@@ -513,7 +535,7 @@ class _TaskWriter:
         if stamps is not None:  # epoch ms; a null timestamp is the time now, as with send()
             as_ms = stamps.cast(pa.timestamp("ms", tz=stamps.type.tz), safe=False)
             now = time.time_ns() // 1_000_000
-            timestamps = as_ms.cast(pa.int64()).fill_null(now).to_numpy().astype(np.int64)
+            timestamps = int_values(as_ms.cast(pa.int64()), null_as=now)
         limit, delta_bytes = self._records_limit
         try:
             lengths = column_lengths(keys, values)
