@@ -192,6 +192,8 @@ def int_values(array: Any, null_as: int = 0) -> Any:
     import pyarrow as pa
 
     assert pa.types.is_integer(array.type)
+    if len(array) == 0:
+        return np.zeros(0, dtype=np.int64)
     kind = "i" if pa.types.is_signed_integer(array.type) else "u"
     dtype = np.dtype(f"<{kind}{array.type.bit_width // 8}")
     values = np.frombuffer(
