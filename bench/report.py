@@ -184,14 +184,25 @@ SPARK_TARGETS = (("quorumlog arrow", "exactlyOnce off", 1.0),
                  ("quorumlog arrow eos", "exactlyOnce on", 0.8))  # issue 17  # fmt: skip
 
 
+def _spark_cpu(row: dict) -> str:
+    """The job's CPU seconds per 1 M rows by kind (bench/process_cpu.py), '' if not taken."""
+    cpu = row.get("cpu_seconds")
+    if not cpu:
+        return ""
+    per = 1e6 / row["rows"]
+    kinds = [cpu.get(kind, 0.0) * per for kind in ("jvm", "python workers", "nodes")]
+    return " / ".join(f"{k:.2f}" for k in kinds) + f" ({sum(cpu.values()) * per:.2f})"
+
+
 def _spark(rows: Rows) -> str:
     ratios = {r["job"]: r["vs_parquet"] for r in rows if r.get("vs_parquet")}
     summary = [f"Arrow writer, {label}: {ratios[job]:.2f}x Parquet (target >= {target}x)"
                for job, label, target in SPARK_TARGETS if job in ratios]  # fmt: skip
-    body = table(["job", "rows", "seconds", "rows/s", "MB/s", "vs parquet", "load average"],
+    body = table(["job", "rows", "seconds", "rows/s", "MB/s", "vs parquet", "load average",
+                  "CPU s per 1 M rows: JVM / Python / nodes (total)"],
                  [[r["job"], _n(r["rows"]), _n(r["seconds"], 2), _n(r["rows_per_s"]),
                    _n(r["mb_per_s"], 1), _n(r["vs_parquet"], 2),
-                   _n(r.get("load_average"), 1)]
+                   _n(r.get("load_average"), 1), _spark_cpu(r)]
                   for r in rows])  # fmt: skip
     return "\n".join(f"- {line}" for line in summary) + ("\n\n" if summary else "") + body
 

@@ -19,7 +19,10 @@ real 3-node cluster started for the run (`python -m tools node` processes, like 
 with `transaction.two.phase.commit.enable` for the exactly-once job), or on `--bootstrap` if
 given (that cluster needs it too for `eos`). Producer settings are the writer's defaults
 (idempotent, acks=all, batch.size 512 KiB, max.request.size 8 MiB) unless passed as
-`--producer key=value`. Wall time of `save()` only.
+`--producer key=value`. Wall time of `save()` only, and the CPU seconds each job used per
+1 M rows, by kind (bench/process_cpu.py, from /proc: Spark's JVM, its Python workers, the
+nodes less their idle rate, the driver; the leanest of the repeats): on this shared box CPU
+time moves far less with other jobs' load than wall time does.
 
     python -m bench.spark_write [--rows 200000] [--repeat 2] [--partitions 6] [--jobs ...]
 
@@ -118,6 +121,64 @@ partition) 0.04-0.05 s, binary_join_element_wise 0.05 s, argsort 0.02 s, the byt
 0.02 s; the no-op data source (Spark's hand-over alone) already takes as long as the whole
 Parquet job, so the ratio to Parquet cannot reach 1.0x by the writer's per-row cost alone.
 
+Second round on section 4 (old = main at 18cebce, new = this version; 1 M rows, best of 2,
+the two alternated in three windows, load average 3-10; CPU seconds per 1 M rows as this
+script prints them, medians of 7 runs each (6 for nodes and totals: one run of each caught
+the nodes busy while it sampled their idle rate), range in brackets):
+
+    |                           | old                 | new                 |
+    |---------------------------|---------------------|---------------------|
+    | arrow: Python workers     | 0.54 (0.49-0.56)    | 0.53 (0.48-0.60)    |
+    | arrow: nodes              | 0.23 (0.11-0.28)    | 0.23 (0.19-0.27)    |
+    | arrow: total              | 1.27 (1.19-1.35)    | 1.30 (1.12-1.45)    |
+    | eos: Python workers       | 0.75 (0.73-0.80)    | 0.74 (0.63-0.85)    |
+    | no-op: Python workers     | 0.16 (0.15-0.21)    | 0.17 (0.15-0.19)    |
+    | parquet: total            | 0.91 (0.75-1.29)    | 0.91 (0.79-0.96)    |
+    | arrow vs parquet (wall)   | 0.36-1.45x, mostly 0.63-0.83x | 0.51-0.93x |
+    | eos vs parquet (wall)     | 0.47-1.20x, mostly 0.52-0.62x | 0.37-0.73x |
+
+Inside Spark the difference is within the noise. What changed, measured where it can be
+measured alone (best of 7-15, alternated with the old code):
+
+* records encoded with five join pieces per record instead of nine (the integers before the
+  key as one numpy-built column), varint widths in one pass per needed byte: encoding
+  500,000 rows 0.057 -> 0.043 s (100-byte values), 0.125 -> 0.093 s (80-120 bytes);
+* the broker reads a request of 64 KiB or more straight into its own buffer (recv_into):
+  an 8 MiB frame fed in 256 KiB reads 4.7 -> 0.3 ms;
+* the producer sends an encoded batch as (header, records) buffers with sendmsg instead of
+  joining them twice: building an 8 MiB request of 16 batches 9.3 -> 0.34 ms (most of the
+  old cost was first-touch page faults of the copies, which a long-running producer's
+  allocator partly avoids);
+* a task's partition count comes from its producer's metadata (one connection and
+  Metadata request less per task), and the writer no longer imports pandas (0.2 s of CPU
+  in each fresh Python worker, through pa.array/pa.scalar/to_numpy).
+
+One write task outside Spark (500,000 rows in 10,000-row Arrow batches to a 3-node cluster,
+8 runs each, alternated twice, load 1.7-1.9): the task's CPU 0.117-0.128 s (median 0.13)
+old, 0.111-0.118 s (median 0.116) new; the nodes' 0.09-0.14 s old, 0.08-0.10 s new.
+
+Where the CPU goes now (per 1 M rows; py-spy of the write tasks inside Spark, load ~19,
+before the changes above, and the /proc figures): Spark's JVM 0.3-0.6 s and its hand-over
+to Python 0.15-0.2 s are the no-op job's and do not depend on the writer; the writer adds
+0.3-0.4 s in the Python workers: on the task thread Arrow's join (the one copy that makes
+the records) and take (the reorder into partition order) the most, then murmur2
+partitioning, the gathering concat, the run plan; on the producer thread the socket sends;
+the nodes 0.2-0.3 s (of a node's produce work, the append's pwritev and the batch check
+about half, socket reads a quarter, request decoding and answers the rest; records are
+never decoded). So the arrow job takes 1.1-1.45 s of CPU against Parquet's 0.75-1.0 s on
+2 cores that the nodes share: while the no-op job alone (Spark's part) takes 0.55-0.8 s,
+1.0x needs the writer and the nodes together under ~0.3 s, about half of what they take.
+
+exactlyOnce costs 0.2-0.3 s more CPU per job in the Python workers, per job rather than per
+row: each task checks the job's intent twice (a connection and a read of the whole intent
+topic each, 10-12 ms; the read grows with the number of jobs on the cluster: not fixed
+here) and initializes its transactional id (9-24 ms on a warm cluster, 2PC InitProducerId);
+the driver's side runs in Spark's Python planner and commit workers: the writer's set-up
+(intent topic check, ~10 ms) and commit_job (~70 ms); a fresh planner or commit worker also
+imports the producer and protocol modules (0.4 s of CPU, the Kafka message classes built
+at import). Two concurrent tasks outside Spark: 0.20 s CPU per 500,000-row task with
+exactlyOnce against 0.155 s without.
+
 The row writer: 16-36k rows/s (0.02x). Parquet's own time varies most between runs (0.44
 to 1.0 s for the same job), hence the ratio's spread. Where the rest goes (py-spy on the
 Python workers, last version): the writer's Arrow/numpy calls (take, the joins, the varint
@@ -135,6 +196,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import process_cpu
 from bench.rows import emit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -191,6 +253,23 @@ def _noop_source():
             return NoopWriter()
 
     return NoopSource
+
+
+IDLE_SAMPLE_S = 1.0
+IDLE_SAMPLES = 4
+
+
+def _idle_node_cpu_rate() -> float:
+    """CPU seconds per second the nodes use with nothing to do (heartbeats, Raft ticks),
+    taken off their figure for each job: the least of a few one-second samples (work left
+    over from the warm-up, a transaction's markers, can still be running in the first)."""
+    rates = []
+    for _ in range(IDLE_SAMPLES):
+        before = process_cpu.snapshot()
+        time.sleep(IDLE_SAMPLE_S)
+        used = process_cpu.difference(before, process_cpu.snapshot()).get("nodes", 0.0)
+        rates.append(used / IDLE_SAMPLE_S)
+    return min(rates)
 
 
 def timed(action) -> float:
@@ -275,11 +354,18 @@ def main() -> None:
         # during the run hits all jobs alike instead of whichever ran then.
         best = dict.fromkeys(jobs, float("inf"))
         load = dict.fromkeys(jobs, 0.0)  # the 1-minute load average after the best run
+        cpu: dict[str, dict[str, float]] = {}  # per job: its leanest run's CPU by kind
+        idle_rate = _idle_node_cpu_rate()
         for run in range(args.repeat):
             for name, job in jobs.items():
+                before = process_cpu.snapshot()
                 seconds = timed(lambda j=job, r=run: j(r))
+                used = process_cpu.difference(before, process_cpu.snapshot())
+                used["nodes"] = max(0.0, used.get("nodes", 0.0) - idle_rate * seconds)
                 if seconds < best[name]:
                     best[name], load[name] = seconds, os.getloadavg()[0]
+                if name not in cpu or sum(used.values()) < sum(cpu[name].values()):
+                    cpu[name] = used
         session.stop()
     finally:
         if cluster is not None:
@@ -303,7 +389,8 @@ def main() -> None:
     emit("spark_write", [
         {"job": name, "rows": args.rows, "seconds": seconds, "rows_per_s": args.rows / seconds,
          "mb_per_s": args.rows * VALUE_BYTES / seconds / 1e6,
-         "vs_parquet": best.get("parquet", 0) / seconds, "load_average": load[name]}
+         "vs_parquet": best.get("parquet", 0) / seconds, "load_average": load[name],
+         "cpu_seconds": {kind: round(used, 3) for kind, used in sorted(cpu[name].items())}}
         for name, seconds in best.items()
     ])  # fmt: skip
     for name, seconds in best.items():
@@ -313,6 +400,17 @@ def main() -> None:
             f"{rate * VALUE_BYTES / 1e6:>6.1f} | {best.get('parquet', 0) / seconds:>10.2f} "
             f"| {load[name]:>5.1f} |"
         )
+
+    per_million = 1e6 / args.rows
+    print(f"\nCPU seconds per 1 M rows (each job's leanest run; nodes less their idle "
+          f"{idle_rate:.2f} s/s)")  # fmt: skip
+    kinds = ["jvm", "python workers", "nodes", "driver"]
+    print("| " + " | ".join([f"{'job':<20}", *(f"{k:>14}" for k in kinds), f"{'total':>6}"]) + " |")
+    print("|" + "|".join(["-" * 22, *("-" * 15 + ":" for _ in kinds), "-" * 7 + ":"]) + "|")
+    for name, used in cpu.items():
+        cells = [f"{used.get(k, 0.0) * per_million:>14.2f}" for k in kinds]
+        total = sum(used.values()) * per_million
+        print("| " + " | ".join([f"{name:<20}", *cells, f"{total:>6.2f}"]) + " |")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,11 @@ from typing import Any, NamedTuple
 import trio
 
 from log.records.batch_header import HEADER_BYTES
-from log.records.builder import assemble_batch, build_batch_from_columns
+from log.records.builder import (
+    BatchParts,
+    assemble_batch_parts,
+    build_batch_from_columns,
+)
 from log.records.varint import varint_size
 from producer.accumulator import RecordAccumulator
 from producer.cluster_view import TopicPartition
@@ -506,24 +510,15 @@ class ColumnarBatch(ProducerBatch):
             # index -1 marks a done callback, which takes the batch, not a record handle
             self._record_callbacks.append((-1, self, callback))  # type: ignore[arg-type]
 
+    def request_records(self) -> bytes | BatchParts:
+        """An encoded batch as (header, the caller's records buffer): sent without a copy."""
+        if self.encoded_records is not None:
+            return self._assembled()
+        return self.build()
+
     def build(self) -> bytes:
         if self.encoded_records is not None:
-            return assemble_batch(
-                self.encoded_records,
-                record_count=self.record_count,
-                base_offset=0,
-                base_timestamp_ms=self.timestamp_ms,
-                max_timestamp_ms=(
-                    self.timestamp_ms
-                    if self.encoded_max_timestamp_ms is None
-                    else self.encoded_max_timestamp_ms
-                ),
-                compression_type=self.compression_type,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=self.base_sequence,
-                is_transactional=self.is_transactional,
-            )
+            return bytes(self._assembled())
         timestamps_ms = self.timestamps_ms
         timestamp_ms = self.timestamp_ms
         if timestamps_ms and timestamps_ms.count(timestamps_ms[0]) == len(timestamps_ms):
@@ -536,6 +531,25 @@ class ColumnarBatch(ProducerBatch):
             self.values,
             timestamps_ms=timestamps_ms,
             timestamp_ms=timestamp_ms,
+            compression_type=self.compression_type,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
+            is_transactional=self.is_transactional,
+        )
+
+    def _assembled(self) -> BatchParts:
+        assert self.encoded_records is not None
+        return assemble_batch_parts(
+            self.encoded_records,
+            record_count=self.record_count,
+            base_offset=0,
+            base_timestamp_ms=self.timestamp_ms,
+            max_timestamp_ms=(
+                self.timestamp_ms
+                if self.encoded_max_timestamp_ms is None
+                else self.encoded_max_timestamp_ms
+            ),
             compression_type=self.compression_type,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,

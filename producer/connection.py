@@ -41,6 +41,7 @@ from log.common.errors import (
     RequestTimedOutError,
     UnsupportedVersionError,
 )
+from log.common.vectored_send import send_parts
 from log.protocol.api_versions import API_VERSIONS_REQUEST
 from log.protocol.apis import API_VERSIONS_KEY, APIS
 from log.protocol.client_codec import PRODUCE_KEY, ClientCodec, ClientResponse, choose_versions
@@ -251,7 +252,7 @@ class BrokerConnection:
         expects_response = not (api_key == PRODUCE_KEY and body.acks == 0)
         assert not expects_response or len(self._pending) < self.max_in_flight, "check can_send"
         version = self.version(api_key) if version is None else version
-        data = self._codec.encode_request(api_key, version, body, expects_response)
+        parts = self._codec.encode_request_parts(api_key, version, body, expects_response)
         if expects_response:
             deadline = trio.current_time() + self.request_timeout_ms / 1000
             self._pending.append(_Pending(api_key, deadline, on_response))
@@ -260,7 +261,10 @@ class BrokerConnection:
         try:
             async with self._send_lock:
                 assert self._stream is not None
-                await self._stream.send_all(data)
+                if isinstance(self._stream, trio.SocketStream):  # record batches not joined
+                    await send_parts(self._stream, parts)
+                else:  # TLS
+                    await self._stream.send_all(b"".join(parts))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             error = ConnectionFailedError(f"send to {self.host}:{self.port} failed: {exc!r}")
             self._fail(error)

@@ -815,6 +815,12 @@ class Producer:
     def partitions_for(self, topic: str) -> int | None:
         return self.metadata.partition_count(topic)
 
+    async def partition_count(self, topic: str) -> int:
+        """The topic's partition count, waiting up to max.block.ms for its metadata (asked
+        for now if the producer has none yet)."""
+        self._check_open()
+        return await self._partition_count(topic, None)
+
 
 async def _batch_completed(batch: ColumnarBatch) -> None:
     """Wait until a columnar batch completes or fails (through its parts, if split)."""

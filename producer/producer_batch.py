@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from log.records.batch_header import HEADER_BYTES, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
-from log.records.builder import Header, assemble_batch, encode_record
+from log.records.builder import BatchParts, Header, assemble_batch, encode_record
 from log.records.compression import CompressionType
 from log.records.varint import varint_size
 from producer.cluster_view import TopicPartition
@@ -351,6 +351,11 @@ class ProducerBatch:
         self.retry_backoff_ms = retry_backoff_ms
 
     # -- building -------------------------------------------------------------------------------
+
+    def request_records(self) -> bytes | BatchParts:
+        """The batch for a Produce request's records field: `build()`, or its pieces where
+        a subclass has them without a joining copy (BatchParts)."""
+        return self.build()
 
     def build(self) -> bytes:
         """The RecordBatch v2 bytes to send (base offset 0; the broker assigns offsets)."""

@@ -228,7 +228,7 @@ class Sender:
         for batch in batches:
             tp = batch.topic_partition
             topic_data.setdefault(tp.topic, []).append(
-                _PartitionData(index=tp.partition, records=batch.build())
+                _PartitionData(index=tp.partition, records=batch.request_records())
             )
             self._in_flight[id(batch)] = batch
             if self.guarantee_message_order:

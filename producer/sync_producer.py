@@ -190,6 +190,8 @@ class SyncProducer:
             elif kind == "flush":
                 await producer.flush()
                 _set_result(future, None)
+            elif kind == "partition_count":
+                _set_result(future, await producer.partition_count(*args))
             elif kind == "transaction":
                 name, call_args = args
                 method = getattr(producer, name)
@@ -308,6 +310,11 @@ class SyncProducer:
     def flush(self, timeout_s: float | None = None) -> None:
         """Block until everything sent before this call is complete."""
         self._submit("flush", ()).result(timeout_s)
+
+    def partition_count(self, topic: str) -> Future:
+        """A Future of the topic's partition count (Producer.partition_count): asked at once,
+        so that the metadata request overlaps whatever the caller does until it needs it."""
+        return self._submit("partition_count", (topic,))
 
     # Transactions (transactional.id set): Producer's methods, run on the producer's thread.
     def init_transactions(self, keep_prepared_txn: bool = False) -> Any:

@@ -68,11 +68,10 @@ def key_partitions(keys: Any, partition_count: int) -> Any:
     )
     starts = offsets[:-1].astype(np.int64)
     lengths = (offsets[1:] - offsets[:-1]).astype(np.int64)
-    valid = (
-        np.ones(count, dtype=bool)
-        if keys.null_count == 0
-        else keys.is_valid().to_numpy(zero_copy_only=False)
-    )
+    valid = np.ones(count, dtype=bool)
+    if keys.null_count:  # the validity bitmap, read as it is (to_numpy would import pandas)
+        bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
+        valid = bits[keys.offset : keys.offset + count].astype(bool)
     first = int(starts[0])
     if keys.null_count == 0 and count > 0 and np.all(lengths == lengths[0]):
         length = int(lengths[0])  # the common case: one length, contiguous (no gather)

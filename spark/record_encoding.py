@@ -3,11 +3,13 @@
 A record is `length, attributes (0), timestampDelta, offsetDelta, keyLength, key,
 valueLength, value, headerCount` with every integer a zigzag varint (Kafka's
 DefaultRecord; log/records/builder.py writes the same bytes one record at a time). Here
-every integer column is encoded with numpy for all rows together, each varint column
-becomes an Arrow binary column (a scalar where all rows share it), and Arrow's
-`binary_join_element_wise` concatenates them with the keys and values row by row in C: no
-Python object per record. Headers (`keyLength, key, valueLength, value` each) are encoded the
-same way for the flattened header list, whose per-record slices are contiguous.
+the integers before the key (length, attributes, timestampDelta, offsetDelta, keyLength) are
+encoded with numpy for all rows together into one Arrow binary column of per-record
+prefixes (_varint_rows: one byte matrix, compacted by a mask; for records of one shape a
+cached column, sliced per run), and Arrow's `binary_join_element_wise` concatenates
+prefix, key, valueLength, value and headerCount row by row in C: five pieces per record, no
+Python object per record. Headers (`keyLength, key, valueLength, value` each) are encoded
+the same way for the flattened header list, whose per-record slices are contiguous.
 
 `plan_runs` cuts a column pair into runs whose records fit one batch (offsetDelta is the
 index within the run, so runs are cut first and each is encoded on its own).
@@ -19,23 +21,45 @@ import functools
 from typing import Any
 
 
+@functools.lru_cache(maxsize=4096)  # a few distinct varints and separators per job
+def binary_scalar(value: bytes) -> Any:
+    """An Arrow binary scalar of `value`, made from buffers: pa.scalar gives the same, but
+    its first call imports pandas (0.2 s of CPU in each fresh Spark Python worker)."""
+    import numpy as np
+    import pyarrow as pa
+
+    offsets = np.array([0, len(value)], dtype=np.int32)
+    array = pa.Array.from_buffers(
+        pa.binary(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(value)]
+    )
+    return array[0]
+
+
 def _zigzag(values: Any) -> Any:
     import numpy as np
 
-    values = values.astype(np.int64)
-    return ((values << 1) ^ (values >> 63)).astype(np.uint64)
+    values = np.asarray(values, dtype=np.int64)
+    return ((values << 1) ^ (values >> 63)).view(np.uint64)
+
+
+def _widths_of_zigzag(zz: Any) -> Any:
+    import numpy as np
+
+    width = np.ones(len(zz), dtype=np.int64)
+    if not len(zz):
+        return width
+    top = int(zz.max())  # one comparison pass per byte the widest varint needs, no more
+    shift = 7
+    while shift < 64 and top >= 1 << shift:
+        width += zz >= np.uint64(1 << shift)
+        shift += 7
+    return width
 
 
 def varint_widths(values: Any) -> Any:
     """Bytes of the zigzag varint of each int64 in `values` (1..5 for int32 values, up to
     10 for int64)."""
-    import numpy as np
-
-    zz = _zigzag(values)
-    width = np.ones(len(zz), dtype=np.int64)
-    for shift in range(7, 64, 7):
-        width += zz >= np.uint64(1 << shift)
-    return width
+    return _widths_of_zigzag(_zigzag(values))
 
 
 def _varint_matrix(values: Any) -> tuple[Any, Any]:
@@ -44,13 +68,14 @@ def _varint_matrix(values: Any) -> tuple[Any, Any]:
     import numpy as np
 
     zz = _zigzag(values)
-    width = varint_widths(values)
+    width = _widths_of_zigzag(zz)
     widest = int(width.max()) if len(width) else 1
-    out = np.zeros((len(zz), widest), dtype=np.uint8)
+    out = np.empty((len(zz), widest), dtype=np.uint8)
     for column in range(widest):
-        byte = (zz >> np.uint64(7 * column)) & np.uint64(0x7F)
-        more = width > column + 1
-        out[:, column] = (byte | (more.astype(np.uint64) << np.uint64(7))).astype(np.uint8)
+        byte = ((zz >> np.uint64(7 * column)) & np.uint64(0x7F)).astype(np.uint8)
+        if column + 1 < widest:
+            byte |= (width > column + 1).view(np.uint8) << np.uint8(7)  # continuation bit
+        out[:, column] = byte
     return out, width
 
 
@@ -62,7 +87,7 @@ def _varint_column(values: Any) -> Any:
 
     if len(values) and (values == values[0]).all():
         matrix, width = _varint_matrix(values[:1])
-        return pa.scalar(matrix[0, : int(width[0])].tobytes(), pa.binary())
+        return binary_scalar(matrix[0, : int(width[0])].tobytes())
     matrix, width = _varint_matrix(values)
     data = matrix[np.arange(matrix.shape[1])[None, :] < width[:, None]]  # row-major
     offsets = np.zeros(len(values) + 1, dtype=np.int32)
@@ -75,32 +100,70 @@ def _varint_column(values: Any) -> Any:
 @functools.lru_cache(maxsize=4096)  # a few lengths per job
 def _varint_scalar(value: int) -> Any:
     import numpy as np
-    import pyarrow as pa
 
     matrix, width = _varint_matrix(np.array([value]))
-    return pa.scalar(matrix[0, : int(width[0])].tobytes(), pa.binary())
+    return binary_scalar(matrix[0, : int(width[0])].tobytes())
 
 
-_UNIFORM_CACHE: dict[tuple[int, int], tuple[Any, Any]] = {}
+def _varint_rows(fields: list[Any]) -> Any:
+    """One Arrow binary element per row: the zigzag varints of `fields` one after another,
+    each an int64 numpy array (one value per row) or an int (the same for every row). Each
+    field's varints fill a block of a (rows, widest) byte matrix, valid bytes first; a
+    row-major boolean mask of the valid bytes compacts the blocks into each row's bytes in
+    field order, in one pass for all rows."""
+    import numpy as np
+    import pyarrow as pa
+
+    rows = next(len(field) for field in fields if not isinstance(field, int))
+    blocks, masks = [], []
+    widths = np.zeros(rows, dtype=np.int64)
+    for field in fields:
+        if isinstance(field, int):  # a constant: its bytes in every row, all valid
+            constant, width = _varint_matrix(np.array([field]))
+            blocks.append(np.broadcast_to(constant[:, : int(width[0])], (rows, int(width[0]))))
+            masks.append(np.ones((rows, int(width[0])), dtype=bool))
+            widths += int(width[0])
+            continue
+        block, width = _varint_matrix(field)
+        blocks.append(block)
+        masks.append(np.arange(block.shape[1])[None, :] < width[:, None])
+        widths += width
+    matrix = np.concatenate(blocks, axis=1)
+    offsets = np.zeros(rows + 1, dtype=np.int32)
+    np.cumsum(widths, out=offsets[1:])
+    data = matrix[np.concatenate(masks, axis=1)]
+    return pa.BinaryArray.from_buffers(
+        pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
 
 
-def _uniform_columns(key_length: int, value_length: int, rows: int) -> tuple[Any, Any]:
-    """(length varints, offsetDelta varints) for records 0..rows-1 of one shape (at least
-    `rows` long; cached per shape, grown by doubling)."""
+_UNIFORM_CACHE: dict[tuple[int, int], Any] = {}
+
+
+def _uniform_prefixes(key_length: int, value_length: int, rows: int) -> Any:
+    """The prefix (see _prefixes) of records 0..rows-1 of one shape, keys and values of
+    these lengths (at least `rows` long; cached per shape, grown by doubling)."""
     import numpy as np
 
     cached = _UNIFORM_CACHE.get((key_length, value_length))
-    if cached is not None and len(cached[1]) >= rows:
+    if cached is not None and len(cached) >= rows:
         return cached
-    size = max(rows, 2 * len(cached[1]) if cached else 16384)
+    size = max(rows, 2 * len(cached) if cached is not None else 16384)
     deltas = np.arange(size, dtype=np.int64)
     fixed = 3 + _width(key_length) + max(key_length, 0) + _width(value_length)
     body = fixed + max(value_length, 0) + varint_widths(deltas)
-    columns = (_varint_column(body), _varint_column(deltas))
+    column = _prefixes(body, None, deltas, np.full(size, key_length, np.int64))
     if len(_UNIFORM_CACHE) > 64:  # a few shapes per job; do not grow without bound
         _UNIFORM_CACHE.clear()
-    _UNIFORM_CACHE[(key_length, value_length)] = columns
-    return columns
+    _UNIFORM_CACHE[(key_length, value_length)] = column
+    return column
+
+
+def _prefixes(body: Any, timestamp_deltas: Any, offset_deltas: Any, key_lengths: Any) -> Any:
+    """Each record's bytes before its key: length (of the rest), attributes (0: one byte,
+    the same as the varint of 0), timestampDelta (None: 0), offsetDelta, keyLength."""
+    stamps = 0 if timestamp_deltas is None else timestamp_deltas
+    return _varint_rows([body, 0, stamps, offset_deltas, key_lengths])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -120,15 +183,34 @@ def column_lengths(keys: Any, values: Any) -> tuple[Any, Any]:
     return _lengths(keys), value_lengths
 
 
+def int_values(array: Any, null_as: int = 0) -> Any:
+    """The values of an Arrow integer array as an int64 numpy array read from its buffers,
+    `null_as` where null. (Arrow's to_numpy and fill_null give the same numbers, but their
+    first call imports pandas: 0.2 s of CPU in each fresh Spark Python worker, for nothing
+    the writer uses.)"""
+    import numpy as np
+    import pyarrow as pa
+
+    assert pa.types.is_integer(array.type)
+    if len(array) == 0:
+        return np.zeros(0, dtype=np.int64)
+    kind = "i" if pa.types.is_signed_integer(array.type) else "u"
+    dtype = np.dtype(f"<{kind}{array.type.bit_width // 8}")
+    values = np.frombuffer(
+        array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize
+    ).astype(np.int64)
+    if array.null_count:
+        bits = np.unpackbits(np.frombuffer(array.buffers()[0], dtype=np.uint8), bitorder="little")
+        valid = bits[array.offset : array.offset + len(array)].astype(bool)
+        values[~valid] = null_as
+    return values
+
+
 def _lengths(column: Any) -> Any:
     """int64 byte length of each element, -1 where null."""
-    import numpy as np
     import pyarrow.compute as pc
 
-    lengths = pc.binary_length(column)
-    if column.null_count:
-        lengths = lengths.fill_null(-1)
-    return lengths.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return int_values(pc.binary_length(column), null_as=-1)
 
 
 def record_sizes(
@@ -184,17 +266,16 @@ def _headers_section(headers: Any) -> tuple[Any, Any, Any]:
     import pyarrow.compute as pc
 
     rows = len(headers)
-    counts = pc.list_value_length(headers).fill_null(0).to_numpy(zero_copy_only=False)
-    counts = counts.astype(np.int64)
+    counts = int_values(pc.list_value_length(headers))  # a null list: no headers
     flat = headers.flatten()  # the headers of every record, in record order
     if len(flat) == 0:
-        return counts, pa.scalar(b"", pa.binary()), np.zeros(rows, dtype=np.int64)
+        return counts, binary_scalar(b""), np.zeros(rows, dtype=np.int64)
     header_keys, header_values = flat.flatten()
     if header_keys.null_count:
         raise ValueError("a header with a null key (Kafka header keys are non-null)")
     header_keys = header_keys.cast(pa.binary())
     header_values = header_values.cast(pa.binary())
-    empty = pa.scalar(b"", pa.binary())
+    empty = binary_scalar(b"")
     encoded = pc.binary_join_element_wise(
         _varint_column(_lengths(header_keys)),
         header_keys,
@@ -263,21 +344,19 @@ def encode_runs(
     plain = timestamps_ms is None and headers is None
     starts = np.fromiter((start for start, _ in runs), dtype=np.int64, count=len(runs))
     counts = np.fromiter((end - start for start, end in runs), dtype=np.int64, count=len(runs))
+    empty = binary_scalar(b"")
     if plain and uniform_keys and (value_lengths == value_lengths[0]).all():
-        # Every record the same shape but for its offsetDelta: the length and offsetDelta
-        # varints are slices of columns made once per shape (the common case).
+        # Every record the same shape but for its offsetDelta: the prefixes are slices of a
+        # column made once per shape (the common case).
         key_length = int(key_lengths[0])
         value_length = int(value_lengths[0])
-        lengths, deltas = _uniform_columns(key_length, value_length, int(counts.max()))
+        prefixes = _uniform_prefixes(key_length, value_length, int(counts.max()))
         if len(runs) == 1:
-            lengths, deltas = lengths.slice(0, rows), deltas.slice(0, rows)
+            prefixes = prefixes.slice(0, rows)
         else:
-            lengths = pa.concat_arrays([lengths.slice(0, int(c)) for c in counts])
-            deltas = pa.concat_arrays([deltas.slice(0, int(c)) for c in counts])
-        key_varint: Any = _varint_scalar(key_length)
+            prefixes = pa.concat_arrays([prefixes.slice(0, int(c)) for c in counts])
         value_varint: Any = _varint_scalar(value_length)
-        timestamp_varint: Any = pa.scalar(b"\x00", pa.binary())
-        header_pieces: list[Any] = [pa.scalar(b"\x00", pa.binary())]  # headerCount 0
+        suffix: list[Any] = [binary_scalar(b"\x00")]  # headerCount 0
     else:
         offset_deltas = np.arange(rows, dtype=np.int64)
         if len(runs) > 1:
@@ -290,34 +369,27 @@ def encode_runs(
             + varint_widths(value_lengths)
             + np.maximum(value_lengths, 0)
         )
-        timestamp_varint = pa.scalar(b"\x00", pa.binary())
+        timestamp_deltas = None
         if timestamps_ms is not None:
             timestamp_deltas = np.asarray(timestamps_ms, dtype=np.int64)
             bases = np.minimum.reduceat(timestamp_deltas, starts)  # each run's smallest
             timestamp_deltas = timestamp_deltas - np.repeat(bases, counts)
             body += varint_widths(timestamp_deltas) - 1
-            timestamp_varint = _varint_column(timestamp_deltas)
-        header_pieces = [pa.scalar(b"\x00", pa.binary())]
+        suffix = [binary_scalar(b"\x00")]
         if headers is not None:
             header_counts, section, section_lengths = _headers_section(headers)
             body += varint_widths(header_counts) - 1 + section_lengths
-            header_pieces = [_varint_column(header_counts), section]
-        lengths, deltas = _varint_column(body), _varint_column(offset_deltas)
-        key_varint, value_varint = _varint_column(key_lengths), _varint_column(value_lengths)
-    empty = pa.scalar(b"", pa.binary())
-    pieces = [
-        lengths,
-        pa.scalar(b"\x00", pa.binary()),  # attributes 0
-        timestamp_varint,
-        deltas,
-        key_varint,
-    ]
+            suffix = [_varint_column(header_counts), section]
+        prefixes = _prefixes(body, timestamp_deltas, offset_deltas, key_lengths)
+        value_varint = _varint_column(value_lengths)
+    # record = prefix (length .. keyLength), key, valueLength, value, headerCount, headers
+    pieces = [prefixes]
     if keys is not None:
         pieces.append(keys if keys.null_count == 0 else pc.fill_null(keys, empty))
     pieces += [
         value_varint,
         values if values.null_count == 0 else pc.fill_null(values, empty),
-        *header_pieces,
+        *suffix,
     ]
     joined = pc.binary_join_element_wise(*pieces, empty)  # the last argument: the separator
     _validity, offsets, data = joined.buffers()

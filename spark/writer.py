@@ -276,6 +276,17 @@ def _partition_order(targets: Any) -> tuple[Any, list[tuple[int | None, int, int
     return (np.concatenate(pieces) if reordered else None), groups
 
 
+def _arrow_indices(order: Any) -> Any:
+    """An int64 numpy array as an Arrow array over the same memory. (Handing `take` the
+    numpy array converts it with pa.array, whose first call imports pandas: 0.2 s of CPU
+    in each fresh Python worker, for nothing the writer uses.)"""
+    import numpy as np
+    import pyarrow as pa
+
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(order), [None, pa.py_buffer(order)])
+
+
 def _bulk_settings(properties: Mapping[str, str]) -> tuple[bool, tuple[int, int]]:
     """(partitioner.ignore.keys, (records bytes per batch, offsetDelta varint bytes at
     most)) from the producer settings: how the writer cuts and encodes runs."""
@@ -299,7 +310,7 @@ class _TaskWriter:
         self.job_id = job_id  # exactlyOnce: the job (or micro-batch) this task writes for
         self.spark_partition, self.attempt = _task_ids()
         self.tracker = _Tracker()
-        self._partition_counts: dict[str, int] = {}
+        self._partition_counts: dict[str, Future] = {}  # topic -> its partition count
         self.producer_config = {
             "bootstrap.servers": options.bootstrap_servers,
             **WRITER_PRODUCER_DEFAULTS,
@@ -327,6 +338,10 @@ class _TaskWriter:
             config = {**config, "transactional.id": txn_id,
                       "transaction.two.phase.commit.enable": "true"}  # fmt: skip
         producer = SyncProducer(config=config)
+        if self.options.topic is not None:  # its metadata is asked for while batches come
+            self._partition_counts[self.options.topic] = producer.partition_count(
+                self.options.topic
+            )
         try:
             if txn_id is not None:
                 producer.init_transactions()
@@ -441,18 +456,23 @@ class _TaskWriter:
                 used = [
                     n for n in ("key", "value", "headers", "timestamp") if n in part.schema.names
                 ]
-                part = part.select(used).take(order)
+                part = part.select(used).take(_arrow_indices(order))
             self._send_columns(producer, part, topic, groups)
 
     def _targets(self, producer: Any, topic: str, batch: Any) -> Any:
         """int64 partition per row (-1: the producer's sticky choice), or None when every row
         is left to the sticky partitioner (no partition column, no keys)."""
         import numpy as np
+        import pyarrow as pa
+
+        from spark.record_encoding import int_values
 
         names = batch.schema.names
         explicit = None
         if "partition" in names:
             column = batch.column(names.index("partition"))
+            if column.null_count == 0 and pa.types.is_integer(column.type):
+                return int_values(column)
             if column.null_count < batch.num_rows:
                 explicit = column.to_numpy(zero_copy_only=False)
                 if column.null_count == 0:
@@ -461,7 +481,7 @@ class _TaskWriter:
         if "key" in names and not self._ignore_keys:
             key_column = batch.column(names.index("key"))
             if key_column.null_count < batch.num_rows:
-                keyed = key_partitions(key_column, self._partition_count(topic))
+                keyed = key_partitions(key_column, self._partition_count(producer, topic))
         if explicit is None:
             return keyed
         valid = ~np.isnan(explicit) if explicit.dtype.kind == "f" else np.ones(len(explicit), bool)
@@ -470,21 +490,13 @@ class _TaskWriter:
         merged[valid] = explicit[valid].astype(np.int64)
         return merged
 
-    def _partition_count(self, topic: str) -> int:
-        """The topic's partition count, asked once per task (one Metadata request)."""
+    def _partition_count(self, producer: Any, topic: str) -> int:
+        """The topic's partition count, from the producer's metadata (asked once per topic;
+        for the topic option at the task's start, so that it overlaps the first batches)."""
         count = self._partition_counts.get(topic)
         if count is None:
-            import trio
-
-            from producer.fetch_client import FetchClient
-
-            async def ask() -> int:
-                with trio.fail_after(self.options.task_timeout_ms / 1000):
-                    async with FetchClient(self.options.bootstrap_servers) as client:
-                        return await client.partition_count(topic)
-
-            count = self._partition_counts[topic] = trio.run(ask)
-        return count
+            count = self._partition_counts[topic] = producer.partition_count(topic)
+        return count.result(self.options.task_timeout_ms / 1000)
 
     def _send_columns(
         self, producer: Any, batch: Any, topic: Any, groups: list[tuple[int | None, int, int]]
@@ -497,7 +509,13 @@ class _TaskWriter:
         import numpy as np
         import pyarrow as pa
 
-        from spark.record_encoding import column_lengths, encode_runs, plan_runs, record_sizes
+        from spark.record_encoding import (
+            column_lengths,
+            encode_runs,
+            int_values,
+            plan_runs,
+            record_sizes,
+        )
 
         names = batch.schema.names
 
@@ -517,7 +535,7 @@ class _TaskWriter:
         if stamps is not None:  # epoch ms; a null timestamp is the time now, as with send()
             as_ms = stamps.cast(pa.timestamp("ms", tz=stamps.type.tz), safe=False)
             now = time.time_ns() // 1_000_000
-            timestamps = as_ms.cast(pa.int64()).fill_null(now).to_numpy().astype(np.int64)
+            timestamps = int_values(as_ms.cast(pa.int64()), null_as=now)
         limit, delta_bytes = self._records_limit
         try:
             lengths = column_lengths(keys, values)

@@ -30,6 +30,7 @@ from log.protocol.framing import (
     read_response_header,
     response_header_version,
 )
+from log.records.builder import BatchParts
 
 PRODUCE_KEY = 0
 MAX_CORRELATION_ID = 0x7FFFFFFF
@@ -45,12 +46,25 @@ class ClientResponse:
 
 def encode_request(header: RequestHeader, body: Any) -> bytes:
     """A whole request frame for `header` and `body`."""
+    return b"".join(encode_request_parts(header, body))
+
+
+def encode_request_parts(header: RequestHeader, body: Any) -> list:
+    """A whole request frame as a list of buffers, in order: record batches given as
+    BatchParts (a producer's batch whose records were encoded elsewhere) stay as their
+    pieces, for a vectored send without a joining copy."""
     api = _api(header.api_key)
     flexible = api.request.is_flexible(header.api_version)
     parts: list = [b"", encode_request_header(header, flexible)]
     api.request.encode_parts(body, header.api_version, parts)
     parts[0] = SIZE.pack(sum(len(part) for part in parts))
-    return b"".join(parts)
+    if any(type(part) is BatchParts for part in parts):
+        parts = [
+            piece
+            for part in parts
+            for piece in (part.parts if type(part) is BatchParts else (part,))
+        ]
+    return parts
 
 
 def decode_response(
@@ -132,6 +146,13 @@ class ClientCodec:
         self, api_key: int, api_version: int, body: Any, expect_response: bool | None = None
     ) -> bytes:
         """Frame a request with the next correlation id; remember it if a response is due."""
+        return b"".join(self.encode_request_parts(api_key, api_version, body, expect_response))
+
+    def encode_request_parts(
+        self, api_key: int, api_version: int, body: Any, expect_response: bool | None = None
+    ) -> list:
+        """encode_request as a list of buffers (module encode_request_parts), for a vectored
+        send."""
         if expect_response is None:
             expect_response = not (api_key == PRODUCE_KEY and body.acks == 0)
         if expect_response and len(self._pending) >= self.max_in_flight:
@@ -139,7 +160,7 @@ class ClientCodec:
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & MAX_CORRELATION_ID
         header = RequestHeader(api_key, api_version, correlation_id, self.client_id)
-        data = encode_request(header, body)
+        data = encode_request_parts(header, body)
         if expect_response:
             self._pending.append((correlation_id, api_key, api_version))
         return data

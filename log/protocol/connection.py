@@ -187,6 +187,15 @@ class ServerConnection:
         # one read; anything more means it kept reading past back-pressure.
         assert self._frames.buffered_bytes <= self._max_buffered_bytes, "read while paused"
 
+    def read_buffer(self) -> memoryview | None:
+        """Where to read the rest of a large request straight into (then `received_into`),
+        or None: read and `receive_data` (FrameDecoder.read_buffer). Ask after NEED_DATA."""
+        return self._frames.read_buffer()
+
+    def received_into(self, count: int) -> None:
+        """`count` bytes were read into the view read_buffer() returned."""
+        self._frames.filled(count)
+
     def next_request(self) -> Request | BadRequest | _Sentinel:
         """The next request, a BadRequest, NEED_DATA or PAUSED.
 

@@ -19,6 +19,10 @@ the header before knowing which version the broker answered with).
 `FrameDecoder` is fed bytes in any chunking and returns whole frames, each its own
 `bytearray`: bodies keep zero-copy `memoryview`s into it, and those are writable, so the broker
 can patch a batch's baseOffset/partitionLeaderEpoch in place in the request it received.
+A large frame (DIRECT_READ_MIN_BYTES or more, a big produce request) can instead be read
+straight into its own buffer: `read_buffer()` gives the driver the rest of it to `recv_into`,
+`filled(count)` says how much arrived. The kernel's copy is then the only one, where fed
+bytes are copied into the receive buffer and again into the frame.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ API_VERSIONS_KEY = 18
 DEFAULT_MAX_FRAME_BYTES = 104_857_600
 # Compact the receive buffer once this many consumed bytes sit in front of it.
 _COMPACT_AFTER_BYTES = 1 << 16
+# Frames at least this large may be read straight into their own buffer (read_buffer).
+DIRECT_READ_MIN_BYTES = 1 << 16
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -132,18 +138,61 @@ class FrameDecoder:
         self.max_frame_bytes = max_frame_bytes
         self._buffer = bytearray()
         self._start = 0  # consumed bytes at the front of _buffer
+        # a large frame being read into its own buffer (read_buffer), and its bytes so far;
+        # while it is set, _buffer holds only bytes fed after the frame's end
+        self._frame: bytearray | None = None
+        self._filled = 0
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._buffer) - self._start
+        direct = 0 if self._frame is None else 4 + self._filled
+        return direct + len(self._buffer) - self._start
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        self._buffer += data
+        frame = self._frame
+        if frame is not None and self._filled < len(frame):  # the frame's rest goes in place
+            count = min(len(data), len(frame) - self._filled)
+            frame[self._filled : self._filled + count] = data[:count]
+            self._filled += count
+            data = data[count:]
+        if data:
+            self._buffer += data
+
+    def read_buffer(self) -> memoryview | None:
+        """The rest of the frame being received, to read into directly (then `filled`), if
+        its size is known and at least DIRECT_READ_MIN_BYTES; else None: read and `feed`.
+        The first call moves the frame's bytes received so far into the frame's own buffer
+        (the frame size is checked as next_frame checks it)."""
+        frame = self._frame
+        if frame is None:
+            available = len(self._buffer) - self._start
+            if available < 4:
+                return None
+            (size,) = SIZE.unpack_from(self._buffer, self._start)
+            if size < DIRECT_READ_MIN_BYTES or size > self.max_frame_bytes:
+                return None
+            if available >= 4 + size:
+                return None  # complete already
+            frame = self._frame = bytearray(size)
+            self._filled = available - 4
+            frame[: self._filled] = self._buffer[self._start + 4 :]
+            self._buffer.clear()
+            self._start = 0
+        if self._filled == len(frame):
+            return None
+        return memoryview(frame)[self._filled :]
+
+    def filled(self, count: int) -> None:
+        """`count` bytes were read into the view read_buffer() returned."""
+        assert self._frame is not None and 0 <= count <= len(self._frame) - self._filled
+        self._filled += count
 
     @property
     def pending_frame_bytes(self) -> int:
         """Bytes (size prefix included) of the frame being received, once its size is known
         and while it is incomplete; 0 otherwise."""
+        if self._frame is not None:
+            return 0 if self._filled == len(self._frame) else 4 + len(self._frame)
         available = len(self._buffer) - self._start
         if available < 4:
             return 0
@@ -158,6 +207,12 @@ class FrameDecoder:
         Raises InvalidFrameError on a negative or oversized size: the stream cannot be
         resynchronised, so the connection must close.
         """
+        frame = self._frame
+        if frame is not None:
+            if self._filled < len(frame):
+                return None
+            self._frame = None  # whole: it is the frame's own buffer already, no copy
+            return frame
         available = len(self._buffer) - self._start
         if available < 4:
             return None

@@ -142,6 +142,24 @@ def build_batch(
     )
 
 
+class BatchParts:
+    """A built batch as its pieces, the header's bytes and then the records as they were
+    given (not copied): len() is the batch's size, `parts` go out as they are in a vectored
+    send (ClientCodec.encode_request_parts), bytes() joins them."""
+
+    __slots__ = ("parts", "_size")
+
+    def __init__(self, parts: tuple[bytes | bytearray | memoryview, ...]) -> None:
+        self.parts = parts
+        self._size = sum(len(part) for part in parts)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.parts)
+
+
 def assemble_batch(
     records_bytes: bytes | bytearray | memoryview,
     *,
@@ -158,9 +176,45 @@ def assemble_batch(
     is_control: bool = False,
     log_append_time: bool = False,
 ) -> bytes:
-    """Wrap already-encoded (uncompressed) records in a batch header, compressing if asked.
-    The records are copied once (into the result): the CRC is computed over the header's
-    tail and then continued over the payload where it lies."""
+    """assemble_batch_parts, joined: the records are copied once (into the result)."""
+    return bytes(
+        assemble_batch_parts(
+            records_bytes,
+            record_count=record_count,
+            base_offset=base_offset,
+            base_timestamp_ms=base_timestamp_ms,
+            max_timestamp_ms=max_timestamp_ms,
+            compression_type=compression_type,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            partition_leader_epoch=partition_leader_epoch,
+            is_transactional=is_transactional,
+            is_control=is_control,
+            log_append_time=log_append_time,
+        )
+    )
+
+
+def assemble_batch_parts(
+    records_bytes: bytes | bytearray | memoryview,
+    *,
+    record_count: int,
+    base_offset: int,
+    base_timestamp_ms: int,
+    max_timestamp_ms: int,
+    compression_type: int = CompressionType.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    log_append_time: bool = False,
+) -> BatchParts:
+    """Wrap already-encoded (uncompressed) records in a batch header, compressing if asked,
+    without copying them: the CRC is computed over the header's tail and then continued
+    over the payload where it lies; the batch is (header bytes, payload)."""
     assert 0 < record_count < 1 << 31, "a built batch holds 1 .. 2**31-1 records"
     payload = (
         records_bytes
@@ -188,7 +242,7 @@ def assemble_batch(
     crc = crc32c.crc32c(payload, crc32c.crc32c(after_crc))
     head = _HEADER_BEFORE_CRC.pack(base_offset, batch_length, partition_leader_epoch, MAGIC_V2)
     assert len(head) + 4 == ATTRIBUTES_OFFSET
-    return b"".join((head, _UINT32.pack(crc), after_crc, payload))
+    return BatchParts((b"".join((head, _UINT32.pack(crc), after_crc)), payload))
 
 
 def _varint_bytes(value: int) -> bytes:

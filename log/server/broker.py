@@ -55,6 +55,7 @@ import trio
 
 from log.common.errors import ErrorCode, KafkaError
 from log.common.node_config import NodeConfig, parse_overrides
+from log.common.vectored_send import send_parts
 from log.coordinator.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from log.coordinator.group_driver import GroupCoordinatorDriver
 from log.coordinator.transaction_driver import TransactionCoordinatorDriver
@@ -109,29 +110,6 @@ MAX_IDLE_SWEEP_S = 1.0
 MIN_IDLE_SWEEP_S = 0.01
 RETRY_TICK_MS = 1000  # the tick also retries partitions whose change failed (replica_manager)
 PRODUCE_API_KEY = 0
-MAX_IOV = 512  # parts per sendmsg (IOV_MAX is 1024 on Linux)
-# Parts this large go out as they are (zero-copy record bytes); smaller ones are copied into
-# one buffer, which costs less than a scatter-gather entry each.
-ZERO_COPY_MIN_BYTES = 4096
-
-
-async def send_parts(stream: trio.SocketStream, parts: list) -> None:
-    """Write `parts` (bytes / memoryviews) with vectored sends; handles partial writes.
-
-    Runs of small parts (the encoded fields around the records) are joined first, so a fetch
-    response naming thousands of partitions goes out in a few buffers, not thousands."""
-    views = coalesce_parts(parts)
-    sock = stream.socket
-    first = 0
-    while first < len(views):
-        sent = await sock.sendmsg(views[first : first + MAX_IOV])
-        while sent and first < len(views):
-            if sent >= len(views[first]):
-                sent -= len(views[first])
-                first += 1
-            else:
-                views[first] = views[first][sent:]
-                sent = 0
 
 
 def _peer_address(stream: trio.SocketStream) -> str:
@@ -141,24 +119,6 @@ def _peer_address(stream: trio.SocketStream) -> str:
     except OSError:
         return "?"
     return f"{host}:{port}"
-
-
-def coalesce_parts(parts: list) -> list[memoryview]:
-    """Memoryviews of `parts` in order, runs of parts below ZERO_COPY_MIN_BYTES joined."""
-    views: list[memoryview] = []
-    small: list = []
-    for part in parts:
-        size = len(part)
-        if size >= ZERO_COPY_MIN_BYTES:
-            if small:
-                views.append(memoryview(b"".join(small)))
-                small = []
-            views.append(memoryview(part))
-        elif size:
-            small.append(part)
-    if small:
-        views.append(memoryview(b"".join(small)))
-    return views
 
 
 class KafkaServer:
@@ -582,14 +542,24 @@ class KafkaServer:
                     if announced > held:  # read the rest only with the memory for it
                         await memory.reserve(announced - held)
                         held = announced
+                    # a large request's rest is read straight into its own buffer
+                    into = conn.read_buffer() if raw_socket else None
                     receiving[idle_scope] = trio.current_time()
                     try:
-                        data = await receive(MAX_READ_BYTES)
+                        if into is not None:
+                            count = await stream.socket.recv_into(into)
+                        else:
+                            data = await receive(MAX_READ_BYTES)
+                            count = len(data)
                     finally:
                         del receiving[idle_scope]
-                    if not data:
+                    if not count:
                         return  # closed by the client (an idle one: `_close_idle_connections`)
-                    self.metrics.bytes_in += len(data)
+                    self.metrics.bytes_in += count
+                    if into is not None:
+                        into.release()
+                        conn.received_into(count)
+                        continue
                     try:
                         conn.receive_data(data)
                     except KafkaError as exc:

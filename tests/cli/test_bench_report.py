@@ -113,3 +113,12 @@ def test_spark_section_states_both_ratios_against_their_targets():
     assert "exactlyOnce off: 0.93x Parquet (target >= 1.0x)" in text
     assert "exactlyOnce on: 0.71x Parquet (target >= 0.8x)" in text
     assert "| quorumlog arrow eos |" in text
+
+
+def test_spark_section_gives_cpu_seconds_per_million_rows_by_kind():
+    from bench.report import _spark
+
+    cpu = {"jvm": 0.3, "python workers": 0.25, "nodes": 0.1, "driver": 0.05}
+    rows = [{"job": "quorumlog arrow", "rows": 500_000, "seconds": 1.0, "rows_per_s": 5e5,
+             "mb_per_s": 50.0, "vs_parquet": 0.9, "cpu_seconds": cpu}]  # fmt: skip
+    assert "| 0.60 / 0.50 / 0.20 (1.40) |" in _spark(rows)
