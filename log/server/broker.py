@@ -53,6 +53,7 @@ from typing import Any
 
 import trio
 
+from log.common import socket_io
 from log.common.errors import ErrorCode, KafkaError
 from log.common.node_config import NodeConfig, parse_overrides
 from log.coordinator.add_partitions_to_txn_manager import AddPartitionsToTxnManager
@@ -109,29 +110,17 @@ MAX_IDLE_SWEEP_S = 1.0
 MIN_IDLE_SWEEP_S = 0.01
 RETRY_TICK_MS = 1000  # the tick also retries partitions whose change failed (replica_manager)
 PRODUCE_API_KEY = 0
-MAX_IOV = 512  # parts per sendmsg (IOV_MAX is 1024 on Linux)
 # Parts this large go out as they are (zero-copy record bytes); smaller ones are copied into
 # one buffer, which costs less than a scatter-gather entry each.
 ZERO_COPY_MIN_BYTES = 4096
 
 
 async def send_parts(stream: trio.SocketStream, parts: list) -> None:
-    """Write `parts` (bytes / memoryviews) with vectored sends; handles partial writes.
+    """Write `parts` (bytes / memoryviews) with vectored writes (log/common/socket_io.py).
 
     Runs of small parts (the encoded fields around the records) are joined first, so a fetch
     response naming thousands of partitions goes out in a few buffers, not thousands."""
-    views = coalesce_parts(parts)
-    sock = stream.socket
-    first = 0
-    while first < len(views):
-        sent = await sock.sendmsg(views[first : first + MAX_IOV])
-        while sent and first < len(views):
-            if sent >= len(views[first]):
-                sent -= len(views[first])
-                first += 1
-            else:
-                views[first] = views[first][sent:]
-                sent = 0
+    await socket_io.write_all(stream.socket.fileno(), coalesce_parts(parts))
 
 
 def _peer_address(stream: trio.SocketStream) -> str:
@@ -529,8 +518,12 @@ class KafkaServer:
         if authenticator is not None:  # small frames only until authenticated
             conn.limit_frame_bytes(min(self.max_frame_bytes, self.sasl_max_receive_bytes))
         raw_socket = isinstance(stream, trio.SocketStream)  # vectored zero-copy sends
-        # Reads on the raw socket too (its OSErrors end the connection like a failed send).
-        receive = stream.socket.recv if raw_socket else stream.receive_some
+        # Reads on the descriptor too (log/common/socket_io.py: wait first, then one read; its
+        # OSErrors end the connection like a failed send).
+        if raw_socket:
+            receive = functools.partial(socket_io.receive_some, stream.socket.fileno())
+        else:
+            receive = stream.receive_some
         receiving = self._receiving  # idle_scope is here while it waits for bytes
         # Answers are written by this loop and by the acks waits: one writer at a time, in the
         # order ServerConnection released them (StrictFIFOLock: first come, first served).
