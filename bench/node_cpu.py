@@ -9,9 +9,14 @@ each record costs the same requests whatever the box's load: one Produce, each f
 fetch answered with the record (then parked again), and the consumer's fetch -- unlike
 bench/e2e_latency.py at a fixed rate, where a loaded box batches records and the CPU per record
 falls with it. Printed: process CPU per record (brokers and the two small clients, one
-thread), the requests the brokers answered per record by API, and with `--profile` cProfile's
-calls per record of the busiest functions (call counts do not depend on the box's load; the
-times cProfile adds to do it do).
+thread), the requests the brokers answered per record by kind (a Fetch by who asked and
+whether it carried records), and with `--profile` cProfile's calls per record of the busiest
+functions (call counts do not depend on the box's load; the times cProfile adds to do it do).
+
+CPU time still moves 20-30 % with the box's load (other processes' cache use). Instructions do
+not: run it under `valgrind --tool=callgrind` with two record counts (say 300 and 900; about
+two minutes each) and divide the difference of the "Collected" totals by the difference of
+the counts: instructions per record, the same on a loaded box as on an idle one.
 
     python -m bench.node_cpu [--records 3000] [--rounds 3] [--profile]
 """
@@ -76,16 +81,27 @@ async def _broker(nursery, quorum: LocalQuorum, workdir: Path, broker_id: int) -
     return server
 
 
+def _kind(request, body) -> str:
+    """The API name; a Fetch answer also by who asked and whether it carried records."""
+    if request.api_key != 1:
+        return request.api.name
+    fetch = request.body
+    replica_id = fetch.replica_state.replica_id if request.api_version >= 15 else fetch.replica_id
+    carried = any(p.records for t in body.responses for p in t.partitions)
+    return f"Fetch {'follower' if replica_id >= 0 else 'consumer'} {'data' if carried else 'empty'}"
+
+
 def _counted(server: KafkaServer, counts: collections.Counter) -> None:
-    """Count the requests `server` takes by API name (instance attributes over the class's
+    """Count the requests `server` answers by kind (instance attributes over the class's
     methods, so only this run's servers count): an acks=-1 Produce goes to `_append_produce`,
     every other request to `_dispatch`."""
     for name in ("_dispatch", "_append_produce"):
         method = getattr(server, name)
 
         async def counting(request, method=method):
-            counts[request.api.name] += 1
-            return await method(request)
+            body = await method(request)
+            counts[_kind(request, body)] += 1
+            return body
 
         setattr(server, name, counting)
 
