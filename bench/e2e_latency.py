@@ -136,10 +136,12 @@ node woken by a peer's message runs on caches the other processes just used, and
 event-loop turn. Cut this session: trio's socket methods (a failed recv and an exception before
 every wait, a scheduler checkpoint after every send: log/common/socket_io.py reads once after
 readiness and writes with writev) and the codec's flexible-version paths (one-byte lengths and
-empty tagged sections without a call: Fetch v17 decode 8.1 -> 5.8 us). Instructions per record
-(bench/node_cpu.py under callgrind, which load does not move): 5.60 M -> 4.99 M (-11 %). In the
-six rows each way above, e2e p50 1.8-16 ms (old) and 1.5-5.7 ms (new), p99 47-305 and 10-301 ms:
-at load 7-14 the latencies are the box's, not the code's. Tried and dropped: answering non-Fetch
+empty tagged sections without a call: Fetch v17 decode 8.1 -> 5.8 us), and the segment keeps the
+headers of the newest batches read (no header pread per fetch of the newest batch). Instructions
+per record (bench/node_cpu.py under callgrind, which load does not move): 5.60 M -> 4.95 M
+(-12 %; the rows above were run before the header cache, which is 1 % of it). In those six
+rows each way, e2e p50 1.8-16 ms (old) and 1.5-5.7 ms (new), p99 47-305 and 10-301 ms: at load
+7-14 the latencies are the box's, not the code's. Tried and dropped: answering non-Fetch
 requests without the send lock's checkpoint (no change in instructions; fewer turns per produce
 did not show). Halving it needs fewer Python layers per request (a handler path for a
 one-partition follower session, the answer encoded without the response dataclasses), not
