@@ -117,8 +117,7 @@ class LogSegment:
         self._tail_positions: list[int] = []
         # The headers of the last few tail batches read, by position: every follower and
         # tailing consumer reads the newest batch, and only the first of them reads its header
-        # from the file. A batch's bytes never change while it is in the tail lists
-        # (truncation and recovery forget both).
+        # from the file. Only truncation and recovery rewrite a position; both forget these.
         self._tail_headers: dict[int, BatchHeader] = {}
 
     # -- creation and loading -----------------------------------------------------------------
@@ -252,8 +251,6 @@ class LogSegment:
         last_offsets.append(last_offset)
         self._tail_positions.append(position)
         if len(last_offsets) > 2 * TAIL_BATCHES:
-            for dropped in self._tail_positions[:TAIL_BATCHES]:
-                self._tail_headers.pop(dropped, None)
             del last_offsets[:TAIL_BATCHES], self._tail_positions[:TAIL_BATCHES]
 
     def _forget_tail(self) -> None:
