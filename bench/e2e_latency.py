@@ -98,6 +98,55 @@ where records queued up and went in batches), e2e p99 160-730 ms (old) and 170-8
 p50 3-220 / 4-210 ms: at that load the latencies are the box's, not the code's, and the 5 ms
 goal needs a calm box.
 
+CPU per record, counted 2026-11-26 (cpu22; the three nodes at 500 records/s, counts from
+hooks in the nodes, CPU from /proc, shares from py-spy --gil over 20 s; box load 3-14). Per
+acks=all record the nodes answer 4 requests and apply 2 fetch answers, not ~10:
+
+    per record, all three nodes                    count        before -> after this session
+    Produce acks=-1 answered (leader)              0.89-1.00
+    Fetch from a follower, answered with records   1.81-1.89
+    Fetch from a follower, answered empty          <= 0.002     (its 500 ms max wait ran out)
+    Fetch from the consumer, answered with records 0.90-0.94
+    fetch answers applied by the followers         1.81-1.89
+    Raft AppendEntries / answers                   0.075 each   (the 50 ms heartbeat, 37/s)
+    trio task steps, per Produce                                19.5-20.4 -> 14.5-14.7
+    event-loop turns (epoll waits), per Produce                 9.7-11.2 -> 7.9-8.3
+    CPU ms per record (this bench, 6 rows each way
+    alternated, load 7-14; sys 0.14-0.21)                       1.35-1.87 -> 1.24-1.66
+                                                                (medians 1.63 -> 1.48)
+
+    user CPU by kind (py-spy --gil)                share before -> after
+    follower: fetch request, answer, append        23 % -> 23 %
+    connection: read, decode, encode, send         22 % -> 21 %
+    leader: Fetch handler (session, read, wait)    19 % -> 21 %
+    trio scheduler (task steps, epoll)             16 % -> 15 %
+    leader: acks=all wait and answer                8 % -> 7 %
+    leader: acks=all append                         4 % -> 4 %
+    Raft tick thread                                3 % -> 4 %
+    unattributed (truncated stacks)                 4 % -> 5 %
+
+No follower fetch is answered empty per produce: the fetch that carries a follower's new
+offset (and moves the HW) is the one that waits for the next record, and carries the new HW
+with it. Idle, the three nodes use 0.08-0.10 of a core (Raft's 50 ms heartbeats, the
+followers' 500 ms long polls): 0.16-0.20 ms per record at 500/s. No function holds more than ~3 %
+of the samples: each request costs ~0.1-0.15 ms of Python spread over decoding, the handler,
+encoding and trio's task steps, and the same four requests cost about half as much between
+three brokers in one process (bench/node_cpu.py, 0.8-0.9 ms per record with its clients): a
+node woken by a peer's message runs on caches the other processes just used, and pays its own
+event-loop turn. Cut this session: trio's socket methods (a failed recv and an exception before
+every wait, a scheduler checkpoint after every send: log/common/socket_io.py reads once after
+readiness and writes with writev) and the codec's flexible-version paths (one-byte lengths and
+empty tagged sections without a call: Fetch v17 decode 8.1 -> 5.8 us), and the segment keeps the
+headers of the newest batches read (no header pread per fetch of the newest batch). Instructions
+per record (bench/node_cpu.py under callgrind, which load does not move): 5.60 M -> 4.95 M
+(-12 %; the rows above were run before the header cache, which is 1 % of it). In those six
+rows each way, e2e p50 1.8-16 ms (old) and 1.5-5.7 ms (new), p99 47-305 and 10-301 ms: at load
+7-14 the latencies are the box's, not the code's. Tried and dropped: answering non-Fetch
+requests without the send lock's checkpoint (no change in instructions; fewer turns per produce
+did not show). Halving it needs fewer Python layers per request (a handler path for a
+one-partition follower session, the answer encoded without the response dataclasses), not
+fewer requests.
+
     python -m bench.e2e_latency [--rates 500 5000] [--shares 0.1] [--seconds 10]
 """
 

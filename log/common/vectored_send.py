@@ -1,4 +1,4 @@
-"""Writing a list of buffers to a socket with vectored sends (sendmsg), no joining copy.
+"""Writing a list of buffers to a socket with vectored writes (writev), no joining copy.
 
 Kafka's large payloads (a produce request's record batches, a fetch answer's records) travel
 as memoryviews of buffers that already exist; the small encoded fields around them are
@@ -10,29 +10,20 @@ from __future__ import annotations
 
 import trio
 
-MAX_IOV = 512  # parts per sendmsg (IOV_MAX is 1024 on Linux)
+from log.common import socket_io
+
 # Parts this large go out as they are (zero-copy record bytes); smaller ones are copied into
 # one buffer, which costs less than a scatter-gather entry each.
 ZERO_COPY_MIN_BYTES = 4096
 
 
 async def send_parts(stream: trio.SocketStream, parts: list) -> None:
-    """Write `parts` (bytes / memoryviews) with vectored sends; handles partial writes.
+    """Write `parts` (bytes / memoryviews) with vectored writes on the socket's descriptor
+    (log/common/socket_io.py); handles partial writes and a full send buffer.
 
     Runs of small parts (the encoded fields around the records) are joined first, so a fetch
     response naming thousands of partitions goes out in a few buffers, not thousands."""
-    views = coalesce_parts(parts)
-    sock = stream.socket
-    first = 0
-    while first < len(views):
-        sent = await sock.sendmsg(views[first : first + MAX_IOV])
-        while sent and first < len(views):
-            if sent >= len(views[first]):
-                sent -= len(views[first])
-                first += 1
-            else:
-                views[first] = views[first][sent:]
-                sent = 0
+    await socket_io.write_all(stream.socket.fileno(), coalesce_parts(parts))
 
 
 def coalesce_parts(parts: list) -> list[memoryview]:

@@ -7,8 +7,9 @@ From that one declaration we derive, per version:
 
 - a frozen dataclass per struct (fields of every version; absent fields take their default),
 - a fast decoder/encoder (this module): Python source generated per struct and version, with
-  runs of fixed-width fields packed/unpacked by one `struct.Struct` and non-flexible strings
-  and bytes inlined; used on every request, hot paths included. Records stay a zero-copy
+  runs of fixed-width fields packed/unpacked by one `struct.Struct`, strings and bytes read
+  inline (a flexible version's one-byte compact length too), and an empty tagged section (the
+  usual case) read and written without a call; used on every request, hot paths included. Records stay a zero-copy
   `memoryview` into the frame on decode, and are appended as-is (no copy) on encode,
 - a `construct` definition (`wire_construct.py`), the reference the tests check the fast codec
   against byte for byte.
@@ -288,6 +289,8 @@ def message(
 
 def read_uvarint(buf: Any, position: int) -> tuple[int, int]:
     """Unsigned LEB128 (Kafka's UNSIGNED_VARINT), at most 5 bytes (32 bits)."""
+    if position < len(buf) and buf[position] < 0x80:  # one byte: nearly every length and count
+        return buf[position], position + 1
     result = 0
     for shift in range(0, 35, 7):
         if position >= len(buf):
@@ -318,6 +321,8 @@ def _uvarint(value: int) -> bytes:
 
 
 def skip_tagged_fields(buf: Any, position: int) -> int:
+    if position < len(buf) and buf[position] == 0:  # no tagged fields: the usual case
+        return position + 1
     count, position = read_uvarint(buf, position)
     if count > MAX_TAGGED_FIELDS:
         raise InvalidRequestError(f"{count} tagged fields exceed the limit {MAX_TAGGED_FIELDS}")
@@ -334,6 +339,11 @@ def skip_tagged_fields(buf: Any, position: int) -> int:
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+# Topic ids (UUIDs) decoded so far, by their 16 bytes: every Fetch v13+ names its topics by id,
+# and building a uuid.UUID costs more than the rest of a partition's fields. UUIDs are
+# immutable, so one object serves every body; past the bound the cache starts over.
+MAX_CACHED_UUIDS = 4096
+_UUIDS: dict[bytes, uuid.UUID] = {}
 
 
 def _min_size(type_: Any, version: int, flexible: bool) -> int:
@@ -358,6 +368,8 @@ def _length_reader(flexible: bool, wide: bool) -> Callable[[Any, int], tuple[int
     if flexible:
 
         def read_compact(buf: Any, pos: int) -> tuple[int, int]:
+            if pos < len(buf) and buf[pos] < 0x80:  # one byte: the usual case
+                return buf[pos] - 1, pos + 1
             value, pos = read_uvarint(buf, pos)
             return value - 1, pos
 
@@ -410,7 +422,13 @@ def _value_decoder(
             end = pos + 16
             if end > len(buf):
                 raise InvalidRequestError(f"{what}: uuid runs past the end of the frame")
-            return uuid.UUID(bytes=bytes(buf[pos:end])), end
+            raw = bytes(buf[pos:end])
+            value = _UUIDS.get(raw)
+            if value is None:
+                if len(_UUIDS) >= MAX_CACHED_UUIDS:
+                    _UUIDS.clear()
+                value = _UUIDS[raw] = uuid.UUID(bytes=raw)
+            return value, end
 
         return read_uuid
     read_length = _length_reader(flexible, wide=type_ is not STRING)
@@ -538,6 +556,7 @@ def _struct_decoder(
         "I32": _I32,
         "invalid": _invalid,
         "skip_tagged_fields": skip_tagged_fields,
+        "read_uvarint": read_uvarint,
     }
     lines = ["def read(buf, pos):"]
     names: list[str] = []
@@ -565,20 +584,27 @@ def _struct_decoder(
             key = f"C{len(namespace)}"
             namespace[key] = item.default_value()
             lines.append(f"    {target} = {key}")
-        elif not flexible and item.type in (STRING, BYTES, RECORDS):
-            lines.extend(_inline_blob_read(item, target, version))
+        elif item.type in (STRING, BYTES, RECORDS):
+            lines.extend(_inline_blob_read(item, target, version, flexible))
         else:
             key = f"D{len(namespace)}"
             namespace[key] = _value_decoder(item, item.type, version, flexible)
             lines.append(f"    {target}, pos = {key}(buf, pos)")
     if flexible and tagged:
         namespace["read_tags"] = _tagged_reader({tag: d for tag, (_, d) in tagged.items()})
-        lines.append("    tags, pos = read_tags(buf, pos)")
-        lines.append("    if tags:")
+        # An empty tagged section (one zero byte) is the usual case: no call for it. Past the
+        # frame's end, buf[pos] raises IndexError, which decode() reports as malformed.
+        lines.append("    if buf[pos] == 0:")
+        lines.append("        pos += 1")
+        lines.append("    else:")
+        lines.append("        tags, pos = read_tags(buf, pos)")
         for tag, (target, _) in tagged.items():
             lines.append(f"        {target} = tags.get({tag}, {target})")
     elif flexible:
-        lines.append("    pos = skip_tagged_fields(buf, pos)")
+        lines.append("    if buf[pos] == 0:")
+        lines.append("        pos += 1")
+        lines.append("    else:")
+        lines.append("        pos = skip_tagged_fields(buf, pos)")
     lines.append(f"    return cls({', '.join(names)}), pos")
     return _compile("\n".join(lines) + "\n", namespace, "read")
 
@@ -611,8 +637,21 @@ def _tagged_reader(
     return read_tags
 
 
-def _inline_blob_read(field: Field, target: str, version: int) -> list[str]:
+def _inline_blob_read(field: Field, target: str, version: int, flexible: bool) -> list[str]:
+    """A string / bytes / records field read inline: its length (int16 / int32, or a compact
+    uvarint length+1 in flexible versions, one byte read without a call), then the value."""
     prefix, size = ("I16", 2) if field.type is STRING else ("I32", 4)
+    if flexible:  # past the frame's end, buf[pos] raises IndexError: decode() reports it
+        read_length = [
+            "    n = buf[pos]",
+            "    if n < 0x80:",
+            "        pos += 1",
+            "    else:",
+            "        n, pos = read_uvarint(buf, pos)",
+            "    n -= 1",
+        ]
+    else:
+        read_length = [f"    n, = {prefix}.unpack_from(buf, pos)", f"    pos += {size}"]
     if field.type is STRING:
         value = "str(buf[pos:end], 'utf-8')"
     elif field.type is BYTES:
@@ -625,8 +664,7 @@ def _inline_blob_read(field: Field, target: str, version: int) -> list[str]:
         else f"        raise invalid({field.name!r}, 'null in a non-nullable field')"
     )
     return [
-        f"    n, = {prefix}.unpack_from(buf, pos)",
-        f"    pos += {size}",
+        *read_length,
         "    if n < 0:",
         "        if n != -1:",
         f"            raise invalid({field.name!r}, f'negative length {{n}}')",
@@ -775,8 +813,17 @@ def _struct_encoder(
             namespace[key] = _value_encoder(item, item.type, version, flexible)
             lines.append(f"    {key}(value.{item.name}, parts)")
     if flexible and tagged:
+        # All tagged fields at their defaults (the usual case): the empty section, no call.
         namespace["write_tags"] = _tagged_writer(tagged, version)
-        lines.append("    write_tags(value, parts)")
+        defaults = []
+        for field in tagged:
+            key = f"T{len(namespace)}"
+            namespace[key] = field.default_value()
+            defaults.append(f"value.{field.name} == {key}")
+        lines.append(f"    if {' and '.join(defaults)}:")
+        lines.append("        append(b'\\x00')")
+        lines.append("    else:")
+        lines.append("        write_tags(value, parts)")
     elif flexible:
         lines.append("    append(b'\\x00')")
     return _compile("\n".join(lines) + "\n", namespace, "write")

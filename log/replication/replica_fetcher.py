@@ -19,12 +19,14 @@ resets as the core decides. Partitions come and go between rounds (`FetcherState
 / `remove_partition`, called by the `ReplicaFetcherManager` when leadership changes); a response
 for a partition whose `FollowerState` was replaced meanwhile is dropped.
 
-The connection is deliberately minimal: one request at a time (a fetcher never pipelines), the
+The connection is deliberately minimal: one request at a time (a fetcher never pipelines), plain
+TCP read and written on its descriptor (log/common/socket_io.py), the
 sans-IO `ClientCodec` for framing, every exchange under `request_timeout_ms`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -33,6 +35,7 @@ from typing import Any
 
 import trio
 
+from log.common import socket_io
 from log.common.errors import ErrorCode, KafkaError
 from log.protocol.client_codec import ClientCodec
 from log.protocol.fetch import FETCH_REQUEST
@@ -109,9 +112,17 @@ class LeaderConnection:
         try:
             if self._stream is None:
                 self._stream = await self._connect(self.host, self.port)
-            await self._stream.send_all(self._codec.encode_request(api_key, api_version, body))
+            frame = self._codec.encode_request(api_key, api_version, body)
+            stream = self._stream
+            if isinstance(stream, trio.SocketStream):  # plain TCP: one system call per step
+                fd = stream.socket.fileno()
+                await socket_io.write_all(fd, [memoryview(frame)])
+                receive = functools.partial(socket_io.receive_some, fd)
+            else:
+                await stream.send_all(frame)
+                receive = stream.receive_some
             while True:
-                data = await self._stream.receive_some(MAX_READ_BYTES)
+                data = await receive(MAX_READ_BYTES)
                 if not data:
                     raise ConnectionLostError(f"{self.host}:{self.port} closed the connection")
                 responses = self._codec.receive_data(data)

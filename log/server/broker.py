@@ -53,6 +53,7 @@ from typing import Any
 
 import trio
 
+from log.common import socket_io
 from log.common.errors import ErrorCode, KafkaError
 from log.common.node_config import NodeConfig, parse_overrides
 from log.common.vectored_send import send_parts
@@ -489,8 +490,12 @@ class KafkaServer:
         if authenticator is not None:  # small frames only until authenticated
             conn.limit_frame_bytes(min(self.max_frame_bytes, self.sasl_max_receive_bytes))
         raw_socket = isinstance(stream, trio.SocketStream)  # vectored zero-copy sends
-        # Reads on the raw socket too (its OSErrors end the connection like a failed send).
-        receive = stream.socket.recv if raw_socket else stream.receive_some
+        # Reads on the descriptor too (log/common/socket_io.py: wait first, then one read; its
+        # OSErrors end the connection like a failed send).
+        if raw_socket:
+            receive = functools.partial(socket_io.receive_some, stream.socket.fileno())
+        else:
+            receive = stream.receive_some
         receiving = self._receiving  # idle_scope is here while it waits for bytes
         # Answers are written by this loop and by the acks waits: one writer at a time, in the
         # order ServerConnection released them (StrictFIFOLock: first come, first served).
@@ -547,7 +552,7 @@ class KafkaServer:
                     receiving[idle_scope] = trio.current_time()
                     try:
                         if into is not None:
-                            count = await stream.socket.recv_into(into)
+                            count = await socket_io.receive_into(stream.socket.fileno(), into)
                         else:
                             data = await receive(MAX_READ_BYTES)
                             count = len(data)

@@ -53,6 +53,7 @@ NO_TIMESTAMP = -1
 # segment never spans more than Int.MaxValue offsets so every relative offset fits either way.
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 TAIL_BATCHES = 128  # recent batch starts a segment remembers (translate_offset)
+TAIL_HEADERS = 8  # of them, the headers last read (a thousand partitions: 8,000 headers)
 assert MAX_RELATIVE_OFFSET <= U32_MAX
 
 
@@ -114,6 +115,10 @@ class LogSegment:
         # index.interval.bytes of small batches, one pread each).
         self._tail_last_offsets: list[int] = []
         self._tail_positions: list[int] = []
+        # The headers of the last few tail batches read, by position: every follower and
+        # tailing consumer reads the newest batch, and only the first of them reads its header
+        # from the file. Only truncation and recovery rewrite a position; both forget these.
+        self._tail_headers: dict[int, BatchHeader] = {}
 
     # -- creation and loading -----------------------------------------------------------------
 
@@ -251,6 +256,7 @@ class LogSegment:
     def _forget_tail(self) -> None:
         self._tail_last_offsets.clear()
         self._tail_positions.clear()
+        self._tail_headers.clear()
 
     def _write(self, parts: Sequence[Buffer], size_bytes: int) -> int:
         """Write `parts` (`size_bytes` in all) at the end of the file; return where they start.
@@ -356,7 +362,13 @@ class LogSegment:
                 return None
             position = self._tail_positions[slot]
             if position >= starting_position:
-                header = self._header_at(position)
+                header = self._tail_headers.get(position)
+                if header is None:
+                    header = self._header_at(position)
+                    if header is not None:
+                        if len(self._tail_headers) >= TAIL_HEADERS:
+                            del self._tail_headers[next(iter(self._tail_headers))]  # oldest read
+                        self._tail_headers[position] = header
                 if header is not None:
                     return position, header
         _, position = self.offset_index.lookup(offset)
