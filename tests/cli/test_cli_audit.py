@@ -23,7 +23,8 @@ UNREACHABLE_LIMIT_S = 10
 
 def leaf_commands(group: click.Group, prefix: str = "") -> list[str]:
     out = []
-    for name, command in sorted(group.commands.items()):
+    commands = main.load_all() if group is main else group.commands  # main's load lazily
+    for name, command in sorted(commands.items()):
         path = f"{prefix}{name}"
         if isinstance(command, click.Group):
             out += leaf_commands(command, path + " ")

@@ -10,6 +10,8 @@ import sys
 import pytest
 from cluster_harness import REPO, free_base_port
 
+from tests.spark.spark_harness import jvm_env  # the Spark pipeline's JVM: the tests' options
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
@@ -17,7 +19,7 @@ def test_demo_runs_end_to_end():
     process = subprocess.run(
         [sys.executable, "-m", "tools", "demo", "--rows", "5000",
          "--base-port", str(free_base_port(3))],
-        cwd=REPO, capture_output=True, text=True, timeout=280,
+        cwd=REPO, capture_output=True, text=True, timeout=280, env=jvm_env(),
     )  # fmt: skip
     assert process.returncode == 0, process.stdout + process.stderr
     assert "demo passed" in process.stdout

@@ -2,6 +2,9 @@
 
 Heartbeat 200 ms, session 1.5 s (cluster_harness.TEST_PROPS). Controller state is read with
 MetadataFetch from a chosen controller; what a broker replayed, from its partition log lines.
+The tests that need no cluster of their own share one (3 controllers + broker-only node 4, each
+test with topics of its own names); a node one of them stopped is started again, and ready,
+before the next one runs. Those that kill the cluster whole or start it in pieces have their own.
 """
 
 from __future__ import annotations
@@ -17,6 +20,30 @@ from log.common.errors import ErrorCode
 from quorum import controller as c
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+NODES = (1, 2, 3, 4)  # the shared cluster: controllers 1-3, broker-only node 4
+
+
+@pytest.fixture(scope="module")
+def module_cluster(tmp_path_factory):
+    cluster = Cluster(tmp_path_factory.mktemp("cluster"), len(NODES), shared=True)
+    try:
+        started = time.monotonic()
+        cluster.start_all()
+        print(f"{len(NODES)} nodes ready in {time.monotonic() - started:.2f}s")
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+@pytest.fixture
+def cluster(module_cluster):
+    """The shared cluster, every node running (what an earlier test stopped is started again)."""
+    stopped = [n for n in module_cluster.layout.node_ids if n not in module_cluster.processes]
+    for node_id in stopped:
+        module_cluster.start(node_id)
+    for node_id in stopped:
+        module_cluster.wait_ready(node_id)
+    return module_cluster
 
 
 async def _all_unfenced(cluster: Cluster, node_id: int, broker_ids) -> bool:
@@ -45,67 +72,6 @@ async def _create_topic(cluster: Cluster, name: str, partitions: int, rf: int):
 
 def _broker_saw(cluster: Cluster, node_id: int, topic: str, partition: int) -> bool:
     return bool(cluster.log_matches(node_id, rf"partition {topic}-{partition} leader=\d"))
-
-
-async def test_three_nodes_register_create_topic_and_survive_leader_kill(tmp_path):
-    cluster = Cluster(tmp_path, 3)
-    started = time.monotonic()
-    cluster.start_all()
-    print(f"3 nodes ready in {time.monotonic() - started:.2f}s")
-    for node_id in (1, 2, 3):
-        assert await _all_unfenced(cluster, node_id, (1, 2, 3))
-
-    await _create_topic(cluster, "orders", 3, 3)
-    for node_id in (1, 2, 3):  # followers apply a moment after the leader answered
-
-        async def has_orders(node_id=node_id):
-            return (await cluster.image_from(node_id)).topic("orders")
-
-        topic = await wait_until(has_orders, 5)
-        assert sorted(topic.partitions) == [0, 1, 2]
-        assert all(p.leader in (1, 2, 3) for p in topic.partitions.values())
-
-    async def brokers_followed():
-        return all(_broker_saw(cluster, n, "orders", p) for n in (1, 2, 3) for p in range(3))
-
-    await wait_until(brokers_followed, 10)
-
-    # kill -9 the Raft leader: a new controller activates and commits.
-    leader = (await cluster.image_from(1)).controller_id
-    old_epoch = (await cluster.image_from(1)).controller_epoch
-    killed_at = time.monotonic()
-    cluster.kill9(leader)
-    survivors = [n for n in (1, 2, 3) if n != leader]
-    await _create_topic(cluster, "after-failover", 1, 2)
-    commit_s = time.monotonic() - killed_at
-    print(f"new controller committed {commit_s:.2f}s after kill -9 of the leader")
-    assert commit_s < 5
-    image = await cluster.image_from(survivors[0])
-    assert image.controller_id in survivors and image.controller_epoch > old_epoch
-
-    async def survivors_followed():
-        return all(_broker_saw(cluster, n, "after-failover", 0) for n in survivors)
-
-    await wait_until(survivors_followed, 10)
-
-    # The killed broker's session expires: it is fenced and its leaderships move
-    # (first live ISR member, leader_epoch + 1).
-    before = image
-
-    async def fenced():
-        image = await cluster.image_from(survivors[0])
-        return image if image.brokers[leader].fenced else None
-
-    fenced_image = await wait_until(fenced, SESSION_TIMEOUT_MS / 1000 + 5)
-    print(f"killed broker fenced {time.monotonic() - killed_at:.2f}s after kill -9")
-    topic_id = fenced_image.topic_ids_by_name["orders"]
-    for p, state in fenced_image.topics[topic_id].partitions.items():
-        old = before.topics[topic_id].partitions[p]
-        assert leader not in state.isr
-        assert state.leader != leader and state.leader in survivors
-        if old.leader == leader:
-            expected = next(b for b in old.isr if b != leader)
-            assert state.leader == expected and state.leader_epoch == old.leader_epoch + 1
 
 
 async def test_restart_all_keeps_image_and_producer_ids_move_on(tmp_path):
@@ -194,40 +160,13 @@ async def test_restart_all_keeps_image_and_producer_ids_move_on(tmp_path):
         assert refused == refused_before[node_id], cluster.log(node_id)[-3000:]
 
 
-async def test_broker_only_node_follows_metadata_over_tcp(tmp_path):
-    cluster = Cluster(tmp_path, 4)
-    cluster.start_all()
-    assert "controller" not in cluster.config(4).roles
-    assert await _all_unfenced(cluster, 1, (1, 2, 3, 4))
-    await _create_topic(cluster, "wide", 4, 1)
-
-    async def followed():
-        return all(_broker_saw(cluster, 4, "wide", p) for p in range(4))
-
-    await wait_until(followed, 10)
-    # Clean stop of the broker-only node: controlled shutdown fences it at once.
-    assert cluster.terminate(4) == 0
-
-    async def fenced():
-        image = await cluster.image_from(1)
-        return image if image.brokers[4].fenced else None
-
-    image = await wait_until(fenced, 5)
-    # rf=1: partitions whose only replica was 4 go leaderless (and keep their last ISR member).
-    assert all(s.leader != 4 for _, _, s in image.iter_partitions())
-    assert any(s.replicas == (4,) and s.leader == -1 for _, _, s in image.iter_partitions())
-    assert (tmp_path / "node-4" / "kafka-logs" / ".kafka_cleanshutdown").exists()
-
-
-async def test_kafka_client_produces_and_consumes_through_the_cluster(tmp_path):
+async def test_kafka_client_produces_and_consumes_through_the_cluster(cluster):
     """confluent-kafka against 3 real nodes: CreateTopics forwarded to the controller, an
     (rf=1: partition replication is not in the broker yet)
     idempotent acks=all producer (InitProducerId -> AllocateProducerIds), a consumer."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    cluster = Cluster(tmp_path, 3)
-    cluster.start_all()
     bootstrap = cluster.layout.bootstrap_servers
 
     def produce_and_consume() -> list[bytes]:
@@ -288,14 +227,12 @@ async def test_sigterm_during_startup_without_quorum_exits_cleanly(tmp_path):
     assert "node 1: stopped" in cluster.log(1)
 
 
-async def test_non_leader_answers_not_controller_with_the_leader_id(tmp_path):
+async def test_non_leader_answers_not_controller_with_the_leader_id(cluster):
     from cluster_harness import PASSWORD
 
     from log.protocol import controller_extra as extra
     from quorum import controller_auth, controller_codec
 
-    cluster = Cluster(tmp_path, 3)
-    cluster.start_all()
     leader = (await cluster.image_from(1)).controller_id
     follower = next(n for n in (1, 2, 3) if n != leader)
     body = extra.CONTROLLER_FORWARD_REQUEST.cls(
@@ -315,7 +252,7 @@ async def test_non_leader_answers_not_controller_with_the_leader_id(tmp_path):
     assert (response.error_code, response.leader_id) == (ErrorCode.NOT_CONTROLLER, leader)
 
 
-async def test_a_second_node_on_the_same_directory_is_refused_before_touching_it(tmp_path):
+async def test_a_second_node_on_the_same_directory_is_refused_before_touching_it(cluster):
     """Two processes on one data directory would corrupt it: the second `quorumlog node`
     exits at once with a one-line error (exit 2), and the running node serves on."""
     import subprocess
@@ -323,8 +260,6 @@ async def test_a_second_node_on_the_same_directory_is_refused_before_touching_it
 
     from cluster_harness import REPO
 
-    cluster = Cluster(tmp_path, 1)
-    cluster.start_all()
     node_dir = cluster.layout.node_dir(1)
     second = subprocess.run(
         [sys.executable, "-m", "tools", "node", "--data-dir", str(node_dir)],
@@ -335,3 +270,84 @@ async def test_a_second_node_on_the_same_directory_is_refused_before_touching_it
     assert len(second.stderr.strip().splitlines()) == 1, second.stderr  # logged nothing else
     assert cluster.processes[1].poll() is None
     assert await _all_unfenced(cluster, 1, (1,))
+
+
+async def test_broker_only_node_follows_metadata_over_tcp(cluster):
+    assert "controller" not in cluster.config(4).roles
+    assert await _all_unfenced(cluster, 1, NODES)
+    await _create_topic(cluster, "wide", 4, 1)
+
+    async def followed():
+        return all(_broker_saw(cluster, 4, "wide", p) for p in range(4))
+
+    await wait_until(followed, 10)
+    # Clean stop of the broker-only node: controlled shutdown fences it at once.
+    assert cluster.terminate(4) == 0
+
+    async def fenced():
+        image = await cluster.image_from(1)
+        return image if image.brokers[4].fenced else None
+
+    image = await wait_until(fenced, 5)
+    # rf=1: partitions whose only replica was 4 go leaderless (and keep their last ISR member).
+    assert all(s.leader != 4 for _, _, s in image.iter_partitions())
+    assert any(s.replicas == (4,) and s.leader == -1 for _, _, s in image.iter_partitions())
+    assert (cluster.layout.node_dir(4) / "kafka-logs" / ".kafka_cleanshutdown").exists()
+
+
+async def test_three_nodes_register_create_topic_and_survive_leader_kill(cluster):
+    for node_id in (1, 2, 3):
+        assert await _all_unfenced(cluster, node_id, NODES)
+
+    await _create_topic(cluster, "orders", 3, 3)
+    for node_id in (1, 2, 3):  # followers apply a moment after the leader answered
+
+        async def has_orders(node_id=node_id):
+            return (await cluster.image_from(node_id)).topic("orders")
+
+        topic = await wait_until(has_orders, 5)
+        assert sorted(topic.partitions) == [0, 1, 2]
+        assert all(p.leader in NODES for p in topic.partitions.values())
+
+    async def brokers_followed():
+        return all(_broker_saw(cluster, n, "orders", p) for n in NODES for p in range(3))
+
+    await wait_until(brokers_followed, 10)
+
+    # kill -9 the Raft leader: a new controller activates and commits.
+    leader = (await cluster.image_from(1)).controller_id
+    old_epoch = (await cluster.image_from(1)).controller_epoch
+    killed_at = time.monotonic()
+    cluster.kill9(leader)
+    survivors = [n for n in (1, 2, 3) if n != leader]  # the controllers left
+    live_brokers = [n for n in NODES if n != leader]
+    await _create_topic(cluster, "after-failover", 1, 2)
+    commit_s = time.monotonic() - killed_at
+    print(f"new controller committed {commit_s:.2f}s after kill -9 of the leader")
+    assert commit_s < 5
+    image = await cluster.image_from(survivors[0])
+    assert image.controller_id in survivors and image.controller_epoch > old_epoch
+
+    async def survivors_followed():
+        return all(_broker_saw(cluster, n, "after-failover", 0) for n in live_brokers)
+
+    await wait_until(survivors_followed, 10)
+
+    # The killed broker's session expires: it is fenced and its leaderships move
+    # (first live ISR member, leader_epoch + 1).
+    before = image
+
+    async def fenced():
+        image = await cluster.image_from(survivors[0])
+        return image if image.brokers[leader].fenced else None
+
+    fenced_image = await wait_until(fenced, SESSION_TIMEOUT_MS / 1000 + 5)
+    print(f"killed broker fenced {time.monotonic() - killed_at:.2f}s after kill -9")
+    topic_id = fenced_image.topic_ids_by_name["orders"]
+    for p, state in fenced_image.topics[topic_id].partitions.items():
+        old = before.topics[topic_id].partitions[p]
+        assert leader not in state.isr
+        assert state.leader != leader and state.leader in live_brokers
+        if old.leader == leader:
+            expected = next(b for b in old.isr if b != leader)
+            assert state.leader == expected and state.leader_epoch == old.leader_epoch + 1

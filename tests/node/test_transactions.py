@@ -18,6 +18,7 @@ import time
 import pytest
 import trio
 from cluster_harness import REPO, Cluster, wait_until
+from committed_read import read_committed
 
 from log.coordinator.transaction_driver import TRANSACTION_STATE_TOPIC
 from log.coordinator.transaction_log import partition_for
@@ -68,36 +69,13 @@ def _producer(bootstrap: str, transactional_id: str, timeout_ms: int = 60_000):
     )
 
 
-def _read_committed(bootstrap: str, topic: str, expected: int, timeout_s: float = 60) -> list:
-    """Every value a read_committed consumer sees in `topic`, once it saw `expected` of them
-    and then nothing more for a while (or the timeout passed)."""
-    from confluent_kafka import Consumer
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{time.monotonic_ns()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 100,
-        }
-    )
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + timeout_s
-    quiet_until = None
-    while time.monotonic() < deadline:
-        msg = consumer.poll(0.2)
-        if msg is not None and msg.error() is None:
-            values.append(msg.value())
-            quiet_until = None
-        if len(values) >= expected:
-            quiet_until = quiet_until or time.monotonic() + 2
-            if time.monotonic() > quiet_until:
-                break
-    consumer.close()
-    return values
+def _read_committed(
+    bootstrap: str, topic: str, expected: int, timeout_s: float = 60, partitions=None
+) -> list:
+    """Every value a read_committed consumer sees in `topic` (all partitions, or `partitions`):
+    at least `expected` of them, read to the end of the settled log (committed_read.py)."""
+    by_partition = read_committed(bootstrap, topic, expected, timeout_s, partitions)
+    return [value for values in by_partition.values() for value in values]
 
 
 def _open_transaction(bootstrap: str, topic: str, transactional_id: str):
@@ -392,7 +370,10 @@ async def test_prepared_commit_completes_on_the_new_coordinator(cluster, topic):
         return json.loads(out)["state"] == "CompleteCommit"
 
     await wait_until(completed, 60, interval_s=0.5)
-    values = await trio.to_thread.run_sync(_read_committed, bootstrap_alive, rf1, 10)
+    # the partition written (others of rf1 may be led by the killed coordinator)
+    values = await trio.to_thread.run_sync(
+        _read_committed, bootstrap_alive, rf1, 10, 60, [partition]
+    )
     assert sorted(values) == sorted(b"p%d" % i for i in range(10))
 
 

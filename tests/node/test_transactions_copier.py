@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from cluster_harness import Cluster
+from committed_read import read_committed
 
 from log.coordinator.transaction_log import partition_for
 
@@ -159,31 +160,6 @@ def _watch(bootstrap: str, stop: threading.Event, seen: list[tuple[int, bytes]])
     consumer.close()
 
 
-def _read_committed(bootstrap: str, expected_count: int) -> dict[int, list[bytes]]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "verifier",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(OUT, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-    count, last_progress = 0, time.monotonic()
-    # read until nothing new for 5 s after the expected count (extras would show up), or 60 s
-    while time.monotonic() - last_progress < (5 if count >= expected_count else 60):
-        for msg in consumer.consume(1000, 0.2):
-            if msg.error() is None:
-                got[msg.partition()].append(msg.value())
-                count += 1
-                last_progress = time.monotonic()
-    consumer.close()
-    return got
-
-
 def test_copier_exactly_once_through_coordinator_leader_and_copier_kills(tmp_path):
     cluster = Cluster(tmp_path, 3)
     cluster.start_all()
@@ -227,7 +203,7 @@ def test_copier_exactly_once_through_coordinator_leader_and_copier_kills(tmp_pat
         # must have happened mid-copy; a fast copy may outrun the last ones
         assert len(bounces) <= 3, f"the copy finished before the bounces: {len(bounces)} left"
         print(f"bounces not reached: {len(bounces)}")
-        got = _read_committed(bootstrap, RECORDS)
+        got = read_committed(bootstrap, OUT, RECORDS)  # to the end of the settled log
     finally:
         stop.set()
         copiers.kill_all()

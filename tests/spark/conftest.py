@@ -21,11 +21,15 @@ sys.path.insert(0, str(HERE))
 def cluster(tmp_path_factory):
     from cluster_harness import Cluster
 
-    # two-phase commit on: the exactly-once writer's transactions (test_exactly_once.py)
-    two_phase = {"transaction.two.phase.commit.enable": True}
-    cluster = Cluster(
-        tmp_path_factory.mktemp("spark-cluster"), 3, extra_props=two_phase, shared=True
-    )
+    props = {
+        # two-phase commit on: the exactly-once writer's transactions (test_exactly_once.py)
+        "transaction.two.phase.commit.enable": True,
+        # no time-based retention: tests write records stamped 2020-2024, older than Kafka's
+        # 7 days, and the retention pass (every 5 minutes) deleted them under a slow test's
+        # feet once the suite had run that long (test_filter_pushdown's log start moved)
+        "log.retention.ms": -1,
+    }
+    cluster = Cluster(tmp_path_factory.mktemp("spark-cluster"), 3, extra_props=props, shared=True)
     try:
         cluster.start_all()
         yield cluster

@@ -29,6 +29,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from spark_harness import JVM_OPTIONS, jvm_env  # noqa: E402 - the test JVMs' options
+
 HOSTS = ("127.0.0.2", "127.0.0.3")
 WAIT_FOR_COPY_S = 240  # a hang guard: the test fails if no copy ran
 SPECULATION = {
@@ -77,7 +80,7 @@ class StandaloneCluster:
         self.processes: list[subprocess.Popen] = []
 
     def _start(self, name: str, *args: str) -> None:
-        env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_NO_DAEMONIZE": "1"}
+        env = {**jvm_env(), "SPARK_HOME": str(spark_home()), "SPARK_NO_DAEMONIZE": "1"}
         log = open(self.work / f"{name}.log", "w")  # noqa: SIM115 - the process keeps it
         self.processes.append(subprocess.Popen(
             [str(spark_home() / "bin" / "spark-class"), *args], env=env, stdout=log,
@@ -121,6 +124,8 @@ def make_session(master: str):
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.executorEnv.PYTHONPATH", str(REPO))
         .config("spark.executor.memory", "512m")
+        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+        .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
         .config("spark.cores.max", "2")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
     )

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from spark_harness import create_topic
+from spark_harness import create_topic, jvm_env
 
 from producer.partitioner import partition_for_key
 from spark.offset_ranges import OffsetRange
@@ -377,7 +377,7 @@ def test_pipeline_writes_reads_back_and_verifies(cluster, bootstrap, tmp_path):
         result = subprocess.run(
             [sys.executable, "-m", "spark.pipeline", "--bootstrap", bootstrap,
              "--topic", "pipeline", "--partitions", "3", *extra],
-            cwd=repo, capture_output=True, text=True, timeout=240,
+            cwd=repo, capture_output=True, text=True, timeout=240, env=jvm_env(),
         )  # fmt: skip
         assert result.returncode == 0, result.stdout + result.stderr[-3000:]
         assert "OK: every record once" in result.stdout
