@@ -16,7 +16,10 @@ aborted transactions (the fetch response's aborted_transactions, up to their ABO
 dropped, as Kafka's consumer does. A fetch may end in a partial batch (the
 broker cuts at max bytes): it is dropped and fetched again from its offset next time. Records
 before the requested offset (a batch starts earlier) are skipped. Every call is bounded:
-`max_bytes` per fetch, `request_timeout_ms` per request, `max_attempts` per call.
+`max_bytes` per fetch, `request_timeout_ms` per request; a call retries retriable errors (a
+leader moving, a dead leader's refused connection) with backoff until `api_timeout_ms` has
+passed (Kafka's default.api.timeout.ms, 60 s: a fail-over under load, or a stopped leader
+fenced only at its session timeout, takes seconds), or after `max_attempts` if one is given.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ READ_COMMITTED = 1
 DEFAULT_MAX_BYTES = (
     1 << 20
 )  # per fetch request and per partition (Kafka's max.partition.fetch.bytes)
-DEFAULT_MAX_ATTEMPTS = 5
+DEFAULT_API_TIMEOUT_MS = 60_000  # Kafka's default.api.timeout.ms
 RETRY_BACKOFF_MAX_MS = 1000
 MAX_FETCH_BYTES = 64 << 20  # the largest fetch iter_records grows to for one huge batch
 _RETRY_ERRORS = frozenset(
@@ -79,7 +82,8 @@ class FetchClient:
         client_id: str = "quorumlog-fetch",
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS,
+        max_attempts: int | None = None,
         max_wait_ms: int = 100,
         connector: Connector = open_plaintext,
         isolation_level: int = READ_UNCOMMITTED,
@@ -92,7 +96,8 @@ class FetchClient:
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
-        self.max_attempts = max_attempts
+        self.api_timeout_ms = api_timeout_ms  # a call's retries end after this
+        self.max_attempts = max_attempts  # or after this many attempts (None: time only)
         self.max_wait_ms = max_wait_ms
 
     async def __aenter__(self) -> FetchClient:
@@ -147,24 +152,29 @@ class FetchClient:
             return await self.connections.connected(leader, address.host, address.port)
 
     async def _with_retries(self, tp: TopicPartition, call: Any) -> Any:
-        last: KafkaError | None = None
-        for _attempt in range(self.max_attempts):
+        deadline = trio.current_time() + self.api_timeout_ms / 1000
+        attempt = 0
+        while True:
             try:
                 connection = await self._leader(tp)
                 return await call(connection)
             except KafkaError as exc:
                 if exc.error_code not in _RETRY_ERRORS:
                     raise
-                last = exc
+                last: KafkaError = exc
             except trio.TooSlowError:
                 last = error_for(ErrorCode.REQUEST_TIMED_OUT, f"connecting to the leader of {tp}")
-            self.updater.request_update()
+            attempt += 1
             # Exponential, capped at 1 s: a refused connection fails at once, and a leader
-            # change takes from ~0.1 s (a dead broker fenced) to ~1 s (with a Raft election).
-            backoff_ms = min(self.retry_backoff_ms * 2**_attempt, RETRY_BACKOFF_MAX_MS)
-            await trio.sleep(backoff_ms / 1000)  # bounded: max_attempts
-        assert last is not None
-        raise last
+            # change takes from ~0.1 s (a dead broker fenced) to ~1 s (with a Raft election),
+            # more on a loaded box or when the old leader is only stopped.
+            backoff_s = min(self.retry_backoff_ms * 2 ** min(attempt - 1, 16),
+                            RETRY_BACKOFF_MAX_MS) / 1000  # fmt: skip
+            out_of_attempts = self.max_attempts is not None and attempt >= self.max_attempts
+            if out_of_attempts or trio.current_time() + backoff_s > deadline:
+                raise last
+            self.updater.request_update()
+            await trio.sleep(backoff_s)
 
     # -- ListOffsets ----------------------------------------------------------------------------
 

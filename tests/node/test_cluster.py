@@ -215,6 +215,38 @@ async def test_kafka_client_produces_and_consumes_through_the_cluster(cluster):
     assert await wait_until(allocated, 5)
 
 
+async def test_a_reading_client_waits_out_a_leader_that_is_down_for_seconds(cluster):
+    """FetchClient (the Spark data source's reads, the exactly-once intent checks) retries a
+    dead leader until Kafka's default.api.timeout.ms, not for a fixed ~1.5 s of attempts: a
+    partition whose only replica (broker-only node 4) is killed and back ~3 s later is read.
+    A fail-over on a loaded box took longer than those attempts and failed the demo's job."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from producer.fetch_client import FetchClient
+
+    bootstrap = cluster.layout.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("on-four", 1, replica_assignment=[[4]])])["on-four"].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer.produce("on-four", b"kept")
+    assert producer.flush(30) == 0
+    cluster.kill9(4)
+    answers: list[int] = []
+
+    async def read() -> None:
+        async with FetchClient(bootstrap, request_timeout_ms=5000) as client:
+            answers.append(await client.latest_offset("on-four", 0))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read)
+        await trio.sleep(3)  # twice the old attempts' whole backoff
+        assert not answers
+        await trio.to_thread.run_sync(cluster.start, 4)
+        await trio.to_thread.run_sync(cluster.wait_ready, 4)
+    assert answers == [1]
+
+
 async def test_sigterm_during_startup_without_quorum_exits_cleanly(tmp_path):
     cluster = Cluster(tmp_path, 3)
     cluster.start(1)  # alone: no quorum, never registers, never READY
