@@ -39,6 +39,14 @@ LIST_TRANSACTIONS_KEY = 66
 TRANSACTION_KEY_TYPE = 1
 RETRY_BACKOFF_MAX_MS = 1000
 _RETRY_SAME = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS})
+LIST_TIMEOUT_MS = 60_000  # Kafka's default.api.timeout.ms, for ListTransactions' rounds
+_RETRY_LIST = frozenset(
+    {
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.REQUEST_TIMED_OUT,
+    }
+)
 _RETRY_FIND = frozenset(
     {
         ErrorCode.NOT_COORDINATOR,
@@ -173,29 +181,55 @@ class TransactionClient:
 
     async def list_transactions(self, states: Sequence[str] = ()) -> list[tuple[str, int, str]]:
         """ListTransactions at every broker (each answers for the coordinators it leads):
-        (transactional id, producer id, state name) for the states asked (all if none)."""
+        (transactional id, producer id, state name) for the states asked (all if none).
+
+        As Kafka's admin client: a broker that cannot be reached or times out (a dead one not
+        yet fenced) is asked again after the metadata is refreshed, until LIST_TIMEOUT_MS. A
+        round with a failure is asked again whole, of the brokers the new metadata names: a
+        dead broker's coordinators move to the others, which may have answered before that."""
+        request: Any = LIST_TRANSACTIONS_REQUEST.cls
+        body = request(state_filters=list(states), producer_id_filters=[])
+        last: KafkaError | None = None
+        attempt = 0
+        with trio.move_on_after(LIST_TIMEOUT_MS / 1000):
+            while True:
+                await self._await_brokers()
+                try:
+                    return await self._list_round(body)
+                except KafkaError as exc:
+                    if exc.error_code not in _RETRY_LIST:
+                        raise
+                    last = exc
+                if self.updater is not None:
+                    self.updater.request_update()
+                backoff_ms = min(
+                    self.retry_backoff_ms * 2 ** min(attempt, 16), RETRY_BACKOFF_MAX_MS
+                )
+                attempt += 1
+                await trio.sleep(backoff_ms / 1000)
+        raise last or error_for(ErrorCode.REQUEST_TIMED_OUT, "ListTransactions")
+
+    async def _await_brokers(self) -> None:
         with trio.fail_after(self.request_timeout_ms / 1000):
             while not self.metadata.brokers and self.updater is not None:
                 self.updater.request_update()
                 await self.updater.wait_for_update()
                 if not self.metadata.brokers:
                     await trio.sleep(self.retry_backoff_ms / 1000)
-        request: Any = LIST_TRANSACTIONS_REQUEST.cls
-        body = request(state_filters=list(states), producer_id_filters=[])
+
+    async def _list_round(self, body: Any) -> list[tuple[str, int, str]]:
         found: list[tuple[str, int, str]] = []
         for address in list(self.metadata.brokers.values()) or self.metadata.bootstrap:
-            attempt = 0
-            while True:
-                connection = await self.connections.connected(
-                    address.node_id, address.host, address.port
-                )
-                response = await connection.request(LIST_TRANSACTIONS_KEY, body)
-                if response.error_code == ErrorCode.NONE:
-                    break
-                if response.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or attempt > 50:
-                    raise error_for(response.error_code, f"ListTransactions at {address}")
-                attempt += 1
-                await trio.sleep(self.retry_backoff_ms / 1000)
+            try:
+                with trio.fail_after(self.request_timeout_ms / 1000):
+                    connection = await self.connections.connected(
+                        address.node_id, address.host, address.port
+                    )
+            except trio.TooSlowError:
+                raise error_for(ErrorCode.REQUEST_TIMED_OUT, f"connecting to {address}") from None
+            response = await connection.request(LIST_TRANSACTIONS_KEY, body)
+            if response.error_code != ErrorCode.NONE:
+                raise error_for(response.error_code, f"ListTransactions at {address}")
             found += [
                 (t.transactional_id, t.producer_id, t.transaction_state)
                 for t in response.transaction_states

@@ -247,6 +247,23 @@ async def test_a_reading_client_waits_out_a_leader_that_is_down_for_seconds(clus
     assert answers == [1]
 
 
+async def test_list_transactions_asks_again_past_a_dead_broker(cluster):
+    """ListTransactions goes to every broker the client's metadata names (the Spark commit
+    lists the job's open transactions this way): one killed since is asked again after a
+    metadata refresh, which no longer names it once it is fenced, instead of failing the
+    call ('cannot connect to node 1' failed the demo's commit after its leader kill)."""
+    from producer.transaction_client import TransactionClient
+
+    async with TransactionClient.open(cluster.layout.bootstrap_servers) as client:
+        await client.list_transactions()
+        assert 4 in client.metadata.brokers
+        cluster.kill9(4)
+        assert isinstance(await client.list_transactions(["Ongoing"]), list)
+        assert 4 not in client.metadata.brokers
+    await trio.to_thread.run_sync(cluster.start, 4)
+    await trio.to_thread.run_sync(cluster.wait_ready, 4)
+
+
 async def test_sigterm_during_startup_without_quorum_exits_cleanly(tmp_path):
     cluster = Cluster(tmp_path, 3)
     cluster.start(1)  # alone: no quorum, never registers, never READY
