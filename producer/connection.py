@@ -261,10 +261,7 @@ class BrokerConnection:
         try:
             async with self._send_lock:
                 assert self._stream is not None
-                if isinstance(self._stream, trio.SocketStream):  # record batches not joined
-                    await send_parts(self._stream, parts)
-                else:  # TLS
-                    await self._stream.send_all(b"".join(parts))
+                await send_parts(self._stream, parts)  # plain TCP: record batches not joined
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             error = ConnectionFailedError(f"send to {self.host}:{self.port} failed: {exc!r}")
             self._fail(error)

@@ -15,11 +15,21 @@ b"" is end of stream. Only plain TCP streams: TLS goes through its SSLStream.
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Awaitable, Callable
 
 import trio
 
 MAX_IOV = 512  # parts per writev (IOV_MAX is 1024 on Linux)
+
+
+def receiver(stream: trio.abc.Stream) -> Callable[[int], Awaitable[bytes | bytearray]]:
+    """`receive(max_bytes)` for `stream`: receive_some on its descriptor for plain TCP, the
+    stream's own receive_some otherwise (TLS)."""
+    if isinstance(stream, trio.SocketStream):
+        return functools.partial(receive_some, stream.socket.fileno())
+    return stream.receive_some
 
 
 async def receive_some(fd: int, max_bytes: int) -> bytes:

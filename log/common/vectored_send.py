@@ -17,13 +17,16 @@ from log.common import socket_io
 ZERO_COPY_MIN_BYTES = 4096
 
 
-async def send_parts(stream: trio.SocketStream, parts: list) -> None:
-    """Write `parts` (bytes / memoryviews) with vectored writes on the socket's descriptor
-    (log/common/socket_io.py); handles partial writes and a full send buffer.
-
-    Runs of small parts (the encoded fields around the records) are joined first, so a fetch
-    response naming thousands of partitions goes out in a few buffers, not thousands."""
-    await socket_io.write_all(stream.socket.fileno(), coalesce_parts(parts))
+async def send_parts(stream: trio.abc.Stream, parts: list) -> None:
+    """Write `parts` (bytes / memoryviews) in order. Plain TCP: vectored writes on the socket's
+    descriptor (log/common/socket_io.py), partial writes and a full send buffer handled; runs
+    of small parts (the encoded fields around the records) are joined first, so a fetch
+    response naming thousands of partitions goes out in a few buffers, not thousands. Any
+    other stream (TLS): joined, then one send_all."""
+    if isinstance(stream, trio.SocketStream):
+        await socket_io.write_all(stream.socket.fileno(), coalesce_parts(parts))
+    else:
+        await stream.send_all(b"".join(parts))
 
 
 def coalesce_parts(parts: list) -> list[memoryview]:

@@ -26,7 +26,6 @@ sans-IO `ClientCodec` for framing, every exchange under `request_timeout_ms`.
 
 from __future__ import annotations
 
-import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -37,6 +36,7 @@ import trio
 
 from log.common import socket_io
 from log.common.errors import ErrorCode, KafkaError
+from log.common.vectored_send import send_parts
 from log.protocol.client_codec import ClientCodec
 from log.protocol.fetch import FETCH_REQUEST
 from log.protocol.offsets import LIST_OFFSETS_REQUEST, OFFSET_FOR_LEADER_EPOCH_REQUEST
@@ -113,14 +113,8 @@ class LeaderConnection:
             if self._stream is None:
                 self._stream = await self._connect(self.host, self.port)
             frame = self._codec.encode_request(api_key, api_version, body)
-            stream = self._stream
-            if isinstance(stream, trio.SocketStream):  # plain TCP: one system call per step
-                fd = stream.socket.fileno()
-                await socket_io.write_all(fd, [memoryview(frame)])
-                receive = functools.partial(socket_io.receive_some, fd)
-            else:
-                await stream.send_all(frame)
-                receive = stream.receive_some
+            await send_parts(self._stream, [frame])  # plain TCP: one system call per step
+            receive = socket_io.receiver(self._stream)
             while True:
                 data = await receive(MAX_READ_BYTES)
                 if not data:

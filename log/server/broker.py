@@ -489,13 +489,10 @@ class KafkaServer:
         conn.connection_state["host"] = peer.rpartition(":")[0] or peer  # ACLs' host
         if authenticator is not None:  # small frames only until authenticated
             conn.limit_frame_bytes(min(self.max_frame_bytes, self.sasl_max_receive_bytes))
-        raw_socket = isinstance(stream, trio.SocketStream)  # vectored zero-copy sends
-        # Reads on the descriptor too (log/common/socket_io.py: wait first, then one read; its
-        # OSErrors end the connection like a failed send).
-        if raw_socket:
-            receive = functools.partial(socket_io.receive_some, stream.socket.fileno())
-        else:
-            receive = stream.receive_some
+        raw_socket = isinstance(stream, trio.SocketStream)  # large requests read in place
+        # Plain TCP is read and written on the descriptor (log/common/socket_io.py: wait first,
+        # then one read; its OSErrors end the connection like a failed send).
+        receive = socket_io.receiver(stream)
         receiving = self._receiving  # idle_scope is here while it waits for bytes
         # Answers are written by this loop and by the acks waits: one writer at a time, in the
         # order ServerConnection released them (StrictFIFOLock: first come, first served).
@@ -511,10 +508,7 @@ class KafkaServer:
             # (tests/replication/test_follower_answers_together.py).
             async with send_lock:
                 self.metrics.bytes_out += sum(map(len, parts))
-                if raw_socket:
-                    await send_parts(stream, parts)
-                else:
-                    await stream.send_all(b"".join(parts))
+                await send_parts(stream, parts)
 
         async def answer_when_acked(request: Request, appended: list, start_s: float) -> None:
             nonlocal answered
