@@ -51,6 +51,8 @@ def key_partitions(keys: Any, partition_count: int) -> Any:
     import numpy as np
     import pyarrow as pa
 
+    from spark.record_encoding import valid_rows
+
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
     if not (pa.types.is_binary(keys.type) or pa.types.is_string(keys.type)):
@@ -59,7 +61,7 @@ def key_partitions(keys: Any, partition_count: int) -> Any:
     out = np.full(count, -1, dtype=np.int64)
     if count == 0:
         return out
-    validity, offsets_buffer, data_buffer = keys.buffers()
+    _, offsets_buffer, data_buffer = keys.buffers()
     offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=count + 1, offset=keys.offset * 4)
     data = (
         np.frombuffer(data_buffer, dtype=np.uint8)
@@ -68,10 +70,7 @@ def key_partitions(keys: Any, partition_count: int) -> Any:
     )
     starts = offsets[:-1].astype(np.int64)
     lengths = (offsets[1:] - offsets[:-1]).astype(np.int64)
-    valid = np.ones(count, dtype=bool)
-    if keys.null_count:  # the validity bitmap, read as it is (to_numpy would import pandas)
-        bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
-        valid = bits[keys.offset : keys.offset + count].astype(bool)
+    valid = valid_rows(keys) if keys.null_count else np.ones(count, dtype=bool)
     first = int(starts[0])
     if keys.null_count == 0 and count > 0 and np.all(lengths == lengths[0]):
         length = int(lengths[0])  # the common case: one length, contiguous (no gather)
@@ -86,7 +85,6 @@ def key_partitions(keys: Any, partition_count: int) -> Any:
         for column in range(length):  # one gather per byte column, no (rows, length) index
             matrix[:, column] = data[row_starts + column]
         out[rows] = _partitions(matrix, length, partition_count)
-    del validity
     return out
 
 

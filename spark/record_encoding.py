@@ -200,10 +200,17 @@ def int_values(array: Any, null_as: int = 0) -> Any:
         array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize
     ).astype(np.int64)
     if array.null_count:
-        bits = np.unpackbits(np.frombuffer(array.buffers()[0], dtype=np.uint8), bitorder="little")
-        valid = bits[array.offset : array.offset + len(array)].astype(bool)
-        values[~valid] = null_as
+        values[~valid_rows(array)] = null_as
     return values
+
+
+def valid_rows(array: Any) -> Any:
+    """A bool numpy array, True where `array` (an Arrow array with nulls) has a value, read
+    from its validity bitmap (is_valid().to_numpy would import pandas)."""
+    import numpy as np
+
+    bits = np.unpackbits(np.frombuffer(array.buffers()[0], dtype=np.uint8), bitorder="little")
+    return bits[array.offset : array.offset + len(array)].astype(bool)
 
 
 def _lengths(column: Any) -> Any:
