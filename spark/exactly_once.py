@@ -162,8 +162,9 @@ async def _await_complete(client: Any, transactional_ids: set[str]) -> None:
             try:
                 listed = await client.list_transactions(["PrepareCommit"])
             except KafkaError as exc:
-                # ListTransactions asks every broker in the metadata: one that is stopped but
-                # not fenced yet times the call out. The job is committed already; ask again.
+                # ListTransactions gave up on a broker after its own 60 s of retries (one
+                # stopped but never fenced). The job is committed already: ask again until
+                # COMPLETE_WAIT_S, never fail a durable commit here.
                 if not exc.retriable:
                     raise
                 log.info("waiting for the commit markers: %s; asking again", exc)
