@@ -162,6 +162,7 @@ import time
 from pathlib import Path
 
 from bench.defaults_cluster import defaults_cluster  # noqa: E402
+from bench.process_cpu import cpu_seconds
 from bench.rows import emit
 from tools.confluent_produce import produce_waiting
 from tools.perf_measure import percentile
@@ -199,16 +200,6 @@ class Consumer:
                 self.latencies.append(now - STAMP.unpack_from(message.value())[0])
                 self.count += 1
         self.consumer.close()
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds of these processes so far (Linux /proc)."""
-    total = 0
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _serve_callbacks(producer, serving: threading.Event) -> None:

@@ -26,7 +26,6 @@ may open (RLIMIT_NOFILE) is reported as skipped with that reason rather than run
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import statistics
 import tempfile
@@ -34,21 +33,13 @@ import time
 from pathlib import Path
 
 from bench.defaults_cluster import defaults_cluster  # noqa: E402
+from bench.process_cpu import cpu_seconds
 from bench.rows import emit
 
 TOPIC = "scale"
 TOPIC_PARTITIONS = 1000
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 FDS_PER_PARTITION = 1  # one segment: its .log
 FDS_BASE = 500  # sockets, Raft journal, metadata, Python itself
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
-    return total / CLOCK_TICKS
 
 
 def measure(partitions: int, workdir: Path) -> dict:

@@ -23,13 +23,26 @@ KINDS: list[tuple[str, Callable[[str], bool]]] = [
 ]
 
 
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat's fields after the command name (state first); OSError if gone."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds these processes used so far (not their children's)."""
+    ticks = 0
+    for pid in pids:
+        fields = _stat_fields(pid)
+        ticks += int(fields[11]) + int(fields[12])  # utime stime
+    return ticks / CLOCK_TICKS
+
+
 def _stat(pid: int) -> tuple[int, float] | None:
     """(parent pid, CPU seconds of the process and its waited-for children)."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        fields = _stat_fields(pid)
     except OSError:
         return None
-    fields = text.rsplit(")", 1)[1].split()
     ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
     return int(fields[1]), ticks / CLOCK_TICKS
 
