@@ -177,7 +177,11 @@ def main(argv: list[str]) -> None:
                 slow_first_attempt(session, rows, markers)
                 .write.format("quorumlog").mode("append")
                 .option("bootstrap.servers", bootstrap).option("topic", topic)
-                .option("exactlyOnce", "true").save()
+                .option("exactlyOnce", "true")
+                # each Arrow batch sent as it comes, as in test_exactly_once.py: gathered
+                # (4 MiB by default, more than the task's rows), the first attempt's half
+                # would wait in the writer, and Spark killing the loser could leave it unsent
+                .option("arrowGatherBytes", "0").save()
             )  # fmt: skip
         finally:
             session.stop()
