@@ -50,7 +50,7 @@ QUICK_ARGS = {
     "bench.failover": ["--kills", "3"],
     "bench.spark_write": ["--rows", "20000", "--repeat", "1"],
     "bench.partition_scale": ["--partitions", "1000"],
-    "bench.e2e_latency": ["--seconds", "3", "--peak-count", "20000"],
+    "bench.e2e_latency": ["--seconds", "3", "--peak-count", "20000", "--shares", "0.1"],
     "bench.consume_throughput": ["--count", "100000"],
     "bench.restart": [
         "--metadata-records",

@@ -1,10 +1,11 @@
 """End-to-end latency: produce (acks=all, RF 3) to consume, at fixed rates.
 
 A 3-node cluster on `quorumlog up` defaults, one topic of 3 partitions, RF 3,
-min.insync.replicas 2. One confluent-kafka producer (acks=all, linger.ms 0, idempotent)
-writes 100-byte values carrying their send time at `--rates` records/s (default 500 and 5,000;
-paced in 1 ms steps); one confluent-kafka consumer (fetch.wait.max.ms 100, fetch.min.bytes 1)
-in another thread reads them; latency = consume time - send time on the same clock, and beside
+min.insync.replicas 2. One confluent-kafka producer (acks=all, linger.ms 1, idempotent)
+writes 100-byte values carrying their send time at `--rates` records/s (default 500) and at
+`--shares` of the measured peak (default 10 % and 50 %; paced in 1 ms steps); one
+confluent-kafka consumer (fetch.wait.max.ms 100, fetch.min.bytes 1) in another thread reads
+them; latency = consume time - send time on the same clock, and beside
 it the producer's send-to-acknowledgement time. The settings are printed with the table. The
 peak rate (as fast as the producer goes, `--peak-count` records) is measured first and each
 rate printed as its share of it; `--shares` adds rows at shares of the peak, which swing with
@@ -13,6 +14,19 @@ client process used meanwhile (percent of one core, and the nodes' CPU per recor
 the box's load moves far less than the latencies; on a small box the client's librdkafka
 threads compete with the nodes, and a node waiting for a core is latency) and the 1-minute load
 average at the row's end.
+
+Why linger.ms 1, not 0 (measured 2026-11-26 at 29,600 records/s, 10 % of that run's peak, two
+cores, per-thread CPU from /proc): with linger.ms 0 librdkafka's three producer broker threads
+used 29-32 % of a core each (the producer process 108 %, its Python thread 10 %): a partition
+with its 5 idempotent requests in flight has records whose linger has already run out, so the
+broker thread's next wake-up is already due and it polls without sleeping until an answer
+frees a slot (src/rdkafka_broker.c computes the wake-up from the queued records' linger before
+it checks the in-flight limit). linger.ms 0.2 spun the same (97 %). On two cores that left the three nodes waiting for a core: p50 8-11 ms, p99 23-31 ms, the producer's
+measured request round trip (librdkafka's `rtt` statistic) p50 4.3-6.4 ms. With linger.ms 1 the
+producer process used 26-35 %, rtt p50 1.1-1.5 ms, and e2e p50 2.5-3.0 ms, p99 9.5-14 ms in
+the same window (load 2-3, other work on the box). librdkafka's default is 5 ms and Kafka's
+Java producer's is 5 ms since 4.0; 1 ms keeps the bench a low-latency setting. At 500/s it adds
+up to 1 ms to a record's latency (a record waits its linger when no batch is being sent).
 
 Where the time goes (traced 2026-11 at 10,000/s on 2 cores): the leader answers an acks=all
 produce one replication round after the append (follower's long poll answered -> follower
@@ -147,7 +161,7 @@ did not show). Halving it needs fewer Python layers per request (a handler path 
 one-partition follower session, the answer encoded without the response dataclasses), not
 fewer requests.
 
-    python -m bench.e2e_latency [--rates 500 5000] [--shares 0.1] [--seconds 10]
+    python -m bench.e2e_latency [--rates 500 5000] [--shares 0.1 0.5] [--seconds 10]
 """
 
 from __future__ import annotations
@@ -170,7 +184,7 @@ from tools.perf_measure import percentile
 TOPIC = "e2e"
 STAMP = struct.Struct(">d")
 VALUE_BYTES = 100
-PRODUCER_SETTINGS = {"acks": "all", "linger.ms": 0, "enable.idempotence": True}
+PRODUCER_SETTINGS = {"acks": "all", "linger.ms": 1, "enable.idempotence": True}
 CONSUMER_SETTINGS = {"auto.offset.reset": "latest", "enable.auto.commit": False,
                      "fetch.wait.max.ms": 100, "fetch.min.bytes": 1}  # fmt: skip
 
@@ -295,8 +309,8 @@ def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--shares", type=float, nargs="*", default=[])
-    parser.add_argument("--rates", type=float, nargs="*", default=[500, 5000])
+    parser.add_argument("--shares", type=float, nargs="*", default=[0.1, 0.5])
+    parser.add_argument("--rates", type=float, nargs="*", default=[500])
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--peak-count", type=int, default=50_000)
     args = parser.parse_args()
