@@ -26,6 +26,18 @@ after its flush: a decided job makes it abort its own transaction. One that open
 transaction before the driver listed the job's transactions is aborted by the driver; one that
 opened it later sees the intent, because the intent was written before the listing.
 
+The checks cost the job, not the topic's history (compaction keeps one record per job id
+forever). Before any task runs, the driver notes the topic's end offset (JobStart, SinkStart):
+the job's own intents lie after it, so the tasks' checks and the driver's decision read from
+there. An intent of the same job id from before it (a batch job re-run with its
+exactlyOnceJobId, a micro-batch replayed from the checkpoint) is resolved by the driver at
+that start and handed to the tasks with the offset: an earlier commit means they write
+nothing; an earlier abort is no decision for this run (it decides anew). A named batch job
+finds its earlier intent backwards from the end (what was written since it; all of the topic
+for an id never used); a streaming sink finds only its newest intent, backwards from the end
+(in a running query, among the last records): it decides its micro-batches in order, so that
+one tells it which batches were committed and which one may be unfinished (SinkStart).
+
 A job id that was committed stays committed: a later commit of the same id (a replayed
 micro-batch, or a batch job re-run with the same `exactlyOnceJobId`) aborts its new
 transactions and reports the job as already committed, so the output appears once.
@@ -36,7 +48,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +62,8 @@ COMMIT = "commit"
 ABORT = "abort"
 COMPLETE_WAIT_S = 120.0  # how long a commit waits for its markers before it returns anyway
 COMPLETE_POLL_S = 0.05
+LATEST_WINDOW = 256  # latest_intent's first backward window (offsets), then x4 each time
+LATEST_WINDOW_MAX = 65_536
 
 
 @dataclass(frozen=True)
@@ -81,24 +95,98 @@ def ensure_intent_topic(bootstrap_servers: str) -> None:
     create_topic(bootstrap_servers, INTENT_TOPIC, 1, replicas, {"cleanup.policy": "compact"})
 
 
-async def read_intents(bootstrap_servers: str, job_prefix_: str) -> dict[str, dict[str, Any]]:
-    """The latest intent record of every job whose id starts with `job_prefix_`."""
+async def intent_end(bootstrap_servers: str) -> int:
+    """The intent topic's end offset (its high watermark) now. Noted by the driver when a job
+    starts, before any of its tasks runs: every intent written for the job from then on lies
+    at or after it (offsets only grow; compaction keeps them; a new leader has every record
+    below the high watermark), so the job's checks read from there, never the whole history."""
+    from producer.fetch_client import FetchClient
+
+    async with FetchClient(bootstrap_servers) as client:
+        return await client.latest_offset(INTENT_TOPIC, 0)
+
+
+@dataclass
+class IntentScan:
+    """What one read of the intent topic found: the latest intent of each matching job, and how
+    many records it read (what the read cost; reported by the tasks, kept in the intent)."""
+
+    found: dict[str, dict[str, Any]]
+    records_read: int
+
+
+async def scan_intents(
+    bootstrap_servers: str, matches: Callable[[str], bool], start: int = 0
+) -> IntentScan:
+    """The latest intent record of every job whose id `matches`, read from offset `start`."""
     from producer.fetch_client import FetchClient
 
     found: dict[str, dict[str, Any]] = {}
+    read = 0
     async with FetchClient(bootstrap_servers) as client:
-        async for record in client.iter_records(INTENT_TOPIC, 0, 0):
+        async for record in client.iter_records(INTENT_TOPIC, 0, start):
+            read += 1
             if record.key is None or record.value is None:
                 continue
             key = bytes(record.key).decode()
-            if key.startswith(job_prefix_):
+            if matches(key):
                 found[key] = json.loads(bytes(record.value))
-    return found
+    return IntentScan(found, read)
 
 
-async def read_intent(bootstrap_servers: str, job_id: str) -> dict[str, Any] | None:
-    """The job's latest intent record, or None."""
-    return (await read_intents(bootstrap_servers, job_id)).get(job_id)
+async def read_intents(
+    bootstrap_servers: str, job_prefix_: str, start: int = 0
+) -> dict[str, dict[str, Any]]:
+    """The latest intent record of every job whose id starts with `job_prefix_`, read from
+    offset `start` (default: the whole topic)."""
+    scan = await scan_intents(bootstrap_servers, lambda key: key.startswith(job_prefix_), start)
+    return scan.found
+
+
+@dataclass(frozen=True)
+class LatestIntent:
+    offset: int
+    job_id: str
+    intent: dict[str, Any]
+
+
+async def latest_intent(
+    bootstrap_servers: str, matches: Callable[[str], bool]
+) -> LatestIntent | None:
+    """The newest intent record whose job id `matches`, read backwards from the topic's end in
+    growing windows: it costs the records written after it (all of the topic when there is
+    none). Compaction never removes a key's newest record, so what it finds is current."""
+    from producer.fetch_client import FetchClient
+
+    async with FetchClient(bootstrap_servers) as client:
+        end = await client.latest_offset(INTENT_TOPIC, 0)
+        window = LATEST_WINDOW
+        while end > 0:
+            start = max(0, end - window)
+            newest: LatestIntent | None = None
+            async for record in client.iter_records(INTENT_TOPIC, 0, start, end):
+                if record.key is None or record.value is None:
+                    continue
+                key = bytes(record.key).decode()
+                if matches(key):
+                    newest = LatestIntent(record.offset, key, json.loads(bytes(record.value)))
+            if newest is not None:
+                return newest
+            end, window = start, min(window * 4, LATEST_WINDOW_MAX)
+    return None
+
+
+async def read_intent(
+    bootstrap_servers: str, job_id: str, start: int | None = None
+) -> dict[str, Any] | None:
+    """The job's latest intent record, or None: read from `start` when the caller knows that
+    nothing older matters, else found backwards from the end (latest_intent)."""
+    if start is None:
+        latest = await latest_intent(bootstrap_servers, lambda key: key == job_id)
+        return None if latest is None else latest.intent
+    return (await scan_intents(bootstrap_servers, lambda key: key == job_id, start)).found.get(
+        job_id
+    )
 
 
 async def write_intent(bootstrap_servers: str, job_id: str, intent: dict[str, Any]) -> None:
@@ -109,12 +197,17 @@ async def write_intent(bootstrap_servers: str, job_id: str, intent: dict[str, An
         await handle.wait()
 
 
-def _intent(job_id: str, decision: str, winners: Iterable[PreparedTxn], done: bool) -> dict:
+def _intent(
+    job_id: str, decision: str, winners: Iterable[PreparedTxn], done: bool, **noted: Any
+) -> dict:
+    """An intent record's value. `noted`: what the driver notes for whoever looks later (the
+    tasks' "checks", commit_job)."""
     return {
         "job": job_id,
         "decision": decision,
         "transactions": [[t.transactional_id, t.producer_id, t.producer_epoch] for t in winners],
         "done": done,
+        **noted,
     }
 
 
@@ -176,31 +269,62 @@ async def _await_complete(client: Any, transactional_ids: set[str]) -> None:
                 "become readable once they are written", COMPLETE_WAIT_S)  # fmt: skip
 
 
-async def commit_job(bootstrap_servers: str, job_id: str, prepared: Sequence[PreparedTxn]) -> bool:
+async def commit_job(
+    bootstrap_servers: str,
+    job_id: str,
+    prepared: Sequence[PreparedTxn],
+    *,
+    intents_from: int = 0,
+    earlier: dict[str, Any] | None = None,
+    checks: dict[str, int] | None = None,
+) -> bool:
     """Commit the job's winning transactions as one decision. False when the job id had been
-    committed before (its new transactions are aborted: the output stays as it was)."""
+    committed before (its new transactions are aborted: the output stays as it was).
+
+    `intents_from`: the intent topic's end when the job started (JobStart, SinkStart): the
+    job's own intents lie after it. `earlier`: a commit intent of this job id from before that,
+    found by the driver at the job's start (the job was committed by an earlier run).
+    `checks`: what the tasks' intent checks cost ("from": the offset they read from,
+    "most_read": the most records one task's checks read), kept in the intent."""
     from producer.transaction_client import TransactionClient
 
-    previous = await read_intent(bootstrap_servers, job_id)
+    previous = earlier or await read_intent(bootstrap_servers, job_id, intents_from)
+    noted = {} if checks is None else {"checks": checks}
     async with TransactionClient.open(bootstrap_servers) as client:
         if previous is not None and previous["decision"] == COMMIT:
-            await _finish_commit(client, job_id, _winners(previous))
+            await _finish_earlier(client, bootstrap_servers, job_id, previous)
             return False
-        await write_intent(bootstrap_servers, job_id, _intent(job_id, COMMIT, prepared, False))
+        await write_intent(bootstrap_servers, job_id,
+                           _intent(job_id, COMMIT, prepared, False, **noted))  # fmt: skip
         await _finish_commit(client, job_id, prepared)
-    await write_intent(bootstrap_servers, job_id, _intent(job_id, COMMIT, prepared, True))
+    await write_intent(bootstrap_servers, job_id, _intent(job_id, COMMIT, prepared, True, **noted))
     return True
 
 
-async def abort_job(bootstrap_servers: str, job_id: str) -> bool:
+async def _finish_earlier(
+    client: Any, bootstrap_servers: str, job_id: str, previous: dict[str, Any]
+) -> None:
+    """Finish a commit decided before (idempotent) and mark it done if it was not."""
+    await _finish_commit(client, job_id, _winners(previous))
+    if not previous["done"]:
+        await write_intent(bootstrap_servers, job_id, {**previous, "done": True})
+
+
+async def abort_job(
+    bootstrap_servers: str,
+    job_id: str,
+    *,
+    intents_from: int = 0,
+    earlier: dict[str, Any] | None = None,
+) -> bool:
     """Abort every open transaction of the job. False when the job had been committed (a
-    commit intent is never undone: it is finished instead)."""
+    commit intent is never undone: it is finished instead). The keywords: as commit_job."""
     from producer.transaction_client import TransactionClient
 
-    previous = await read_intent(bootstrap_servers, job_id)
+    previous = earlier or await read_intent(bootstrap_servers, job_id, intents_from)
     async with TransactionClient.open(bootstrap_servers) as client:
         if previous is not None and previous["decision"] == COMMIT:
-            await _finish_commit(client, job_id, _winners(previous))
+            await _finish_earlier(client, bootstrap_servers, job_id, previous)
             return False
         await write_intent(bootstrap_servers, job_id, _intent(job_id, ABORT, (), False))
         await _abort(client, await _open_transactions(client, job_id))
@@ -209,20 +333,50 @@ async def abort_job(bootstrap_servers: str, job_id: str) -> bool:
 
 async def recover_job(bootstrap_servers: str, job_id: str) -> str:
     """Finish what a crashed driver left: 'committed' (a commit intent, now finished),
-    'aborted' (open transactions of an undecided job aborted) or 'clean'."""
+    'aborted' (open transactions of an undecided job aborted) or 'clean'. Finds the job's
+    intent backwards from the topic's end (latest_intent)."""
+    return await _recover(bootstrap_servers, job_id, await read_intent(bootstrap_servers, job_id))
+
+
+async def _recover(bootstrap_servers: str, job_id: str, previous: dict[str, Any] | None) -> str:
     from producer.transaction_client import TransactionClient
 
-    previous = await read_intent(bootstrap_servers, job_id)
     async with TransactionClient.open(bootstrap_servers) as client:
         if previous is not None and previous["decision"] == COMMIT:
-            await _finish_commit(client, job_id, _winners(previous))
-            if not previous["done"]:
-                previous["done"] = True
-                await write_intent(bootstrap_servers, job_id, previous)
+            await _finish_earlier(client, bootstrap_servers, job_id, previous)
             return "committed"
         open_ids = await _open_transactions(client, job_id)
         await _abort(client, open_ids)
     return "aborted" if open_ids else "clean"
+
+
+@dataclass(frozen=True)
+class JobStart:
+    """What a batch job's driver found before any of its tasks ran (start_job)."""
+
+    intents_from: int  # the intent topic's end then: the job's own intents lie after it
+    earlier: dict[str, Any] | None = None  # the job id's commit intent from an earlier run
+
+    @property
+    def committed_before(self) -> bool:
+        return self.earlier is not None
+
+
+async def start_job(bootstrap_servers: str, job_id: str, named: bool) -> JobStart:
+    """A batch job's start, on the driver before any task. A `named` job id (exactlyOnceJobId)
+    may have been used before: what an earlier run left is recovered first (recover_job; the
+    one read of the job's history: backwards until its newest intent, all of the topic for an
+    id never used); its commit intent, if any, means the job was committed before and the
+    tasks write nothing. A fresh (random) id has no history. Then the topic's end offset, from
+    which the tasks' checks and the driver's decision read."""
+    earlier = None
+    if named:
+        previous = await read_intent(bootstrap_servers, job_id)
+        outcome = await _recover(bootstrap_servers, job_id, previous)
+        log.info("quorumlog sink: job %s recovered: %s", job_id, outcome)
+        if previous is not None and previous["decision"] == COMMIT:
+            earlier = {**previous, "done": True}
+    return JobStart(await intent_end(bootstrap_servers), earlier)
 
 
 def _batch_of(name: str, sink_prefix: str) -> int | None:
@@ -234,22 +388,66 @@ def _batch_of(name: str, sink_prefix: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-async def recover_batches(bootstrap_servers: str, sink_prefix: str, before: int) -> None:
+@dataclass(frozen=True)
+class SinkStart:
+    """What a streaming sink's driver found before a micro-batch's tasks ran (start_sink):
+    the topic's end then, and the sink's newest intent (any of its micro-batches) before it.
+
+    A sink decides its micro-batches in order: Spark runs batch n + 1 only after the sink's
+    commit of batch n returned, which first finished every earlier batch (recover_batches) and
+    then wrote batch n's commit intent. So the sink's newest intent is of its highest batch
+    so far, and every lower batch was committed; only the newest can be unfinished. Spark
+    replays, after a restart from its checkpoint, the batch it had not recorded as committed:
+    that newest one, or (a checkpoint restored from a copy) a lower one."""
+
+    sink_prefix: str
+    intents_from: int
+    latest: LatestIntent | None
+
+    def earlier(self, batch: int) -> dict[str, Any] | None:
+        """The commit intent an earlier run left for micro-batch `batch`, or None (not decided,
+        or aborted: decided again now). A batch below the newest was committed, its intent
+        done: it is given without its transactions, which nothing needs any more."""
+        if self.latest is None:
+            return None
+        newest = _batch_of(self.latest.job_id, self.sink_prefix)
+        if newest is None or newest < batch:
+            return None
+        if newest == batch:
+            return self.latest.intent if self.latest.intent["decision"] == COMMIT else None
+        job_id = f"{self.sink_prefix}{batch}"
+        return _intent(job_id, COMMIT, (), True, below=self.latest.job_id)
+
+
+async def start_sink(bootstrap_servers: str, sink_prefix: str) -> SinkStart:
+    """A streaming sink's view before a micro-batch ("<sink>-b"): its newest intent, found
+    backwards from the end (it costs the intents written since: in a running query, the
+    previous micro-batch's commit is among the last records), and the end offset."""
+    latest = await latest_intent(
+        bootstrap_servers, lambda key: _batch_of(key, sink_prefix) is not None
+    )
+    return SinkStart(sink_prefix, await intent_end(bootstrap_servers), latest)
+
+
+async def recover_batches(
+    bootstrap_servers: str, sink_prefix: str, before: int, start: SinkStart | None = None
+) -> None:
     """recover_job for a streaming sink's micro-batches before `before` (job ids
-    "<sink>-b<n>"): commit intents finished, undecided transactions aborted. Spark's
-    checkpoint has those batches committed; the current one is left to its own commit."""
+    "<sink>-b<n>"): the sink's newest intent (`start`, else found now) finished if it is an
+    unfinished commit of an earlier batch (only the newest can be: SinkStart), undecided
+    transactions of earlier batches aborted. Spark's checkpoint has those batches committed;
+    the current one is left to its own commit."""
     from producer.transaction_client import TransactionClient
 
-    intents = await read_intents(bootstrap_servers, sink_prefix)
+    if start is None:
+        start = await start_sink(bootstrap_servers, sink_prefix)
     async with TransactionClient.open(bootstrap_servers) as client:
-        for job_id, intent in intents.items():
-            batch = _batch_of(job_id, sink_prefix)
-            if batch is None or batch >= before:
-                continue
-            if intent["decision"] == COMMIT and not intent["done"]:
-                await _finish_commit(client, job_id, _winners(intent))
-                intent["done"] = True
-                await write_intent(bootstrap_servers, job_id, intent)
+        latest = start.latest
+        if latest is not None:
+            batch = _batch_of(latest.job_id, sink_prefix)
+            intent = latest.intent
+            if batch is not None and batch < before and intent["decision"] == COMMIT:
+                await _finish_earlier(client, bootstrap_servers, latest.job_id, intent)
         prefix = TXN_PREFIX + sink_prefix
         listed = await client.list_transactions(["Ongoing"])
         stale = set()
@@ -262,10 +460,17 @@ async def recover_batches(bootstrap_servers: str, sink_prefix: str, before: int)
         await _abort(client, sorted(stale))
 
 
-async def job_decided(bootstrap_servers: str, job_id: str) -> str | None:
-    """The job's decision so far (a task's check before it prepares), or None."""
-    intent = await read_intent(bootstrap_servers, job_id)
-    return None if intent is None else str(intent["decision"])
+async def job_decided(
+    bootstrap_servers: str, job_id: str, start: int = 0
+) -> tuple[str | None, int]:
+    """A task's check before it writes and before it prepares: (the job's decision so far or
+    None, the intent records read), reading from `start`, the offset its driver noted when the
+    job started (JobStart, SinkStart): the job's cost, not the topic's history. A decision of
+    an earlier run with this job id lies before `start`; the driver resolved it before the
+    tasks ran and told them (an earlier commit: they write nothing; an abort: decided anew)."""
+    scan = await scan_intents(bootstrap_servers, lambda key: key == job_id, start)
+    intent = scan.found.get(job_id)
+    return (None if intent is None else str(intent["decision"])), scan.records_read
 
 
 def main(argv: Sequence[str]) -> int:

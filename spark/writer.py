@@ -58,7 +58,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from spark.exactly_once import COMMIT, PreparedTxn
+from spark.exactly_once import COMMIT, JobStart, PreparedTxn, SinkStart
 from spark.key_partitions import key_partitions
 from spark.options import WriteOptions, parse_write_options
 from spark.schema import validate_sink_schema
@@ -104,9 +104,12 @@ class QuorumLogCommitMessage(WriterCommitMessage):
     records_acknowledged: int
     partitions: dict[tuple[str, int], PartitionWriteStats] = field(default_factory=dict)
     # exactlyOnce: the task's prepared transaction (None: it wrote nothing, or skipped a job
-    # that was committed before, `skipped`)
+    # that was committed before, `skipped`); the offset its intent checks read from and the
+    # records they read
     prepared: PreparedTxn | None = None
     skipped: bool = False
+    intents_from: int = 0
+    intent_records_read: int = 0
 
 
 class _Tracker:
@@ -305,9 +308,20 @@ def _bulk_settings(properties: Mapping[str, str]) -> tuple[bool, tuple[int, int]
 class _TaskWriter:
     """The body of one write task: sends through a SyncProducer, then reports."""
 
-    def __init__(self, options: WriteOptions, job_id: str | None = None) -> None:
+    def __init__(
+        self,
+        options: WriteOptions,
+        job_id: str | None = None,
+        intents_from: int = 0,
+        committed_before: bool = False,
+    ) -> None:
         self.options = options
         self.job_id = job_id  # exactlyOnce: the job (or micro-batch) this task writes for
+        # exactlyOnce, from the driver at the job's start: where the job's intents begin, and
+        # whether an earlier run with this job id committed it (then nothing is written)
+        self.intents_from = intents_from
+        self.committed_before = committed_before
+        self.intent_records_read = 0
         self.spark_partition, self.attempt = _task_ids()
         self.tracker = _Tracker()
         self._partition_counts: dict[str, Future] = {}  # topic -> its partition count
@@ -324,16 +338,17 @@ class _TaskWriter:
     def run(self, batches: Iterable[Any], *, rows: bool) -> QuorumLogCommitMessage:
         from producer.errors import ProducerClosedError
         from producer.sync_producer import SyncProducer
-        from spark.exactly_once import job_decided, transactional_id
+        from spark.exactly_once import transactional_id
 
         config = self.producer_config
         txn_id = None
         if self.job_id is not None:
-            if _run(job_decided, self.options.bootstrap_servers, self.job_id) == COMMIT:
+            if self.committed_before or self._decided() == COMMIT:
                 for _batch in batches:  # a replay of a committed job: written already
                     pass
                 return QuorumLogCommitMessage(self.spark_partition, self.attempt, 0, 0,
-                                              skipped=True)  # fmt: skip
+                                              skipped=True, intents_from=self.intents_from,
+                                              intent_records_read=self.intent_records_read)  # fmt: skip
             txn_id = transactional_id(self.job_id, self.spark_partition, self.attempt)
             config = {**config, "transactional.id": txn_id,
                       "transaction.two.phase.commit.enable": "true"}  # fmt: skip
@@ -384,16 +399,27 @@ class _TaskWriter:
         if txn_id is not None:
             message.prepared = prepared
             message.skipped = self._skipped
+            message.intents_from = self.intents_from
+            message.intent_records_read = self.intent_records_read
         return message
+
+    def _decided(self) -> str | None:
+        """exactlyOnce: the job's decision so far, read from the offset the driver noted when
+        the job started (what this job wrote, never the topic's history)."""
+        from spark.exactly_once import job_decided
+
+        decision, read = _run(
+            job_decided, self.options.bootstrap_servers, self.job_id, self.intents_from
+        )
+        self.intent_records_read += read
+        return decision
 
     def _prepare(self, producer: Any, txn_id: str) -> PreparedTxn | None:
         """Flushed: prepare, unless the driver decided the job meanwhile (a straggler)."""
-        from spark.exactly_once import job_decided
-
         if self.tracker.sent == 0:
             producer.abort_transaction()  # nothing was added: nothing to commit
             return None
-        decided = _run(job_decided, self.options.bootstrap_servers, self.job_id)
+        decided = self._decided()
         if decided is not None:
             producer.abort_transaction()
             if decided == COMMIT:
@@ -689,43 +715,75 @@ class _WriterBase:
         self.write_options = parse_write_options(options)
         validate_sink_schema(schema, self.write_options.topic)
         self.job_id: str | None = None
+        self.job_start: JobStart | None = None  # exactlyOnce batch jobs: _start_batch_job
         if self.write_options.exactly_once:
             from spark.exactly_once import ensure_intent_topic
 
             ensure_intent_topic(self.write_options.bootstrap_servers)
 
     def _start_batch_job(self) -> None:
-        """exactlyOnce batch writes: the job id; a given one first finishes what an earlier
-        run with that id left (spark/exactly_once.py recover_job)."""
+        """exactlyOnce batch writes, on the driver before any task: the job id; a given one
+        first finishes what an earlier run with that id left; the offset the job's intent
+        checks read from (spark/exactly_once.py start_job)."""
         import uuid
 
-        from spark.exactly_once import recover_job
+        from spark.exactly_once import start_job
 
         options = self.write_options
         if not options.exactly_once:
             return
         self.job_id = options.job_id or uuid.uuid4().hex
-        if options.job_id is not None:
-            outcome = _run(recover_job, options.bootstrap_servers, options.job_id)
-            logger.info("quorumlog sink: job %s recovered: %s", options.job_id, outcome)
+        self.job_start = _run(
+            start_job, options.bootstrap_servers, self.job_id, options.job_id is not None
+        )
 
-    def _decide(self, job_id: str | None, messages: list[Any], commit: bool) -> None:
+    def _batch_task(self, rows: bool, iterator: Iterator[Any]) -> QuorumLogCommitMessage:
+        start = self.job_start
+        if start is None:
+            return _TaskWriter(self.write_options).run(iterator, rows=rows)
+        task = _TaskWriter(self.write_options, self.job_id, start.intents_from,
+                           start.committed_before)  # fmt: skip
+        return task.run(iterator, rows=rows)
+
+    def _decide(
+        self,
+        job_id: str | None,
+        messages: list[Any],
+        commit: bool,
+        intents_from: int = 0,
+        earlier: dict[str, Any] | None = None,
+    ) -> None:
         """exactlyOnce: commit the tasks' prepared transactions as one decision, or abort."""
+        import functools
+
         from spark.exactly_once import abort_job, commit_job
 
         if job_id is None:
             return
         bootstrap = self.write_options.bootstrap_servers
         if not commit:
-            _run(abort_job, bootstrap, job_id)
+            _run(functools.partial(abort_job, bootstrap, job_id, intents_from=intents_from,
+                                   earlier=earlier))  # fmt: skip
             return
         prepared = [m.prepared for m in messages if getattr(m, "prepared", None) is not None]
-        if not _run(commit_job, bootstrap, job_id, prepared):
+        reports = [m for m in messages if isinstance(m, QuorumLogCommitMessage)]
+        checks = {  # what the tasks' intent checks cost, kept in the intent
+            "from": min((m.intents_from for m in reports), default=intents_from),
+            "most_read": max((m.intent_records_read for m in reports), default=0),
+        }
+        decide = functools.partial(commit_job, bootstrap, job_id, prepared,
+                                   intents_from=intents_from, earlier=earlier, checks=checks)  # fmt: skip
+        if not _run(decide):
             logger.info("quorumlog sink: job %s was committed before; output unchanged", job_id)
 
-    def _commit(self, messages: list[Any], job_id: str | None = None) -> None:
+    def _decide_batch_job(self, messages: list[Any], commit: bool) -> None:
+        start = self.job_start
+        if start is not None:
+            self._decide(self.job_id, messages, commit, start.intents_from, start.earlier)
+
+    def _commit(self, messages: list[Any], decide: Any) -> None:
         totals = check_messages(messages)
-        self._decide(job_id, messages, commit=True)
+        decide()
         records = sum(stats.records for stats in totals.values())
         logger.info(
             "quorumlog sink: %d task(s) wrote %d record(s), all acknowledged: %s",
@@ -744,15 +802,15 @@ class QuorumLogArrowWriter(_WriterBase, DataSourceArrowWriter):
         self._start_batch_job()
 
     def write(self, iterator: Iterator[Any]) -> QuorumLogCommitMessage:
-        return _TaskWriter(self.write_options, self.job_id).run(iterator, rows=False)
+        return self._batch_task(False, iterator)
 
     def commit(self, messages: list[Any]) -> None:
-        self._commit(messages, self.job_id)
+        self._commit(messages, lambda: self._decide_batch_job(messages, True))
 
     def abort(self, messages: list[Any]) -> None:
         """exactlyOnce: nothing of the job becomes visible. Otherwise at-least-once:
         acknowledged records stay in the log (see the module docstring)."""
-        self._decide(self.job_id, messages, commit=False)
+        self._decide_batch_job(messages, False)
 
 
 class QuorumLogRowWriter(_WriterBase, DataSourceWriter):
@@ -761,14 +819,14 @@ class QuorumLogRowWriter(_WriterBase, DataSourceWriter):
         self._start_batch_job()
 
     def write(self, iterator: Iterator[Any]) -> QuorumLogCommitMessage:
-        return _TaskWriter(self.write_options, self.job_id).run(iterator, rows=True)
+        return self._batch_task(True, iterator)
 
     def commit(self, messages: list[Any]) -> None:
-        self._commit(messages, self.job_id)
+        self._commit(messages, lambda: self._decide_batch_job(messages, True))
 
     def abort(self, messages: list[Any]) -> None:
         """As QuorumLogArrowWriter.abort."""
-        self._decide(self.job_id, messages, commit=False)
+        self._decide_batch_job(messages, False)
 
 
 class QuorumLogStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
@@ -776,13 +834,21 @@ class QuorumLogStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
     micro-batch is a job `<sink>-b<batchId>`, so a batch replayed after a restart from the
     checkpoint is written once (the sink id: exactlyOnceJobId, else a hash of the checkpoint
     location); otherwise at-least-once, a replayed micro-batch is written again. Each commit
-    first finishes earlier batches a crashed driver left (recover_batches)."""
+    first finishes earlier batches a crashed driver left (recover_batches).
+
+    PySpark makes this writer on the driver for each micro-batch before its tasks run (and
+    again for each commit or abort): exactlyOnce, it notes then the sink's newest intent and
+    the intent topic's end (spark/exactly_once.py SinkStart), from which the tasks' checks
+    read."""
 
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         super().__init__(options, schema)
         self.sink_id: str | None = None
+        self.sink_start: SinkStart | None = None
         if self.write_options.exactly_once:
             import hashlib
+
+            from spark.exactly_once import start_sink
 
             lowered = {str(k).lower(): str(v) for k, v in options.items()}
             checkpoint = lowered.get("checkpointlocation")
@@ -794,24 +860,38 @@ class QuorumLogStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
             self.sink_id = self.write_options.job_id or (
                 "s" + hashlib.sha256(str(checkpoint).encode()).hexdigest()[:20]
             )
+            self.sink_start = _run(
+                start_sink, self.write_options.bootstrap_servers, f"{self.sink_id}-b"
+            )
 
     def _batch_job(self, batch_id: int) -> str | None:
         return None if self.sink_id is None else f"{self.sink_id}-b{batch_id}"
 
     def write(self, iterator: Iterator[Any]) -> QuorumLogCommitMessage:
-        job_id = None if self.sink_id is None else self._batch_job(_stream_batch_id())
-        return _TaskWriter(self.write_options, job_id).run(iterator, rows=False)
+        start = self.sink_start
+        if start is None:
+            return _TaskWriter(self.write_options).run(iterator, rows=False)
+        batch = _stream_batch_id()
+        task = _TaskWriter(self.write_options, self._batch_job(batch), start.intents_from,
+                           start.earlier(batch) is not None)  # fmt: skip
+        return task.run(iterator, rows=False)
+
+    def _decide_batch(self, messages: list[Any], batch_id: int, commit: bool) -> None:
+        start = self.sink_start
+        if start is not None:
+            self._decide(self._batch_job(batch_id), messages, commit, start.intents_from,
+                         start.earlier(batch_id))  # fmt: skip
 
     def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803  (Spark's name)
-        if self.sink_id is not None:
+        if self.sink_start is not None:
             # PySpark makes a new writer for each commit: recovery cannot run at start-up,
             # where it would abort the prepared transactions of the batch being committed.
             from spark.exactly_once import recover_batches
 
             _run(recover_batches, self.write_options.bootstrap_servers, f"{self.sink_id}-b",
-                 batchId)  # fmt: skip
-        self._commit(messages, self._batch_job(batchId))
+                 batchId, self.sink_start)  # fmt: skip
+        self._commit(messages, lambda: self._decide_batch(messages, batchId, True))
 
     def abort(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
         """exactlyOnce: the micro-batch's transactions are aborted; otherwise at-least-once."""
-        self._decide(self._batch_job(batchId), messages, commit=False)
+        self._decide_batch(messages, batchId, False)
