@@ -446,7 +446,8 @@ async def recover_batches(
         if latest is not None:
             batch = _batch_of(latest.job_id, sink_prefix)
             intent = latest.intent
-            if batch is not None and batch < before and intent["decision"] == COMMIT:
+            if (batch is not None and batch < before and intent["decision"] == COMMIT
+                    and not intent["done"]):  # fmt: skip
                 await _finish_earlier(client, bootstrap_servers, latest.job_id, intent)
         prefix = TXN_PREFIX + sink_prefix
         listed = await client.list_transactions(["Ongoing"])
