@@ -159,20 +159,25 @@ async def latest_intent(
     from producer.fetch_client import FetchClient
 
     async with FetchClient(bootstrap_servers) as client:
-        end = await client.latest_offset(INTENT_TOPIC, 0)
-        window = LATEST_WINDOW
-        while end > 0:
-            start = max(0, end - window)
-            newest: LatestIntent | None = None
-            async for record in client.iter_records(INTENT_TOPIC, 0, start, end):
-                if record.key is None or record.value is None:
-                    continue
-                key = bytes(record.key).decode()
-                if matches(key):
-                    newest = LatestIntent(record.offset, key, json.loads(bytes(record.value)))
-            if newest is not None:
-                return newest
-            end, window = start, min(window * 4, LATEST_WINDOW_MAX)
+        return await _latest_before(client, matches, await client.latest_offset(INTENT_TOPIC, 0))
+
+
+async def _latest_before(
+    client: Any, matches: Callable[[str], bool], end: int
+) -> LatestIntent | None:
+    window = LATEST_WINDOW
+    while end > 0:
+        start = max(0, end - window)
+        newest: LatestIntent | None = None
+        async for record in client.iter_records(INTENT_TOPIC, 0, start, end):
+            if record.key is None or record.value is None:
+                continue
+            key = bytes(record.key).decode()
+            if matches(key):
+                newest = LatestIntent(record.offset, key, json.loads(bytes(record.value)))
+        if newest is not None:
+            return newest
+        end, window = start, min(window * 4, LATEST_WINDOW_MAX)
     return None
 
 
@@ -423,10 +428,14 @@ async def start_sink(bootstrap_servers: str, sink_prefix: str) -> SinkStart:
     """A streaming sink's view before a micro-batch ("<sink>-b"): its newest intent, found
     backwards from the end (it costs the intents written since: in a running query, the
     previous micro-batch's commit is among the last records), and the end offset."""
-    latest = await latest_intent(
-        bootstrap_servers, lambda key: _batch_of(key, sink_prefix) is not None
-    )
-    return SinkStart(sink_prefix, await intent_end(bootstrap_servers), latest)
+    from producer.fetch_client import FetchClient
+
+    async with FetchClient(bootstrap_servers) as client:
+        end = await client.latest_offset(INTENT_TOPIC, 0)  # as intent_end
+        latest = await _latest_before(
+            client, lambda key: _batch_of(key, sink_prefix) is not None, end
+        )
+    return SinkStart(sink_prefix, end, latest)
 
 
 async def recover_batches(
