@@ -125,10 +125,12 @@ def _partition_scale(rows: Rows) -> str:
 
 def _e2e_latency(rows: Rows) -> str:
     peak = f" (peak {_n(rows[0]['peak_per_s'])}/s)" if rows else ""
-    return table(["load", "records/s", "p50 ms", "p99 ms", "p99.9 ms", "acked p50 ms",
-                  "acked p99 ms", "nodes CPU (% of a core)", "nodes CPU ms/record",
-                  "client CPU", "load avg"],
-                 [[r["load"] + (peak if "peak" in r["load"] else ""), _n(r["rate_per_s"]),
+    return table(["load", "linger.ms", "records/s", "p50 ms", "p99 ms", "p99.9 ms",
+                  "acked p50 ms", "acked p99 ms", "nodes CPU (% of a core)",
+                  "nodes CPU ms/record", "client CPU", "load avg"],
+                 [[r["load"] + (peak if "peak" in r["load"] else ""),
+                   "-" if r.get("linger_ms") is None else f"{r['linger_ms']:g}",
+                   _n(r["rate_per_s"]),
                    _n(r["p50_ms"], 1), _n(r["p99_ms"], 1), _n(r["p999_ms"], 1),
                    _n(r.get("ack_p50_ms"), 1), _n(r.get("ack_p99_ms"), 1),
                    _n(r.get("nodes_cpu_pct")), _n(r.get("nodes_cpu_ms_per_record"), 2),
@@ -292,8 +294,8 @@ def plots(sections: dict[str, Rows], out_dir: Path) -> list[str]:
         ("spark_write", "Spark write", lambda r: r["job"], "rows_per_s"),
         ("log_throughput", "log vs plain file", lambda r: f"{r['op']} {r['batch_bytes']} B",
          "log_mb_per_s"),
-        ("e2e_latency", "end-to-end latency p99, acks=all RF 3", lambda r: r["load"],
-         "p99_ms"),
+        ("e2e_latency", "end-to-end latency p99, acks=all RF 3",
+         lambda r: f"{r['load']} linger {r.get('linger_ms', 0):g}", "p99_ms"),
         ("consume_throughput", "consume vs produce", lambda r: r["side"], "records_per_s"),
     ]  # fmt: skip
     restart = sections.get("restart", [])
