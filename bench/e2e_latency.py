@@ -43,7 +43,8 @@ and the client ~45 % of the box's two. Running the nodes under SCHED_BATCH (no w
 preemption) cut their involuntary context switches from ~1,430/s to ~920/s and changed no
 percentile the runs could resolve (four runs alternated, load 0.3-2.1); a consumer in its own
 process instead of a thread the same. At 500/s a round costs the nodes ~1.45 ms of CPU, at
-46k/s ~0.28 ms (3 partitions x ~1,000 produce requests/s): an idle node wakes cold.
+46k/s ~0.28 ms (3 partitions x ~1,000 produce requests/s): at 500/s each request wakes an idle
+node, at 46k/s a node's event-loop turn finds several waiting.
 
 Where the time goes (traced 2026-11 at 10,000/s on 2 cores): the leader answers an acks=all
 produce one replication round after the append (follower's long poll answered -> follower
