@@ -9,7 +9,10 @@ their send time at `--rates` records/s (default 500) and at `--shares` of the me
 the same clock, and beside it the producer's send-to-acknowledgement time. The settings are printed with the table. The
 peak rate (as fast as the producer goes, `--peak-count` records) is measured first and each
 rate printed as its share of it; `--shares` adds rows at shares of the peak, which swing with
-the peak (it moves 2-3x with the box's load). Beside each row: the CPU the three nodes and this
+the peak (it moves 2-3x with the box's load). Beside each row: librdkafka's own split of the
+producer's time (RequestStats: a produce request's round trip, send to answer, p50/p99, and a
+record's wait in the client's queue before it goes into a request, p99; medians over the row's
+one-second windows and the brokers), the CPU the three nodes and this
 client process used meanwhile (percent of one core, and the nodes' CPU per record, which
 the box's load moves far less than the latencies; on a small box the client's librdkafka
 threads compete with the nodes, and a node waiting for a core is latency) and the 1-minute load
@@ -185,6 +188,7 @@ fewer requests.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import struct
@@ -234,6 +238,34 @@ class Consumer:
         self.consumer.close()
 
 
+class RequestStats:
+    """librdkafka's own figures for each produce request, from its statistics callback (one
+    JSON document per `statistics.interval.ms`, per broker: `rtt`, the request's round trip
+    from send to answer, and `int_latency`, a record's wait in the client's queue before it is
+    put in a request; each a histogram over the interval, in microseconds)."""
+
+    INTERVAL_MS = 1000
+
+    def __init__(self) -> None:
+        self.windows: list[tuple[float, float, float]] = []  # (rtt p50, rtt p99, queue p99)
+        self.recording = False
+
+    def on_stats(self, document: str) -> None:
+        if not self.recording:
+            return
+        for broker in json.loads(document).get("brokers", {}).values():
+            rtt, queue = broker.get("rtt", {}), broker.get("int_latency", {})
+            if rtt.get("cnt"):
+                self.windows.append((rtt["p50"] / 1000, rtt["p99"] / 1000, queue["p99"] / 1000))
+
+    def summary(self) -> dict:
+        """The medians over the row's windows and brokers (ms)."""
+        if not self.windows:
+            return {}
+        rtt50, rtt99, queue99 = (statistics.median(w[i] for w in self.windows) for i in range(3))
+        return {"rtt_p50_ms": rtt50, "rtt_p99_ms": rtt99, "queue_p99_ms": queue99}
+
+
 def _serve_callbacks(producer, serving: threading.Event) -> None:
     while serving.is_set():
         producer.poll(0.05)  # blocks in librdkafka (GIL released) until a callback is due
@@ -274,10 +306,13 @@ def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         topic = NewTopic(TOPIC, 3, 3, config={"min.insync.replicas": "2"})
         admin.create_topics([topic])[TOPIC].result(60)
-        producers = {}
+        producers, request_stats = {}, {}
         for linger_ms in args.linger_ms:
             settings = {**PRODUCER_SETTINGS, "linger.ms": linger_ms}
-            producers[linger_ms] = Producer({"bootstrap.servers": bootstrap, **settings})
+            stats = request_stats[linger_ms] = RequestStats()
+            producers[linger_ms] = Producer({"bootstrap.servers": bootstrap, **settings,
+                                             "statistics.interval.ms": stats.INTERVAL_MS,
+                                             "stats_cb": stats.on_stats})  # fmt: skip
             produce(producers[linger_ms], 1000, None)  # warm-up: connections, producer id
         # The peak: the fastest of the settings (a higher peak makes its shares harder).
         peak = max(args.peak_count / produce(p, args.peak_count, None) for p in producers.values())
@@ -289,8 +324,13 @@ def run(args: argparse.Namespace, workdir: Path) -> list[dict]:
         loads += [(f"{share:.0%} of peak", peak * share) for share in sorted(args.shares)]
         for label, rate in loads:
             for linger_ms, producer in producers.items():
+                stats = request_stats[linger_ms]
+                stats.windows.clear()
+                stats.recording = True
                 row = _row(args, bootstrap, producer, node_pids, label, rate)
-                rows.append({**row, "linger_ms": linger_ms, "peak_per_s": peak})
+                stats.recording = False
+                rows.append({**row, **stats.summary(), "linger_ms": linger_ms,
+                             "peak_per_s": peak})  # fmt: skip
         return rows
     finally:
         cluster.stop_all()
@@ -351,14 +391,17 @@ def main() -> None:
           "load: the 1-minute load average at the row's end")  # fmt: skip
     print(
         "| load | linger.ms | records/s | received | p50 ms | p99 ms | p99.9 ms "
-        "| acked p50 / p99 ms | nodes CPU | nodes CPU ms/record | client CPU | load avg |"
+        "| acked p50 / p99 ms | request rtt p50 / p99 ms | queue p99 ms | nodes CPU "
+        "| nodes CPU ms/record | client CPU | load avg |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['load']} | {r['linger_ms']:g} | {r['rate_per_s']:,.0f} "
               f"| {r['received']:,}/{r['sent']:,} "
               f"| {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['p999_ms']:.1f} "
               f"| {r['ack_p50_ms']:.1f} / {r['ack_p99_ms']:.1f} "
+              f"| {r.get('rtt_p50_ms', 0):.1f} / {r.get('rtt_p99_ms', 0):.1f} "
+              f"| {r.get('queue_p99_ms', 0):.1f} "
               f"| {r['nodes_cpu_pct']:.0f} % | {r['nodes_cpu_ms_per_record']:.2f} "
               f"| {r['client_cpu_pct']:.0f} % "
               f"| {r['load_avg_1m']:.1f} |")  # fmt: skip

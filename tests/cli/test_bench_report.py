@@ -49,7 +49,8 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
                           "received": 10, "sent": 10, "p50_ms": 2.1, "p99_ms": 4.9,
                           "p999_ms": 6.0, "ack_p50_ms": 1.5, "ack_p99_ms": 4.0,
                           "nodes_cpu_pct": 20.0, "nodes_cpu_ms_per_record": 1.4,
-                          "client_cpu_pct": 9.0, "linger_ms": 0.5,
+                          "client_cpu_pct": 9.0, "linger_ms": 0.5, "rtt_p50_ms": 1.2,
+                          "rtt_p99_ms": 6.5, "queue_p99_ms": 7.0,
                           "load_avg_1m": 2.5}])  # fmt: skip
     emit("consume_throughput", [
         {"side": "produce (confluent-kafka, acks=all)", "records_per_s": 700000.0,
@@ -75,10 +76,13 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
     assert "| 1 | quorumlog | 300,000 | 5.0 | 9.0 | 3.00 | 3.00x | 10.00x | 1.00x |" in text
     assert "| 1 | aiokafka | 100,000 | 5.0 | 9.0 | 10.00 |  |  |  |" in text
     assert (
-        "| 10% of peak (peak 180,000/s) | - | 18,000 | 16.1 | 44.1 | 59.9 | - | - | 61 | - | 70 | - |"
-        in (text)
+        "| 10% of peak (peak 180,000/s) | - | 18,000 | 16.1 | 44.1 | 59.9 | - | - | - / - | - | 61 | - "
+        "| 70 | - |" in (text)
     )
-    assert "| 1,000/s | 0.5 | 1,000 | 2.1 | 4.9 | 6.0 | 1.5 | 4.0 | 20 | 1.40 | 9 | 2.5 |" in text
+    assert (
+        "| 1,000/s | 0.5 | 1,000 | 2.1 | 4.9 | 6.0 | 1.5 | 4.0 | 1.2 / 6.5 | 7.0 | 20 | 1.40 | 9 "
+        "| 2.5 |"
+    ) in text
     assert "| 10,000 | skipped: needs ~30,500 file descriptors per node |" in text
     assert "| 1,000 | 2.5 | 0.1 | 1,500 | 2,900 | 3,000 | 3.1 | 9 |" in text
     assert (tmp_path / "results" / "broker_produce.png").stat().st_size > 1000
