@@ -215,6 +215,9 @@ APIS: dict[int, Api] = {api.api_key: api for api in (
     # Each broker describes its own replicas (kafka-python's describe_log_dirs; Kafka 4 is 1-5).
     _api("DescribeLogDirs", log_dirs.DESCRIBE_LOG_DIRS_REQUEST,
          log_dirs.DESCRIBE_LOG_DIRS_RESPONSE, "0-5", "0-5", "0"),
+    # A move to the broker's one log dir is done already (kafka-python's alter_replica_log_dirs).
+    _api("AlterReplicaLogDirs", log_dirs.ALTER_REPLICA_LOG_DIRS_REQUEST,
+         log_dirs.ALTER_REPLICA_LOG_DIRS_RESPONSE, "0-2", "0-2", "0"),
     # SASL (log/security/authenticator.py): v0 is followed by raw tokens, v1 by SaslAuthenticate.
     _api("SaslHandshake", sasl.SASL_HANDSHAKE_REQUEST, sasl.SASL_HANDSHAKE_RESPONSE, "0-1", "0-1"),
     _api("SaslAuthenticate", sasl.SASL_AUTHENTICATE_REQUEST, sasl.SASL_AUTHENTICATE_RESPONSE,
@@ -249,7 +252,7 @@ REPLICATION_APIS = frozenset({23})  # OffsetForLeaderEpoch: followers, and clien
 TRANSACTION_APIS = frozenset({24, 25, 26, 27, 28, 65, 66})
 ADMIN_EXTRA_APIS = frozenset({21, 33, 43, 44, 45, 46, 47, 55, 57, 61, 75})
 CONTROLLER_APIS = frozenset({62, 63, 67})  # broker-to-controller only: never advertise
-LOG_DIR_APIS = frozenset({35})  # DescribeLogDirs
+LOG_DIR_APIS = frozenset({34, 35})  # AlterReplicaLogDirs, DescribeLogDirs
 SASL_APIS = frozenset({17, 36, 50, 51})  # SaslHandshake, SaslAuthenticate, SCRAM credentials
 ACL_APIS = frozenset({29, 30, 31})  # DescribeAcls, CreateAcls, DeleteAcls
 assert (

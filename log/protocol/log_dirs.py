@@ -1,4 +1,5 @@
-"""DescribeLogDirs (35): each broker describes its own log directories and the replicas in them.
+"""DescribeLogDirs (35): each broker describes its own log directories and the replicas in them;
+AlterReplicaLogDirs (34): moves replicas between a broker's log directories.
 
 A broker answers only for itself (a client asks every broker it cares about): per log dir its
 path, then per hosted partition `partition_size` (bytes of all segments), `offset_lag` and
@@ -9,6 +10,9 @@ log's LEO minus the future log's. `topics` null asks for every hosted partition.
 v0 = v1 (Kafka 4.0 removed v0; older clients still send it), v2+ flexible, v3 adds the
 top-level `error_code`, v4 the volume's `total_bytes`/`usable_bytes` (-1 when unknown),
 v5 `is_cordoned` (KIP-1066; we never cordon).
+
+AlterReplicaLogDirs: per destination path, the topics and partition indexes to move there; the
+answer, per topic, each partition's error. v0 = v1 (Kafka 4.0 removed v0), v2 flexible.
 
 Declarations transcribed from Apache Kafka's JSON message definitions (field, type, versions,
 nullableVersions, default); see schema.py for the encodings. Field names are Kafka's in snake_case.
@@ -55,6 +59,41 @@ DESCRIBE_LOG_DIRS_RESPONSE = message(
                 F("total_bytes", INT64, "4+", default=-1),
                 F("usable_bytes", INT64, "4+", default=-1),
                 F("is_cordoned", BOOL, "5+", default=False),
+            ))),
+    ),
+)
+# fmt: on
+
+# fmt: off
+ALTER_REPLICA_LOG_DIRS_REQUEST = message(
+    "AlterReplicaLogDirsRequest",
+    api_key=34,
+    versions="0-2",
+    flexible_versions="2+",
+    fields=(
+        F("dirs", ARRAY(STRUCT("AlterReplicaLogDir",
+                F("path", STRING),
+                F("topics", ARRAY(STRUCT("AlterReplicaLogDirTopic",
+                        F("name", STRING),
+                        F("partitions", ARRAY(INT32)),
+                    ))),
+            ))),
+    ),
+)
+
+ALTER_REPLICA_LOG_DIRS_RESPONSE = message(
+    "AlterReplicaLogDirsResponse",
+    api_key=34,
+    versions="0-2",
+    flexible_versions="2+",
+    fields=(
+        F("throttle_time_ms", INT32),
+        F("results", ARRAY(STRUCT("AlterReplicaLogDirTopicResult",
+                F("topic_name", STRING),
+                F("partitions", ARRAY(STRUCT("AlterReplicaLogDirPartitionResult",
+                        F("partition_index", INT32),
+                        F("error_code", INT16),
+                    ))),
             ))),
     ),
 )

@@ -56,7 +56,7 @@ from log.server.handlers.groups import (
     handle_offset_fetch,
     handle_sync_group,
 )
-from log.server.handlers.log_dirs import handle_describe_log_dirs
+from log.server.handlers.log_dirs import handle_alter_replica_log_dirs, handle_describe_log_dirs
 from log.server.handlers.metadata import (
     handle_api_versions,
     handle_describe_cluster,
@@ -118,6 +118,7 @@ HANDLERS: dict[int, Handler] = {
     31: handle_delete_acls,
     32: handle_describe_configs,
     33: handle_alter_configs,
+    34: handle_alter_replica_log_dirs,
     35: handle_describe_log_dirs,
     36: handle_sasl_authenticate,
     37: handle_create_partitions,
