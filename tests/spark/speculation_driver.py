@@ -10,8 +10,9 @@ forced on:
 
     python tests/spark/speculation_driver.py BOOTSTRAP TOPIC ROWS MARKER_DIR
 
-Task 0's first attempt hands over the first half of its rows, then waits until a speculative
-copy of itself (attempt >= 1) has handed over all of its rows; so the copy finishes first and
+Task 0's first attempt hands over the first 1,500 of its 2,000 rows (slow_first_attempt says why
+not 1,000), then waits until a speculative copy of itself (attempt >= 1) has handed over all of
+its rows; so the copy finishes first and
 wins, and the first attempt loses with rows written. Each task attempt leaves a file
 `p<partition>-a<attempt>` in MARKER_DIR, so the test can see that a copy ran; the standalone
 cluster's logs and work directories go to MARKER_DIR/standalone (pytest's tmp_path, cleaned up
@@ -139,11 +140,24 @@ def make_session(master: str):
     return session
 
 
+CHUNK_ROWS = 250  # what the stalling function yields at a time
+
+
 def slow_first_attempt(session, rows: int, markers: str):
-    """`rows` rows in 2 tasks; task 0's first attempt stalls halfway until a copy is done."""
+    """`rows` rows in 2 tasks; task 0's first attempt stalls past its first half until a copy
+    is done.
+
+    It stalls only once 500 rows past the first writer batch (1,000 rows: the session's
+    maxRecordsPerBatch) have left it, in 250-row pieces. The JVM hands the writer a batch
+    only when a row after it has come (it asks for the next row before it counts the batch
+    full), and this worker's output buffer (64 KiB, ~320 of these rows) holds the tail of
+    what was yielded last: stalling right after the first 1,000 rows, as it did, left them
+    in Spark, and when Spark killed the loser they were never written (the test's 'the losing
+    attempt wrote rows' failed in a fresh-clone run, 4000 > 4000)."""
     import pandas as pd
 
-    half = rows // 2 // 2
+    first_batch = rows // 2 // 2
+    stall_after = first_batch + 2 * CHUNK_ROWS
 
     def stall(batches):
         from pyspark import TaskContext
@@ -154,12 +168,14 @@ def slow_first_attempt(session, rows: int, markers: str):
         copy_done = Path(markers, "copy-done")
         sent = 0
         for batch in batches:
-            if partition == 0 and attempt == 0 and sent >= half:
-                deadline = time.monotonic() + WAIT_FOR_COPY_S
-                while not copy_done.exists() and time.monotonic() < deadline:
-                    time.sleep(0.1)
-            sent += len(batch)
-            yield pd.DataFrame({"value": batch["value"]})
+            for start in range(0, len(batch), CHUNK_ROWS):
+                if partition == 0 and attempt == 0 and sent >= stall_after:
+                    deadline = time.monotonic() + WAIT_FOR_COPY_S
+                    while not copy_done.exists() and time.monotonic() < deadline:
+                        time.sleep(0.1)
+                chunk = batch["value"].iloc[start : start + CHUNK_ROWS]
+                sent += len(chunk)
+                yield pd.DataFrame({"value": chunk.reset_index(drop=True)})
         if partition == 0 and attempt > 0:
             copy_done.touch()
 
