@@ -148,12 +148,12 @@ def slow_first_attempt(session, rows: int, markers: str):
     is done.
 
     It stalls only once 500 rows past the first writer batch (1,000 rows: the session's
-    maxRecordsPerBatch) have left it, in 250-row pieces. The JVM hands the writer a batch
-    only when a row after it has come (it asks for the next row before it counts the batch
-    full), and this worker's output buffer (64 KiB, ~320 of these rows) holds the tail of
-    what was yielded last: stalling right after the first 1,000 rows, as it did, left them
-    in Spark, and when Spark killed the loser they were never written (the test's 'the losing
-    attempt wrote rows' failed in a fresh-clone run, 4000 > 4000)."""
+    maxRecordsPerBatch) have left it, in 250-row pieces. Stalling right after the first 1,000
+    rows, as it did, could leave them in Spark: when Spark killed the loser nothing of it had
+    been written (the test's 'the losing attempt wrote rows' failed in a fresh-clone run, 4000
+    > 4000). Where they waited is inferred, not traced: this worker's buffered output (64 KiB,
+    ~320 of these rows) holds the tail of what was yielded last, and the JVM may ask for the
+    row after a full batch before it hands that batch to the writer."""
     import pandas as pd
 
     first_batch = rows // 2 // 2
