@@ -54,6 +54,7 @@ from log.common.errors import (
 )
 from log.records.batch_header import HEADER_BYTES
 from log.records.builder import Header
+from producer.backoff import backoff_ms
 from producer.cluster_view import ClusterView, TopicPartition
 from producer.config import ProducerConfig
 from producer.errors import DeliveryTimeoutError, ProducerClosedError
@@ -492,7 +493,7 @@ class RecordAccumulator:
         max_ms = self.config.retry_backoff_max_ms
         if base_ms == 0:
             return 0
-        exponential = min(base_ms * 2 ** min(attempts - 1, 62), max_ms)
+        exponential = backoff_ms(base_ms, attempts, max_ms)
         jitter = self._rng.uniform(1 - RETRY_BACKOFF_JITTER, 1 + RETRY_BACKOFF_JITTER)
         return max(1, min(int(exponential * jitter), max_ms))
 

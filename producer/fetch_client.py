@@ -36,6 +36,7 @@ from log.records.batch import DecodedRecord
 from log.records.batch_header import HEADER_BYTES, read_header
 from log.records.control import ControlRecordType, read_end_txn_marker
 from log.records.reader import iter_records
+from producer.backoff import backoff_ms
 from producer.cluster_view import TopicPartition
 from producer.connection import (
     BrokerConnection,
@@ -168,8 +169,7 @@ class FetchClient:
             # Exponential, capped at 1 s: a refused connection fails at once, and a leader
             # change takes from ~0.1 s (a dead broker fenced) to ~1 s (with a Raft election),
             # more on a loaded box or when the old leader is only stopped.
-            backoff_s = min(self.retry_backoff_ms * 2 ** min(attempt - 1, 16),
-                            RETRY_BACKOFF_MAX_MS) / 1000  # fmt: skip
+            backoff_s = backoff_ms(self.retry_backoff_ms, attempt, RETRY_BACKOFF_MAX_MS) / 1000
             out_of_attempts = self.max_attempts is not None and attempt >= self.max_attempts
             if out_of_attempts or trio.current_time() + backoff_s > deadline:
                 raise last

@@ -28,6 +28,7 @@ from log.protocol.coordinator import find_coordinator_request, single_coordinato
 from log.protocol.producer_id import INIT_PRODUCER_ID_REQUEST
 from log.protocol.transaction_admin import LIST_TRANSACTIONS_REQUEST
 from log.protocol.transactions import ADD_PARTITIONS_TO_TXN_REQUEST, END_TXN_REQUEST
+from producer.backoff import backoff_ms
 from producer.connection import BrokerConnection, BrokerConnections, parse_bootstrap_servers
 from producer.metadata import BrokerAddress, MetadataUpdater, ProducerMetadata
 
@@ -202,11 +203,10 @@ class TransactionClient:
                     last = exc
                 if self.updater is not None:
                     self.updater.request_update()
-                backoff_ms = min(
-                    self.retry_backoff_ms * 2 ** min(attempt, 16), RETRY_BACKOFF_MAX_MS
-                )
                 attempt += 1
-                await trio.sleep(backoff_ms / 1000)
+                await trio.sleep(
+                    backoff_ms(self.retry_backoff_ms, attempt, RETRY_BACKOFF_MAX_MS) / 1000
+                )
         raise last or error_for(ErrorCode.REQUEST_TIMED_OUT, "ListTransactions")
 
     async def _await_brokers(self) -> None:
@@ -267,9 +267,10 @@ class TransactionClient:
                         raise last
                 if code in _RETRY_FIND:
                     self._coordinators.pop(transactional_id, None)
-                backoff_ms = min(self.retry_backoff_ms * 2**attempt, RETRY_BACKOFF_MAX_MS)
                 attempt += 1
-                await trio.sleep(backoff_ms / 1000)
+                await trio.sleep(
+                    backoff_ms(self.retry_backoff_ms, attempt, RETRY_BACKOFF_MAX_MS) / 1000
+                )
         raise last or error_for(ErrorCode.REQUEST_TIMED_OUT, f"api {api_key}: no coordinator")
 
     async def _coordinator(self, transactional_id: str) -> BrokerConnection:

@@ -95,6 +95,7 @@ SANS_IO = [
     "quorum/raft_voters.py",
     "quorum/metadata_quorum.py",
     "producer/config.py",
+    "producer/backoff.py",
     "producer/producer_batch.py",
     "producer/accumulator.py",
     "producer/partitioner.py",
