@@ -127,15 +127,15 @@ def _e2e_latency(rows: Rows) -> str:
     peak = f" (peak {_n(rows[0]['peak_per_s'])}/s)" if rows else ""
     return table(["load", "linger.ms", "records/s", "p50 ms", "p99 ms", "p99.9 ms",
                   "acked p50 ms", "acked p99 ms", "request rtt p50 / p99 ms", "queue p99 ms",
-                  "nodes CPU (% of a core)",
-                  "nodes CPU ms/record", "client CPU", "load avg"],
+                  "nodes CPU (% of a core)", "nodes CPU ms/record", "client CPU", "load avg"],
                  [[r["load"] + (peak if "peak" in r["load"] else ""),
                    "-" if r.get("linger_ms") is None else f"{r['linger_ms']:g}",
                    _n(r["rate_per_s"]),
                    _n(r["p50_ms"], 1), _n(r["p99_ms"], 1), _n(r["p999_ms"], 1),
                    _n(r.get("ack_p50_ms"), 1), _n(r.get("ack_p99_ms"), 1),
                    f"{_n(r.get('rtt_p50_ms'), 1)} / {_n(r.get('rtt_p99_ms'), 1)}",
-                   _n(r.get("queue_p99_ms"), 1), _n(r.get("nodes_cpu_pct")), _n(r.get("nodes_cpu_ms_per_record"), 2),
+                   _n(r.get("queue_p99_ms"), 1), _n(r.get("nodes_cpu_pct")),
+                   _n(r.get("nodes_cpu_ms_per_record"), 2),
                    _n(r.get("client_cpu_pct")),
                    _n(r.get("load_avg_1m"), 1)]
                   for r in rows])  # fmt: skip

@@ -134,15 +134,6 @@ async def scan_intents(
     return IntentScan(found, read)
 
 
-async def read_intents(
-    bootstrap_servers: str, job_prefix_: str, start: int = 0
-) -> dict[str, dict[str, Any]]:
-    """The latest intent record of every job whose id starts with `job_prefix_`, read from
-    offset `start` (default: the whole topic)."""
-    scan = await scan_intents(bootstrap_servers, lambda key: key.startswith(job_prefix_), start)
-    return scan.found
-
-
 @dataclass(frozen=True)
 class LatestIntent:
     offset: int

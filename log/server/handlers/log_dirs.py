@@ -8,9 +8,10 @@ behind the leader's high watermark from the last fetch answer (Kafka's replica f
 number operators watch: a follower out of the ISR catching up shows it), -1 before the first
 answer (unknown, shown as '?' by `quorumlog status`); otherwise Kafka's own
 `max(high_watermark - log_end_offset, 0)` (0 here, as a log's HW never exceeds its LEO),
-`is_future_key` always false (no AlterReplicaLogDirs). `topics` null describes every log;
-requested partitions this broker has no log for are left out, as Kafka does. v4+ carries the
-volume's total and usable bytes (`shutil.disk_usage`, -1 when the call fails).
+`is_future_key` always false (AlterReplicaLogDirs never makes a future log). `topics` null
+describes every log; requested partitions this broker has no log for are left out, as Kafka
+does. v4+ carries the volume's total and usable bytes (`shutil.disk_usage`, -1 when the call
+fails).
 
 AlterReplicaLogDirs answers each partition as Kafka's `ReplicaManager.alterReplicaLogDirs` does
 for a broker whose replicas are all in the one directory (`log.dir`): a topic whose future-log
