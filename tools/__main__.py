@@ -1,3 +1,3 @@
-from tools.cli import main
+from tools.entry import run
 
-main()
+run()

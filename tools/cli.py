@@ -9,9 +9,13 @@ layer (0.6 s of CPU per invocation), while `quorumlog cluster-id`, `format` or
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import MutableMapping
+from typing import Any
 
 import click
+
+from tools.interrupt import EXIT_INTERRUPTED, MESSAGE, caused_by_interrupt, restore_default_sigint
 
 # command name -> "module:attribute" of its click command, in the order they were added
 COMMANDS = {
@@ -59,6 +63,20 @@ class LazyGroup(click.Group):
         if cmd_name in COMMANDS and cmd_name not in self.commands:
             self.add_command(_load(cmd_name))
         return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """The command, with Python's SIGINT handling back (tools/interrupt.py): Ctrl-C in it
+        exits 130 with one line, not click's "Aborted!" and exit code 1."""
+        restore_default_sigint()
+        try:
+            return super().invoke(ctx)
+        except (SystemExit, click.exceptions.Exit, click.ClickException):
+            raise
+        except BaseException as exc:
+            if not caused_by_interrupt(exc):
+                raise
+        click.echo(MESSAGE, err=True)
+        sys.exit(EXIT_INTERRUPTED)
 
     def load_all(self) -> MutableMapping[str, click.Command]:
         """Every command, imported (what tools walking the whole tree need)."""

@@ -26,11 +26,11 @@ import trio
 from log.common.errors import KafkaError
 from log.common.node_config import ConfigError
 from tools.client_security import PLAINTEXT, ClientSecurity, client_security, read_properties
+from tools.interrupt import EXIT_INTERRUPTED, MESSAGE, caused_by_interrupt
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "QUORUMLOG_BOOTSTRAP"
 EXIT_ERROR = 1  # a command failed (click.ClickException exits with 1 as well)
-EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells report it
 
 bootstrap_option = click.option(
     "--bootstrap",
@@ -103,10 +103,10 @@ def run_guarded(function: Callable[..., Any], *args: Any) -> Any:
     try:
         return function(*args)
     except BaseException as raised:  # noqa: BLE001 - sorted below; the rest re-raised
-        exc = _leaf(raised)
-        if isinstance(exc, KeyboardInterrupt):
-            click.echo("interrupted", err=True)
+        if caused_by_interrupt(raised):
+            click.echo(MESSAGE, err=True)
             sys.exit(EXIT_INTERRUPTED)
+        exc = _leaf(raised)
         if isinstance(exc, BrokenPipeError):
             # the reader went away (`| head`): stop quietly, as Unix tools do
             devnull = os.open(os.devnull, os.O_WRONLY)

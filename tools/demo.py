@@ -48,8 +48,9 @@ from log.common.errors import ErrorCode, KafkaError
 from producer.fetch_client import FetchClient
 from producer.producer import Producer
 from tools.admin_client import AdminClient
-from tools.cli_support import EXIT_ERROR, EXIT_INTERRUPTED
+from tools.cli_support import EXIT_ERROR
 from tools.cluster_layout import ClusterLayout
+from tools.interrupt import EXIT_INTERRUPTED
 from tools.up import ClusterNotReadyError, LocalCluster
 
 DEMO_NODE_COUNT = 3

@@ -1,9 +1,12 @@
 """run_cli: invoke the `quorumlog` group in-process; no command may end in a traceback.
-started_cluster: real node processes (tests/node's harness), always stopped afterwards."""
+started_cluster: real node processes (tests/node's harness), always stopped afterwards.
+start_with_default_sigint: a `quorumlog` process that Ctrl-C reaches, as from a terminal."""
 
 from __future__ import annotations
 
 import contextlib
+import signal
+import subprocess
 from collections.abc import Iterator
 
 from click.testing import CliRunner, Result
@@ -35,3 +38,17 @@ def started_cluster(path, nodes: int = 3, shared: bool = False) -> Iterator[Clus
         cluster.stop_all()
         if not shared:
             kill_started()
+
+
+def start_with_default_sigint(args: list[str], **kwargs) -> subprocess.Popen:
+    """Popen with SIGINT at its default in the child, as a terminal's foreground job has it
+    when the user presses Ctrl-C. A suite started from a background job (`nohup make test &`,
+    a CI runner without job control) has SIGINT ignored, the child inherits that, and Python
+    leaves an ignored SIGINT ignored: a test's SIGINT did nothing and the command ran on
+    (seen in two fresh-clone runs, 2026-11-26). A handler, unlike SIG_IGN, is reset to the
+    default by exec, so the parent holds Python's own for the fork."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(args, **kwargs)
+    finally:
+        signal.signal(signal.SIGINT, previous)

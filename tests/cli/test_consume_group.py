@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_cli, start_with_default_sigint
 from cluster_harness import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -60,7 +60,7 @@ def test_group_errors_are_one_line(bootstrap):
 def test_group_follow_interrupted_commits_what_it_printed(bootstrap):
     b = ["--bootstrap", bootstrap]
     run_cli(["topics", "create", *b, "-t", "followed", "-p", "2"])
-    follower = _start_with_default_sigint(
+    follower = start_with_default_sigint(
         [sys.executable, "-m", "tools", "consume", *b, "-t", "followed", "-g", "gf",
          "--from-beginning", "--follow"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -83,20 +83,6 @@ def test_group_follow_interrupted_commits_what_it_printed(bootstrap):
     assert run_cli(["consume", *b, "-t", "followed", "-g", "gf"]).stdout == ""
     run_cli(["produce", *b, "-t", "followed"], input="four\n")
     assert run_cli(["consume", *b, "-t", "followed", "-g", "gf"]).stdout == "four\n"
-
-
-def _start_with_default_sigint(args: list[str], **kwargs) -> subprocess.Popen:
-    """Popen with SIGINT at its default in the child, as a terminal's foreground job has it
-    when the user presses Ctrl-C. A suite started from a background job (`nohup make test &`,
-    a CI runner without job control) has SIGINT ignored, the child inherits that, and Python
-    leaves an ignored SIGINT ignored: the SIGINT below did nothing and the consume ran on
-    (seen in two fresh-clone runs, 2026-11-26). A handler, unlike SIG_IGN, is reset to the
-    default by exec, so the parent holds Python's own for the fork."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return subprocess.Popen(args, **kwargs)
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _hung(process: subprocess.Popen) -> str:
