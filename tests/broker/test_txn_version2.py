@@ -134,8 +134,14 @@ async def test_a_tv2_transaction_bumps_the_epoch_and_adds_partitions_itself(nurs
     with trio.fail_after(30):
         while await committed_offset(client) != 42:
             await trio.sleep(0.02)
-    # A retried EndTxn (its epoch one below) is answered as the first was.
-    retried = await end_txn_v5(client, "tv2", pid, epoch, commit=True)
+    # A retried EndTxn (its epoch one below) is answered as the first was, once the
+    # coordinator has logged the commit complete (the markers land before that record does;
+    # until then CONCURRENT_TRANSACTIONS, which clients retry: seen on a slow box).
+    with trio.fail_after(30):
+        while (retried := await end_txn_v5(client, "tv2", pid, epoch, commit=True)).error_code == (
+            ErrorCode.CONCURRENT_TRANSACTIONS
+        ):
+            await trio.sleep(0.02)
     assert (retried.error_code, retried.producer_epoch) == (0, epoch + 1)
 
     # Transaction 2 with the new epoch (sequences start again at 0), aborted: epoch + 2.
