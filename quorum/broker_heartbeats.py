@@ -7,8 +7,10 @@ once, and waiting 9 s for the timer is most of a fail-over. So the tracker also 
 connection each broker last heartbeated on: when the controller sees that connection close
 and no heartbeat arrives on another one within `broker.disconnect.fence.ms` (our setting; 0
 turns it off), the broker is fenced then. A live broker whose connection broke heartbeats
-again at once (its heartbeat loop watches the connection), so only a broker that is really
-gone misses that grace.
+again at once (its heartbeat loop watches the connection), and one that gives up waiting on a
+slow controller keeps the old connection open until it has been heard on a new one
+(quorum/controller_client.py, make before break), so only a broker that is really gone misses
+that grace.
 
 A controller that becomes active has no connections yet: every registered broker starts its
 session (last contact = activation time, Kafka's grace), so a live broker that is slow to find

@@ -13,6 +13,18 @@ an attempt that times out moves on to the next voter (a controller cut off from 
 keeps the connection open and never answers, or never finishes the handshake), while a
 caller's own deadline only cancels, and its retry would go back to the same voter.
 
+Make before break: a connection whose request timed out or was cancelled is out of step, but it
+is not closed then: it is set aside until a later call has been answered (not with
+NOT_CONTROLLER) on another connection, and closed after that (or when more than MAX_ABANDONED pile up). The active
+controller fences a broker soon after the connection it last heartbeated on closes
+(quorum/broker_heartbeats.py: a killed broker's kernel closes it at once); a live broker that
+gave up waiting on a slow controller (starved of CPU, applying a large metadata change) must not
+look like a dead one. By the time the old connection closes, the controller has taken a
+heartbeat on the new one, and closing the old one means nothing to it. (Closing at once turned
+a controller answering 0.75 s late into every broker fenced within 100 ms, the fencing into
+1,000 partitions' ISR changes, and those into more late answers: seen with a thousand partitions
+on a loaded 2-core box, ISRs refilled after 86 s instead of 2.)
+
 `ControllerClient` implements quorum.broker_interface.ControllerChannel (create_topics,
 delete_topics, create_partitions, alter_topic_configs, alter_partition,
 allocate_producer_ids, elect_leaders, alter_partition_reassignments) plus register / heartbeat / controlled_shutdown / metadata_fetch for
@@ -63,6 +75,7 @@ MAX_ATTEMPTS = 20
 RETRY_BACKOFF_MS = 50
 RETRY_BACKOFF_MAX_MS = 200  # a controller election takes ~0.3-0.7 s: look again soon
 MAX_READ_BYTES = 1 << 20
+MAX_ABANDONED = 4  # timed-out connections kept open until a call is answered on another
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # a MetadataFetch may carry a whole checkpoint
 _RETRIABLE = frozenset(
     {
@@ -95,17 +108,32 @@ class ControllerClient:
         self._current = 0  # index into voters
         self._stream: trio.abc.Stream | None = None
         self._frames: FrameDecoder | None = None
+        self._abandoned: list[trio.abc.Stream] = []  # out of step, kept open (see above)
         self._next_correlation_id = 0
         self._lock = trio.Lock()
 
     async def aclose(self) -> None:
         await self._disconnect()
+        await self._close_abandoned(0)
 
     async def _disconnect(self) -> None:
         stream, self._stream, self._frames = self._stream, None, None
         if stream is not None:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
+
+    async def _abandon(self) -> None:
+        """Set the current connection aside, open (its request went unanswered in time)."""
+        stream, self._stream, self._frames = self._stream, None, None
+        if stream is not None:
+            self._abandoned.append(stream)
+            await self._close_abandoned(MAX_ABANDONED)
+
+    async def _close_abandoned(self, keep: int) -> None:
+        """Close the oldest set-aside connections, all but `keep`."""
+        with trio.CancelScope(shield=True):
+            while len(self._abandoned) > keep:
+                await self._abandoned.pop(0).aclose()
 
     async def next_controller(self) -> None:
         """Drop the connection and use the next voter from the next call on."""
@@ -187,7 +215,10 @@ class ControllerClient:
                     if not data:
                         raise trio.BrokenResourceError("controller closed the connection")
                     frames.feed(data)
-        except BaseException:  # cancelled or failed mid-request: the stream is out of step
+        except (trio.TooSlowError, trio.Cancelled):  # out of step, but the peer may be live
+            await self._abandon()
+            raise
+        except BaseException:  # failed mid-request: the stream is out of step
             await self._disconnect()
             raise
         answered_id, response = extra.decode_response_frame(frame, api_key)
@@ -217,6 +248,9 @@ class ControllerClient:
                     except ValueError:
                         code = ErrorCode.UNKNOWN_SERVER_ERROR
                     if code not in _RETRIABLE:
+                        # Answered (not NOT_CONTROLLER from another voter): what the old
+                        # connections were for is done, and they can go.
+                        await self._close_abandoned(0)
                         return response
                     last_error = f"{self.voters[self._current]}: {code.name}"
                     if any_controller:  # e.g. that controller is stopping: try another

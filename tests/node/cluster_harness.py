@@ -57,9 +57,9 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def one_node_config(data_dir: Path, base: int) -> NodeConfig:
+def one_node_config(data_dir: Path, base: int, extra: dict | None = None) -> NodeConfig:
     """An in-process combined node 1 on ports base (Kafka), +100 (controller), +200 (Raft),
-    with fast heartbeats (the in-process service tests)."""
+    with fast heartbeats (the in-process service tests); `extra` properties on top."""
     return NodeConfig.from_properties(
         data_dir,
         {
@@ -71,6 +71,7 @@ def one_node_config(data_dir: Path, base: int) -> NodeConfig:
             "controller.quorum.password": "pw",
             "broker.heartbeat.interval.ms": 100,
             "broker.session.timeout.ms": 1000,
+            **(extra or {}),
         },
     )
 

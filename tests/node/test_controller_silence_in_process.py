@@ -9,6 +9,10 @@ once its turn came."""
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+
 import pytest
 import trio
 from cluster_harness import free_base_port, one_node_config
@@ -75,3 +79,68 @@ async def test_brokers_leave_a_silent_controller_and_are_heard_while_decisions_w
             assert service.tracker.last_heartbeat_ms_by_broker[1] > heard_before
         await client.aclose()
         nursery.cancel_scope.cancel()
+
+
+async def test_a_broker_that_gives_up_on_a_stalled_controller_is_not_fenced(tmp_path, caplog):
+    """The controller's process stalls (its event loop blocked: starved of CPU, or applying a
+    large change) for longer than a heartbeat attempt (half the session) but less than the
+    session. The broker gives up on that connection and calls again on a new one; the old one
+    must stay open until the controller has heard it on the new one: the controller fences a
+    broker whose heartbeat connection closed unless it heartbeats again within
+    broker.disconnect.fence.ms (1 ms here), the fast path for a killed broker. Closing it at once
+    got the broker fenced as soon as the controller came back (ControllerClient's make before
+    break)."""
+    config = one_node_config(tmp_path, free_base_port(1), {
+        "broker.session.timeout.ms": 3000, "broker.disconnect.fence.ms": 1,
+    })  # fmt: skip
+    service = ControllerService(config, seed=1)
+    started, stop = threading.Event(), threading.Event()
+    token: list[trio.lowlevel.TrioToken] = []
+
+    async def controller_process() -> None:  # the controller's own thread and event loop
+        async with trio.open_nursery() as nursery:
+            await nursery.start(service.run)
+            token.append(trio.lowlevel.current_trio_token())
+            started.set()
+            await trio.to_thread.run_sync(stop.wait)
+            nursery.cancel_scope.cancel()
+
+    thread = threading.Thread(target=trio.run, args=(controller_process,))
+    thread.start()
+    try:
+        assert await trio.to_thread.run_sync(started.wait, 30)
+        voters, secret = config.controller_voters, config.props["controller.quorum.password"]
+        lifecycle = BrokerLifecycle(
+            config, ControllerClient(voters, secret=secret), ControllerClient(voters, secret=secret)
+        )
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(30):
+                await nursery.start(lifecycle.run)
+                await lifecycle.unfenced.wait()
+            epoch = lifecycle.broker_epoch
+            caplog.set_level(logging.INFO, logger="quorum.service")
+
+            def stall() -> None:
+                time.sleep(2.0)  # blocks the controller's event loop: > 1.5 s, < 3 s
+
+            async def stall_controller() -> None:
+                await trio.to_thread.run_sync(
+                    lambda: trio.from_thread.run_sync(stall, trio_token=token[0])
+                )
+
+            async with trio.open_nursery() as stalls:
+                stalls.start_soon(stall_controller)
+                await trio.sleep(1.9)
+                # The broker's process stalls too as the controller comes back, so the
+                # controller sees whatever the broker did to the old connection before it can
+                # hear the broker on a new one (without this, that was a race).
+                time.sleep(0.4)
+            await trio.sleep(1.5)  # the controller catches up; a fence would have been now
+            fenced = [r.getMessage() for r in caplog.records if "broker fenced" in r.getMessage()]
+            assert fenced == []
+            assert not service.image.brokers[1].fenced
+            assert lifecycle.broker_epoch == epoch and not lifecycle.is_fenced
+            nursery.cancel_scope.cancel()
+    finally:
+        stop.set()
+        await trio.to_thread.run_sync(thread.join, 30)
