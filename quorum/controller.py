@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from log.common.errors import ErrorCode
 from quorum import reassignment
-from quorum.image import MAX_PRODUCER_ID, MetadataImage, topic_name_error
+from quorum.image import MAX_PRODUCER_ID, MetadataImage, TopicImage, topic_name_error
 from quorum.partition_change import ElectionPolicy, change_record, partition_change
 from quorum.records import (
     CONFIG_RESOURCE_BROKER,
@@ -493,6 +493,11 @@ class CreatableTopic:
     configs: Mapping[str, str] = field(default_factory=dict)
     # Explicit replicas of partitions 0..n-1 (then num_partitions and replication_factor are -1)
     assignments: tuple[tuple[int, ...], ...] = ()
+    # The id the forwarding broker drew for this topic, once per client request (None: the
+    # controller draws one). A retry of the same request after an attempt that timed out but
+    # was applied finds the topic with this id: it answers as the creation did, not
+    # TOPIC_ALREADY_EXISTS.
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -635,7 +640,11 @@ def create_topics(
     results = []
     used_ids = set(image.topics)
     live = image.live_broker_ids()
-    for topic, topic_id in zip(request.topics, topic_ids, strict=False):
+    for topic, drawn_id in zip(request.topics, topic_ids, strict=False):
+        topic_id = topic.topic_id or drawn_id
+        if topic.topic_id is not None and image.topic_ids_by_name.get(topic.name) == topic_id:
+            results.append(_created_already(image.topics[topic_id]))
+            continue
         num_partitions = (
             default_num_partitions if topic.num_partitions == -1 else topic.num_partitions
         )
@@ -685,6 +694,15 @@ def create_topics(
         for key in sorted(set(topic.configs) - IGNORED_TOPIC_CONFIGS):
             records.append(ConfigRecord(CONFIG_RESOURCE_TOPIC, topic.name, key, topic.configs[key]))
     return records, CreateTopicsResponse(tuple(results))
+
+
+def _created_already(topic: TopicImage) -> CreatableTopicResult:
+    """The answer to a retried request whose topic its first attempt created."""
+    first = topic.partitions.get(0)
+    replication_factor = len(first.replicas) if first is not None else -1
+    return CreatableTopicResult(
+        topic.name, ErrorCode.NONE, None, topic.topic_id, len(topic.partitions), replication_factor
+    )
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,17 @@ once its turn came."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+import uuid
 
 import pytest
 import trio
 from cluster_harness import free_base_port, one_node_config
 
+from log.common.errors import ErrorCode
 from log.common.node_config import Voter
 from quorum import controller as c
 from quorum import controller_auth
@@ -81,23 +84,15 @@ async def test_brokers_leave_a_silent_controller_and_are_heard_while_decisions_w
         nursery.cancel_scope.cancel()
 
 
-async def test_a_broker_that_gives_up_on_a_stalled_controller_is_not_fenced(tmp_path, caplog):
-    """The controller's process stalls (its event loop blocked: starved of CPU, or applying a
-    large change) for longer than a heartbeat attempt (half the session) but less than the
-    session. The broker gives up on that connection and calls again on a new one; the old one
-    must stay open until the controller has heard it on the new one: the controller fences a
-    broker whose heartbeat connection closed unless it heartbeats again within
-    broker.disconnect.fence.ms (1 ms here), the fast path for a killed broker. Closing it at once
-    got the broker fenced as soon as the controller came back (ControllerClient's make before
-    break)."""
-    config = one_node_config(tmp_path, free_base_port(1), {
-        "broker.session.timeout.ms": 3000, "broker.disconnect.fence.ms": 1,
-    })  # fmt: skip
-    service = ControllerService(config, seed=1)
+@contextlib.asynccontextmanager
+async def _controller_in_a_thread(service: ControllerService):
+    """The controller service on an event loop (and thread) of its own, as in its own process;
+    yields `stall(seconds)`, which blocks that loop (a controller starved of CPU, or busy
+    applying a large change) and returns when it runs again."""
     started, stop = threading.Event(), threading.Event()
     token: list[trio.lowlevel.TrioToken] = []
 
-    async def controller_process() -> None:  # the controller's own thread and event loop
+    async def controller_process() -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(service.run)
             token.append(trio.lowlevel.current_trio_token())
@@ -105,10 +100,34 @@ async def test_a_broker_that_gives_up_on_a_stalled_controller_is_not_fenced(tmp_
             await trio.to_thread.run_sync(stop.wait)
             nursery.cancel_scope.cancel()
 
+    async def stall(seconds: float) -> None:
+        await trio.to_thread.run_sync(
+            lambda: trio.from_thread.run_sync(time.sleep, seconds, trio_token=token[0])
+        )
+
     thread = threading.Thread(target=trio.run, args=(controller_process,))
     thread.start()
     try:
         assert await trio.to_thread.run_sync(started.wait, 30)
+        yield stall
+    finally:
+        stop.set()
+        await trio.to_thread.run_sync(thread.join, 30)
+
+
+async def test_a_broker_that_gives_up_on_a_stalled_controller_is_not_fenced(tmp_path, caplog):
+    """The controller's process stalls for longer than a heartbeat attempt (half the session)
+    but less than the session. The broker gives up on that connection and calls again on a new
+    one; the old one must stay open until the controller has heard it on the new one: the
+    controller fences a broker whose heartbeat connection closed unless it heartbeats again
+    within broker.disconnect.fence.ms (1 ms here), the fast path for a killed broker. Closing it
+    at once got the broker fenced as soon as the controller came back (ControllerClient's make
+    before break)."""
+    config = one_node_config(tmp_path, free_base_port(1), {
+        "broker.session.timeout.ms": 3000, "broker.disconnect.fence.ms": 1,
+    })  # fmt: skip
+    service = ControllerService(config, seed=1)
+    async with _controller_in_a_thread(service) as stall:
         voters, secret = config.controller_voters, config.props["controller.quorum.password"]
         lifecycle = BrokerLifecycle(
             config, ControllerClient(voters, secret=secret), ControllerClient(voters, secret=secret)
@@ -119,17 +138,8 @@ async def test_a_broker_that_gives_up_on_a_stalled_controller_is_not_fenced(tmp_
                 await lifecycle.unfenced.wait()
             epoch = lifecycle.broker_epoch
             caplog.set_level(logging.INFO, logger="quorum.service")
-
-            def stall() -> None:
-                time.sleep(2.0)  # blocks the controller's event loop: > 1.5 s, < 3 s
-
-            async def stall_controller() -> None:
-                await trio.to_thread.run_sync(
-                    lambda: trio.from_thread.run_sync(stall, trio_token=token[0])
-                )
-
             async with trio.open_nursery() as stalls:
-                stalls.start_soon(stall_controller)
+                stalls.start_soon(stall, 2.0)  # > the 1.5 s attempt, < the 3 s session
                 await trio.sleep(1.9)
                 # The broker's process stalls too as the controller comes back, so the
                 # controller sees whatever the broker did to the old connection before it can
@@ -141,6 +151,43 @@ async def test_a_broker_that_gives_up_on_a_stalled_controller_is_not_fenced(tmp_
             assert not service.image.brokers[1].fenced
             assert lifecycle.broker_epoch == epoch and not lifecycle.is_fenced
             nursery.cancel_scope.cancel()
-    finally:
-        stop.set()
-        await trio.to_thread.run_sync(thread.join, 30)
+
+
+async def test_a_create_topics_retried_after_a_stall_answers_as_the_creation_did(tmp_path):
+    """A forwarded CreateTopics whose attempt timed out while the controller was stalled, and
+    was applied when it came back, is retried by the controller client: the retry must answer
+    as the creation did (the broker drew the topic's id once for the request), not
+    TOPIC_ALREADY_EXISTS for the topic the same request just created."""
+    config = one_node_config(tmp_path, free_base_port(1))
+    service = ControllerService(config, seed=1)
+    async with _controller_in_a_thread(service) as stall:
+        voters, secret = config.controller_voters, config.props["controller.quorum.password"]
+        lifecycle = BrokerLifecycle(
+            config, ControllerClient(voters, secret=secret), ControllerClient(voters, secret=secret)
+        )
+        channel = ControllerClient(voters, secret=secret, request_timeout_ms=500)
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(30):
+                await nursery.start(lifecycle.run)
+                await lifecycle.unfenced.wait()
+            # A first call opens the channel's connection: the next request goes out on it
+            # at once and waits in the stalled controller's socket.
+            warm = c.CreateTopicsRequest((c.CreatableTopic("w", 1, 1, topic_id=uuid.uuid4()),))
+            assert (await channel.create_topics(warm)).results[0].error_code == ErrorCode.NONE
+            topic_id = uuid.uuid4()
+            request = c.CreateTopicsRequest((c.CreatableTopic("t", 3, 1, topic_id=topic_id),))
+            async with trio.open_nursery() as stalls:
+                stalls.start_soon(stall, 1.2)  # the first attempts time out (500 ms each)
+                await trio.sleep(0.05)
+                with trio.fail_after(30):
+                    response = await channel.create_topics(request)
+            (result,) = response.results
+            assert (result.error_code, result.topic_id) == (ErrorCode.NONE, topic_id)
+            assert (result.num_partitions, result.replication_factor) == (3, 1)
+            assert service.image.topic("t").topic_id == topic_id
+            # A new request for the same name (another id) is refused as before.
+            again = await channel.create_topics(c.CreateTopicsRequest((c.CreatableTopic(
+                "t", 3, 1, topic_id=uuid.uuid4()),)))  # fmt: skip
+            assert again.results[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+            await channel.aclose()
+            nursery.cancel_scope.cancel()

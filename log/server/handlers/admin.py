@@ -108,9 +108,10 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> object:
             refused[t.name] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
             continue
         assignments = tuple(by_index[i] for i in range(len(by_index)))
-        topics.append(
-            CreatableTopic(t.name, t.num_partitions, t.replication_factor, configs, assignments)
-        )
+        # The topic's id is drawn here, once per request: the controller client retries an
+        # attempt that timed out, and the controller knows a retry of a creation it applied by it.
+        topics.append(CreatableTopic(t.name, t.num_partitions, t.replication_factor, configs,
+                                     assignments, topic_id=uuid.uuid4()))  # fmt: skip
     results: dict[str, tuple[int, str | None]] = dict(refused)
     outcome: dict[str, Any] = {}  # the controller's result of each topic it decided
     if topics:
