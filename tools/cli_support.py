@@ -86,7 +86,7 @@ def _one_line(exc: BaseException) -> str:
     return text
 
 
-def _leaf(exc: BaseException) -> BaseException:
+def first_leaf(exc: BaseException) -> BaseException:
     """The first non-group exception inside (nested) exception groups."""
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
@@ -106,7 +106,7 @@ def run_guarded(function: Callable[..., Any], *args: Any) -> Any:
         if caused_by_interrupt(raised):
             click.echo(MESSAGE, err=True)
             sys.exit(EXIT_INTERRUPTED)
-        exc = _leaf(raised)
+        exc = first_leaf(raised)
         if isinstance(exc, BrokenPipeError):
             # the reader went away (`| head`): stop quietly, as Unix tools do
             devnull = os.open(os.devnull, os.O_WRONLY)

@@ -48,9 +48,9 @@ from log.common.errors import ErrorCode, KafkaError
 from producer.fetch_client import FetchClient
 from producer.producer import Producer
 from tools.admin_client import AdminClient
-from tools.cli_support import EXIT_ERROR
+from tools.cli_support import EXIT_ERROR, first_leaf
 from tools.cluster_layout import ClusterLayout
-from tools.interrupt import EXIT_INTERRUPTED
+from tools.interrupt import EXIT_INTERRUPTED, caused_by_interrupt
 from tools.up import ClusterNotReadyError, LocalCluster
 
 DEMO_NODE_COUNT = 3
@@ -549,12 +549,10 @@ def demo(rows: int, keep_data: bool, base_port: int | None) -> None:
         )
         sys.exit(EXIT_ERROR)
     except BaseExceptionGroup as group:
-        leaf: BaseException = group
-        while isinstance(leaf, BaseExceptionGroup):
-            leaf = leaf.exceptions[0]
-        if isinstance(leaf, KeyboardInterrupt):
+        if caused_by_interrupt(group):
             console.print("interrupted: cluster stopped")
             sys.exit(EXIT_INTERRUPTED)
+        leaf = first_leaf(group)
         console.print(f"[bold red]demo failed[/]: {type(leaf).__name__}: {leaf}")
         sys.exit(EXIT_ERROR)
     finally:
