@@ -6,6 +6,7 @@ with its type, the versions it exists in, the versions it is nullable in, and it
 From that one declaration we derive, per version:
 
 - a frozen dataclass per struct (fields of every version; absent fields take their default),
+  made cheaply by struct_class.py,
 - a fast decoder/encoder (this module): Python source generated per struct and version, with
   runs of fixed-width fields packed/unpacked by one `struct.Struct`, strings and bytes read
   inline (a flexible version's one-byte compact length too), and an empty tagged section (the
@@ -42,6 +43,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from log.common.errors import InvalidRequestError
+from log.protocol.struct_class import make_struct_class
 
 # Limits: Kafka caps nothing below the frame size itself, so neither do we, except where a
 # value could make us allocate: every count/length is checked against the remaining bytes.
@@ -151,27 +153,13 @@ def STRUCT(name: str, *fields: Field) -> StructType:
     return StructType(name, tuple(fields))
 
 
-def _returning(value: Any) -> Callable[[], Any]:
-    """A default factory that hands out `value` itself (a frozen struct: shared safely)."""
-    return lambda: value
-
-
 def _make_dataclass(struct_type: StructType) -> Any:  # a class made at run time: untyped
     for field in struct_type.fields:
         element = field.type.element if isinstance(field.type, ArrayType) else field.type
         if isinstance(element, StructType) and element.cls is None:
             _make_dataclass(element)
-    specs: list[tuple[str, Any, Any]] = []
-    for field in struct_type.fields:
-        default = field.default_value()
-        if isinstance(default, list):  # a fresh list per instance
-            specs.append((field.name, Any, dataclasses.field(default_factory=list)))
-        elif dataclasses.is_dataclass(default) and not isinstance(default, type):  # frozen: share
-            specs.append((field.name, Any, dataclasses.field(default_factory=_returning(default))))
-        else:
-            specs.append((field.name, Any, dataclasses.field(default=default)))
-    cls = dataclasses.make_dataclass(struct_type.name, specs, frozen=True, slots=True)
-    cls.__module__ = "log.protocol.messages"
+    defaults = {field.name: field.default_value() for field in struct_type.fields}
+    cls = make_struct_class(struct_type.name, defaults, "log.protocol.messages")
     struct_type.cls = cls
     for field in struct_type.fields:
         element = field.type.element if isinstance(field.type, ArrayType) else field.type
