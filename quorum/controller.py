@@ -545,13 +545,17 @@ def _partition_records(
     topic_id: uuid.UUID,
     assignments: Sequence[tuple[int, ...]],
     first_partition: int,
+    request_id: uuid.UUID | None = None,
 ) -> list[MetadataRecord]:
     """New partitions: the ISR is the live replicas (all of them when placed round-robin),
-    led by the first; `manual_assignment_error` made sure each has one."""
+    led by the first; `manual_assignment_error` made sure each has one. The last one carries
+    the CreatePartitions request's id."""
     records: list[MetadataRecord] = []
+    last = len(assignments) - 1
     for i, replicas in enumerate(assignments):
         isr = tuple(r for r in replicas if image.is_live(r))
-        records.append(PartitionRecord(topic_id, first_partition + i, replicas, isr, isr[0], 0, 0))
+        records.append(PartitionRecord(topic_id, first_partition + i, replicas, isr, isr[0], 0, 0,
+                                       request_id=request_id if i == last else None))  # fmt: skip
     return records
 
 
@@ -709,6 +713,11 @@ def _created_already(topic: TopicImage) -> CreatableTopicResult:
 class DeleteTopicsRequest:
     topic_names: tuple[str, ...] = ()
     topic_ids: tuple[uuid.UUID, ...] = ()
+    # Drawn by the forwarding broker once per client request (None: not retried): the removal
+    # records carry it, and a retry after an attempt that timed out but was applied finds each
+    # topic it names among that request's deletions (MetadataImage.deletions), so it answers
+    # as the deletion did, not UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID.
+    request_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -726,27 +735,32 @@ class DeleteTopicsResponse:
 def delete_topics(
     image: MetadataImage, request: DeleteTopicsRequest
 ) -> tuple[list[MetadataRecord], DeleteTopicsResponse]:
+    """A topic this request's first attempt removed is answered as removed, before anything
+    else: its name may name a topic created since, which the retry must not delete."""
     records: list[MetadataRecord] = []
     results = []
     removed: set[uuid.UUID] = set()
+    done = {} if request.request_id is None else image.deletions.get(request.request_id, {})
+    done_names = {topic_id: name for name, topic_id in done.items()}
     for name in request.topic_names:
-        topic_id = image.topic_ids_by_name.get(name)
+        topic_id = done.get(name) or image.topic_ids_by_name.get(name)
         if topic_id is None:
             results.append(DeletableTopicResult(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             continue
         results.append(DeletableTopicResult(name, topic_id, ErrorCode.NONE))
-        if topic_id not in removed:
+        if name not in done and topic_id not in removed:
             removed.add(topic_id)
-            records.append(RemoveTopicRecord(topic_id))
+            records.append(RemoveTopicRecord(topic_id, request.request_id))
     for topic_id in request.topic_ids:
         topic = image.topics.get(topic_id)
-        if topic is None:
+        topic_name = done_names.get(topic_id) or (topic.name if topic is not None else None)
+        if topic_name is None:
             results.append(DeletableTopicResult(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
             continue
-        results.append(DeletableTopicResult(topic.name, topic_id, ErrorCode.NONE))
-        if topic_id not in removed:
+        results.append(DeletableTopicResult(topic_name, topic_id, ErrorCode.NONE))
+        if topic_id not in done_names and topic_id not in removed:
             removed.add(topic_id)
-            records.append(RemoveTopicRecord(topic_id))
+            records.append(RemoveTopicRecord(topic_id, request.request_id))
     return records, DeleteTopicsResponse(tuple(results))
 
 
@@ -761,6 +775,12 @@ class CreatePartitionsTopic:
 class CreatePartitionsRequest:
     topics: tuple[CreatePartitionsTopic, ...]
     validate_only: bool = False
+    # Drawn by the forwarding broker once per client request (None: not retried): the last new
+    # partition of each topic carries it, and a retry after an attempt that timed out but was
+    # applied finds it there, so it answers as the increase did, not INVALID_PARTITIONS. A
+    # count alone cannot tell: Kafka refuses a fresh request for the current count ("Topic
+    # already has N partition(s)"), and another client may have asked for the same count.
+    request_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -810,6 +830,11 @@ def create_partitions(
                 CreatePartitionsTopicResult(item.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             )
             continue
+        last_new = topic.partitions.get(item.count - 1)
+        if request.request_id is not None and last_new is not None:
+            if last_new.request_id == request.request_id:  # a retry: this request's increase
+                results.append(CreatePartitionsTopicResult(item.name, ErrorCode.NONE))
+                continue
         current = len(topic.partitions)
         if item.count <= current or item.count > MAX_PARTITIONS_PER_TOPIC:
             message = f"topic has {current} partitions; the new count must be more"
@@ -846,7 +871,9 @@ def create_partitions(
         assignments = list(item.assignments or ()) or place_replicas(
             live, current, item.count - current, replication_factor, start_index
         )
-        records.extend(_partition_records(image, topic.topic_id, assignments, current))
+        records.extend(
+            _partition_records(image, topic.topic_id, assignments, current, request.request_id)
+        )
     return records, CreatePartitionsResponse(tuple(results))
 
 

@@ -73,6 +73,10 @@ from quorum.records import (
 
 MAX_PRODUCER_ID = 2**63 - 1
 MAX_TOPIC_NAME_CHARS = 249
+# Deletions remembered for retries (MetadataImage.deletions): a retry follows its first attempt
+# within the controller client's attempts (20 of at most 10 s each), so the newest thousand
+# DeleteTopics requests cover every retry but a cluster deleting topics five times a second.
+MAX_REMEMBERED_DELETIONS = 1000
 SCRAM_MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # Kafka's ScramMechanism.type()
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 
@@ -124,6 +128,9 @@ class PartitionRegistration:
     # An ongoing reassignment (KIP-455): replicas being added and removed, both in `replicas`.
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+    # The forwarded CreatePartitions request whose increase ended with this partition (None for
+    # every other partition): its retry knows by it that the increase was applied.
+    request_id: uuid.UUID | None = None
 
     @property
     def is_reassigning(self) -> bool:
@@ -162,6 +169,11 @@ class MetadataImage:
     controllers: Mapping[int, RegisterControllerRecord] = field(default_factory=dict)
     # finalized feature -> level (FeatureLevelRecord; a feature absent here is at level 0)
     features: Mapping[str, int] = field(default_factory=dict)
+    # A forwarded DeleteTopics request's id -> the topics (name -> id) it removed, for the newest
+    # MAX_REMEMBERED_DELETIONS requests: a retry of one knows by it that its first attempt was
+    # applied (quorum/controller.py delete_topics). Checkpoints carry it as the topic's
+    # TopicRecord and RemoveTopicRecord, so an image is still its log's, whatever it was read from.
+    deletions: Mapping[uuid.UUID, Mapping[str, uuid.UUID]] = field(default_factory=dict)
     controller_id: int = -1
     controller_epoch: int = -1
     last_offset: int = -1
@@ -223,6 +235,10 @@ class MetadataImage:
             records.append(BrokerRegistrationOffsetRecord(b.broker_id, b.registered_offset))
         if self.next_producer_id > 0:
             records.append(ProducerIdsRecord(-1, -1, self.next_producer_id))
+        for request_id, removed in self.deletions.items():  # oldest first, as replay keeps them
+            for name, topic_id in removed.items():
+                records.append(TopicRecord(name, topic_id))
+                records.append(RemoveTopicRecord(topic_id, request_id))
         for name in sorted(self.topic_ids_by_name):
             topic = self.topics[self.topic_ids_by_name[name]]
             records.append(TopicRecord(topic.name, topic.topic_id))
@@ -241,6 +257,7 @@ class MetadataImage:
                         s.last_known_elr,
                         s.adding_replicas,
                         s.removing_replicas,
+                        s.request_id,
                     )
                 )
         for resource in sorted(self.configs):
@@ -278,6 +295,9 @@ class _Builder:
         self.own_acls: dict[uuid.UUID, AccessControlEntryRecord] | None = None
         self.controllers = image.controllers  # copied on the first change only
         self.features = image.features  # copied on the first change only
+        self.deletions = image.deletions  # copied on the first change only
+        self._own_deletions: dict[uuid.UUID, Mapping[str, uuid.UUID]] | None = None
+        self._own_removed: dict[uuid.UUID, dict[str, uuid.UUID]] = {}  # made by this builder
         self.controller_id = image.controller_id
         self.controller_epoch = image.controller_epoch
         self.touched: set[tuple[uuid.UUID, int]] = set()
@@ -304,6 +324,7 @@ class _Builder:
             acls=self.acls,
             controllers=self.controllers,
             features=self.features,
+            deletions=self.deletions,
             controller_id=self.controller_id,
             controller_epoch=self.controller_epoch,
             last_offset=last_offset,
@@ -416,6 +437,7 @@ class _Builder:
             r.last_known_elr,
             r.adding_replicas,
             r.removing_replicas,
+            r.request_id,
         )
         self._set_partition(topic, r.partition, state)
 
@@ -450,6 +472,7 @@ class _Builder:
             last_known_elr,
             adding,
             removing,
+            old.request_id,
         )
         self._set_partition(topic, r.partition, state)
 
@@ -461,6 +484,19 @@ class _Builder:
         del self.topic_ids_by_name[topic.name]
         self.configs.pop((CONFIG_RESOURCE_TOPIC, topic.name), None)
         self.touched = {t for t in self.touched if t[0] != r.topic_id}
+        if r.request_id is not None:
+            self._remember_deletion(r.request_id, topic.name, r.topic_id)
+
+    def _remember_deletion(self, request_id: uuid.UUID, name: str, topic_id: uuid.UUID) -> None:
+        if self._own_deletions is None:
+            self.deletions = self._own_deletions = dict(self.deletions)
+        removed = self._own_removed.get(request_id)
+        if removed is None:
+            removed = self._own_removed[request_id] = dict(self.deletions.get(request_id, {}))
+            self._own_deletions[request_id] = removed
+            while len(self._own_deletions) > MAX_REMEMBERED_DELETIONS:
+                del self._own_deletions[next(iter(self._own_deletions))]  # the oldest request's
+        removed[name] = topic_id
 
     def config(self, r: ConfigRecord) -> None:
         if r.resource_type == CONFIG_RESOURCE_TOPIC:

@@ -127,6 +127,10 @@ class PartitionRecord:
     # both are among `replicas` while a reassignment runs.
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
+    # Version 3: the broker-drawn id of the forwarded CreatePartitions request that added this
+    # partition, on the last partition of its increase only: a retry of that request knows by
+    # it that its first attempt was applied (quorum/controller.py create_partitions).
+    request_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,10 @@ class PartitionChangeRecord:
 @dataclass(frozen=True)
 class RemoveTopicRecord:
     topic_id: uuid.UUID
+    # Version 1: the broker-drawn id of the forwarded DeleteTopics request that removed it; the
+    # image remembers the newest such deletions so a retry of the request knows its first
+    # attempt was applied (quorum/controller.py delete_topics).
+    request_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -458,6 +466,7 @@ _PAYLOADS: dict[type, tuple[tuple[Reader, Writer], ...]] = {
         _INT32S,
         _INT32S,
         _INT32S,
+        _optional(_UUID),
     ),
     PartitionChangeRecord: (
         _UUID,
@@ -472,7 +481,7 @@ _PAYLOADS: dict[type, tuple[tuple[Reader, Writer], ...]] = {
         _optional(_INT32S),
         _optional(_INT32S),
     ),  # fmt: skip
-    RemoveTopicRecord: (_UUID,),
+    RemoveTopicRecord: (_UUID, _optional(_UUID)),
     ConfigRecord: (_INT8, _STRING, _STRING, _optional(_STRING)),
     ProducerIdsRecord: (_INT32, _INT64, _INT64),
     ActiveControllerRecord: (_INT32, _INT32),
@@ -494,9 +503,9 @@ RECORD_TYPES: dict[int, tuple[type, int]] = {
     3: (FenceBrokerRecord, 0),
     4: (UnfenceBrokerRecord, 0),
     5: (TopicRecord, 0),
-    6: (PartitionRecord, 2),
+    6: (PartitionRecord, 3),
     7: (PartitionChangeRecord, 2),
-    8: (RemoveTopicRecord, 0),
+    8: (RemoveTopicRecord, 1),
     9: (ConfigRecord, 0),
     10: (ProducerIdsRecord, 0),
     11: (ActiveControllerRecord, 0),
@@ -515,8 +524,9 @@ _FIELDS: dict[type, tuple[str, ...]] = {
 }
 # Payload field count of every version of every record (index = record_version).
 RECORD_VERSIONS: dict[type, tuple[int, ...]] = {cls: (len(_FIELDS[cls]),) for cls in _PAYLOADS} | {
-    PartitionRecord: (7, 9, 11),
+    PartitionRecord: (7, 9, 11, 12),
     PartitionChangeRecord: (7, 9, 11),
+    RemoveTopicRecord: (1, 2),
 }
 _DEFAULTS: dict[type, tuple[Any, ...]] = {
     cls: tuple(f.default for f in dataclasses.fields(cls)) for cls in _PAYLOADS

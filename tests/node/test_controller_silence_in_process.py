@@ -153,11 +153,11 @@ async def test_a_broker_that_gives_up_on_a_stalled_controller_is_not_fenced(tmp_
             nursery.cancel_scope.cancel()
 
 
-async def test_a_create_topics_retried_after_a_stall_answers_as_the_creation_did(tmp_path):
-    """A forwarded CreateTopics whose attempt timed out while the controller was stalled, and
-    was applied when it came back, is retried by the controller client: the retry must answer
-    as the creation did (the broker drew the topic's id once for the request), not
-    TOPIC_ALREADY_EXISTS for the topic the same request just created."""
+@contextlib.asynccontextmanager
+async def _a_broker_and_a_channel_to_a_stallable_controller(tmp_path):
+    """A registered broker and a channel (attempts of 500 ms) to a controller on its own event
+    loop; yields (service, channel, stall), the channel's connection already open, so the next
+    request goes out on it at once and waits in the stalled controller's socket."""
     config = one_node_config(tmp_path, free_base_port(1))
     service = ControllerService(config, seed=1)
     async with _controller_in_a_thread(service) as stall:
@@ -170,24 +170,85 @@ async def test_a_create_topics_retried_after_a_stall_answers_as_the_creation_did
             with trio.fail_after(30):
                 await nursery.start(lifecycle.run)
                 await lifecycle.unfenced.wait()
-            # A first call opens the channel's connection: the next request goes out on it
-            # at once and waits in the stalled controller's socket.
-            warm = c.CreateTopicsRequest((c.CreatableTopic("w", 1, 1, topic_id=uuid.uuid4()),))
-            assert (await channel.create_topics(warm)).results[0].error_code == ErrorCode.NONE
-            topic_id = uuid.uuid4()
-            request = c.CreateTopicsRequest((c.CreatableTopic("t", 3, 1, topic_id=topic_id),))
-            async with trio.open_nursery() as stalls:
-                stalls.start_soon(stall, 1.2)  # the first attempts time out (500 ms each)
-                await trio.sleep(0.05)
-                with trio.fail_after(30):
-                    response = await channel.create_topics(request)
-            (result,) = response.results
-            assert (result.error_code, result.topic_id) == (ErrorCode.NONE, topic_id)
-            assert (result.num_partitions, result.replication_factor) == (3, 1)
-            assert service.image.topic("t").topic_id == topic_id
-            # A new request for the same name (another id) is refused as before.
-            again = await channel.create_topics(c.CreateTopicsRequest((c.CreatableTopic(
-                "t", 3, 1, topic_id=uuid.uuid4()),)))  # fmt: skip
-            assert again.results[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+            topics = tuple(c.CreatableTopic(name, 1, 1, topic_id=uuid.uuid4()) for name in "tu")
+            created = await channel.create_topics(c.CreateTopicsRequest(topics))
+            assert [r.error_code for r in created.results] == [ErrorCode.NONE] * 2
+            yield service, channel, stall
             await channel.aclose()
             nursery.cancel_scope.cancel()
+
+
+async def _during_a_stall(stall, call):
+    """`call()`'s answer, made while the controller stalls for longer than two attempts: the
+    first attempt waits in its socket and is applied when the controller comes back."""
+    async with trio.open_nursery() as stalls:
+        stalls.start_soon(stall, 1.2)  # the first attempts time out (500 ms each)
+        await trio.sleep(0.05)
+        with trio.fail_after(30):
+            return await call()
+
+
+async def test_a_create_topics_retried_after_a_stall_answers_as_the_creation_did(tmp_path):
+    """A forwarded CreateTopics whose attempt timed out while the controller was stalled, and
+    was applied when it came back, is retried by the controller client: the retry must answer
+    as the creation did (the broker drew the topic's id once for the request), not
+    TOPIC_ALREADY_EXISTS for the topic the same request just created."""
+    async with _a_broker_and_a_channel_to_a_stallable_controller(tmp_path) as (
+        service, channel, stall,
+    ):  # fmt: skip
+        topic_id = uuid.uuid4()
+        request = c.CreateTopicsRequest((c.CreatableTopic("v", 3, 1, topic_id=topic_id),))
+        response = await _during_a_stall(stall, lambda: channel.create_topics(request))
+        (result,) = response.results
+        assert (result.error_code, result.topic_id) == (ErrorCode.NONE, topic_id)
+        assert (result.num_partitions, result.replication_factor) == (3, 1)
+        assert service.image.topic("v").topic_id == topic_id
+        # A new request for the same name (another id) is refused as before.
+        again = await channel.create_topics(c.CreateTopicsRequest((c.CreatableTopic(
+            "v", 3, 1, topic_id=uuid.uuid4()),)))  # fmt: skip
+        assert again.results[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+async def test_a_create_partitions_retried_after_a_stall_answers_as_the_increase_did(tmp_path):
+    """A forwarded CreatePartitions whose first attempt was applied when the stalled controller
+    came back is retried: the retry finds the topic at the count it asks for, and must answer
+    as the increase did (its last new partition carries the request's id), not
+    INVALID_PARTITIONS. A fresh request for the same count is still refused, as Kafka does."""
+    async with _a_broker_and_a_channel_to_a_stallable_controller(tmp_path) as (
+        service, channel, stall,
+    ):  # fmt: skip
+        grow = c.CreatePartitionsRequest(
+            (c.CreatePartitionsTopic("t", 3),), request_id=uuid.uuid4()
+        )
+        response = await _during_a_stall(stall, lambda: channel.create_partitions(grow))
+        assert [(r.name, r.error_code) for r in response.results] == [("t", ErrorCode.NONE)]
+        assert len(service.image.topic("t").partitions) == 3
+        for request_id in (uuid.uuid4(), None):  # another request for the same count
+            again = c.CreatePartitionsRequest(
+                (c.CreatePartitionsTopic("t", 3),), request_id=request_id
+            )
+            (result,) = (await channel.create_partitions(again)).results
+            assert result.error_code == ErrorCode.INVALID_PARTITIONS
+
+
+async def test_a_delete_topics_retried_after_a_stall_answers_as_the_deletion_did(tmp_path):
+    """A forwarded DeleteTopics (one topic by name, one by id) whose first attempt was applied
+    when the stalled controller came back is retried: the retry must answer as the deletion
+    did, not UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID for the topics the same request
+    just deleted. A fresh request for them still gets those answers."""
+    async with _a_broker_and_a_channel_to_a_stallable_controller(tmp_path) as (
+        service, channel, stall,
+    ):  # fmt: skip
+        t_id, u_id = (service.image.topic(name).topic_id for name in "tu")
+        delete = c.DeleteTopicsRequest(("t",), (u_id,), request_id=uuid.uuid4())
+        response = await _during_a_stall(stall, lambda: channel.delete_topics(delete))
+        assert [(r.name, r.topic_id, r.error_code) for r in response.results] == [
+            ("t", t_id, ErrorCode.NONE),
+            ("u", u_id, ErrorCode.NONE),
+        ]
+        assert service.image.topic("t") is None and service.image.topic("u") is None
+        again = c.DeleteTopicsRequest(("t",), (u_id,), request_id=uuid.uuid4())
+        assert [r.error_code for r in (await channel.delete_topics(again)).results] == [
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode.UNKNOWN_TOPIC_ID,
+        ]

@@ -2,7 +2,9 @@
 hand-written codec in quorum/records.py is checked against byte for byte (that codec replaced
 this one for speed; see its comment). PartitionRecord and PartitionChangeRecord have a version 1
 that appends KIP-966's elr and last_known_elr and a version 2 that appends a reassignment's
-adding and removing replicas; older versions (without them) still decode."""
+adding and removing replicas, and a version 3 that appends the id of the CreatePartitions request
+that added the partition; RemoveTopicRecord has a version 1 that appends the id of the
+DeleteTopics request that removed the topic. Older versions (without them) still decode."""
 
 from __future__ import annotations
 
@@ -201,6 +203,27 @@ _PAYLOADS_V2: dict[type, c.Construct] = {
 }
 
 
+# Version 3 of PartitionRecord and version 1 of RemoveTopicRecord: then the id of the forwarded
+# request that added the partition / removed the topic.
+_VERSIONS: dict[type, tuple[c.Construct, ...]] = {
+    cls: (struct,) for cls, struct in _PAYLOADS.items()
+} | {
+    PartitionRecord: (
+        _PAYLOADS[PartitionRecord],
+        _PAYLOADS_V1[PartitionRecord],
+        _PAYLOADS_V2[PartitionRecord],
+        c.Struct(*_PAYLOADS_V2[PartitionRecord].subcons, "request_id" / _OptionalAdapter(_Uuid)),
+    ),
+    PartitionChangeRecord: tuple(
+        p[PartitionChangeRecord] for p in (_PAYLOADS, _PAYLOADS_V1, _PAYLOADS_V2)
+    ),
+    RemoveTopicRecord: (
+        _PAYLOADS[RemoveTopicRecord],
+        c.Struct(*_PAYLOADS[RemoveTopicRecord].subcons, "request_id" / _OptionalAdapter(_Uuid)),
+    ),
+}
+
+
 class _DataclassDefaultsAdapter(_DataclassAdapter):
     """An older version: the fields it does not carry take their defaults."""
 
@@ -210,27 +233,21 @@ class _DataclassDefaultsAdapter(_DataclassAdapter):
         )
 
 
-def _codec(cls: type, struct: c.Construct, adapter: type = _DataclassAdapter) -> c.Construct:
-    return c.FocusedSeq("record", "record" / adapter(cls, struct), c.Terminated)
+def _codec(cls: type, struct: c.Construct) -> c.Construct:
+    return c.FocusedSeq("record", "record" / _DataclassDefaultsAdapter(cls, struct), c.Terminated)
 
 
-_CODECS: dict[tuple[type, int], c.Construct] = (
-    {
-        (cls, 0): _codec(
-            cls, struct, _DataclassDefaultsAdapter if cls in _PAYLOADS_V1 else _DataclassAdapter
-        )
-        for cls, struct in _PAYLOADS.items()
-    }
-    | {
-        (cls, 1): _codec(cls, struct, _DataclassDefaultsAdapter)
-        for cls, struct in _PAYLOADS_V1.items()
-    }
-    | {(cls, 2): _codec(cls, struct) for cls, struct in _PAYLOADS_V2.items()}
-)
+_CODECS: dict[tuple[type, int], c.Construct] = {
+    (cls, version): _codec(cls, struct)
+    for cls, structs in _VERSIONS.items()
+    for version, struct in enumerate(structs)
+}
 
 
 def _version(record: Any) -> int:
     if isinstance(record, PartitionRecord):
+        if record.request_id is not None:
+            return 3
         if record.adding_replicas or record.removing_replicas:
             return 2
         return 1 if record.elr or record.last_known_elr else 0
@@ -238,6 +255,8 @@ def _version(record: Any) -> int:
         if record.adding_replicas is not None or record.removing_replicas is not None:
             return 2
         return 0 if record.elr is None and record.last_known_elr is None else 1
+    if isinstance(record, RemoveTopicRecord):
+        return 0 if record.request_id is None else 1
     return 0
 
 

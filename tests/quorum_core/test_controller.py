@@ -36,7 +36,7 @@ from quorum.controller import (
     register_broker,
     unregister_broker,
 )
-from quorum.image import MAX_PRODUCER_ID
+from quorum.image import MAX_PRODUCER_ID, MAX_REMEMBERED_DELETIONS, replay_checkpoint_records
 from quorum.records import (
     BrokerEndpoint,
     MetadataRecordError,
@@ -308,6 +308,50 @@ def test_delete_topics_and_their_configs():
     assert response.results[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
 
 
+def test_a_retried_delete_answers_as_its_first_attempt_did():
+    """A retry (the same request_id) of a deletion that was applied answers it again with no
+    records, by name and by id, even when the name has been created again since (the retry
+    must not delete the new topic); a fresh request gets Kafka's UNKNOWN_* answers."""
+    cluster = Cluster()
+    cluster.add_broker(0)
+    t_id, u_id = cluster.create_topic("t", 1, 1), cluster.create_topic("u", 1, 1)
+    request = DeleteTopicsRequest(("t",), (u_id,), request_id=uuid.uuid4())
+    records, first = delete_topics(cluster.image, request)
+    cluster.commit(records)
+    assert cluster.image.deletions == {request.request_id: {"t": t_id, "u": u_id}}
+    new_t = cluster.create_topic("t", 1, 1)
+    records, retry = delete_topics(cluster.image, request)
+    assert records == [] and retry == first
+    assert [(r.name, r.topic_id, r.error_code) for r in retry.results] == [
+        ("t", t_id, ErrorCode.NONE),
+        ("u", u_id, ErrorCode.NONE),
+    ]
+    assert cluster.image.topic("t").topic_id == new_t
+    fresh = DeleteTopicsRequest(("gone",), (u_id,), request_id=uuid.uuid4())
+    _, response = delete_topics(cluster.image, fresh)
+    assert [r.error_code for r in response.results] == [
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+    ]
+
+
+def test_deletions_are_remembered_for_the_newest_requests_and_survive_a_checkpoint():
+    cluster = Cluster()
+    cluster.add_broker(0)
+    request_ids = []
+    for _ in range(MAX_REMEMBERED_DELETIONS + 1):
+        cluster.create_topic("t", 1, 1)
+        request_ids.append(uuid.uuid4())
+        cluster.commit(
+            delete_topics(cluster.image, DeleteTopicsRequest(("t",), (), request_ids[-1]))[0]
+        )
+    cluster.create_topic("t", 1, 1)  # a live topic named as the remembered ones were
+    image = cluster.image
+    assert list(image.deletions) == request_ids[1:]  # the oldest request's forgotten
+    rebuilt = replay_checkpoint_records(image.to_records(), image.last_offset)
+    assert rebuilt == image and list(rebuilt.deletions) == request_ids[1:]  # in their order
+
+
 def test_alter_configs_validation():
     cluster = Cluster()
     cluster.add_broker(0)
@@ -343,6 +387,31 @@ def test_create_partitions_increase_only():
         request = CreatePartitionsRequest((CreatePartitionsTopic("t", count),))
         _, response = create_partitions(cluster.image, request, start_index=0)
         assert response.results[0].error_code == ErrorCode.INVALID_PARTITIONS
+
+
+def test_a_retried_create_partitions_answers_as_its_first_attempt_did():
+    """The last new partition carries the request's id: a retry of an applied increase answers
+    it again with no records, even after another client raised the count further; another
+    request for the count the topic has is refused, as Kafka does, with or without an id."""
+    cluster = Cluster()
+    cluster.add_broker(0)
+    topic_id = cluster.create_topic("t", 1, 1)
+    request = CreatePartitionsRequest((CreatePartitionsTopic("t", 3),), request_id=uuid.uuid4())
+    records, first = create_partitions(cluster.image, request, start_index=0)
+    cluster.commit(records)
+    partitions = cluster.image.topics[topic_id].partitions
+    assert [partitions[p].request_id for p in range(3)] == [None, None, request.request_id]
+    for request_id in (uuid.uuid4(), None):
+        again = CreatePartitionsRequest((CreatePartitionsTopic("t", 3),), request_id=request_id)
+        _, response = create_partitions(cluster.image, again, start_index=0)
+        assert response.results[0].error_code == ErrorCode.INVALID_PARTITIONS
+    more = CreatePartitionsRequest((CreatePartitionsTopic("t", 4),), request_id=uuid.uuid4())
+    cluster.commit(create_partitions(cluster.image, more, start_index=0)[0])
+    records, retry = create_partitions(cluster.image, request, start_index=0)
+    assert records == [] and retry == first
+    assert first.results[0].error_code == ErrorCode.NONE
+    image = cluster.image  # the ids survive a checkpoint
+    assert replay_checkpoint_records(image.to_records(), image.last_offset) == image
 
 
 def _isr_cluster():

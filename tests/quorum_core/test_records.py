@@ -94,6 +94,21 @@ records = st.one_of(
         int_lists,
     ),  # fmt: skip
     st.builds(
+        PartitionRecord,
+        uuids,
+        i32,
+        int_lists,
+        int_lists,
+        i32,
+        i32,
+        i32,
+        int_lists,
+        int_lists,
+        int_lists,
+        int_lists,
+        st.none() | uuids,
+    ),  # fmt: skip
+    st.builds(
         PartitionChangeRecord,
         uuids,
         i32,
@@ -108,6 +123,7 @@ records = st.one_of(
         st.none() | int_lists,
     ),  # fmt: skip
     st.builds(RemoveTopicRecord, uuids),
+    st.builds(RemoveTopicRecord, uuids, st.none() | uuids),
     st.builds(ConfigRecord, st.sampled_from([2, 4]), text, text, st.none() | text),
     st.builds(ProducerIdsRecord, i32, i64, i64),
     st.builds(ActiveControllerRecord, i32, i32),
@@ -263,3 +279,17 @@ def test_elr_fields_are_written_as_version_1():
     cut[5] = 0  # claim version 0: its payload then has trailing bytes
     with pytest.raises(MetadataRecordError, match="trailing"):
         decode_records(bytes(cut))
+
+
+def test_request_ids_are_written_as_new_versions_and_old_frames_still_decode():
+    """PartitionRecord version 3 and RemoveTopicRecord version 1 carry the forwarded request's
+    id; without one they are written as before, and a version-0 RemoveTopicRecord (recorded
+    bytes) decodes with none."""
+    request_id = uuid.UUID(int=9)
+    grown = PartitionRecord(_TOPIC_ID, 1, (1, 2), (1,), 1, request_id=request_id)
+    removed = RemoveTopicRecord(_TOPIC_ID, request_id)
+    assert encode_records([grown])[5] == 3 and encode_records([removed])[5] == 1
+    assert decode_records(encode_records([grown, removed])) == (grown, removed)
+    raw = bytes.fromhex("00000001" "08" "00" "00000010" + _TOPIC_ID.hex)  # fmt: skip
+    assert decode_records(raw) == (RemoveTopicRecord(_TOPIC_ID),)
+    assert encode_records([RemoveTopicRecord(_TOPIC_ID)]) == raw

@@ -217,19 +217,27 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> object:
                             "The provided topic name maps to an ID that was already supplied."))  # fmt: skip
         else:
             by_name.append(name)
-    response = await ctx.controller.delete_topics(DeleteTopicsRequest(tuple(by_name), tuple(by_id)))
-    # A topic the controller deleted always has its name in the result (ids are resolved).
+    # The request's id is drawn here, once: the controller client retries an attempt that timed
+    # out, and the controller knows a retry of a deletion it applied by it.
+    response = await ctx.controller.delete_topics(
+        DeleteTopicsRequest(tuple(by_name), tuple(by_id), request_id=uuid.uuid4())
+    )
+    # A topic the controller deleted always has its id in the result (names are resolved); by
+    # id, since a retry's answer may name a topic that has been created again since.
     deleted = {
-        r.name for r in response.results if r.error_code == ErrorCode.NONE and r.name is not None
+        r.topic_id
+        for r in response.results
+        if r.error_code == ErrorCode.NONE and r.topic_id is not None
     }
 
     def gone(image: MetadataImage) -> bool:
-        return all(image.topic(name) is None for name in deleted)
+        return all(topic_id not in image.topics for topic_id in deleted)
 
     timed_out = bool(deleted) and not await ctx.wait_until(gone, body.timeout_ms)
     answers = [
         (r.name, r.topic_id,
-         ErrorCode.REQUEST_TIMED_OUT if timed_out and r.name in deleted else r.error_code, None)
+         ErrorCode.REQUEST_TIMED_OUT if timed_out and r.topic_id in deleted else r.error_code,
+         None)
         for r in response.results
     ] + refused  # fmt: skip
     return DT(
@@ -262,8 +270,9 @@ async def handle_create_partitions(ctx: BrokerContext, request: Request) -> obje
         if t.name not in {w.name for w in wanted}
     }
     if wanted:
+        # Drawn once per request, as DeleteTopics' is: the controller knows a retry by it.
         response = await ctx.controller.create_partitions(
-            CreatePartitionsRequest(wanted, validate_only=body.validate_only)
+            CreatePartitionsRequest(wanted, body.validate_only, request_id=uuid.uuid4())
         )
         for r in response.results:
             results[r.name] = (r.error_code, r.error_message)
