@@ -282,7 +282,12 @@ class ControllerService:
     async def _fence_loop(self) -> None:
         while True:
             delay_ms = self.fence_check_interval_ms
-            deadline_ms = self.tracker.next_deadline_ms()
+            # Only the active controller's graces count. A controller that lost leadership
+            # still hears its brokers' heartbeat connections close (it closes them itself);
+            # their graces run out and nothing here fences (nor forgets) them, so a deadline
+            # read then stays in the past: this loop spun without sleeping for as long as the
+            # node stayed a standby (35-100 % of a core, seen after spurious elections).
+            deadline_ms = self.tracker.next_deadline_ms() if self.is_active else None
             if deadline_ms is not None:
                 delay_ms = min(delay_ms, max(0, deadline_ms - _now_ms() + 1))
             with trio.move_on_after(delay_ms / 1000):
