@@ -11,14 +11,20 @@ Groups are handed out in collection order, which this sorts heaviest first (HEAV
 the groups holding `slow` tests, then the rest, each as collected), so the longest units start
 at once and the short ones fill the end (xdist's default reorder, by test count, queued the
 few-test Spark and cluster files late). The order and the groups only change where and when
-tests run, never what they check."""
+tests run, never what they check. A group's session fixtures stop when the worker leaves the
+group (tests/group_lifetime.py)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
-SPARK_GROUP = "tests/spark"
-CLI_CLUSTER_GROUP = "tests/cli:cli_cluster"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # --import-mode=importlib adds none
+from group_lifetime import CLI_CLUSTER_GROUP, SPARK_GROUP, end_group, ended  # noqa: E402
+
+GROUPS = pytest.StashKey[dict[str, str]]()  # test node id -> its xdist group
 # The longest units of a `make test` run (`--durations`, 2 workers: tests/spark about 200 s in
 # all, these 30-50 s each), the Spark group first: the other worker takes the rest meanwhile.
 HEAVY_FIRST = (
@@ -49,6 +55,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return CLI_CLUSTER_GROUP if path in cli_cluster_files else path
 
     groups = {item.nodeid: group_of(item) for item in items}
+    config.stash[GROUPS] = groups
     if config.pluginmanager.hasplugin("xdist"):  # its marker (unknown when run without it)
         for item in items:
             if item.get_closest_marker("xdist_group") is None:
@@ -56,8 +63,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     heavy = {group: i for i, group in enumerate(HEAVY_FIRST)}
     slow = {groups[item.nodeid] for item in items if item.get_closest_marker("slow") is not None}
 
-    def rank(item: pytest.Item) -> tuple[int, bool]:
+    first: dict[str, int] = {}  # a group's place in collection order: its tests stay together
+    for index, item in enumerate(items):
+        first.setdefault(groups[item.nodeid], index)
+
+    def rank(item: pytest.Item) -> tuple[int, bool, int]:
         group = groups[item.nodeid]
-        return heavy.get(group, len(HEAVY_FIRST)), group not in slow
+        return heavy.get(group, len(HEAVY_FIRST)), group not in slow, first[group]
 
     items.sort(key=rank)  # stable: a group's tests keep their order
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    group = item.config.stash.get(GROUPS, {}).get(item.nodeid)
+    if group is not None and ended(group):
+        pytest.fail(
+            f"{group}'s shared fixtures were stopped before this test: its tests must run together"
+        )
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures were torn down
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The worker leaves a group: its session fixtures stop now (tests/group_lifetime.py)."""
+    groups = item.config.stash.get(GROUPS, {})
+    group = groups.get(item.nodeid)
+    if group is not None and (nextitem is None or groups.get(nextitem.nodeid) != group):
+        end_group(group)

@@ -1,5 +1,6 @@
 """One real 3-node cluster (node processes) shared by every command test in tests/cli: session
-scoped (tests/conftest.py keeps the files using it on one pytest-xdist worker, so it starts once).
+scoped (tests/conftest.py keeps the files using it on one pytest-xdist worker, so it starts once,
+and stops it when that worker has run them: tests/group_lifetime.py).
 
 The cluster comes from tests/node's harness (short heartbeats); the fixture waits until all
 three brokers are live before handing out the bootstrap servers. (cli_helpers.run_cli
@@ -20,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "node"))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from cli_helpers import started_cluster  # noqa: E402
+from group_lifetime import CLI_CLUSTER_GROUP, stop_with_group  # noqa: E402
 
 from tools.admin_client import AdminClient  # noqa: E402
 
@@ -41,6 +43,7 @@ async def _wait_for_brokers(bootstrap: str, count: int) -> None:
 @pytest.fixture(scope="session")
 def cli_cluster(tmp_path_factory):
     with started_cluster(tmp_path_factory.mktemp("cli-cluster"), shared=True) as cluster:
+        stop_with_group(CLI_CLUSTER_GROUP, cluster.stop_all)  # stop_all: once is enough
         trio.run(_wait_for_brokers, cluster.layout.bootstrap_servers, 3)
         yield cluster
 

@@ -1,6 +1,7 @@
 """Fixtures for the Spark data source tests: one real 3-node quorumlog cluster and one local
-SparkSession for all of them (both slow to start; under pytest-xdist, one per worker). Each test
-writes topics of its own names, so the tests share them."""
+SparkSession for all of them (both slow to start; under pytest-xdist, on the worker that runs
+tests/spark, stopped when it has run them: tests/group_lifetime.py). Each test writes topics of
+its own names, so the tests share them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tests" / "node"))
 sys.path.insert(0, str(HERE))
 
+from group_lifetime import SPARK_GROUP, stop_with_group  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
@@ -30,11 +33,12 @@ def cluster(tmp_path_factory):
         "log.retention.ms": -1,
     }
     cluster = Cluster(tmp_path_factory.mktemp("spark-cluster"), 3, extra_props=props, shared=True)
+    stop = stop_with_group(SPARK_GROUP, cluster.stop_all)
     try:
         cluster.start_all()
         yield cluster
     finally:
-        cluster.stop_all()
+        stop()
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +51,8 @@ def session():
     from spark_harness import make_session
 
     s = make_session()
+    stop = stop_with_group(SPARK_GROUP, s.stop)
     try:
         yield s
     finally:
-        s.stop()
+        stop()
