@@ -92,20 +92,6 @@ records = st.one_of(
         int_lists,
         int_lists,
         int_lists,
-    ),  # fmt: skip
-    st.builds(
-        PartitionRecord,
-        uuids,
-        i32,
-        int_lists,
-        int_lists,
-        i32,
-        i32,
-        i32,
-        int_lists,
-        int_lists,
-        int_lists,
-        int_lists,
         st.none() | uuids,
     ),  # fmt: skip
     st.builds(
