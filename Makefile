@@ -58,8 +58,9 @@ demo: setup bytecode
 # workers: most real-cluster tests wait on processes and sockets, so two share 2 cores well.
 # A file's tests stay on one worker, all of tests/spark on one (tests/conftest.py puts them in
 # xdist groups: module and session fixtures start one cluster), heaviest groups handed out first.
+# The 25 slowest tests are listed at the end: where to look when the suite grows slower.
 test: setup bytecode compat-runner
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=25
 
 # Everything but the slow real-cluster tests, for a quick local loop.
 test-fast: setup bytecode
