@@ -25,8 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # --import-mode=import
 from group_lifetime import CLI_CLUSTER_GROUP, SPARK_GROUP, end_group, ended  # noqa: E402
 
 GROUPS = pytest.StashKey[dict[str, str]]()  # test node id -> its xdist group
-# The longest units of a `make test` run (`--durations`, 2 workers: tests/spark about 200 s in
-# all, these 30-50 s each), the Spark group first: the other worker takes the rest meanwhile.
+# The longest units of a `make test` run (its --durations list; 2026-11-27 on a 2-core box:
+# tests/spark about 350 s in all, these 15-100 s each), the Spark group first: the other worker
+# takes the rest meanwhile.
 HEAVY_FIRST = (
     SPARK_GROUP,
     "tests/node/test_transactions_copier.py",
