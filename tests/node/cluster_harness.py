@@ -60,14 +60,31 @@ def _port_free(port: int) -> bool:
 def one_node_config(data_dir: Path, base: int, extra: dict | None = None) -> NodeConfig:
     """An in-process combined node 1 on ports base (Kafka), +100 (controller), +200 (Raft),
     with fast heartbeats (the in-process service tests); `extra` properties on top."""
+    return in_process_config(data_dir, base, 1, 1, extra)
+
+
+def in_process_config(
+    data_dir: Path, base: int, node_id: int, controllers: int, extra: dict | None = None
+) -> NodeConfig:
+    """Node `node_id` of an in-process cluster whose nodes 1..`controllers` are combined nodes
+    and any later one a broker only; node i listens on base+i-1 (Kafka), +100 (controller) and
+    +200 (Raft), the ports free_base_port(count) reserves; fast heartbeats; `extra` on top."""
+    ids = range(1, controllers + 1)
+    controller = node_id in ids
+    listeners = f"PLAINTEXT://127.0.0.1:{base + node_id - 1}"
+    if controller:
+        listeners += f",CONTROLLER://127.0.0.1:{base + 99 + node_id}"
     return NodeConfig.from_properties(
         data_dir,
         {
-            "node.id": 1,
+            "node.id": node_id,
             "cluster.id": "c1",
-            "listeners": f"PLAINTEXT://127.0.0.1:{base},CONTROLLER://127.0.0.1:{base + 100}",
-            "controller.quorum.voters": f"1@127.0.0.1:{base + 100}",
-            "controller.quorum.raft.voters": f"1@127.0.0.1:{base + 200}",
+            "process.roles": "broker,controller" if controller else "broker",
+            "listeners": listeners,
+            "controller.quorum.voters": ",".join(f"{i}@127.0.0.1:{base + 99 + i}" for i in ids),
+            "controller.quorum.raft.voters": ",".join(
+                f"{i}@127.0.0.1:{base + 199 + i}" for i in ids
+            ),
             "controller.quorum.password": "pw",
             "broker.heartbeat.interval.ms": 100,
             "broker.session.timeout.ms": 1000,

@@ -9,44 +9,15 @@ elections, where it made the next election likelier still."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import trio
-from cluster_harness import free_base_port
+from cluster_harness import free_base_port, in_process_config
 
-from log.common.node_config import NodeConfig
 from quorum.broker_lifecycle import BrokerLifecycle
 from quorum.controller_client import ControllerClient
 from quorum.service import ControllerService
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def _config(data_dir: Path, base: int, node_id: int, voters: int) -> NodeConfig:
-    """Node `node_id` with controllers 1..`voters` on ports base+i (Kafka), +100 (controller),
-    +200 (Raft), a broker only past them; fast heartbeats and a 100 ms grace after a heartbeat
-    connection closes."""
-    ids = range(1, voters + 1)
-    controller = node_id in ids
-    return NodeConfig.from_properties(
-        data_dir / f"node-{node_id}",
-        {
-            "node.id": node_id,
-            "cluster.id": "c1",
-            "process.roles": "broker,controller" if controller else "broker",
-            "listeners": f"PLAINTEXT://127.0.0.1:{base + node_id}"
-            + (f",CONTROLLER://127.0.0.1:{base + 100 + node_id}" if controller else ""),
-            "controller.quorum.voters": ",".join(f"{i}@127.0.0.1:{base + 100 + i}" for i in ids),
-            "controller.quorum.raft.voters": ",".join(
-                f"{i}@127.0.0.1:{base + 200 + i}" for i in ids
-            ),
-            "controller.quorum.password": "pw",
-            "broker.heartbeat.interval.ms": 100,
-            "broker.session.timeout.ms": 1000,
-            "broker.disconnect.fence.ms": 100,
-        },
-    )
 
 
 class _FenceLoopSteps(trio.abc.Instrument):
@@ -73,8 +44,12 @@ async def _serve(service: ControllerService, task_status=trio.TASK_STATUS_IGNORE
 
 async def test_a_deposed_controller_does_not_spin(tmp_path):
     base = free_base_port(3)
-    services = {i: ControllerService(_config(tmp_path, base, i, 2), seed=i) for i in (1, 2)}
-    broker_config = _config(tmp_path, base, 3, 2)
+    # Two combined nodes and a broker; a 100 ms grace after a heartbeat connection closes.
+    configs = {i: in_process_config(tmp_path / f"node-{i}", base, i, 2, {
+        "broker.disconnect.fence.ms": 100,
+    }) for i in (1, 2, 3)}  # fmt: skip
+    services = {i: ControllerService(configs[i], seed=i) for i in (1, 2)}
+    broker_config = configs[3]
     voters = broker_config.controller_voters
     async with trio.open_nursery() as nursery:
         scopes = {i: await nursery.start(_serve, s) for i, s in services.items()}
