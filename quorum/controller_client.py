@@ -16,14 +16,14 @@ caller's own deadline only cancels, and its retry would go back to the same vote
 Make before break: a connection whose request timed out or was cancelled is out of step, but it
 is not closed then: it is set aside until a later call has been answered (not with
 NOT_CONTROLLER) on another connection, and closed after that (or when more than MAX_ABANDONED
-pile up). The active controller fences a broker soon after the connection it last
-heartbeated on closes (quorum/broker_heartbeats.py: a killed broker's kernel closes it at
-once); a live broker that gave up waiting on a slow controller (starved of CPU, applying a
-large metadata change) must not look like a dead one. By the time the old connection closes, the controller has taken a
-heartbeat on the new one, and closing the old one means nothing to it. (Closing at once turned
-a controller answering 0.75 s late into every broker fenced within 100 ms, the fencing into
-1,000 partitions' ISR changes, and those into more late answers: seen with a thousand partitions
-on a loaded 2-core box, ISRs refilled after 86 s instead of 2.)
+pile up). The active controller fences a broker soon after the connection it last heartbeated on
+closes (quorum/broker_heartbeats.py: a killed broker's kernel closes it at once); a live broker
+that gave up waiting on a slow controller (starved of CPU, applying a large metadata change)
+must not look like a dead one. By the time the old connection closes, the controller has taken a
+heartbeat on the new one, and closing the old one means nothing to it. (Closing at once turned a
+controller answering 0.75 s late into every broker fenced within 100 ms, the fencing into 1,000
+partitions' ISR changes, and those into more late answers: seen with a thousand partitions on a
+loaded 2-core box, ISRs refilled after 86 s instead of 2.)
 
 `ControllerClient` implements quorum.broker_interface.ControllerChannel (create_topics,
 delete_topics, create_partitions, alter_topic_configs, alter_partition,

@@ -4,12 +4,12 @@ Replication, checkpoint and session settings are the defaults here (replica.fetc
 1 MiB, replica.fetch.response.max.bytes 10 MiB, replica.lag.time.max.ms 30 s,
 broker.session.timeout.ms 9 s); only the heartbeat interval is the harness's short one. The
 killed leader is fenced as its connection closes, not by its session; the harness's 1.5 s
-session fenced live brokers while the nodes applied a thousand partitions on a loaded 2-core
-box (two busy loops beside the test: 4-40 fencings a run, and once the ISRs not full within
-the guard). Before followers named every partition in every
-fetch, 10 partitions per fetch shut the rest out: their followers' logs stayed empty and their
-ISRs shrank to the leader while acks=all waited for it. How fast all this happens is measured
-by `bench.partition_scale`, not asserted here; the timeouts are hang guards.
+session fenced live brokers while the nodes applied a thousand partitions on a loaded 2-core box
+(two busy loops beside the test: 4-40 fencings a run, and once the ISRs not full within the
+guard). Before followers named every partition in every fetch, 10 partitions per fetch shut the
+rest out: their followers' logs stayed empty and their ISRs shrank to the leader while acks=all
+waited for it. How fast all this happens is measured by `bench.partition_scale`, not asserted
+here; the timeouts are hang guards.
 """
 
 from __future__ import annotations
