@@ -1,4 +1,4 @@
-"""How `make test` spreads the suite over its two pytest-xdist workers (`--dist loadgroup
+"""How `make test` spreads the suite over its three pytest-xdist workers (`--dist loadgroup
 --no-loadscope-reorder`).
 
 Every test is put in the xdist group of its file, as `--dist loadfile` would (a file's module
@@ -22,12 +22,17 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # --import-mode=importlib adds none
+# pytest keeps a test module's assertion-rewritten code in __pycache__ only where bytecode may be
+# written; with PYTHONDONTWRITEBYTECODE set (as on CI) each worker rewrote and compiled all the
+# test modules on every run: collecting took 17 s of CPU per worker against 7 s with the cache.
+# From here on the workers write it (the project's own modules are compiled by `make bytecode`).
+sys.dont_write_bytecode = False
 from group_lifetime import CLI_CLUSTER_GROUP, SPARK_GROUP, end_group, ended  # noqa: E402
 
 GROUPS = pytest.StashKey[dict[str, str]]()  # test node id -> its xdist group
-# The longest units of a `make test` run (its --durations list; 2026-11-27 on a 2-core box:
-# tests/spark about 350 s in all, these 15-100 s each), the Spark group first: the other worker
-# takes the rest meanwhile.
+# The longest units of a `make test` run (its --durations list; 2026-11-27 on a 2-core box with
+# three workers: tests/spark about 640 s in all, these 30-140 s each), the Spark group first:
+# the other workers take the rest meanwhile.
 HEAVY_FIRST = (
     SPARK_GROUP,
     "tests/node/test_transactions_copier.py",
