@@ -58,6 +58,12 @@ MAX_LOGGED_CHANGES = 20  # partition changes logged per image; the rest are coun
 MAX_SUBSCRIBERS = 64
 
 
+def _failure(exc: Exception, timeout_ms: int) -> str:
+    """What a failed call logs: the error, or for a timeout (trio.TooSlowError says nothing)
+    how long it waited."""
+    return str(exc) or f"no answer within {timeout_ms} ms"
+
+
 class BrokerLifecycle:
     """`await nursery.start(lifecycle.run)` returns once registered; implements MetadataSource."""
 
@@ -168,8 +174,8 @@ class BrokerLifecycle:
                 logger.log(level, "node %d: registration refused: %s (retrying)",
                            self.broker_id, response.error_code.name)  # fmt: skip
             except (KafkaError, trio.TooSlowError) as exc:
-                logger.log(level, "node %d: registration failed: %s (retrying)",
-                           self.broker_id, exc)  # fmt: skip
+                logger.log(level, "node %d: registration failed: %s (retrying)", self.broker_id,
+                           _failure(exc, self.session_timeout_ms))  # fmt: skip
                 await self._discover_controllers()
             await trio.sleep(RETRY_BACKOFF_MS / 1000)
 
@@ -213,7 +219,7 @@ class BrokerLifecycle:
                     response = await self.client.heartbeat(request)
             except (KafkaError, trio.TooSlowError) as exc:
                 logger.info("node %d: heartbeat failed: %s", self.broker_id,
-                            str(exc) or f"no answer within {self.session_timeout_ms} ms")  # fmt: skip
+                            _failure(exc, self.session_timeout_ms))  # fmt: skip
                 await trio.sleep(RETRY_BACKOFF_MS / 1000)
                 continue  # the session is at stake: keep looking for the controller
             else:
@@ -255,13 +261,15 @@ class BrokerLifecycle:
         idle_count = 0
         while True:
             after = self._state_machine.last_applied_offset
+            timeout_ms = FETCH_MAX_WAIT_MS + self.session_timeout_ms
             try:
-                with trio.fail_after(FETCH_MAX_WAIT_MS / 1000 + self.session_timeout_ms / 1000):
+                with trio.fail_after(timeout_ms / 1000):
                     response = await self.fetch_client.metadata_fetch(
                         self.broker_id, after, FETCH_MAX_WAIT_MS, FETCH_MAX_BATCHES
                     )
             except (KafkaError, trio.TooSlowError) as exc:
-                logger.info("node %d: metadata fetch failed: %s", self.broker_id, exc)
+                logger.info("node %d: metadata fetch failed: %s", self.broker_id,
+                            _failure(exc, timeout_ms))  # fmt: skip
                 await trio.sleep(RETRY_BACKOFF_MS / 1000)
                 continue
             if self.apply_fetch_response(response):
