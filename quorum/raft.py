@@ -644,10 +644,17 @@ class RaftNode:
             while not self._stopping and self._fatal_error is None:
                 now_s = time.monotonic()
                 if (now_s - last_s) * 1000 > stall_ms:
-                    logger.info("raft tick loop stalled node=%s for %d ms (a follower waits "
-                                "one more election timeout for the leader's heartbeats)",
-                                self.config.self_address, (now_s - last_s) * 1000)  # fmt: skip
-                    syncobj.defer_election()
+                    if syncobj._isLeader():
+                        effect = (
+                            f"followers elect another leader after "
+                            f"{self.config.election_timeout_min_ms} ms without heartbeats"
+                        )
+                    else:
+                        effect = "its election waits one more election timeout for the leader"
+                        syncobj.defer_election()
+                    logger.info("raft tick loop stalled node=%s for %d ms (%s)",
+                                self.config.self_address, (now_s - last_s) * 1000,
+                                effect)  # fmt: skip
                 last_s = now_s
                 try:
                     # pysyncobj checks a follower's election timeout at the start of a tick and
