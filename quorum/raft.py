@@ -637,25 +637,14 @@ class RaftNode:
         # A tick loop that stops for longer than the shortest election timeout sends no
         # heartbeats (a leader) or answers none (a follower) meanwhile: say so, it is the
         # first suspect when leadership moves with no fault (a starved or paused process, a
-        # slow fsync, a long stop of the interpreter); a follower defers its election.
+        # slow fsync, a long stop of the interpreter); a follower defers its election. Timed
+        # from one tick's start to the next's, so a stop anywhere between them counts (one in
+        # the first flush_held below, timed from the top of the loop, was noticed a tick late:
+        # after the election it should have deferred).
         stall_ms = self.config.election_timeout_min_ms + self.config.tick_period_ms
-        last_s = time.monotonic()
+        last_tick_s = time.monotonic()
         try:
             while not self._stopping and self._fatal_error is None:
-                now_s = time.monotonic()
-                if (now_s - last_s) * 1000 > stall_ms:
-                    if syncobj._isLeader():
-                        effect = (
-                            f"followers elect another leader after "
-                            f"{self.config.election_timeout_min_ms} ms without heartbeats"
-                        )
-                    else:
-                        effect = "its election waits one more election timeout for the leader"
-                        syncobj.defer_election()
-                    logger.info("raft tick loop stalled node=%s for %d ms (%s)",
-                                self.config.self_address, (now_s - last_s) * 1000,
-                                effect)  # fmt: skip
-                last_s = now_s
                 try:
                     # pysyncobj checks a follower's election timeout at the start of a tick and
                     # reads its sockets at the end: after a stop between two ticks (a journal
@@ -667,6 +656,10 @@ class RaftNode:
                     syncobj._poller.poll(0)
                     syncobj._quorum_transport.flush_held()  # replies made during that poll
                     syncobj._poller.poll(0)
+                    now_s = time.monotonic()
+                    if (now_s - last_tick_s) * 1000 > stall_ms:
+                        self._on_stall(syncobj, (now_s - last_tick_s) * 1000)
+                    last_tick_s = now_s
                     syncobj.doTick(period_s)
                     syncobj._quorum_transport.flush_held()  # replies made during the poll
                 except KafkaStorageError as e:
@@ -686,6 +679,18 @@ class RaftNode:
             os.close(write_fd)
             os.close(wake_read_fd)
             self._notify_trio()
+
+    def _on_stall(self, syncobj: _MetadataSyncObj, stalled_ms: float) -> None:
+        if syncobj._isLeader():
+            effect = (
+                f"followers elect another leader after "
+                f"{self.config.election_timeout_min_ms} ms without heartbeats"
+            )
+        else:
+            effect = "its election waits one more election timeout for the leader"
+            syncobj.defer_election()
+        logger.info("raft tick loop stalled node=%s for %d ms (%s)",
+                    self.config.self_address, stalled_ms, effect)  # fmt: skip
 
     def _before_poll(self) -> None:
         # Runs at the end of each tick, just before the poll. A one-node quorum commits its own
