@@ -57,7 +57,8 @@ demo: setup bytecode
 # The whole suite, slow real-cluster tests included (this is what CI runs), on three pytest-xdist
 # workers: real-cluster tests spend much of their time waiting on processes and sockets. On a
 # 2-core box with two workers the suite's processes used 59 % of the cores (13:55 of pytest);
-# with three, 12:24-12:30 and the three workers finishing within 10 s of each other (2026-11-27).
+# with three, 12:24-13:11 over six runs, the workers finishing within 10 s of each other
+# (2026-11-27).
 # A file's tests stay on one worker, all of tests/spark on one (tests/conftest.py puts them in
 # xdist groups: module and session fixtures start one cluster), heaviest groups handed out first.
 # The 25 slowest tests are listed at the end: where to look when the suite grows slower.
