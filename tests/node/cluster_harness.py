@@ -1,7 +1,7 @@
 """Real-process cluster harness for tests/node: format node dirs, start/kill `quorumlog node`.
 
-Nodes run as `python -m tools node --data-dir DIR/node-i` with short heartbeat/session
-timeouts. Every started process is remembered in `STARTED` and killed by the conftest fixture.
+Nodes run `quorumlog node --data-dir DIR/node-i` (forked from a fork server that imported the
+node's modules once: node_launcher.py) with short heartbeat/session timeouts. Every started process is remembered in `STARTED` and killed by the conftest fixture.
 Controller-side state is read over the wire (MetadataFetch, ControllerClient); what a broker
 replayed is read from its log lines (`partition t-0 leader=...`).
 """
@@ -14,11 +14,11 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import trio
+from node_launcher import NodeProcess, start_node
 
 from log.common.node_config import NODE_CONFIG_FILE, NodeConfig, Voter, to_toml
 from log.security.tls import controller_contexts
@@ -27,7 +27,7 @@ from quorum.state_machine import MetadataStateMachine
 from tools.cluster_layout import ClusterLayout
 
 REPO = Path(__file__).resolve().parents[2]
-STARTED: list[subprocess.Popen] = []
+STARTED: list[subprocess.Popen | NodeProcess] = []
 HEARTBEAT_INTERVAL_MS = 200
 PASSWORD = "test-password"  # controller.quorum.password of every test cluster
 SESSION_TIMEOUT_MS = 1500
@@ -135,7 +135,7 @@ class Cluster:
         tests' fixtures call, leaves its processes alone."""
         self.shared = shared
         self.layout = ClusterLayout(data_dir, node_count, base_port or free_base_port(node_count))
-        self.processes: dict[int, subprocess.Popen] = {}
+        self.processes: dict[int, NodeProcess] = {}
         cluster_id, password = "test-cluster", PASSWORD
         for node_id in self.layout.node_ids:
             node_dir = self.layout.node_dir(node_id)
@@ -152,15 +152,7 @@ class Cluster:
 
     def start(self, node_id: int) -> None:
         node_dir = self.layout.node_dir(node_id)
-        log = open(node_dir / "node.log", "ab")  # noqa: SIM115
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tools", "node", "--data-dir", str(node_dir)],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            stdin=subprocess.DEVNULL,
-        )
-        log.close()
+        process = start_node(node_dir, node_dir / "node.log", cwd=REPO)
         if not self.shared:
             STARTED.append(process)
         self.processes[node_id] = process
