@@ -135,7 +135,7 @@ class Cluster:
         tests' fixtures call, leaves its processes alone."""
         self.shared = shared
         self.layout = ClusterLayout(data_dir, node_count, base_port or free_base_port(node_count))
-        self.processes: dict[int, NodeProcess] = {}
+        self.processes: dict[int, NodeProcess | subprocess.Popen] = {}
         cluster_id, password = "test-cluster", PASSWORD
         for node_id in self.layout.node_ids:
             node_dir = self.layout.node_dir(node_id)

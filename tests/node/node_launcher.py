@@ -9,7 +9,9 @@ DIR` runs (`tools.entry.run` with that argv), with the caller's environment and 
 at the time of the start, stdout to a pipe (where the harness waits for READY) and stderr appended
 to the node's log. What differs from `python -m tools node` is only that the interpreter imported
 the modules before the fork; no node code ran there. `quorumlog up`, the demo and the hosts'
-harness still start nodes with `python -m tools node`, so that entry point stays covered.
+harness still start nodes with `python -m tools node`, so that entry point stays covered, and so
+does this harness when a script (bench/) calls it: multiprocessing would run a caller's main
+script again in each child.
 
 `NodeProcess` answers the part of `subprocess.Popen` the tests use (pid, poll, wait, kill,
 terminate, send_signal, returncode, stdout); its exit status is the fork server's report
@@ -91,5 +93,27 @@ class NodeProcess:
         self.send_signal(signal.SIGTERM)
 
 
-def start_node(node_dir: Path, log_path: Path, cwd: Path) -> NodeProcess:
-    return NodeProcess(["node", "--data-dir", str(node_dir)], log_path, cwd)
+def _main_is_a_script() -> bool:
+    """Whether the caller's main module is a script file, which multiprocessing would run again
+    in every child (as `__mp_main__`): a bench script or a driver, not pytest or its workers."""
+    main = sys.modules["__main__"]
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name is not None:
+        return not name.endswith("__main__")
+    return getattr(main, "__file__", None) is not None
+
+
+def start_node(node_dir: Path, log_path: Path, cwd: Path) -> NodeProcess | subprocess.Popen:
+    """`quorumlog node --data-dir node_dir`: forked from the fork server, or, when called from a
+    script (bench/), exec'd as `python -m tools node` as before."""
+    argv = ["node", "--data-dir", str(node_dir)]
+    if not _main_is_a_script():
+        return NodeProcess(argv, log_path, cwd)
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tools", *argv],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+        )
