@@ -205,16 +205,22 @@ def high_watermarks(bootstrap: str, topic: str) -> dict[int, int]:
     return trio.run(query)
 
 
-def verify_run(args: argparse.Namespace) -> Verification:
-    """Steps 1-4: write the dataset, read it back, compare; nothing printed."""
+def verify_run(args: argparse.Namespace, session=None) -> Verification:  # noqa: ANN001
+    """Steps 1-4: write the dataset, read it back, compare; nothing printed. In `session` (one
+    the caller owns and keeps running, with the data source registered) if given, else in a
+    session of its own, stopped at the end."""
     from spark.admin import create_topic
 
     create_topic(args.bootstrap, args.topic, args.partitions)
     before = high_watermarks(args.bootstrap, args.topic)
-    session = build_session(args.master)
+    own_session = session is None
+    if own_session:
+        session = build_session(args.master)
+    cached = []
     try:
         df, description = load_dataset(session, args.rows, args.input)
         df = df.cache()
+        cached.append(df)
         result = Verification(description, len(before), args.exactly_once, written=df.count())
         expected = expected_by_partition(df, len(before))
         started = time.monotonic()
@@ -231,12 +237,17 @@ def verify_run(args: argparse.Namespace) -> Verification:
         result.write_s = time.monotonic() - started
         started = time.monotonic()
         loaded = read_back(session, args.bootstrap, args.topic, before).cache()
+        cached.append(loaded)
         result.read = loaded.count()
         actual = actual_by_partition(loaded)
         result.duplicates, result.missing = duplicates_and_missing(df, loaded)
         result.read_s = time.monotonic() - started
     finally:
-        session.stop()
+        if own_session:
+            session.stop()
+        else:
+            for frame in cached:
+                frame.unpersist()
     for p in sorted(set(expected) | set(actual)):
         result.partitions[p] = (expected.get(p, (0, 0)), actual.get(p, (0, 0)))
     return result

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from spark_harness import create_topic, jvm_env
+from spark_harness import create_topic
 
 from producer.partitioner import partition_for_key
 from spark.offset_ranges import OffsetRange
@@ -364,24 +364,24 @@ def test_fail_on_data_loss_after_retention_deleted_records(session, retention_br
     assert sorted(int(bytes(r.value)) for r in rows) == list(range(log_start, 2000))
 
 
-def test_pipeline_writes_reads_back_and_verifies(cluster, bootstrap, tmp_path):
-    """spark/pipeline.py as users run it (its own process and SparkSession) on a CSV file
-    (the synthetic-events default shares everything after loading)."""
-    import subprocess
-    import sys
+def test_pipeline_writes_reads_back_and_verifies(cluster, bootstrap, session, tmp_path, capsys):
+    """spark/pipeline.py's steps on a CSV file (the synthetic-events default shares everything
+    after loading), in the tests' session: `quorumlog demo` (tests/cli/test_demo.py) runs the
+    pipeline as users do, in a process and SparkSession of its own."""
+    from spark import pipeline
 
     csv = tmp_path / "people.csv"
     csv.write_text("name,age\n" + "".join(f"p{i},{i % 90}\n" for i in range(300)))
-    repo = Path(__file__).resolve().parents[2]
-    for extra in (["--input", str(csv)],):
-        result = subprocess.run(
-            [sys.executable, "-m", "spark.pipeline", "--bootstrap", bootstrap,
-             "--topic", "pipeline", "--partitions", "3", *extra],
-            cwd=repo, capture_output=True, text=True, timeout=240, env=jvm_env(),
-        )  # fmt: skip
-        assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-        assert "OK: every record once" in result.stdout
+    args = pipeline.parse_args(
+        ["--bootstrap", bootstrap, "--topic", "pipeline", "--partitions", "3", "--input", str(csv)]
+    )
+    result = pipeline.verify_run(args, session)
+    pipeline.print_verification(result, args.topic, args.writer)
+    assert result.ok, capsys.readouterr().out
+    assert (result.written, result.read, result.duplicates, result.missing) == (300, 300, 0, 0)
+    assert "OK: every record once" in capsys.readouterr().out
     assert sum(_high_watermarks(bootstrap, "pipeline").values()) == 300
+    assert session.range(3).count() == 3  # the tests' session is still running
 
 
 def test_retention_between_planning_and_reading(session, retention_broker):
