@@ -26,11 +26,13 @@ def run_cli(args: list[str], input: str | None = None, exit_code: int = 0) -> Re
 
 
 @contextlib.contextmanager
-def started_cluster(path, nodes: int = 3, shared: bool = False) -> Iterator[Cluster]:
+def started_cluster(
+    path, nodes: int = 3, shared: bool = False, extra_props: dict | None = None
+) -> Iterator[Cluster]:
     """A started Cluster of node processes; every process is stopped (or killed) on exit.
     `shared`: one a fixture keeps across test files (Cluster(shared=True): other tests'
-    kill_started leaves it alone)."""
-    cluster = Cluster(path, nodes, shared=shared)
+    kill_started leaves it alone). `extra_props` as Cluster takes them."""
+    cluster = Cluster(path, nodes, shared=shared, extra_props=extra_props)
     try:
         cluster.start_all()
         yield cluster
