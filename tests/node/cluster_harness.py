@@ -1,7 +1,8 @@
 """Real-process cluster harness for tests/node: format node dirs, start/kill `quorumlog node`.
 
 Nodes run `quorumlog node --data-dir DIR/node-i` (forked from a fork server that imported the
-node's modules once: node_launcher.py) with short heartbeat/session timeouts. Every started process is remembered in `STARTED` and killed by the conftest fixture.
+node's modules once: node_launcher.py) with short heartbeat/session timeouts. Every started
+process is remembered in `STARTED` and killed by the conftest fixture.
 Controller-side state is read over the wire (MetadataFetch, ControllerClient); what a broker
 replayed is read from its log lines (`partition t-0 leader=...`).
 """
