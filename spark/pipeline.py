@@ -45,7 +45,10 @@ def build_session(master: str):
     from pyspark.sql import SparkSession
 
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    paths = [str(REPO), os.environ.get("PYTHONPATH", "")]
+    from spark.worker_site import DIRECTORY as WORKER_SITE
+
+    # the workers import this repository's modules, and pyspark compiled (spark/worker_site)
+    paths = [str(REPO), str(WORKER_SITE), os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
