@@ -61,7 +61,7 @@ demo: setup bytecode
 # (2026-11-27); with the harness's nodes forked from a fork server, the pipeline test in the
 # shared session and leaner test JVMs, 10:23-11:53 over five runs in place and 12:24-12:51 for
 # two fresh clones' first runs; with Spark's Python workers on the installed, compiled pyspark
-# (spark/worker_site) and standby controllers no longer polling, 9:30-9:32 for two runs in place
+# (spark/worker_site) and standby controllers no longer polling, 9:30-9:54 for three runs in place
 # (10:40 with the first alone) and 10:14-10:34 for three fresh clones' first runs (2026-11-27,
 # same box).
 # A file's tests stay on one worker, all of tests/spark on one (tests/conftest.py puts them in
