@@ -45,11 +45,9 @@ def build_session(master: str):
     from pyspark.sql import SparkSession
 
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    from spark.worker_site import DIRECTORY as WORKER_SITE
+    from spark.worker_site import worker_python_path
 
-    # the workers import this repository's modules, and pyspark compiled (spark/worker_site)
-    paths = [str(REPO), str(WORKER_SITE), os.environ.get("PYTHONPATH", "")]
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    os.environ["PYTHONPATH"] = worker_python_path(os.environ.get("PYTHONPATH", ""))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master(os.environ.get("SPARK_MASTER", master))

@@ -10,7 +10,6 @@ import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-WORKER_SITE = REPO / "spark" / "worker_site"
 # The tests' JVMs live for seconds to minutes and run small jobs: with C1 alone (no C2 compiler
 # threads) and the serial collector, a session's start-up and first jobs take about half the
 # CPU time of HotSpot's defaults (7.5 s against 14 s for a local session and two small jobs,
@@ -59,9 +58,9 @@ def make_session(master: str = "local[2,2]"):
     from pyspark.sql import SparkSession
 
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    # the workers import this repository's modules, and pyspark compiled (spark/worker_site)
-    paths = [str(REPO), str(WORKER_SITE), os.environ.get("PYTHONPATH", "")]
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    from spark.worker_site import worker_python_path
+
+    os.environ["PYTHONPATH"] = worker_python_path(os.environ.get("PYTHONPATH", ""))
     os.environ["PYSPARK_PYTHON"] = sys.executable  # workers need this venv's packages
     session = (
         SparkSession.builder.master(master)

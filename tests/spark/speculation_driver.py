@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spark_harness import JVM_OPTIONS, WORKER_SITE, jvm_env  # noqa: E402 - the test JVMs' options
+from spark_harness import JVM_OPTIONS, jvm_env  # noqa: E402 - the test JVMs' options
 
 HOSTS = ("127.0.0.2", "127.0.0.3")
 WAIT_FOR_COPY_S = 240  # a hang guard: the test fails if no copy ran
@@ -116,6 +116,8 @@ def make_session(master: str):
 
     from pyspark.sql import SparkSession
 
+    from spark.worker_site import worker_python_path
+
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = (
@@ -123,7 +125,7 @@ def make_session(master: str):
         .appName("quorumlog-speculation")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")
-        .config("spark.executorEnv.PYTHONPATH", f"{REPO}{os.pathsep}{WORKER_SITE}")
+        .config("spark.executorEnv.PYTHONPATH", worker_python_path())
         .config("spark.executor.memory", "512m")
         .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
         .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
