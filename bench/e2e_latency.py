@@ -163,7 +163,9 @@ acks=all record the nodes answer 4 requests and apply 2 fetch answers, not ~10:
 No follower fetch is answered empty per produce: the fetch that carries a follower's new
 offset (and moves the HW) is the one that waits for the next record, and carries the new HW
 with it. Idle, the three nodes use 0.08-0.10 of a core (Raft's 50 ms heartbeats, the
-followers' 500 ms long polls): 0.16-0.20 ms per record at 500/s. No function holds more than ~3 %
+followers' 500 ms long polls): 0.16-0.20 ms per record at 500/s. (Since 2026-11-27 Raft
+heartbeats every 75 ms and a follower's tick thread wakes only for them: an idle 3-node test
+cluster 9.3 % of a core against 11.7 %.) No function holds more than ~3 %
 of the samples: each request costs ~0.1-0.15 ms of Python spread over decoding, the handler,
 encoding and trio's task steps, and the same four requests cost about half as much between
 three brokers in one process (bench/node_cpu.py, 0.8-0.9 ms per record with its clients): a

@@ -52,7 +52,12 @@ journal; it applies only the tail after the checkpoint it loads.
 Latency: pysyncobj's default append batching makes a commit wait for the next 100 ms heartbeat.
 We use appendEntriesUseBatch=False (AppendEntries go out in the same tick) plus the group commit
 above; a commit on loopback takes ~2-6 ms (bench/metadata_commit.py). Elections: 300-600 ms
-randomized timeouts, 50 ms heartbeats: a new leader ~0.3-0.7 s after a kill -9.
+randomized timeouts, 75 ms heartbeats: a new leader ~0.3-0.7 s after a kill -9.
+
+Idle cost: the tick thread sleeps until its next timed duty (a leader's heartbeat, a follower's
+election deadline), at most `tick_period_ms`, instead of waking every period: a follower wakes for
+the leader's heartbeats only, and heartbeats leave on time rather than on the first tick after
+they are due (`_MetadataSyncObj.seconds_until_due`).
 
 Threads: pysyncobj runs with autoTick=False on a thread we start after everything is built; trio
 never blocks on it. Results cross into trio through the trio token (`run_sync_soon`).
@@ -86,6 +91,7 @@ from typing import Any, Protocol
 import trio
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj import syncobj as _pysyncobj_module
+from pysyncobj.monotonic import monotonic  # pysyncobj's own clock, for its deadlines
 from pysyncobj.node import TCPNode
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.transport import TCPTransport
@@ -188,13 +194,15 @@ class RaftConfig:
     partner_addresses: tuple[str, ...]
     data_dir: str  # the node's directory; Raft files go in data_dir/metadata/
     password: str
-    append_entries_period_ms: int = 50  # heartbeat interval
+    append_entries_period_ms: int = 75  # heartbeat interval
     election_timeout_min_ms: int = 300
     election_timeout_max_ms: int = 600
     leader_fallback_timeout_ms: int = 2000  # a leader cut off from a majority steps down
     connection_timeout_ms: int = 2000
     connection_retry_ms: int = 200
-    tick_period_ms: int = 50  # poll timeout; commands and messages wake the poller at once
+    # The longest poll: a tick also ends at the next heartbeat or election deadline, and
+    # commands and messages wake the poller at once.
+    tick_period_ms: int = 100
     checkpoint_interval_records: int = 5000
     checkpoint_interval_ms: int = 300_000
     checkpoints_kept: int = 3  # the journal is kept from the oldest of them (fallbacks)
@@ -371,9 +379,21 @@ class _MetadataSyncObj(SyncObj):
             return
         if self._SyncObj__transferInProgress:  # the leader asked for this election: no delay
             return
-        deadline = time.monotonic() + self._SyncObj__generateRaftTimeout()
+        deadline = monotonic() + self._SyncObj__generateRaftTimeout()
         current = self._SyncObj__raftElectionDeadline  # type: ignore[has-type]
         self._SyncObj__raftElectionDeadline = max(current, deadline)
+
+    def seconds_until_due(self) -> float:
+        """Seconds until this node's next timed Raft duty: a leader's next heartbeat, a
+        follower's or candidate's election deadline (negative once due). The tick loop sleeps
+        that long at most, so an idle follower wakes only for the leader's heartbeats (pysyncobj
+        would tick every period) and the leader's heartbeats leave when due, not on the next
+        tick after: with 50 ms ticks a gap between two heartbeats reached 100 ms."""
+        if self._SyncObj__raftState == _pysyncobj_module._RAFT_STATE.LEADER:
+            due = self._SyncObj__newAppendEntriesTime
+        else:
+            due = self._SyncObj__raftElectionDeadline
+        return float(due) - monotonic()
 
     @replicated
     def _append_batch(self, batch):  # THE replicated entry point: never add another
@@ -660,7 +680,7 @@ class RaftNode:
                     if (now_s - last_tick_s) * 1000 > stall_ms:
                         self._on_stall(syncobj, (now_s - last_tick_s) * 1000)
                     last_tick_s = now_s
-                    syncobj.doTick(period_s)
+                    syncobj.doTick(self._poll_timeout_s(syncobj, period_s))
                     syncobj._quorum_transport.flush_held()  # replies made during the poll
                 except KafkaStorageError as e:
                     # The journal or the Raft state file could not be written (ENOSPC, EIO,
@@ -679,6 +699,14 @@ class RaftNode:
             os.close(write_fd)
             os.close(wake_read_fd)
             self._notify_trio()
+
+    def _poll_timeout_s(self, syncobj: _MetadataSyncObj, longest_s: float) -> float:
+        # Until the next heartbeat or election deadline. One that is due now happens in this
+        # tick, and the next is a heartbeat period away at the soonest.
+        due_s = syncobj.seconds_until_due()
+        if due_s <= 0:
+            due_s = self.config.append_entries_period_ms / 1000
+        return min(due_s, longest_s)
 
     def _on_stall(self, syncobj: _MetadataSyncObj, stalled_ms: float) -> None:
         if syncobj._isLeader():
