@@ -16,6 +16,7 @@ may import what they need.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -122,14 +123,21 @@ def package_of(module: str) -> str | None:
     return parts[0]
 
 
-def imported_modules(path: Path) -> set[str]:
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """Each file is parsed once per run (several tests walk all of them)."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def imported_modules(path: Path) -> frozenset[str]:
     modules = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             modules.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             modules.add(node.module)
-    return modules
+    return frozenset(modules)
 
 
 def our_files() -> list[Path]:
@@ -193,7 +201,7 @@ def test_sans_io_core_imports_no_io(path: Path):
 @pytest.mark.parametrize("path", sans_io_files(), ids=_rel)
 def test_sans_io_core_randomness_is_injected(path: Path):
     """`random` may appear as the type of an injected `random.Random`, never as a global source."""
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             if node.value.id == "random":
                 assert node.attr == "Random", f"{path.name} uses random.{node.attr}"
