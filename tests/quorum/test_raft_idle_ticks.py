@@ -7,30 +7,18 @@ loopback ports."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 import trio
 from pysyncobj.monotonic import monotonic
 
-from quorum.raft import RaftNode
-from quorum.state_machine import MetadataStateMachine
-from tests.quorum.test_raft_membership import config, free_addresses, leader_of
+from tests.quorum.test_raft_membership import running_quorum
 
 WATCH_S = 2.0
 
 
 async def test_the_tick_loops_sleep_until_a_heartbeat_or_an_election_is_due(tmp_path):
-    addresses = free_addresses(3)
-    async with contextlib.AsyncExitStack() as stack:
-        nodes = [
-            await stack.enter_async_context(
-                RaftNode(config(tmp_path, a, addresses), state_machine_factory=MetadataStateMachine)
-            )
-            for a in addresses
-        ]
-        leader = await leader_of(nodes)
-        await leader.propose(b"first")
+    async with running_quorum(tmp_path) as (nodes, leader):
         follower = next(n for n in nodes if n is not leader)
         leader_obj, follower_obj = leader._syncobj, follower._syncobj
         assert leader_obj is not None and follower_obj is not None

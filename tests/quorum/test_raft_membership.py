@@ -57,6 +57,23 @@ async def leader_of(nodes: list[RaftNode]) -> RaftNode:
     return [n for n in nodes if n.is_leader][0]
 
 
+@contextlib.asynccontextmanager
+async def running_quorum(tmp_path, count: int = 3):
+    """`count` voters in this process on free loopback ports, stopped on exit: (the nodes, the
+    leader), once the leader has committed a first entry."""
+    addresses = free_addresses(count)
+    async with contextlib.AsyncExitStack() as stack:
+        nodes = [
+            await stack.enter_async_context(
+                RaftNode(config(tmp_path, a, addresses), state_machine_factory=MetadataStateMachine)
+            )
+            for a in addresses
+        ]
+        leader = await leader_of(nodes)
+        await leader.propose(b"first")
+        yield nodes, leader
+
+
 async def propose(nodes: list[RaftNode], payload: bytes) -> int:
     """Commit one batch (payloads need not decode: a rejected batch still takes an offset)."""
     with trio.fail_after(WAIT_S):

@@ -9,7 +9,6 @@ ports."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 import time
@@ -17,9 +16,7 @@ import time
 import pytest
 import trio
 
-from quorum.raft import RaftNode
-from quorum.state_machine import MetadataStateMachine
-from tests.quorum.test_raft_membership import config, free_addresses, leader_of, wait_until
+from tests.quorum.test_raft_membership import running_quorum, wait_until
 
 # Both longer than the longest election timeout (600 ms). The first is shorter than the
 # connection timeout (2 s): the leader's heartbeats wait unread in the socket. After the second
@@ -39,16 +36,7 @@ async def test_a_follower_stalled_between_ticks_does_not_start_an_election(
     longer than an election timeout, and an election is then right (one such run saw the term
     go 1 -> 4 and failed the test as it was)."""
     caplog.set_level(logging.INFO, logger="quorum.raft")
-    addresses = free_addresses(3)
-    async with contextlib.AsyncExitStack() as stack:
-        nodes = [
-            await stack.enter_async_context(
-                RaftNode(config(tmp_path, a, addresses), state_machine_factory=MetadataStateMachine)
-            )
-            for a in addresses
-        ]
-        leader = await leader_of(nodes)
-        await leader.propose(b"first")
+    async with running_quorum(tmp_path) as (nodes, leader):
         follower = next(n for n in nodes if n is not leader)
         syncobj = follower._syncobj
         assert syncobj is not None
