@@ -80,8 +80,9 @@ demo: setup bytecode
 # (spark/worker_site) and standby controllers no longer polling, 9:30-9:54 for three runs in place
 # (10:40 with the first alone) and 10:14-10:34 for three fresh clones' first runs (2026-11-27,
 # same box); with Raft's tick threads sleeping until a heartbeat or election is due, 9:57 for a
-# fresh clone's first run, and with the rewrite cache below written first, 9:39 (13:03 with the
-# venvs and librdkafka's runner built).
+# fresh clone's first run, and with the rewrite cache below written first, 9:39-10:40 for three
+# (13:03-14:31 with the venvs and librdkafka's runner built) and 9:26-10:15 in place: the box's
+# speed varied by more than the changes saved (same box, later the same day).
 # A file's tests stay on one worker, all of tests/spark on one (tests/conftest.py puts them in
 # xdist groups: module and session fixtures start one cluster), heaviest groups handed out first.
 # The 25 slowest tests are listed at the end: where to look when the suite grows slower.
