@@ -45,17 +45,17 @@ def build_session(master: str):
     from pyspark.sql import SparkSession
 
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    from spark.worker_site import worker_python_path
+    from spark.worker_site import on_the_workers_path
 
-    os.environ["PYTHONPATH"] = worker_python_path(os.environ.get("PYTHONPATH", ""))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master(os.environ.get("SPARK_MASTER", master))
-        .appName("quorumlog-pipeline")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
+    with on_the_workers_path():
+        session = (
+            SparkSession.builder.master(os.environ.get("SPARK_MASTER", master))
+            .appName("quorumlog-pipeline")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "4")
+            .getOrCreate()
+        )
     session.sparkContext.setLogLevel("ERROR")
     from spark import QuorumLogDataSource
 

@@ -58,20 +58,20 @@ def make_session(master: str = "local[2,2]"):
     from pyspark.sql import SparkSession
 
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    from spark.worker_site import worker_python_path
+    from spark.worker_site import on_the_workers_path
 
-    os.environ["PYTHONPATH"] = worker_python_path(os.environ.get("PYTHONPATH", ""))
     os.environ["PYSPARK_PYTHON"] = sys.executable  # workers need this venv's packages
-    session = (
-        SparkSession.builder.master(master)
-        .appName("quorumlog-spark-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
-    )
+    with on_the_workers_path():
+        session = (
+            SparkSession.builder.master(master)
+            .appName("quorumlog-spark-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.sql.python.filterPushdown.enabled", "true")
+            .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+            .config("spark.python.worker.reuse", "true")
+            .getOrCreate()
+        )
     session.sparkContext.setLogLevel("ERROR")
     return session

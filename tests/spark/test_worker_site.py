@@ -73,6 +73,9 @@ def test_the_sessions_workers_import_the_compiled_pyspark(session):
 
     (found,) = session.sparkContext.parallelize([0], 1).mapPartitions(where).collect()
     assert ".zip" not in found, found
+    # The directory reached the workers through the JVM's environment, and this process's own
+    # environment is as it was: the processes it starts later do not run the sitecustomize.
+    assert str(DIRECTORY) not in os.environ.get("PYTHONPATH", "").split(os.pathsep)
 
 
 def test_a_sitecustomize_further_down_the_path_still_runs(tmp_path):
