@@ -25,6 +25,10 @@ in-process restart may write the file while the previous instance's last write i
 running), and a prepared write never replaces content its object prepared after it: one that
 comes too late is skipped.
 
+A write may also leave durability for later (`durable=False`): the file is replaced atomically
+(a crash of the process leaves the old or the new content) but not fsynced until `sync()`.
+The leader-epoch checkpoint uses that (leader_epoch_cache.py says why it is safe).
+
 Reading is strict: a wrong version, a count that disagrees with the lines present, or a line
 that does not parse raises `KafkaStorageError` naming the file and the line, because silently
 dropping recovery points or high watermarks would lose data on the next restart.
@@ -74,11 +78,12 @@ def _lock_of(path: Path) -> _PathLock:
         return found
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace `path` with `data` so that a crash leaves the old or the new content, never both.
 
-    Writes `<path>.tmp`, flushes and fsyncs it, renames it over `path`, then fsyncs the directory.
-    Raises KafkaStorageError if the disk refuses.
+    Writes `<path>.tmp`, flushes and fsyncs it, renames it over `path`, then fsyncs the directory
+    (without the two fsyncs when not `durable`: see `sync_file`). Raises KafkaStorageError if the
+    disk refuses.
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
@@ -86,11 +91,27 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
-        fsync_directory(path.parent)
+        if durable:
+            fsync_directory(path.parent)
     except OSError as exc:
         raise KafkaStorageError(f"cannot write {path}: {exc}") from exc
+
+
+def sync_file(path: Path) -> None:
+    """fsync `path` and its directory: what a write without `durable` left out."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_directory(path.parent)
+    except OSError as exc:
+        raise KafkaStorageError(f"cannot sync {path}: {exc}") from exc
 
 
 class CheckpointFile(Generic[T]):
@@ -111,13 +132,14 @@ class CheckpointFile(Generic[T]):
         self._path_lock = _lock_of(self.path)  # one write of the path at a time
         self._prepared = 0  # writes prepared so far: each write's sequence number
         self._written = 0  # the sequence number of the content on disk
+        self._synced = 0  # the sequence number of the content last made durable
 
-    def write_entries(self, entries: Iterable[T]) -> None:
-        self.prepare_entries(entries)()
+    def write_entries(self, entries: Iterable[T], *, durable: bool = True) -> None:
+        self.prepare_entries(entries, durable=durable)()
 
-    def prepare_entries(self, entries: Iterable[T]) -> Callable[[], None]:
+    def prepare_entries(self, entries: Iterable[T], *, durable: bool = True) -> Callable[[], None]:
         """Format `entries` now; the returned call writes them (in any thread), unless content
-        prepared later was written first."""
+        prepared later was written first. Not `durable`: fsynced only by a later `sync()`."""
         lines = [self._format_entry(entry) for entry in entries]
         data = (
             f"{CHECKPOINT_VERSION}\n{len(lines)}\n" + "".join(f"{line}\n" for line in lines)
@@ -128,10 +150,19 @@ class CheckpointFile(Generic[T]):
         def write() -> None:
             with self._path_lock.lock:
                 if sequence > self._written:
-                    atomic_write_bytes(self.path, data)
+                    atomic_write_bytes(self.path, data, durable=durable)
                     self._written = sequence
+                    if durable:
+                        self._synced = sequence
 
         return write
+
+    def sync(self) -> None:
+        """Make the content written without `durable` durable (nothing to do if it is)."""
+        with self._path_lock.lock:
+            if self._written > self._synced:
+                sync_file(self.path)
+                self._synced = self._written
 
     def read_entries(self) -> list[T]:
         """All entries in file order; a missing file reads as no entries."""

@@ -9,8 +9,17 @@ from the leader's, and is trimmed when the log is truncated (`truncate_from_end`
 moves (`truncate_from_start`).
 
 The file (see checkpoint_file.py) is `0`, the entry count, then `leader_epoch start_offset` lines,
-rewritten atomically on every change (Kafka flushes truncations asynchronously; we write
-synchronously, which is never less safe).
+replaced atomically on every change but made durable (fsynced, with its directory) only by
+`sync()`, which the log calls before its recovery point moves (`UnifiedLog.flush`) and when it
+closes. That is enough: after an OS crash the log is recovered from its recovery point, and
+recovery assigns each recovered batch's partitionLeaderEpoch again, while every entry for
+offsets below the recovery point was fsynced before the recovery point moved past them; the
+loader then trims entries beyond the log end (a truncation whose write was lost) and below the
+log start. A process crash loses nothing (the page cache keeps the file). Kafka fsyncs an
+assign at once (on its metadata thread) and its truncations from a scheduler thread; here that
+ran on the broker's event loop, two fsyncs for every partition a new image made this broker
+lead: a new log plus its first epoch cost 1.8 ms, 0.85 ms without them (2026-11-27, ext4), and
+a 3,000-partition topic (RF 3, 3 nodes) blocked each node's loop for seconds.
 
 Kafka's rules, followed exactly:
 
@@ -72,8 +81,11 @@ class LeaderEpochCheckpointFile:
     def path(self) -> Path:
         return self._file.path
 
-    def write(self, entries: list[EpochEntry]) -> None:
-        self._file.write_entries(entries)
+    def write(self, entries: list[EpochEntry], *, durable: bool = True) -> None:
+        self._file.write_entries(entries, durable=durable)
+
+    def sync(self) -> None:
+        self._file.sync()
 
     def read(self) -> list[EpochEntry]:
         return self._file.read_entries()
@@ -193,11 +205,16 @@ class LeaderEpochFileCache:
         self._entries.append(entry)
         return True
 
+    def sync(self) -> None:
+        """fsync the file if a change since the last sync is not durable yet (see above)."""
+        if self._checkpoint is not None:
+            self._checkpoint.sync()
+
     def _flush(self) -> None:
         self._check_invariants()
         if self._checkpoint is not None:
             self._unflushed = True
-            self._checkpoint.write(self._entries)
+            self._checkpoint.write(self._entries, durable=False)
             self._unflushed = False
 
     def _check_invariants(self) -> None:

@@ -885,6 +885,7 @@ class UnifiedLog:
         for segment in self._segments:
             if segment.next_offset > self._recovery_point and segment.base_offset < end:
                 segment.flush()
+        self.leader_epoch_cache.sync()  # its entries below `end` durable before the point moves
         self._recovery_point = end
         self.last_flush_ms = now_ms
 
@@ -893,6 +894,7 @@ class UnifiedLog:
         if self.is_closed:
             return
         self.producer_state_manager.take_snapshot()
+        self.leader_epoch_cache.sync()
         for segment in self._segments:
             segment.close()
         self.is_closed = True
