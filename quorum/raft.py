@@ -629,6 +629,14 @@ class RaftNode:
             serializer=self._serialize_checkpoint,
             deserializer=self._deserialize_checkpoint,
             appendEntriesUseBatch=False,  # send at once: ~ms commits instead of ~100 ms
+            # pysyncobj sends an entry at least this long in pieces, and 0.3.17 marks the last
+            # piece by the entry's length, not by its pickled length (protocol 2 inflates
+            # bytes >= 0x80 to two), so a follower tried to unpickle an unfinished entry on
+            # every extra "finish" piece: a "raft tick failed" traceback and a pure-Python
+            # retry each time (a 3,000-partition CreateTopics: two per follower). A batch's
+            # command is itself pickled that way (at most twice the batch): above that,
+            # nothing propose() lets through is sent in pieces.
+            appendEntriesBatchSizeBytes=4 * c.max_batch_bytes,
             appendEntriesPeriod=c.append_entries_period_ms / 1000,
             raftMinTimeout=c.election_timeout_min_ms / 1000,
             raftMaxTimeout=c.election_timeout_max_ms / 1000,
