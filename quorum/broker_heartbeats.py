@@ -23,6 +23,15 @@ the change at once: a controller that loses leadership closes the connections br
 heartbeat on, and their retries find the new one within a few hundred milliseconds. A broker that lost its connection has no
 valid session either, so a restarted incarnation registers at once.
 
+A controller that could not run for a while (its event loop blocked by a large change, its
+process starved of CPU or paused) heard nobody meanwhile, but its brokers kept heartbeating:
+their heartbeats wait unread in its sockets. Judged by the clock alone, every session would
+have expired at once when it runs again (a 3,000-partition topic fenced every broker of a
+3-node cluster that way, in the same second). So the service reports such a stall
+(`on_stall`) and the time it lasted counts against no session and no grace: the controller
+fences only on time it could have heard the broker in. (Kafka's controller has threads of its
+own; ours shares the node's event loop with its broker.)
+
 Nothing here reads a clock; the controller service passes `now_ms` and connection ids.
 """
 
@@ -72,6 +81,13 @@ class BrokerHeartbeatTracker:
         self._disconnected_since_ms.pop(broker_id, None)
         if connection_id is not None:
             self._connection_by_broker[broker_id] = connection_id
+
+    def on_stall(self, stall_ms: int, now_ms: int) -> None:
+        """The controller could not run for the last `stall_ms`: move every last contact and
+        every grace's start that long later (never past `now_ms`)."""
+        for table in (self.last_heartbeat_ms_by_broker, self._disconnected_since_ms):
+            for broker_id, since_ms in table.items():
+                table[broker_id] = min(now_ms, since_ms + stall_ms)
 
     def connection_closed(self, connection_id: int, now_ms: int) -> list[int]:
         """The brokers whose heartbeat connection this was; their grace starts now."""

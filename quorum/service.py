@@ -93,6 +93,9 @@ ACTIVATION_RETRY_MS = 100
 # nothing is to be done it checks again only this often, a backstop. It woke every
 # ACTIVATION_RETRY_MS before: a third of an idle node's wake-ups.
 ACTIVATION_BACKSTOP_MS = 1000
+# The fencing task woke at least this much later than it asked to: the node's event loop (or
+# the whole process) did not run meanwhile, and that time counts against no broker's session.
+STALL_CREDIT_MIN_MS = 500
 _SESSION_APIS = (62, 63)  # BrokerRegistration, BrokerHeartbeat: a broker's session
 
 
@@ -297,11 +300,17 @@ class ControllerService:
             deadline_ms = self.tracker.next_deadline_ms() if self.is_active else None
             if deadline_ms is not None:
                 delay_ms = min(delay_ms, max(0, deadline_ms - _now_ms() + 1))
+            due_ms = _now_ms() + delay_ms
             with trio.move_on_after(delay_ms / 1000):
                 await self._fence_wakeup.wait()
             self._fence_wakeup = trio.Event()
             if not self.is_active:
                 continue
+            now_ms = _now_ms()
+            if now_ms - due_ms >= STALL_CREDIT_MIN_MS:
+                self.tracker.on_stall(now_ms - due_ms, now_ms)
+                logger.info("node %d: the controller did not run for %d ms; that time counts "
+                            "against no broker's session", self.node_id, now_ms - due_ms)  # fmt: skip
             try:
                 fenced = await self._decide(self._fence_decision)
             except NotControllerError:

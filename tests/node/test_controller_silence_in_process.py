@@ -153,6 +153,38 @@ async def test_a_broker_that_gives_up_on_a_stalled_controller_is_not_fenced(tmp_
             nursery.cancel_scope.cancel()
 
 
+async def test_a_controller_that_could_not_run_for_a_whole_session_fences_nobody(tmp_path, caplog):
+    """The node's event loop is blocked for longer than its broker's session (its broker
+    applying a 3,000-partition topic did that): the controller and the broker beside it both
+    stop, and when they run again the controller's fencing task is due at once while the
+    broker's next heartbeat is only being sent. The controller must not fence the broker for
+    the silence its own stall caused (broker_heartbeats.py on_stall); it did."""
+    config = one_node_config(tmp_path, free_base_port(1), {"broker.session.timeout.ms": 2000})
+    service = ControllerService(config, seed=1)
+    async with _controller_in_a_thread(service) as stall:
+        voters, secret = config.controller_voters, config.props["controller.quorum.password"]
+        lifecycle = BrokerLifecycle(
+            config, ControllerClient(voters, secret=secret), ControllerClient(voters, secret=secret)
+        )
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(30):
+                await nursery.start(lifecycle.run)
+                await lifecycle.unfenced.wait()
+            epoch = lifecycle.broker_epoch
+            caplog.set_level(logging.INFO, logger="quorum.service")
+            async with trio.open_nursery() as stalls:
+                stalls.start_soon(stall, 3.5)  # > the 2 s session
+                await trio.sleep(0.05)
+                time.sleep(3.5)  # the broker's loop (the same loop, in a node) stops too
+            await trio.sleep(1.5)  # the controller catches up; a fence would have been now
+            messages = [r.getMessage() for r in caplog.records]
+            assert [m for m in messages if "broker fenced" in m] == []
+            assert any("did not run for" in m for m in messages), messages
+            assert not service.image.brokers[1].fenced
+            assert lifecycle.broker_epoch == epoch and not lifecycle.is_fenced
+            nursery.cancel_scope.cancel()
+
+
 @contextlib.asynccontextmanager
 async def _a_broker_and_a_channel_to_a_stallable_controller(tmp_path):
     """A registered broker and a channel (attempts of 500 ms) to a controller on its own event

@@ -609,6 +609,27 @@ def test_heartbeat_tracker_gives_a_grace_period_after_activation():
     assert fenced == [0]
 
 
+def test_time_the_controller_could_not_run_counts_against_no_session_or_grace():
+    cluster = Cluster()
+    for b in range(3):
+        cluster.add_broker(b)
+    tracker = BrokerHeartbeatTracker(session_timeout_ms=100, disconnect_grace_ms=50)
+    tracker.on_activate(cluster.image, now_ms=0)
+    tracker.touch(0, 80, connection_id=7)
+    tracker.touch(1, 90, connection_id=8)
+    tracker.connection_closed(8, 95)  # broker 1's grace starts
+    tracker.on_stall(1000, now_ms=1100)  # nothing ran from 100 to 1100
+    assert tracker.fence_expired(cluster.image, 1100) == ([], [])
+    assert tracker.last_heartbeat_ms_by_broker == {0: 1080, 1: 1090, 2: 1000}
+    # 46 ms of running after the stall: 1's grace (5 + 46 ms) and 2's session (100 + 46 ms,
+    # never heard since the activation) ran out, not 0's (20 + 46 ms)
+    _, fenced = tracker.fence_expired(cluster.image, 1146)
+    assert fenced == [1, 2]
+    tracker.touch(0, 1150)  # heard right after a stall: its contact never moves past now
+    tracker.on_stall(600, now_ms=1700)
+    assert tracker.last_heartbeat_ms_by_broker[0] == 1700
+
+
 def test_a_broker_whose_heartbeat_connection_closed_is_fenced_after_the_grace_not_the_session():
     """Fast fencing: the connection a broker last heartbeated on closes (its process died); no
     heartbeat on another connection within disconnect_grace_ms fences it, long before the
