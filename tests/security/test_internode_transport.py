@@ -197,8 +197,11 @@ async def test_the_controller_listener_refuses_strangers(secured, case):
                 assert case == "allowed"
     finally:
         await stream.aclose()
-    # the controller serves on: a broker's own way in still works
-    assert (await _metadata(secured.controller_port(1), PASSWORD, secured.tls(2))).batches
+    # the controller serves on: a broker's own way in still works. From the log's start it
+    # answers batches, or its checkpoint once it has written one (every 10 records here: Raft
+    # elections under a loaded box's stalls add activation records; all 7 cases failed once)
+    served = await _metadata(secured.controller_port(1), PASSWORD, secured.tls(2))
+    assert served.committed_offset > 0 and (served.batches or served.checkpoint is not None)
 
 
 def test_the_controller_listener_is_plaintext_or_ssl(tmp_path):
