@@ -115,6 +115,41 @@ async def _controller_in_a_thread(service: ControllerService):
         await trio.to_thread.run_sync(thread.join, 30)
 
 
+@contextlib.asynccontextmanager
+async def _a_broker_of_a_stallable_controller(tmp_path, props: dict | None = None):
+    """A registered, unfenced broker (heartbeating from this loop) of a one-voter controller on
+    its own loop; yields (config, service, lifecycle, stall)."""
+    config = one_node_config(tmp_path, free_base_port(1), props or {})
+    service = ControllerService(config, seed=1)
+    async with _controller_in_a_thread(service) as stall:
+        voters, secret = config.controller_voters, config.props["controller.quorum.password"]
+        lifecycle = BrokerLifecycle(
+            config, ControllerClient(voters, secret=secret), ControllerClient(voters, secret=secret)
+        )
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(30):
+                await nursery.start(lifecycle.run)
+                await lifecycle.unfenced.wait()
+            yield config, service, lifecycle, stall
+            nursery.cancel_scope.cancel()
+
+
+async def _broker_keeps_its_session_through(tmp_path, caplog, props: dict, stalls) -> list[str]:
+    """Run `await stalls(stall)` beside a registered broker of a stallable controller and check
+    that the broker kept its session; returns the controller's log messages."""
+    async with _a_broker_of_a_stallable_controller(tmp_path, props) as running:
+        _, service, lifecycle, stall = running
+        epoch = lifecycle.broker_epoch
+        caplog.set_level(logging.INFO, logger="quorum.service")
+        await stalls(stall)
+        await trio.sleep(1.5)  # the controller catches up; a fence would have been now
+        messages = [r.getMessage() for r in caplog.records]
+        assert [m for m in messages if "broker fenced" in m] == []
+        assert not service.image.brokers[1].fenced
+        assert lifecycle.broker_epoch == epoch and not lifecycle.is_fenced
+        return messages
+
+
 async def test_a_broker_that_gives_up_on_a_stalled_controller_is_not_fenced(tmp_path, caplog):
     """The controller's process stalls for longer than a heartbeat attempt (half the session)
     but less than the session. The broker gives up on that connection and calls again on a new
@@ -123,34 +158,18 @@ async def test_a_broker_that_gives_up_on_a_stalled_controller_is_not_fenced(tmp_
     within broker.disconnect.fence.ms (1 ms here), the fast path for a killed broker. Closing it
     at once got the broker fenced as soon as the controller came back (ControllerClient's make
     before break)."""
-    config = one_node_config(tmp_path, free_base_port(1), {
-        "broker.session.timeout.ms": 3000, "broker.disconnect.fence.ms": 1,
-    })  # fmt: skip
-    service = ControllerService(config, seed=1)
-    async with _controller_in_a_thread(service) as stall:
-        voters, secret = config.controller_voters, config.props["controller.quorum.password"]
-        lifecycle = BrokerLifecycle(
-            config, ControllerClient(voters, secret=secret), ControllerClient(voters, secret=secret)
-        )
-        async with trio.open_nursery() as nursery:
-            with trio.fail_after(30):
-                await nursery.start(lifecycle.run)
-                await lifecycle.unfenced.wait()
-            epoch = lifecycle.broker_epoch
-            caplog.set_level(logging.INFO, logger="quorum.service")
-            async with trio.open_nursery() as stalls:
-                stalls.start_soon(stall, 2.0)  # > the 1.5 s attempt, < the 3 s session
-                await trio.sleep(1.9)
-                # The broker's process stalls too as the controller comes back, so the
-                # controller sees whatever the broker did to the old connection before it can
-                # hear the broker on a new one (without this, that was a race).
-                time.sleep(0.4)
-            await trio.sleep(1.5)  # the controller catches up; a fence would have been now
-            fenced = [r.getMessage() for r in caplog.records if "broker fenced" in r.getMessage()]
-            assert fenced == []
-            assert not service.image.brokers[1].fenced
-            assert lifecycle.broker_epoch == epoch and not lifecycle.is_fenced
-            nursery.cancel_scope.cancel()
+
+    async def controller_then_broker_stall(stall) -> None:
+        async with trio.open_nursery() as stalls:
+            stalls.start_soon(stall, 2.0)  # > the 1.5 s attempt, < the 3 s session
+            await trio.sleep(1.9)
+            # The broker's process stalls too as the controller comes back, so the controller
+            # sees whatever the broker did to the old connection before it can hear the broker
+            # on a new one (without this, that was a race).
+            time.sleep(0.4)
+
+    props = {"broker.session.timeout.ms": 3000, "broker.disconnect.fence.ms": 1}
+    await _broker_keeps_its_session_through(tmp_path, caplog, props, controller_then_broker_stall)
 
 
 async def test_a_controller_that_could_not_run_for_a_whole_session_fences_nobody(tmp_path, caplog):
@@ -159,30 +178,16 @@ async def test_a_controller_that_could_not_run_for_a_whole_session_fences_nobody
     stop, and when they run again the controller's fencing task is due at once while the
     broker's next heartbeat is only being sent. The controller must not fence the broker for
     the silence its own stall caused (broker_heartbeats.py on_stall); it did."""
-    config = one_node_config(tmp_path, free_base_port(1), {"broker.session.timeout.ms": 2000})
-    service = ControllerService(config, seed=1)
-    async with _controller_in_a_thread(service) as stall:
-        voters, secret = config.controller_voters, config.props["controller.quorum.password"]
-        lifecycle = BrokerLifecycle(
-            config, ControllerClient(voters, secret=secret), ControllerClient(voters, secret=secret)
-        )
-        async with trio.open_nursery() as nursery:
-            with trio.fail_after(30):
-                await nursery.start(lifecycle.run)
-                await lifecycle.unfenced.wait()
-            epoch = lifecycle.broker_epoch
-            caplog.set_level(logging.INFO, logger="quorum.service")
-            async with trio.open_nursery() as stalls:
-                stalls.start_soon(stall, 3.5)  # > the 2 s session
-                await trio.sleep(0.05)
-                time.sleep(3.5)  # the broker's loop (the same loop, in a node) stops too
-            await trio.sleep(1.5)  # the controller catches up; a fence would have been now
-            messages = [r.getMessage() for r in caplog.records]
-            assert [m for m in messages if "broker fenced" in m] == []
-            assert any("did not run for" in m for m in messages), messages
-            assert not service.image.brokers[1].fenced
-            assert lifecycle.broker_epoch == epoch and not lifecycle.is_fenced
-            nursery.cancel_scope.cancel()
+
+    async def both_stall(stall) -> None:
+        async with trio.open_nursery() as stalls:
+            stalls.start_soon(stall, 3.5)  # > the 2 s session
+            await trio.sleep(0.05)
+            time.sleep(3.5)  # the broker's loop (the same loop, in a node) stops too
+
+    props = {"broker.session.timeout.ms": 2000}
+    messages = await _broker_keeps_its_session_through(tmp_path, caplog, props, both_stall)
+    assert any("did not run for" in m for m in messages), messages
 
 
 @contextlib.asynccontextmanager
@@ -190,24 +195,14 @@ async def _a_broker_and_a_channel_to_a_stallable_controller(tmp_path):
     """A registered broker and a channel (attempts of 500 ms) to a controller on its own event
     loop; yields (service, channel, stall), the channel's connection already open, so the next
     request goes out on it at once and waits in the stalled controller's socket."""
-    config = one_node_config(tmp_path, free_base_port(1))
-    service = ControllerService(config, seed=1)
-    async with _controller_in_a_thread(service) as stall:
-        voters, secret = config.controller_voters, config.props["controller.quorum.password"]
-        lifecycle = BrokerLifecycle(
-            config, ControllerClient(voters, secret=secret), ControllerClient(voters, secret=secret)
-        )
-        channel = ControllerClient(voters, secret=secret, request_timeout_ms=500)
-        async with trio.open_nursery() as nursery:
-            with trio.fail_after(30):
-                await nursery.start(lifecycle.run)
-                await lifecycle.unfenced.wait()
-            topics = tuple(c.CreatableTopic(name, 1, 1, topic_id=uuid.uuid4()) for name in "tu")
-            created = await channel.create_topics(c.CreateTopicsRequest(topics))
-            assert [r.error_code for r in created.results] == [ErrorCode.NONE] * 2
-            yield service, channel, stall
-            await channel.aclose()
-            nursery.cancel_scope.cancel()
+    async with _a_broker_of_a_stallable_controller(tmp_path) as (config, service, _, stall):
+        secret = config.props["controller.quorum.password"]
+        channel = ControllerClient(config.controller_voters, secret=secret, request_timeout_ms=500)
+        topics = tuple(c.CreatableTopic(name, 1, 1, topic_id=uuid.uuid4()) for name in "tu")
+        created = await channel.create_topics(c.CreateTopicsRequest(topics))
+        assert [r.error_code for r in created.results] == [ErrorCode.NONE] * 2
+        yield service, channel, stall
+        await channel.aclose()
 
 
 async def _during_a_stall(stall, call):
