@@ -10,8 +10,9 @@ moves (`truncate_from_start`).
 
 The file (see checkpoint_file.py) is `0`, the entry count, then `leader_epoch start_offset` lines,
 replaced atomically on every change but made durable (fsynced, with its directory) only by
-`sync()`, which the log calls before its recovery point moves (`UnifiedLog.flush`) and when it
-closes. That is enough: after an OS crash the log is recovered from its recovery point, and
+`sync()`, which the log calls before its recovery point moves (`UnifiedLog.flush`, also run
+for every log by a clean shutdown before its marker; a failed sync counts as an I/O error in
+the directory, so no marker is written). That is enough: after an OS crash the log is recovered from its recovery point, and
 recovery assigns each recovered batch's partitionLeaderEpoch again, while every entry for
 offsets below the recovery point was fsynced before the recovery point moved past them; the
 loader then trims entries beyond the log end (a truncation whose write was lost) and below the
@@ -45,7 +46,9 @@ import bisect
 from dataclasses import dataclass
 from pathlib import Path
 
+from log.common.errors import KafkaStorageError
 from log.storage.checkpoint_file import CheckpointFile
+from log.storage.clean_shutdown import note_io_error
 
 LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -208,7 +211,11 @@ class LeaderEpochFileCache:
     def sync(self) -> None:
         """fsync the file if a change since the last sync is not durable yet (see above)."""
         if self._checkpoint is not None:
-            self._checkpoint.sync()
+            try:
+                self._checkpoint.sync()
+            except KafkaStorageError as exc:
+                note_io_error(self._checkpoint.path.parent, exc)
+                raise
 
     def _flush(self) -> None:
         self._check_invariants()

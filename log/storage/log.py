@@ -880,12 +880,14 @@ class UnifiedLog:
         end = (
             self.log_end_offset if up_to_offset is None else min(up_to_offset, self.log_end_offset)
         )
+        # Its entries durable before the recovery point moves past them (and at a clean
+        # shutdown, which flushes every log before it writes the marker).
+        self.leader_epoch_cache.sync()
         if end <= self._recovery_point:
             return
         for segment in self._segments:
             if segment.next_offset > self._recovery_point and segment.base_offset < end:
                 segment.flush()
-        self.leader_epoch_cache.sync()  # its entries below `end` durable before the point moves
         self._recovery_point = end
         self.last_flush_ms = now_ms
 
@@ -894,7 +896,6 @@ class UnifiedLog:
         if self.is_closed:
             return
         self.producer_state_manager.take_snapshot()
-        self.leader_epoch_cache.sync()
         for segment in self._segments:
             segment.close()
         self.is_closed = True
