@@ -19,7 +19,7 @@ import trio
 from quorum.raft import RaftConfig
 from tests.quorum.test_raft_membership import running_quorum
 
-LARGEST = RaftConfig.__dataclass_fields__["max_batch_bytes"].default - 1  # the version byte
+LARGEST = RaftConfig.max_batch_bytes - 1  # the version byte
 
 
 async def test_batches_near_the_largest_reach_every_voter_without_errors(tmp_path, caplog):
