@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # --import-mode=import
 sys.dont_write_bytecode = False
 from group_lifetime import CLI_CLUSTER_GROUP, SPARK_GROUP, end_group, ended  # noqa: E402
 
-GROUPS = pytest.StashKey[dict[str, str]]()  # test node id -> its xdist group
+GROUP = pytest.StashKey[str]()  # a test's xdist group (kept on the item: xdist then appends
+# "@<group>" to its node id, so a table keyed by node id no longer finds it)
 # The longest units of a `make test` run (its --durations list; 2026-11-27 on a 2-core box with
 # three workers: tests/spark about 640 s in all, these 30-140 s each), the Spark group first:
 # the other workers take the rest meanwhile.
@@ -61,7 +62,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return CLI_CLUSTER_GROUP if path in cli_cluster_files else path
 
     groups = {item.nodeid: group_of(item) for item in items}
-    config.stash[GROUPS] = groups
+    for item in items:
+        item.stash[GROUP] = groups[item.nodeid]
     if config.pluginmanager.hasplugin("xdist"):  # its marker (unknown when run without it)
         for item in items:
             if item.get_closest_marker("xdist_group") is None:
@@ -81,7 +83,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    group = item.config.stash.get(GROUPS, {}).get(item.nodeid)
+    group = item.stash.get(GROUP, None)
     if group is not None and ended(group):
         pytest.fail(
             f"{group}'s shared fixtures were stopped before this test: its tests must run together"
@@ -91,7 +93,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(trylast=True)  # after the test's own fixtures were torn down
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """The worker leaves a group: its session fixtures stop now (tests/group_lifetime.py)."""
-    groups = item.config.stash.get(GROUPS, {})
-    group = groups.get(item.nodeid)
-    if group is not None and (nextitem is None or groups.get(nextitem.nodeid) != group):
+    group = item.stash.get(GROUP, None)
+    if group is not None and (nextitem is None or nextitem.stash.get(GROUP, None) != group):
         end_group(group)

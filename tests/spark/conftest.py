@@ -48,10 +48,10 @@ def bootstrap(cluster) -> str:
 
 @pytest.fixture(scope="session")
 def session():
-    from spark_harness import make_session
+    from spark_harness import make_session, stop_session
 
     s = make_session()
-    stop = stop_with_group(SPARK_GROUP, s.stop)
+    stop = stop_with_group(SPARK_GROUP, lambda: stop_session(s))
     try:
         yield s
     finally:

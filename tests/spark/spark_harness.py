@@ -5,6 +5,7 @@ register() call (Spark's lookup imports pyspark_quorumlog.py from the workers' P
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -52,6 +53,27 @@ def create_topic(cluster, name: str, partitions: int, **configs: str) -> None:
         assert response.results[0].error_code == ErrorCode.NONE, response
 
     trio.run(create)
+
+
+def stop_session(session) -> None:
+    """Stop the session and the JVM behind it: SparkSession.stop ends the SparkContext but leaves
+    PySpark's gateway JVM running (idle, a gigabyte of heap) until this process exits."""
+    from pyspark import SparkContext
+
+    session.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    gateway.shutdown()
+    proc = getattr(gateway, "proc", None)  # set by pyspark.java_gateway.launch_gateway
+    if proc is not None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def make_session(master: str = "local[2,2]"):
