@@ -183,6 +183,10 @@ class OffsetOutOfRangeError(KafkaError):
     error_code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+class OffsetNotAvailableError(KafkaError):
+    error_code = ErrorCode.OFFSET_NOT_AVAILABLE
+
+
 class CorruptRecordError(KafkaError):
     error_code = ErrorCode.CORRUPT_MESSAGE
 

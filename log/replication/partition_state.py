@@ -323,6 +323,14 @@ class PartitionState:
         effective = min(self.min_insync_replicas, len(self.replicas))
         return self.role is Role.LEADER and len(self.isr) < effective
 
+    @property
+    def high_watermark_lags_epoch_start(self) -> bool:
+        """A new leader whose high watermark is still below where its epoch started: records
+        the previous leader had acknowledged lie above it until the followers' next fetches
+        move it (Kafka's check, KIP-207). Offsets a client asks for now could run backwards,
+        so ListOffsets answers OFFSET_NOT_AVAILABLE (retriable) meanwhile."""
+        return self.role is Role.LEADER and self.leader_epoch_start_offset > self.log.high_watermark
+
     def maybe_increment_high_watermark(self) -> bool:
         """HW := min log end offset over the maximal ISR (leader included), never backwards.
         Not while under min ISR (KIP-966, Kafka's maybeIncrementLeaderHW): a sole ISR member

@@ -210,6 +210,37 @@ async def test_list_offsets_and_epochs(broker):
     await client.aclose()
 
 
+async def test_list_offsets_waits_while_a_new_leaders_high_watermark_lags(broker):
+    """KIP-207: until a new leader's high watermark reaches the start of its epoch, a client's
+    latest offset (and a timestamp past the high watermark) is OFFSET_NOT_AVAILABLE, so offsets
+    never run backwards across a leader change; earliest and a timestamp found below the high
+    watermark are answered. The state is set as a leader election leaves it (the transitions
+    themselves: tests/replication_core/test_partition_state.py)."""
+    from log.protocol.offsets import LIST_OFFSETS_REQUEST
+
+    await broker.create_topic("t", 1)
+    client = await WireClient.connect(broker.port)
+    await client.call(0, 8, produce_body("t", 0, batch(4)))
+    L = LIST_OFFSETS_REQUEST.cls
+
+    async def list_offset(timestamp, replica_id=-1):
+        body = L(replica_id=replica_id, topics=[L.ListOffsetsTopic(name="t", partitions=[
+            L.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])  # fmt: skip
+        return (await client.call(2, 5, body)).topics[0].partitions[0]
+
+    state = broker.server.ctx.replica_manager.get("t", 0).state
+    state.leader_epoch_start_offset = 6  # the epoch began at 6; the high watermark is 4
+    assert (await list_offset(-1)).error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert (await list_offset(2**40)).error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert ((await list_offset(0)).error_code, (await list_offset(0)).offset) == (0, 0)
+    assert ((await list_offset(-2)).error_code, (await list_offset(-2)).offset) == (0, 0)
+    assert (await list_offset(-1, replica_id=2)).offset == 4  # a replica sees the log end
+    state.leader_epoch_start_offset = 4  # the followers' fetches moved it up to the start
+    latest = await list_offset(-1)
+    assert (latest.error_code, latest.offset) == (0, 4)
+    await client.aclose()
+
+
 async def test_topic_deletion_deletes_the_log(broker):
     from quorum.controller import DeleteTopicsRequest
 

@@ -36,6 +36,21 @@ def test_make_leader_assigns_epoch_start_at_log_end_offset():
     assert log.latest_epoch == 5
 
 
+def test_a_new_leaders_high_watermark_lags_its_epoch_start_until_the_followers_fetch():
+    # A follower that had 3 records, of which the previous leader's last high watermark it
+    # heard of covers none, becomes the leader: offsets from its high watermark could run
+    # backwards from what the previous leader answered (ListOffsets: OFFSET_NOT_AVAILABLE).
+    p, log = leader(records=3)
+    assert (log.high_watermark, p.leader_epoch_start_offset) == (0, 3)
+    assert p.high_watermark_lags_epoch_start
+    p.update_follower_fetch_state(2, 3, 0, 100)
+    assert p.high_watermark_lags_epoch_start  # replica 3 holds the high watermark back
+    p.update_follower_fetch_state(3, 3, 0, 100)
+    assert log.high_watermark == 3 and not p.high_watermark_lags_epoch_start
+    p.make_follower(2, 6, 11, (1, 2, 3), (1, 2, 3))
+    assert not p.high_watermark_lags_epoch_start  # only a leader answers ListOffsets
+
+
 def test_high_watermark_is_min_over_isr_and_never_backwards():
     p, log = leader()
     for i in range(4):

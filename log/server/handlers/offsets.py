@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from log.common.acl import AclOperation, ResourceType
-from log.common.errors import ErrorCode, KafkaError
+from log.common.errors import ErrorCode, KafkaError, OffsetNotAvailableError
 from log.protocol.connection import Request
 from log.protocol.offsets import LIST_OFFSETS_RESPONSE, OFFSET_FOR_LEADER_EPOCH_RESPONSE
 from log.server.authorization import allowed, require_cluster
@@ -66,7 +66,17 @@ def _list_offset(ctx: BrokerContext, image, topic: str, p, is_replica: bool,  # 
             last_fetchable_offset = log.last_stable_offset
         else:
             last_fetchable_offset = log.high_watermark
+        # A client's answer may not come from a high watermark that lags the epoch's start
+        # (KIP-207): the latest offset waits; a timestamp found below the last fetchable
+        # offset is still right.
+        lagging = not is_replica and hosted.state.high_watermark_lags_epoch_start
         if p.timestamp == LATEST_TIMESTAMP:
+            if lagging:
+                raise OffsetNotAvailableError(
+                    f"{topic}-{p.partition_index}: the high watermark ({log.high_watermark}) "
+                    f"lags the start of leader epoch {hosted.state.leader_epoch} "
+                    f"({hosted.state.leader_epoch_start_offset})"
+                )
             offset = last_fetchable_offset
             epoch = log.latest_epoch
             return L.ListOffsetsPartitionResponse(
@@ -85,6 +95,11 @@ def _list_offset(ctx: BrokerContext, image, topic: str, p, is_replica: bool,  # 
             found = log.fetch_offset_by_timestamp(p.timestamp)
             if found is not None and found.offset >= last_fetchable_offset:
                 found = None
+            if found is None and lagging:
+                raise OffsetNotAvailableError(
+                    f"{topic}-{p.partition_index}: no offset below the high watermark, which "
+                    f"lags the start of leader epoch {hosted.state.leader_epoch}"
+                )
     except KafkaError as exc:
         return L.ListOffsetsPartitionResponse(
             partition_index=p.partition_index, error_code=exc.error_code
