@@ -84,7 +84,9 @@ demo: setup bytecode
 # (13:03-14:31 with the venvs and librdkafka's runner built) and 9:26-10:15 in place: the box's
 # speed varied by more than the changes saved (same box, later the same day). With new
 # partitions' epoch checkpoints no longer fsynced on the event loop: 9:58 for a fresh clone's
-# first run (13:47 in all), 9:19 in place (2026-11-27).
+# first run (13:47 in all), 9:19 in place (2026-11-27). With shared clusters stopped when their
+# group ends (they had idled to the end of the run): 10:08 for a fresh clone's first run, 8:57
+# in place, on a slower box (timeit 19-31 us; 10:14-10:31 in four runs earlier that day).
 # A file's tests stay on one worker, all of tests/spark on one (tests/conftest.py puts them in
 # xdist groups: module and session fixtures start one cluster), heaviest groups handed out first.
 # The 25 slowest tests are listed at the end: where to look when the suite grows slower.
