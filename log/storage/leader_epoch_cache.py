@@ -12,8 +12,8 @@ The file (see checkpoint_file.py) is `0`, the entry count, then `leader_epoch st
 replaced atomically on every change but made durable (fsynced, with its directory) only by
 `sync()`, which the log calls before its recovery point moves (`UnifiedLog.flush`, also run
 for every log by a clean shutdown before its marker; a failed sync counts as an I/O error in
-the directory, so no marker is written). That is enough: after an OS crash the log is recovered from its recovery point, and
-recovery assigns each recovered batch's partitionLeaderEpoch again, while every entry for
+the directory, so no marker is written). That is enough: after an OS crash the log is
+recovered from its recovery point, and recovery assigns each recovered batch's partitionLeaderEpoch again, while every entry for
 offsets below the recovery point was fsynced before the recovery point moved past them; the
 loader then trims entries beyond the log end (a truncation whose write was lost) and below the
 log start. A process crash loses nothing (the page cache keeps the file). Kafka fsyncs an

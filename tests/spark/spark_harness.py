@@ -55,6 +55,16 @@ def create_topic(cluster, name: str, partitions: int, **configs: str) -> None:
     trio.run(create)
 
 
+def forget_batch_commit(checkpoint: Path, batch: int) -> None:
+    """Remove the streaming checkpoint's record that micro-batch `batch` committed, as a driver
+    killed between the sink's commit and Spark's checkpoint leaves it: the file and the
+    checksum Hadoop's local file system keeps beside it (left behind, the restarted query's
+    write of that batch fails: "Multiple streaming queries are concurrently using ...")."""
+    commits = checkpoint / "commits"
+    (commits / str(batch)).unlink()
+    (commits / f".{batch}.crc").unlink(missing_ok=True)
+
+
 def stop_session(session) -> None:
     """Stop the session and the JVM behind it: SparkSession.stop ends the SparkContext but leaves
     PySpark's gateway JVM running (idle, a gigabyte of heap) until this process exits."""

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from spark_harness import REPO, create_topic
+from spark_harness import REPO, create_topic, forget_batch_commit
 
 PARTITIONS = 2
 ROWS = 200_000  # issue 17 names 200,000 rows
@@ -332,11 +332,7 @@ def test_a_streaming_query_killed_after_a_commit_writes_each_row_once(cluster, s
 
     committed, planned = newest("commits"), newest("offsets")
     if committed is not None and planned is not None and committed.name == planned.name:
-        # No batch in progress: undo Spark's record of the newest one, with the checksum file
-        # Hadoop's local file system keeps beside it (left behind, the restarted query's write
-        # of the same batch fails: "Multiple streaming queries are concurrently using ...").
-        committed.unlink()
-        committed.with_name(f".{committed.name}.crc").unlink(missing_ok=True)
+        forget_batch_commit(checkpoint, int(committed.name))  # no batch in progress
     first = _values(session, bootstrap, "eos-s-out")
     assert len(first) >= 2000 and len(set(first)) == len(first), "batch 0 was committed"
     run_stream(session, bootstrap, "eos-s-in", "eos-s-out", str(checkpoint))  # replays one

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from spark_harness import create_topic
+from spark_harness import create_topic, forget_batch_commit
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -167,8 +167,7 @@ def test_each_micro_batch_checks_from_its_own_start_and_a_replay_is_skipped(
             previous = done[f"history_stream-b{batch - 1}"]
             assert checks["from"] > previous, f"batch {batch} checked from {checks['from']}"
 
-    for name in ("2", ".2.crc"):  # Spark forgets that it committed batch 2
-        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    forget_batch_commit(checkpoint, 2)  # Spark forgets that it committed batch 2
     before_replay = trio.run(_intent_end, bootstrap)
     _stream(session, bootstrap, checkpoint)
     assert (checkpoint / "commits" / "2").exists(), "Spark did not run batch 2 again"
