@@ -27,7 +27,11 @@ from log.common.errors import CoordinatorLoadInProgressError
 
 BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 PREFETCH_THRESHOLD = 0.9  # Kafka's ProducerIdManager.PidPrefetchThreshold
-RETRY_BACKOFF_MS = 1000  # wait this long after a failed allocation before asking again
+# Wait this long after a failed allocation before asking again: Kafka's
+# ProducerIdManager.RetryBackoffMs. A producer that asks meanwhile is answered
+# COORDINATOR_LOAD_IN_PROGRESS and retries, so a longer wait (1 s here once) only delays the
+# first InitProducerId after a controller change.
+RETRY_BACKOFF_MS = 50
 
 
 @dataclass(frozen=True)
