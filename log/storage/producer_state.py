@@ -649,6 +649,12 @@ class ProducerStateManager:
         elif self._map_end_offset < log_start_offset:
             self._map_end_offset = log_start_offset
 
+    def start_empty_at(self, offset: int) -> None:
+        """A new partition directory (it holds no snapshot): no producers, the map ends at
+        `offset`; what `load` gives there, without listing the directory."""
+        self._clear()
+        self._last_snapshot_offset = self._map_end_offset = offset
+
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """The log was emptied and restarts at `offset`: no producers, no snapshots."""
         self._clear()

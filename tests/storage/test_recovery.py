@@ -321,3 +321,42 @@ def test_a_segment_cut_at_a_batch_boundary_before_an_empty_active_one(tmp_path):
     _, recovered = reopen(crashed)
     assert recovered.log_end_offset == read_header(expected[-1]).next_offset
     assert read_batches(recovered) == expected
+
+
+@pytest.mark.parametrize("log_start_offset", [0, 57])
+def test_a_new_directory_opens_as_an_existing_empty_one_does(tmp_path, log_start_offset):
+    """load_log's path for a directory it creates (no listing, no recovery) ends where the
+    general path ends for an empty directory that was already there; both then take appends
+    and survive a reopen."""
+    from log.storage.leader_epoch_cache import EpochEntry
+    from log.storage.log_loader import load_log
+
+    fresh_dir, existing_dir = tmp_path / "new-0", tmp_path / "existing-0"
+    existing_dir.mkdir()
+    opened = {
+        name: load_log(str(path), CONFIG, log_start_offset=log_start_offset,
+                       recovery_point=log_start_offset, high_watermark=log_start_offset)
+        for name, path in (("new", fresh_dir), ("existing", existing_dir))
+    }  # fmt: skip
+
+    def state(log):
+        return (
+            [(s.base_offset, s.next_offset, s.size_bytes) for s in log.segments],
+            log.log_start_offset, log.log_end_offset, log.recovery_point, log.high_watermark,
+            log.producer_state_manager.map_end_offset,
+            log.producer_state_manager.latest_snapshot_offset(),
+            log.leader_epoch_cache.entries,
+        )  # fmt: skip
+
+    assert state(opened["new"]) == state(opened["existing"])
+    assert sorted(os.listdir(fresh_dir)) == sorted(os.listdir(existing_dir))
+    for name, log in opened.items():
+        log.append_as_leader(make_batch(3, producer_id=7, producer_epoch=0, base_sequence=0), 2, 1)
+        log.flush()
+        log.close()
+        path = fresh_dir if name == "new" else existing_dir
+        reopened = load_log(str(path), CONFIG, log_start_offset=log_start_offset,
+                            recovery_point=log.recovery_point, had_clean_shutdown=True)  # fmt: skip
+        assert reopened.log_end_offset == log_start_offset + 3
+        assert reopened.leader_epoch_cache.entries == [EpochEntry(2, log_start_offset)]
+        assert reopened.producer_state_manager.map_end_offset == log_start_offset + 3
