@@ -47,6 +47,31 @@ async def test_metadata_lists_broker_and_auto_creates(broker):
     await client.aclose()
 
 
+async def test_metadata_answers_from_the_newest_image(broker):
+    """A topic's entry is made once per metadata image and shared by the requests answered
+    from it: repeated requests give the same answer, and one after a change shows it."""
+    from log.protocol.admin import CREATE_PARTITIONS_REQUEST
+
+    await broker.create_topic("grows", 2)
+    client = await WireClient.connect(broker.port)
+    M = METADATA_REQUEST.cls
+    ask = M(topics=[M.MetadataRequestTopic(name="grows")], allow_auto_topic_creation=False)
+
+    async def partitions():
+        body = await client.call(3, 12, ask)
+        (topic,) = body.topics
+        assert topic.error_code == 0
+        return [(p.partition_index, p.leader_id, p.isr_nodes) for p in topic.partitions]
+
+    assert await partitions() == await partitions() == [(0, 1, [1]), (1, 1, [1])]
+    C = CREATE_PARTITIONS_REQUEST.cls
+    grown = await client.call(37, 3, C(timeout_ms=10_000, validate_only=False, topics=[
+        C.CreatePartitionsTopic(name="grows", count=4, assignments=None)]))  # fmt: skip
+    assert [(r.name, r.error_code) for r in grown.results] == [("grows", 0)]
+    assert await partitions() == [(i, 1, [1]) for i in range(4)]
+    await client.aclose()
+
+
 async def test_produce_then_fetch(broker):
     await broker.create_topic("t", 1)
     client = await WireClient.connect(broker.port)
