@@ -8,19 +8,20 @@ OffsetsForLeaderEpoch (`end_offset_for`), which a follower uses to find where it
 from the leader's, and is trimmed when the log is truncated (`truncate_from_end`) or its start
 moves (`truncate_from_start`).
 
-The file (see checkpoint_file.py) is `0`, the entry count, then `leader_epoch start_offset` lines,
-replaced atomically on every change but made durable (fsynced, with its directory) only by
-`sync()`, which the log calls before its recovery point moves (`UnifiedLog.flush`, also run
+The file (see checkpoint_file.py) is `0`, the entry count, then `leader_epoch start_offset`
+lines, replaced atomically on every change but made durable (fsynced, with its directory) only
+by `sync()`, which the log calls before its recovery point moves (`UnifiedLog.flush`, also run
 for every log by a clean shutdown before its marker; a failed sync counts as an I/O error in
-the directory, so no marker is written). That is enough: after an OS crash the log is
-recovered from its recovery point, and recovery assigns each recovered batch's partitionLeaderEpoch again, while every entry for
-offsets below the recovery point was fsynced before the recovery point moved past them; the
-loader then trims entries beyond the log end (a truncation whose write was lost) and below the
-log start. A process crash loses nothing (the page cache keeps the file). Kafka fsyncs an
-assign at once (on its metadata thread) and its truncations from a scheduler thread; here that
-ran on the broker's event loop, two fsyncs for every partition a new image made this broker
-lead: a new log plus its first epoch cost 1.8 ms, 0.85 ms without them (2026-11-27, ext4), and
-a 3,000-partition topic (RF 3, 3 nodes) blocked each node's loop for seconds.
+the directory, so no marker is written). That is enough: after an OS crash the log is recovered
+from its recovery point, and recovery assigns each recovered batch's partitionLeaderEpoch
+again, while every entry for offsets below the recovery point was fsynced before the recovery
+point moved past them; the loader then trims entries beyond the log end (a truncation whose
+write was lost) and below the log start. A process crash loses nothing (the page cache keeps
+the file). Kafka fsyncs an assign at once (on its metadata thread) and its truncations from a
+scheduler thread; here that ran on the broker's event loop, two fsyncs for every partition a
+new image made this broker lead: a new log plus its first epoch cost 1.8 ms, 0.85 ms without
+them (2026-11-27, ext4), and a 3,000-partition topic (RF 3, 3 nodes) blocked each node's loop
+for seconds.
 
 Kafka's rules, followed exactly:
 

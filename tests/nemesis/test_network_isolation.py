@@ -20,7 +20,8 @@ import pytest
 
 from tools.nemesis import network
 
-pytestmark = pytest.mark.skipif(network.available() is not None, reason=str(network.available()))
+UNAVAILABLE = network.available()  # runs iptables: asked once
+pytestmark = pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))
 
 VICTIM = textwrap.dedent("""
     import socket, sys, threading
