@@ -13,10 +13,14 @@ kill:
   followed with a MetadataFetch long-poll, so this is when the commit was visible;
 * `first ack`, per client: the first acknowledgement of a record produced after the kill (the
   producer learned the new leader from a metadata refresh, the new leader appended, the
-  follower fetched, the high watermark passed the record). That step is mostly the client's:
-  librdkafka's metadata query at the disconnect still sees the old leader (the fence is
-  ~100 ms away) and it asks again only on its 1 s topic scan (seen with
-  debug=metadata,topic,broker), then drains what it had in flight before producing.
+  follower fetched, the high watermark passed the record). librdkafka asks for metadata at
+  the disconnect, ~100 ms before the fence: a survivor holds that answer until the new leader
+  is elected (its fetchers lost the leader too), and lists the dead broker in it, once per
+  connection (log/server/broker_failure_view.py). Before that (traced with
+  debug=metadata,topic,broker), confluent-kafka's first ack took 1.7-2.0 s: the answer named
+  the old leader, librdkafka asked again on its 1 s topic scan, and that answer, which also
+  dropped the fenced broker, lost the partition's move to librdkafka's internal broker
+  until the next scan.
 The dead node is restarted and the round waits until the ISR is whole again. A leader that is
 also the active controller adds a Raft election (pysyncobj, 300-600 ms timeouts) and the new
 controller's wait for the brokers to heartbeat to it; those rounds are shown apart.

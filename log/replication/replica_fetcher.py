@@ -158,6 +158,10 @@ class ReplicaFetcher:
         self._wakeup = trio.Event()
         self._connection: LeaderConnection | None = None
         self.failures_in_row = 0
+        # When the connection to the source broker last failed with no fetch answered since
+        # (None: it works): Metadata answers wait for a new leader meanwhile (a dead leader's
+        # followers know before the controller fences it: log/server/broker_failure_view.py).
+        self.unreachable_since_ms: int | None = None
 
     # -- membership (called by the manager, from the trio thread) --------------------------
 
@@ -189,7 +193,13 @@ class ReplicaFetcher:
                 try:
                     waited = await self._do_work()
                     self.failures_in_row = 0
+                    if waited:  # a request was answered
+                        self.unreachable_since_ms = None
                 except (KafkaError, trio.TooSlowError) as exc:
+                    if self.unreachable_since_ms is None and isinstance(
+                        exc, (ConnectionLostError, trio.TooSlowError)
+                    ):
+                        self.unreachable_since_ms = self.clock_ms()
                     # The first failure in a row at INFO; the retries (every back-off) at DEBUG.
                     level = logging.DEBUG if self.failures_in_row else logging.INFO
                     self.failures_in_row += 1

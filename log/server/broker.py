@@ -82,6 +82,7 @@ from log.security.authenticator import (
 from log.security.scram import SCRAM_MECHANISMS, ScramCredential
 from log.server.authorization import Authorization
 from log.server.broker_context import BrokerContext, wall_clock_ms
+from log.server.broker_failure_view import BrokerFailureView
 from log.server.connection_quotas import ConnectionQuotas
 from log.server.handlers import ADVERTISED_API_KEYS, HANDLED_API_KEYS, HANDLERS
 from log.server.handlers.produce import (
@@ -209,6 +210,7 @@ class KafkaServer:
                 sweep_interval_ms=max(props["replica.lag.time.max.ms"] // 4, 1),
             ),
             advertised_api_keys=ADVERTISED_API_KEYS,
+            broker_failure_view=BrokerFailureView.from_props(props),
             clock_ms=clock_ms,
             authorization=Authorization(props),
         )
@@ -346,6 +348,7 @@ class KafkaServer:
                 await nursery.start(self.replica_manager.run)
                 nursery.start_soon(self._tick_log_manager)
                 nursery.start_soon(self._close_idle_connections)
+                nursery.start_soon(self._watch_fenced_brokers)
                 if self.log_manager.cleaner is not None:  # compaction, in the background
                     await nursery.start(self.log_manager.cleaner.run, self.ctx.clock_ms)
                 await nursery.start(self.group_coordinator.run)
@@ -366,6 +369,15 @@ class KafkaServer:
                 with trio.CancelScope(shield=True):
                     await listener.aclose()
             self.log_manager.shutdown(self.ctx.clock_ms(), self.broker_epoch_getter())
+
+    async def _watch_fenced_brokers(self) -> None:
+        """Show every applied image to the broker failure view, which lists a broker this node
+        saw fenced for a while (log/server/broker_failure_view.py)."""
+        view = self.ctx.broker_failure_view
+        view.observe(self.ctx.metadata.image, self.ctx.clock_ms())
+        async with self.ctx.metadata.subscribe() as images:
+            async for image in images:
+                view.observe(image, self.ctx.clock_ms())
 
     async def _tick_log_manager(self) -> None:
         log_manager = self.log_manager

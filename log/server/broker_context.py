@@ -21,6 +21,7 @@ from log.coordinator.transaction_driver import TransactionCoordinatorDriver
 from log.replication.fetch_session import FetchSessionCache
 from log.replication.replica_manager import ReplicaManager
 from log.server.authorization import Authorization
+from log.server.broker_failure_view import BrokerFailureView
 from log.server.producer_ids import ProducerIdDriver
 from log.storage.manager import LogManager
 from quorum.broker_interface import ControllerChannel, MetadataSource
@@ -46,6 +47,8 @@ class BrokerContext:
     add_partitions_to_txn_manager: AddPartitionsToTxnManager
     fetch_sessions: FetchSessionCache
     advertised_api_keys: frozenset[int]
+    # Metadata around a broker's death: held for the new leader, the dead broker still listed
+    broker_failure_view: BrokerFailureView
     clock_ms: Callable[[], int] = wall_clock_ms
     # authorizer.class.name & co. (log/server/authorization.py); none configured: all allowed
     authorization: Authorization = dataclasses.field(default_factory=lambda: Authorization({}))

@@ -82,33 +82,77 @@ async def test_a_killed_broker_is_fenced_when_its_connection_closes_and_rejoins_
     assert all(f"broker={controller} " in line for line in lines), lines
 
 
-async def test_our_producer_on_its_defaults_sends_on_after_a_leader_kill(cluster):
-    """Our producer with every default (request.timeout.ms 30 s, metadata.max.age.ms 5 min)
-    through a kill -9 of the partition leader: a record sent after the kill is acknowledged
-    by the new leader within the bound. Before, its metadata refresh retried the dead node
-    until request.timeout.ms and nothing asked for a refresh when the leader's connection
-    was refused, so the record waited 30 s or more."""
+async def _metadata_twice(port: int, topic: str):
+    """Two Metadata answers about `topic` on one connection."""
+    from log.protocol.metadata import METADATA_REQUEST
+    from tests.broker.conftest import WireClient
+
+    M = METADATA_REQUEST.cls
+    client = await WireClient.connect(port)
+    try:
+        ask = M(topics=[M.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+        answers = []
+        for _ in range(2):
+            await client.send(3, 12, ask)
+            with trio.fail_after(FENCED_WITHIN_S):
+                answers.append(await client.receive())
+        return answers
+    finally:
+        await client.aclose()
+
+
+async def test_after_a_leader_kill_metadata_names_the_new_leader_and_producers_send_on(
+    tmp_path, monkeypatch
+):
+    """kill -9 of a partition leader, with the fence 2 s after its connection closed so the
+    questions below come first. A survivor's Metadata answer waits for the new leader instead
+    of naming the dead one (its fetcher lost the leader at once), and still lists the dead
+    broker, once on a connection (so librdkafka moves the partition before it decommissions
+    the broker); DescribeCluster lists only live brokers. Our producer with
+    every default (request.timeout.ms 30 s, metadata.max.age.ms 5 min) sends on: before,
+    its metadata refresh retried the dead node until request.timeout.ms and nothing asked for
+    a refresh when the leader's connection was refused, so a record waited 30 s or more."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    from log.protocol.admin import DESCRIBE_CLUSTER_REQUEST
     from producer.producer import Producer
+    from tests.broker.conftest import WireClient
 
-    bootstrap = cluster.layout.bootstrap_servers
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = NewTopic("orders", 1, 3, config={"min.insync.replicas": "2"})
-    await trio.to_thread.run_sync(lambda: admin.create_topics([topic])["orders"].result(30))
-    async with Producer(bootstrap) as producer:
-        await producer.send("orders", b"before", partition=0)
-        with trio.fail_after(30):
-            await producer.flush()
-        image = await cluster.image_from(1)
-        leader = image.topic("orders").partitions[0].leader
-        cluster.kill9(leader)
-        handle = await producer.send("orders", b"after", partition=0)
-        with trio.fail_after(FENCED_WITHIN_S):
-            await producer.flush()
-        assert handle.error is None, handle.error
-    image = await cluster.image_from(next(n for n in (1, 2, 3) if n != leader))
-    assert image.topic("orders").partitions[0].leader not in (leader, -1)
+    monkeypatch.setitem(TEST_PROPS, "broker.session.timeout.ms", SESSION_TIMEOUT_MS)
+    monkeypatch.setitem(TEST_PROPS, "broker.disconnect.fence.ms", 2000)
+    cluster = Cluster(tmp_path, 3)
+    try:
+        cluster.start_all()
+        bootstrap = cluster.layout.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topic = NewTopic("orders", 1, 3, config={"min.insync.replicas": "2"})
+        await trio.to_thread.run_sync(lambda: admin.create_topics([topic])["orders"].result(30))
+        async with Producer(bootstrap) as producer:
+            await producer.send("orders", b"before", partition=0)
+            with trio.fail_after(30):
+                await producer.flush()
+            image = await cluster.image_from(1)
+            leader = image.topic("orders").partitions[0].leader
+            survivor = next(n for n in (1, 2, 3) if n != leader)
+            cluster.kill9(leader)
+            handle = await producer.send("orders", b"after", partition=0)
+            await trio.sleep(0.2)  # the survivors' fetchers saw the connection go; no fence yet
+            first, second = await _metadata_twice(cluster.layout.kafka_port(survivor), "orders")
+            (partition,) = first.topics[0].partitions
+            assert partition.leader_id not in (leader, -1), partition
+            assert leader in {b.node_id for b in first.brokers}
+            assert leader not in {b.node_id for b in second.brokers}
+            client = await WireClient.connect(cluster.layout.kafka_port(survivor))
+            described = await client.call(60, 0, DESCRIBE_CLUSTER_REQUEST.cls())
+            await client.aclose()
+            assert sorted(b.broker_id for b in described.brokers) == sorted(
+                n for n in (1, 2, 3) if n != leader
+            )
+            with trio.fail_after(FENCED_WITHIN_S):
+                await producer.flush()
+            assert handle.error is None, handle.error
+    finally:
+        cluster.stop_all()
 
 
 async def test_a_lone_node_killed_with_9_registers_again_at_once(tmp_path, monkeypatch):

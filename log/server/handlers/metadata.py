@@ -8,10 +8,16 @@ through the controller, and answered LEADER_NOT_AVAILABLE as Kafka does; clients
 v10+ answers each topic's id (KIP-516) and takes topics by id too (name null): an id nobody
 knows is answered UNKNOWN_TOPIC_ID; topics are auto-created by name only.
 
+Around a broker's death (log/server/broker_failure_view.py) Metadata departs from that in two
+ways, so that clients move to the new leader at once: an answer about partitions led by a
+broker this node's fetchers just lost waits (up to broker.disconnect.fence.ms + 2 s) for the
+image that elects their new leader, and a broker this node saw fenced is still listed in
+the first answer on each connection (within broker.session.timeout.ms).
+
 controller_id: clients (kafka-python's admin) send CreateTopics to it, so it must be a broker
 in the list. KRaft brokers answer a live broker there too; we answer the active controller's
 id when it is also a live broker (combined nodes), else this broker. DescribeCluster lists the
-same brokers; v2 (KIP-1073) with include_fenced_brokers lists every registered one, each with
+unfenced brokers; v2 (KIP-1073) with include_fenced_brokers lists every registered one, each with
 is_fenced.
 """
 
@@ -142,9 +148,33 @@ async def _auto_create(ctx: BrokerContext, names: list[str]) -> dict[str, ErrorC
     return codes
 
 
+async def _await_new_leaders(ctx: BrokerContext, image: MetadataImage, body: Any) -> MetadataImage:
+    """The image to answer from: a newer one where a partition asked about is led by a broker
+    this node's fetchers just lost (the controller is about to fence it and elect another),
+    waited for up to the view's hold (log/server/broker_failure_view.py)."""
+    fetchers, view = ctx.replica_manager.fetcher_manager, ctx.broker_failure_view
+    if view.hold_ms <= 0 or not fetchers.unreachable_brokers():
+        return image
+    names = None if body.topics is None else [
+        t.name if t.name is not None else image.topics[t.topic_id].name
+        for t in body.topics
+        if t.name is not None or t.topic_id in image.topics
+    ]  # fmt: skip
+    until_ms = view.hold_until_ms(image, names, fetchers.unreachable_brokers(), ctx.clock_ms())
+    if until_ms is None:
+        return image
+
+    def settled(newer: MetadataImage) -> bool:
+        unreachable = fetchers.unreachable_brokers()
+        return view.hold_until_ms(newer, names, unreachable, ctx.clock_ms()) is None
+
+    await ctx.wait_until(settled, until_ms - ctx.clock_ms())
+    return ctx.replica_manager.sync()
+
+
 async def handle_metadata(ctx: BrokerContext, request: Request) -> object:
     body = request.body
-    image = ctx.replica_manager.sync()
+    image = await _await_new_leaders(ctx, ctx.replica_manager.sync(), body)
     unknown_ids: list = []  # v10+: topics asked by an id nobody knows
     if body.topics is None:
         names = sorted(image.topic_ids_by_name)
@@ -208,7 +238,9 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> object:
     return M(
         brokers=[
             M.MetadataResponseBroker(node_id=b, host=host, port=port, rack=rack)
-            for b, host, port, rack in live_brokers(image, listener_of(request))
+            for b, host, port, rack in ctx.broker_failure_view.listed_brokers(
+                image, listener_of(request), ctx.clock_ms(), request.connection_state
+            )
         ],
         cluster_id=ctx.cluster_id,
         controller_id=visible_controller_id(ctx, image),
