@@ -1,5 +1,5 @@
 """How Metadata answers while a broker has just died (sans-IO): hold the answer for the new
-leader, and list the dead broker once more on each connection.
+leader, list the dead broker once more on each connection, and never list no broker.
 
 When a partition leader's process dies, the controller fences it `broker.disconnect.fence.ms`
 after its heartbeat connection closed and moves its leaderships in the same metadata change.
@@ -26,6 +26,12 @@ Two things made unmodified clients take 1.7-2.0 s to produce again where ours to
   back-off (librdkafka's grows to seconds while the broker refused it), and a partition
   that moves to the restarted broker later would wait that out.
 
+And an answer never lists no broker at all: when every broker is fenced (a controller that
+heard no heartbeats for a session, the whole cluster cut off), every registered broker is
+listed. librdkafka (2.13+) drops every broker it knows on an answer with none and then has
+nobody left to ask, for good (confluentinc/librdkafka#5301): a nemesis producer stalled that
+way, with no connection left, after such a window.
+
     view = BrokerFailureView.from_props(config.props)  # 9000 ms lingering, 2100 ms holding
     until_ms = view.hold_until_ms(image, names, unreachable_since, now_ms)  # None: answer now
     brokers = view.listed_brokers(image, listener, now_ms, request.connection_state)
@@ -37,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from quorum.image import MetadataImage
+from quorum.image import BrokerRegistration, MetadataImage
 
 # How much longer than broker.disconnect.fence.ms an answer may wait for the new leader: the
 # fence itself commits within a few ms, but when the dead broker was also the active
@@ -100,7 +106,7 @@ class BrokerFailureView:
         """(broker_id, host, port, rack) of the live brokers with an endpoint on `listener`,
         and of those this node saw fenced less than `linger_ms` ago that this connection
         (`connection_state`, kept per connection) has not been shown since, in broker id
-        order."""
+        order; every registered one when that leaves none."""
         self.observe(image, now_ms)
         shown: set[tuple[int, int]] = set()
         if connection_state is not None:
@@ -115,9 +121,10 @@ class BrokerFailureView:
                 if (broker_id, fenced_at) in shown:
                     continue
                 shown.add((broker_id, fenced_at))
-            for endpoint in registration.endpoints:
-                if endpoint.name == listener:
-                    listed.append((broker_id, endpoint.host, endpoint.port, registration.rack))
+            listed.extend(_endpoints(broker_id, registration, listener))
+        if not listed:  # every broker fenced: never none (see the module's docstring)
+            for broker_id, registration in sorted(image.brokers.items()):
+                listed.extend(_endpoints(broker_id, registration, listener))
         return listed
 
     def observe(self, image: MetadataImage, now_ms: int) -> None:
@@ -134,3 +141,13 @@ class BrokerFailureView:
         for broker_id, fenced_at in list(self._fenced_at.items()):
             if now_ms - fenced_at >= self.linger_ms or broker_id not in image.brokers:
                 del self._fenced_at[broker_id]
+
+
+def _endpoints(
+    broker_id: int, registration: BrokerRegistration, listener: str
+) -> list[tuple[int, str, int, str | None]]:
+    return [
+        (broker_id, endpoint.host, endpoint.port, registration.rack)
+        for endpoint in registration.endpoints
+        if endpoint.name == listener
+    ]

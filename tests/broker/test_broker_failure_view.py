@@ -79,3 +79,14 @@ def test_a_broker_back_or_unregistered_is_listed_as_it_is_now():
     assert listed(view, image(registered=(2, 3)), 10000, {}) == [2, 3]  # unregistered
     # a broker first seen fenced (this node started after the fence) is not listed
     assert listed(BrokerFailureView(9000, 2100), image(fenced=(1,)), 0, {}) == [2, 3]
+
+
+def test_with_every_broker_fenced_every_registered_one_is_listed():
+    view = BrokerFailureView(linger_ms=9000, hold_ms=2100)
+    connection: dict = {}
+    view.observe(image(), 0)
+    everyone_fenced = image(fenced=(1, 2, 3), leader=-1)
+    assert listed(view, everyone_fenced, 100, connection) == [1, 2, 3]
+    assert listed(view, everyone_fenced, 200, connection) == [1, 2, 3]  # shown, still listed
+    assert listed(view, everyone_fenced, 99_999, {}) == [1, 2, 3]  # the linger is over
+    assert listed(view, MetadataImage(), 0, {}) == []  # nobody registered at all
