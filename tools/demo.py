@@ -106,6 +106,7 @@ class FailoverReport:
     killed_node_id: int = -1
     old_leader_epoch: int = -1
     killed_at_records: int = 0  # records in the topic when the kill happened
+    was_controller: bool = False  # the victim was also the active controller (a Raft election)
     failover_ms: float | None = None  # kill -> partition 0 led by another broker (metadata)
     new_leader: int = -1
     restart_ready_ms: float | None = None  # restart -> the node said READY
@@ -186,6 +187,17 @@ async def _describe(bootstrap: str):  # noqa: ANN202 - TopicDescription or None
         return None
 
 
+async def _active_controller(bootstrap: str) -> int | None:
+    """The active controller's node (DescribeCluster names it: the demo's nodes are combined
+    broker and controller nodes); None while no broker answers."""
+    try:
+        with trio.fail_after(3):
+            async with AdminClient(bootstrap, request_timeout_ms=2000) as admin:
+                return (await admin.describe_cluster()).controller_id
+    except (KafkaError, OSError, trio.TooSlowError):
+        return None
+
+
 async def _records_in(bootstrap: str) -> int | None:
     try:
         with trio.fail_after(3):
@@ -228,11 +240,12 @@ async def failover_drill(
     victim = cluster.nodes[partition0.leader - 1]
     report.killed_node_id, report.old_leader_epoch = victim.node_id, partition0.leader_epoch
     report.killed_at_records = count or 0
+    report.was_controller = await _active_controller(bootstrap) == victim.node_id
     killed_s = time.perf_counter()
     victim.signal(signal.SIGKILL)
-    console.print(f"fail-over drill: SIGKILL node {victim.node_id} (leader of partition 0, "
-                  f"leader epoch {partition0.leader_epoch}) at {report.killed_at_records} "
-                  "records")  # fmt: skip
+    console.print(f"fail-over drill: SIGKILL node {victim.node_id} (leader of partition 0"
+                  f"{_ALSO_CONTROLLER if report.was_controller else ''}, leader epoch "
+                  f"{partition0.leader_epoch}) at {report.killed_at_records} records")  # fmt: skip
     with trio.fail_after(FAILOVER_TIMEOUT_S):
         while True:
             description = await _describe(bootstrap)
@@ -500,12 +513,16 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f} ms"
 
 
+# A leader that was also the active controller: its fail-over waits for a Raft election too.
+_ALSO_CONTROLLER = ", also the active controller: a Raft election comes first"
+
+
 def print_failover(console: Console, failover: FailoverReport | None) -> None:
     if failover is None:
         return
     console.print(
-        f"  fail-over: node {failover.killed_node_id} (leader of partition 0) killed with "
-        f"SIGKILL at {failover.killed_at_records} records; partition 0 led by node "
+        f"  fail-over: node {failover.killed_node_id} (leader of partition 0"
+        f"{_ALSO_CONTROLLER if failover.was_controller else ''}) killed with SIGKILL at {failover.killed_at_records} records; partition 0 led by node "
         f"{failover.new_leader} after {_ms(failover.failover_ms)} (fail-over time); restarted "
         f"node ready after {_ms(failover.restart_ready_ms)}; every ISR full again after "
         f"{_ms(failover.isr_restored_ms)}; no acknowledged row lost, none duplicated"
