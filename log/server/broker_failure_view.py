@@ -46,8 +46,13 @@ from typing import Any
 from quorum.image import BrokerRegistration, MetadataImage
 
 # How much longer than broker.disconnect.fence.ms an answer may wait for the new leader: the
-# fence itself commits within a few ms, but when the dead broker was also the active
-# controller a Raft election comes first (0.8-1.1 s of pysyncobj's here).
+# fence commits within a few ms of it, but when the dead broker was also the active
+# controller a Raft election comes first (0.8-1.1 s of pysyncobj's here). Every answer after
+# a held one on that connection waits too (Kafka answers in order); that costs little, since
+# an acks=all write to any partition the dead broker replicated waits for the same fence (it
+# is in their ISR until then). A shorter margin would answer the old leader before such an
+# election ends, and librdkafka would learn the new one only from a later query (its fast
+# leader query backs off to a second).
 HOLD_MARGIN_MS = 2000
 
 

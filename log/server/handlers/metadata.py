@@ -8,11 +8,12 @@ through the controller, and answered LEADER_NOT_AVAILABLE as Kafka does; clients
 v10+ answers each topic's id (KIP-516) and takes topics by id too (name null): an id nobody
 knows is answered UNKNOWN_TOPIC_ID; topics are auto-created by name only.
 
-Around a broker's death (log/server/broker_failure_view.py) Metadata departs from that in two
-ways, so that clients move to the new leader at once: an answer about partitions led by a
-broker this node's fetchers just lost waits (up to broker.disconnect.fence.ms + 2 s) for the
-image that elects their new leader, and a broker this node saw fenced is still listed in
-the first answer on each connection (within broker.session.timeout.ms).
+Around a broker's death (log/server/broker_failure_view.py) Metadata departs from that, so
+that clients move to the new leader at once: an answer about partitions led by a broker this
+node's fetchers just lost waits (up to broker.disconnect.fence.ms + 2 s) for the image that
+elects their new leader, and a broker this node saw fenced is still listed in the first
+answer on each connection (within broker.session.timeout.ms). With every broker fenced,
+every registered one is listed: never none.
 
 controller_id: clients (kafka-python's admin) send CreateTopics to it, so it must be a broker
 in the list. KRaft brokers answer a live broker there too; we answer the active controller's
