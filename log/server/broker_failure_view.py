@@ -62,6 +62,9 @@ class BrokerFailureView:
         self._seen: MetadataImage | None = None
         self._live: frozenset[int] = frozenset()
         self._fenced_at: dict[int, int] = {}  # broker id -> when this node saw it fenced (ms)
+        # listener -> the listing of `_seen` while no fenced broker lingers (callers must not
+        # change it: every request's answer shares it)
+        self._listings: dict[str, list[tuple[int, str, int, str | None]]] = {}
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any]) -> BrokerFailureView:
@@ -113,6 +116,16 @@ class BrokerFailureView:
         (`connection_state`, kept per connection) has not been shown since, in broker id
         order; every registered one when that leaves none."""
         self.observe(image, now_ms)
+        if not self._fenced_at and image is self._seen:  # usually: one list for every request
+            cached = self._listings.get(listener)
+            if cached is None:
+                cached = self._listings[listener] = self._listing(image, listener, {})
+            return cached
+        return self._listing(image, listener, connection_state)
+
+    def _listing(
+        self, image: MetadataImage, listener: str, connection_state: dict[str, Any] | None
+    ) -> list[tuple[int, str, int, str | None]]:
         shown: set[tuple[int, int]] = set()
         if connection_state is not None:
             shown = connection_state.setdefault("fenced_brokers_shown", set())
@@ -134,8 +147,10 @@ class BrokerFailureView:
 
     def observe(self, image: MetadataImage, now_ms: int) -> None:
         """Note which brokers `image` fences (called with every image the node applies: a
-        node that answered no Metadata before a broker died must still know it was live)."""
-        if image is not self._seen:
+        node that answered no Metadata before a broker died must still know it was live); an
+        image older than one seen already changes nothing."""
+        seen = self._seen
+        if image is not seen and (seen is None or image.last_offset > seen.last_offset):
             live = frozenset(image.live_broker_ids())
             for broker_id in self._live - live:
                 if broker_id in image.brokers:  # fenced (an unregistered one is gone)
@@ -143,9 +158,12 @@ class BrokerFailureView:
             for broker_id in live:
                 self._fenced_at.pop(broker_id, None)
             self._seen, self._live = image, live
-        for broker_id, fenced_at in list(self._fenced_at.items()):
-            if now_ms - fenced_at >= self.linger_ms or broker_id not in image.brokers:
-                del self._fenced_at[broker_id]
+            self._listings.clear()
+        if self._fenced_at:
+            newest = self._seen.brokers if self._seen is not None else {}
+            for broker_id, fenced_at in list(self._fenced_at.items()):
+                if now_ms - fenced_at >= self.linger_ms or broker_id not in newest:
+                    del self._fenced_at[broker_id]
 
 
 def _endpoints(

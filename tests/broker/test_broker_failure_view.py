@@ -3,6 +3,7 @@ fenced broker stays listed. The real-process side: tests/node/test_fast_fencing.
 
 from __future__ import annotations
 
+import itertools
 import uuid
 
 from log.server.broker_failure_view import BrokerFailureView
@@ -10,6 +11,7 @@ from quorum.image import BrokerRegistration, MetadataImage, PartitionRegistratio
 from quorum.records import BrokerEndpoint
 
 TOPIC_ID = uuid.uuid4()
+OFFSETS = itertools.count()  # each image made is newer than the one before
 
 
 def image(fenced=(), leader=1, registered=(1, 2, 3)) -> MetadataImage:
@@ -28,7 +30,8 @@ def image(fenced=(), leader=1, registered=(1, 2, 3)) -> MetadataImage:
     partition = PartitionRegistration((1, 2, 3), (1, 2, 3), leader, 0, 0)
     topic = TopicImage("t", TOPIC_ID, {0: partition})
     return MetadataImage(brokers=brokers, topics={TOPIC_ID: topic},
-                         topic_ids_by_name={"t": TOPIC_ID})  # fmt: skip
+                         topic_ids_by_name={"t": TOPIC_ID},
+                         last_offset=next(OFFSETS))  # fmt: skip
 
 
 def test_an_answer_waits_while_a_leader_is_unreachable_and_not_longer_than_the_hold():
@@ -90,3 +93,14 @@ def test_with_every_broker_fenced_every_registered_one_is_listed():
     assert listed(view, everyone_fenced, 200, connection) == [1, 2, 3]  # shown, still listed
     assert listed(view, everyone_fenced, 99_999, {}) == [1, 2, 3]  # the linger is over
     assert listed(view, MetadataImage(), 0, {}) == []  # nobody registered at all
+
+
+def test_an_older_image_seen_late_changes_nothing():
+    """The node's watcher may show the view an image the handlers answered past already."""
+    view = BrokerFailureView(linger_ms=9000, hold_ms=2100)
+    connection: dict = {}
+    older, newer = image(), image(fenced=(1,), leader=2)
+    view.observe(older, 0)
+    assert listed(view, newer, 100, connection) == [1, 2, 3]
+    view.observe(older, 150)  # late: broker 1 is not taken for live again
+    assert listed(view, newer, 200, connection) == [2, 3]
