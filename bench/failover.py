@@ -23,7 +23,10 @@ kill:
   until the next scan.
 The dead node is restarted and the round waits until the ISR is whole again. A leader that is
 also the active controller adds a Raft election (pysyncobj, 300-600 ms timeouts) and the new
-controller's wait for the brokers to heartbeat to it; those rounds are shown apart.
+controller's wait for the brokers to heartbeat to it; those rounds are shown apart, with the
+step between: `new controller active`, when another node's controller activation was
+committed (the Raft election and the activation record), after which the new controller
+fences the dead broker within broker.disconnect.fence.ms.
 
     python -m bench.failover [--kills 10] [--keep DIR]
 """
@@ -116,9 +119,13 @@ class OurPacedProducer(PacedProducer):
             p.flush(60)
 
 
-async def wait_for_new_leader(cluster: Cluster, survivors: list[int], victim: int) -> float:
-    """Follow a surviving controller's committed metadata; the time a leader other than
-    `victim` is committed for the partition."""
+async def wait_for_new_leader(
+    cluster: Cluster, survivors: list[int], victim: int, steps: dict[str, float]
+) -> None:
+    """Follow a surviving controller's committed metadata; note in `steps` when another node's
+    controller activation is committed (`controller`, when the victim was the active
+    controller) and when a leader other than `victim` is committed for the partition
+    (`elected`)."""
     client = cluster.client(survivors)
     machine = MetadataStateMachine()
     try:
@@ -128,9 +135,12 @@ async def wait_for_new_leader(cluster: Cluster, survivors: list[int], victim: in
                 machine = MetadataStateMachine.from_checkpoint(bytes(r.checkpoint))
             for batch in r.batches:
                 machine.apply(batch.offset, bytes(batch.payload))
+                if machine.image.controller_id not in (victim, -1):
+                    steps.setdefault("controller", time.monotonic())
             topic = machine.image.topic(TOPIC)
             if topic is not None and topic.partitions[0].leader not in (victim, -1):
-                return time.monotonic()
+                steps["elected"] = time.monotonic()
+                return
     finally:
         await client.aclose()
 
@@ -172,12 +182,8 @@ async def run(workdir: Path, kills: int) -> list[dict]:
             victim = state.leader
             survivors = [n for n in nodes if n != victim]
             async with trio.open_nursery() as nursery:
-                elected: list[float] = []
-
-                async def watch(survivors=survivors, victim=victim, elected=elected):
-                    elected.append(await wait_for_new_leader(cluster, survivors, victim))
-
-                nursery.start_soon(watch)
+                steps: dict[str, float] = {}
+                nursery.start_soon(wait_for_new_leader, cluster, survivors, victim, steps)
                 await trio.sleep(0.3)  # the watcher is long-polling
                 killed_at = time.monotonic()
                 cluster.kill9(victim)
@@ -192,15 +198,19 @@ async def run(workdir: Path, kills: int) -> list[dict]:
                         await trio.sleep(0.005)
             row = {
                 "victim_was_controller": victim == controller,
-                "elected_s": elected[0] - killed_at,
+                "elected_s": steps["elected"] - killed_at,
                 "first_ack_s": {name: at - killed_at for name, at in acked_at.items()},
             }
+            if row["victim_was_controller"]:
+                row["controller_s"] = steps.get("controller", steps["elected"]) - killed_at
             rounds.append(row)
             acks = ", ".join(f"{name} {s * 1000:.0f} ms" for name, s in row["first_ack_s"].items())
+            took_over = (f"new controller active {row['controller_s'] * 1000:.0f} ms; "
+                         if row["victim_was_controller"] else "")  # fmt: skip
             print(f"  kill {len(rounds)}: leader {victim}"
                   f"{' (also the active controller)' if row['victim_was_controller'] else ''}: "
-                  f"new leader committed {row['elected_s'] * 1000:.0f} ms; first ack: {acks}",
-                  flush=True)  # fmt: skip
+                  f"{took_over}new leader committed {row['elected_s'] * 1000:.0f} ms; "
+                  f"first ack: {acks}", flush=True)  # fmt: skip
             cluster.start(victim)
             await trio.to_thread.run_sync(cluster.wait_ready, victim)
             with trio.fail_after(60):
@@ -233,6 +243,10 @@ def summary(rounds: list[dict]) -> list[dict]:
         row = {"case": case, "kills": len(subset),
                "elected_median_s": statistics.median(elected), "elected_max_s": max(elected),
                "first_ack_s": {}}  # fmt: skip
+        took_over = [r["controller_s"] for r in subset if "controller_s" in r]
+        if len(took_over) == len(subset):
+            row["controller_median_s"] = statistics.median(took_over)
+            row["controller_max_s"] = max(took_over)
         for client in clients:
             acked = [r["first_ack_s"][client] for r in subset]
             row["first_ack_s"][client] = [statistics.median(acked), max(acked)]
@@ -256,15 +270,20 @@ def main() -> None:
             rounds = trio.run(run, Path(tmp), args.kills)
     rows = summary(rounds)
     clients = list(rows[0]["first_ack_s"]) if rows else []
-    print("| case | kills | new leader committed median / max (ms) | "
+    print("| case | kills | new controller active median / max (ms) | new leader committed "
+          "median / max (ms) | "
           + " | ".join(f"first ack, {c}: median / max (ms)" for c in clients)
-          + " |\n|---|---|---|" + "---|" * len(clients))  # fmt: skip
+          + " |\n|---|---|---|---|" + "---|" * len(clients))  # fmt: skip
     for row in rows:
         acks = " | ".join(
             f"{m * 1000:.0f} / {x * 1000:.0f}" for m, x in row["first_ack_s"].values()
         )
-        print(f"| {row['case']} | {row['kills']} | {row['elected_median_s'] * 1000:.0f} / "
-              f"{row['elected_max_s'] * 1000:.0f} | {acks} |")  # fmt: skip
+        took_over = (f"{row['controller_median_s'] * 1000:.0f} / "
+                     f"{row['controller_max_s'] * 1000:.0f}"
+                     if "controller_median_s" in row else "-")  # fmt: skip
+        print(f"| {row['case']} | {row['kills']} | {took_over} | "
+              f"{row['elected_median_s'] * 1000:.0f} / {row['elected_max_s'] * 1000:.0f} | "
+              f"{acks} |")  # fmt: skip
     emit("failover", rows)
 
 

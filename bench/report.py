@@ -154,9 +154,17 @@ def _failover(sections: dict[str, Rows]) -> str:
         body.append([f"partition leader kill -9 ({kills}) -> new leader committed",
                      f"median {row['elected_median_s'] * 1000:,.0f} ms, "
                      f"max {row['elected_max_s'] * 1000:,.0f} ms"])  # fmt: skip
-        body.append([f"partition leader kill -9 ({kills}) -> first acks=all ack",
-                     f"median {row['first_ack_median_s'] * 1000:,.0f} ms, "
-                     f"max {row['first_ack_max_s'] * 1000:,.0f} ms"])  # fmt: skip
+        if "controller_median_s" in row:
+            body.append([f"partition leader kill -9 ({kills}) -> new controller active",
+                         f"median {row['controller_median_s'] * 1000:,.0f} ms, "
+                         f"max {row['controller_max_s'] * 1000:,.0f} ms"])  # fmt: skip
+        for client, (median_s, max_s) in row["first_ack_s"].items():
+            body.append(
+                [
+                    f"partition leader kill -9 ({kills}) -> first acks=all ack, {client}",
+                    f"median {median_s * 1000:,.0f} ms, max {max_s * 1000:,.0f} ms",
+                ]
+            )
     for row in sections.get("metadata_failover", []):
         body.append(["controller kill -9 -> new Raft leader", _ms_list(row["elected_s"])])
         body.append(["controller kill -9 -> first metadata commit", _ms_list(row["committed_s"])])

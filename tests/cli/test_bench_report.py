@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from bench.__main__ import read_sections
+from bench.failover import summary as failover_summary
 from bench.log_throughput import ROW_KEYS
 from bench.report import write_report
 from bench.rows import ENV_VAR, emit
@@ -23,9 +24,24 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
         {"part": "log", "log_gb": 10.0, "case": "after kill -9", "unflushed_mb": 1000,
          "ready_s": 6.5, "recovery_s": 4.25},
     ])  # fmt: skip
-    emit("failover", [{"case": "leader only", "kills": 9, "elected_median_s": 0.115,
-                       "elected_max_s": 0.127, "first_ack_median_s": 1.621,
-                       "first_ack_max_s": 1.704}])  # fmt: skip
+    # the rows bench/failover.py emits, made by its own summary from its rounds
+    rounds = [
+        {
+            "victim_was_controller": False,
+            "elected_s": elected,
+            "first_ack_s": {"confluent-kafka": ack, "quorumlog": 0.2},
+        }
+        for elected, ack in ((0.115, 1.621), (0.127, 1.704), (0.110, 0.15))
+    ]
+    rounds.append(
+        {
+            "victim_was_controller": True,
+            "controller_s": 0.8,
+            "elected_s": 0.9,
+            "first_ack_s": {"confluent-kafka": 0.95, "quorumlog": 0.94},
+        }
+    )
+    emit("failover", failover_summary(rounds))  # fmt: skip
     log_row = (1070, "append", 50, 100.0, 400.0, 200.0)
     emit("log_throughput", [dict(zip(ROW_KEYS, log_row, strict=True))])
     emit("producer_clients", [
@@ -68,9 +84,14 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
     assert (tmp_path / "results" / "e2e_latency.png").stat().st_size > 1000
     assert (tmp_path / "results" / "consume_throughput.png").stat().st_size > 1000
     assert "controller kill -9 -> first metadata commit | median 750 ms" in text
-    assert ("| partition leader kill -9 (leader only, n=9) -> new leader committed "
+    assert ("| partition leader kill -9 (leader only, n=3) -> new leader committed "
             "| median 115 ms, max 127 ms |") in text  # fmt: skip
-    assert "(leader only, n=9) -> first acks=all ack | median 1,621 ms, max 1,704 ms |" in text
+    assert ("(leader only, n=3) -> first acks=all ack, confluent-kafka | median 1,621 ms, "
+            "max 1,704 ms |") in text  # fmt: skip
+    assert "(leader only, n=3) -> first acks=all ack, quorumlog | median 200 ms" in text
+    assert ("(leader and active controller, n=1) -> new controller active | median 800 ms, "
+            "max 800 ms |") in text  # fmt: skip
+    assert "(all kills, n=4) -> new controller active" not in text
     assert "| nproc |" in text and "| Python |" in text
     assert "| 1070 | append | 50 | 100 | 400 | 0.25 | 200 | 0.50 |" in text
     assert "| 1 | quorumlog | 300,000 | 5.0 | 9.0 | 3.00 | 3.00x | 10.00x | 1.00x |" in text
