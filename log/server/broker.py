@@ -372,7 +372,7 @@ class KafkaServer:
 
     async def _watch_fenced_brokers(self) -> None:
         """Show every applied image to the broker failure view, which lists a broker this node
-        saw fenced for a while (log/server/broker_failure_view.py)."""
+        saw fenced once more per connection (log/server/broker_failure_view.py)."""
         view = self.ctx.broker_failure_view
         view.observe(self.ctx.metadata.image, self.ctx.clock_ms())
         async with self.ctx.metadata.subscribe() as images:
