@@ -108,14 +108,14 @@ class ReplicaFetcherManager:
             return None
         return self.fetchers[key][0].state.partitions.get(tp)
 
-    def unreachable_brokers(self) -> dict[int, int]:
+    def unreachable_brokers(self) -> dict[int, tuple[int, int]]:
         """Source brokers whose fetch connection failed with nothing answered since: broker
-        id -> when the failures began (ms)."""
-        unreachable: dict[int, int] = {}
+        id -> (when the failures began in ms, the broker's epoch in our image then)."""
+        unreachable: dict[int, tuple[int, int]] = {}
         for (broker_id, _index), (fetcher, _scope) in self.fetchers.items():
             since = fetcher.unreachable_since_ms
-            if since is not None and since < unreachable.get(broker_id, since + 1):
-                unreachable[broker_id] = since
+            if since is not None and since < unreachable.get(broker_id, (since + 1,))[0]:
+                unreachable[broker_id] = (since, fetcher.unreachable_broker_epoch)
         return unreachable
 
     def _fetcher(self, key: tuple[int, int]) -> ReplicaFetcher:

@@ -158,10 +158,12 @@ class ReplicaFetcher:
         self._wakeup = trio.Event()
         self._connection: LeaderConnection | None = None
         self.failures_in_row = 0
-        # When the connection to the source broker last failed with no fetch answered since
-        # (None: it works): Metadata answers wait for a new leader meanwhile (a dead leader's
-        # followers know before the controller fences it: log/server/broker_failure_view.py).
+        # When the connection to the source broker failed with no fetch answered since (None:
+        # it works), and that broker's epoch in our image then: Metadata answers wait for a new
+        # leader meanwhile (a dead leader's followers know before the controller fences it:
+        # log/server/broker_failure_view.py), unless it registered again.
         self.unreachable_since_ms: int | None = None
+        self.unreachable_broker_epoch = -1
 
     # -- membership (called by the manager, from the trio thread) --------------------------
 
@@ -196,10 +198,8 @@ class ReplicaFetcher:
                     if waited:  # a request was answered
                         self.unreachable_since_ms = None
                 except (KafkaError, trio.TooSlowError) as exc:
-                    if self.unreachable_since_ms is None and isinstance(
-                        exc, (ConnectionLostError, trio.TooSlowError)
-                    ):
-                        self.unreachable_since_ms = self.clock_ms()
+                    if isinstance(exc, (ConnectionLostError, trio.TooSlowError)):
+                        self._note_unreachable()
                     # The first failure in a row at INFO; the retries (every back-off) at DEBUG.
                     level = logging.DEBUG if self.failures_in_row else logging.INFO
                     self.failures_in_row += 1
@@ -216,6 +216,12 @@ class ReplicaFetcher:
                     await self._sleep_until_ready()
         finally:
             await self._drop_connection()
+
+    def _note_unreachable(self) -> None:
+        if self.unreachable_since_ms is None:
+            self.unreachable_since_ms = self.clock_ms()
+            source = self.image().brokers.get(self.state.source_broker_id)
+            self.unreachable_broker_epoch = -1 if source is None else source.broker_epoch
 
     async def _back_off_all(self) -> None:
         """The connection or a request failed: every partition waits replica.fetch.backoff.ms."""

@@ -13,7 +13,8 @@ Two things made unmodified clients take 1.7-2.0 s to produce again where ours to
   node's fetchers cannot reach, and that began less than `hold_ms` ago, the answer waits for
   a newer image (the handler waits; this decides). A broker that is alive but cut off from
   this node only holds answers until `hold_ms` after the failure began, then the image is
-  answered as it is.
+  answered as it is; one that registered again since (restarted before a fence, when no
+  controller could fence it) holds nothing.
 * The answer that shows the new leader no longer lists the fenced broker (Kafka lists
   unfenced brokers only), and librdkafka (2.10+) decommissions a broker missing from an
   answer: its broker thread takes the termination before the partition's migration and
@@ -33,7 +34,7 @@ nobody left to ask, for good (confluentinc/librdkafka#5301): a nemesis producer 
 way, with no connection left, after such a window.
 
     view = BrokerFailureView.from_props(config.props)  # 9000 ms lingering, 2100 ms holding
-    until_ms = view.hold_until_ms(image, names, unreachable_since, now_ms)  # None: answer now
+    until_ms = view.hold_until_ms(image, names, unreachable, now_ms)  # None: answer now
     brokers = view.listed_brokers(image, listener, now_ms, request.connection_state)
     view.observe(image, now_ms)  # every image the node applies, as it comes
 """
@@ -80,16 +81,20 @@ class BrokerFailureView:
         self,
         image: MetadataImage,
         names: Iterable[str] | None,
-        unreachable_since: Mapping[int, int],
+        unreachable: Mapping[int, tuple[int, int]],
         now_ms: int,
     ) -> int | None:
         """Until when an answer about topics `names` (None: all) should wait for a new leader:
-        the latest `since + hold_ms` of the live brokers leading one of their partitions that
-        this node's fetchers have not reached since `since`; None when there is none left."""
+        the latest `since + hold_ms` of the brokers leading one of their partitions that this
+        node's fetchers have not reached since `since` (`unreachable`: broker id -> (since,
+        its broker epoch then)), still live and not registered again since; None when there
+        is none left."""
         suspects = {
             broker_id: since + self.hold_ms
-            for broker_id, since in unreachable_since.items()
-            if since + self.hold_ms > now_ms and image.is_live(broker_id)
+            for broker_id, (since, epoch) in unreachable.items()
+            if since + self.hold_ms > now_ms
+            and image.is_live(broker_id)
+            and image.brokers[broker_id].broker_epoch == epoch
         }
         if not suspects:
             return None

@@ -37,16 +37,19 @@ def image(fenced=(), leader=1, registered=(1, 2, 3)) -> MetadataImage:
 def test_an_answer_waits_while_a_leader_is_unreachable_and_not_longer_than_the_hold():
     view = BrokerFailureView(linger_ms=9000, hold_ms=2100)
     before = image()
+    lost = {1: (900, 11)}  # broker 1 unreachable since 900 ms, at its broker epoch 11
     assert view.hold_until_ms(before, ["t"], {}, 1000) is None  # nothing lost
-    assert view.hold_until_ms(before, ["t"], {2: 900}, 1000) is None  # not a leader
-    assert view.hold_until_ms(before, ["t"], {1: 900}, 1000) == 3000
-    assert view.hold_until_ms(before, None, {1: 900}, 1000) == 3000  # all topics
-    assert view.hold_until_ms(before, ["other"], {1: 900}, 1000) is None
-    assert view.hold_until_ms(before, ["t"], {1: 900}, 3000) is None  # held long enough
+    assert view.hold_until_ms(before, ["t"], {2: (900, 12)}, 1000) is None  # not a leader
+    assert view.hold_until_ms(before, ["t"], lost, 1000) == 3000
+    assert view.hold_until_ms(before, None, lost, 1000) == 3000  # all topics
+    assert view.hold_until_ms(before, ["other"], lost, 1000) is None
+    assert view.hold_until_ms(before, ["t"], lost, 3000) is None  # held long enough
     # the new leader, or the dead one fenced with no leader left: answer
-    assert view.hold_until_ms(image(fenced=(1,), leader=2), ["t"], {1: 900}, 1000) is None
-    assert view.hold_until_ms(image(fenced=(1,), leader=-1), ["t"], {1: 900}, 1000) is None
-    assert BrokerFailureView(9000, 0).hold_until_ms(before, ["t"], {1: 900}, 1000) is None
+    assert view.hold_until_ms(image(fenced=(1,), leader=2), ["t"], lost, 1000) is None
+    assert view.hold_until_ms(image(fenced=(1,), leader=-1), ["t"], lost, 1000) is None
+    # registered again since (a restart no controller fenced): answer
+    assert view.hold_until_ms(before, ["t"], {1: (900, 10)}, 1000) is None
+    assert BrokerFailureView(9000, 0).hold_until_ms(before, ["t"], lost, 1000) is None
 
 
 def listed(view, image, now_ms, connection=None, listener="PLAINTEXT") -> list[int]:
