@@ -40,6 +40,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -120,23 +121,25 @@ class OurPacedProducer(PacedProducer):
 
 
 async def wait_for_new_leader(
-    cluster: Cluster, survivors: list[int], victim: int, steps: dict[str, float]
+    cluster: Cluster, survivors: list[int], victim: int, steps: dict[str, Any]
 ) -> None:
     """Follow a surviving controller's committed metadata; note in `steps` when another node's
-    controller activation is committed (`controller`, when the victim was the active
-    controller) and when a leader other than `victim` is committed for the partition
-    (`elected`)."""
+    controller activation followed one of `victim`'s (`took_over`, a list: replaying the log
+    from its start passes earlier ones, stamped before the kill) and when a leader other than
+    `victim` is committed for the partition (`elected`)."""
     client = cluster.client(survivors)
     machine = MetadataStateMachine()
+    took_over = steps.setdefault("took_over", [])
     try:
         while True:
             r = await client.metadata_fetch(-1, machine.last_applied_offset, 500)
             if r.checkpoint is not None and r.checkpoint_offset > machine.last_applied_offset:
                 machine = MetadataStateMachine.from_checkpoint(bytes(r.checkpoint))
             for batch in r.batches:
+                before = machine.image.controller_id
                 machine.apply(batch.offset, bytes(batch.payload))
-                if machine.image.controller_id not in (victim, -1):
-                    steps.setdefault("controller", time.monotonic())
+                if before == victim and machine.image.controller_id not in (victim, -1):
+                    took_over.append(time.monotonic())
             topic = machine.image.topic(TOPIC)
             if topic is not None and topic.partitions[0].leader not in (victim, -1):
                 steps["elected"] = time.monotonic()
@@ -182,7 +185,7 @@ async def run(workdir: Path, kills: int) -> list[dict]:
             victim = state.leader
             survivors = [n for n in nodes if n != victim]
             async with trio.open_nursery() as nursery:
-                steps: dict[str, float] = {}
+                steps: dict[str, Any] = {}
                 nursery.start_soon(wait_for_new_leader, cluster, survivors, victim, steps)
                 await trio.sleep(0.3)  # the watcher is long-polling
                 killed_at = time.monotonic()
@@ -202,7 +205,8 @@ async def run(workdir: Path, kills: int) -> list[dict]:
                 "first_ack_s": {name: at - killed_at for name, at in acked_at.items()},
             }
             if row["victim_was_controller"]:
-                row["controller_s"] = steps.get("controller", steps["elected"]) - killed_at
+                after = [t for t in steps["took_over"] if t > killed_at] or [steps["elected"]]
+                row["controller_s"] = after[0] - killed_at
             rounds.append(row)
             acks = ", ".join(f"{name} {s * 1000:.0f} ms" for name, s in row["first_ack_s"].items())
             took_over = (f"new controller active {row['controller_s'] * 1000:.0f} ms; "
