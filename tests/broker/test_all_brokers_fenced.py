@@ -1,6 +1,8 @@
-"""A window in which every broker is fenced must not strand librdkafka: Metadata never lists
-no broker (librdkafka 2.13+ drops every broker it knows on such an answer and never asks
-again: confluentinc/librdkafka#5301; a nemesis producer stalled that way for good)."""
+"""Which brokers Metadata lists around fences (log/server/broker_failure_view.py).
+
+A window in which every broker is fenced must not strand librdkafka: Metadata never lists no
+broker (librdkafka 2.13+ drops every broker it knows on such an answer and never asks again:
+confluentinc/librdkafka#5301; a nemesis producer stalled that way for good)."""
 
 from __future__ import annotations
 
@@ -64,3 +66,25 @@ async def test_a_producer_sends_on_after_every_broker_was_fenced(broker):
     assert quorum.image.topic("t").partitions[0].leader == NODE_ID
     assert await trio.to_thread.run_sync(producer.flush, 30) == 0
     assert delivered == [None, None]
+
+
+async def test_a_broker_fenced_before_any_metadata_request_is_listed_once_per_connection(broker):
+    """The node follows every image, not only those it answers from: a broker fenced while
+    nobody asked for metadata is still listed in each connection's first answer after it."""
+    import trio.testing
+
+    quorum = broker.quorum
+    quorum.register(2, "127.0.0.1", 1)  # another broker, live, then gone
+    await trio.testing.wait_all_tasks_blocked()
+    records, fenced = controller.fence_expired_brokers(quorum.image, {2: 0}, 10**12, 1)
+    assert fenced == [2]
+    quorum.commit(records)
+    await trio.testing.wait_all_tasks_blocked()
+    M = METADATA_REQUEST.cls
+    for _ in range(2):  # two connections
+        client = await WireClient.connect(broker.port)
+        first = await client.call(3, 12, M(topics=[], allow_auto_topic_creation=False))
+        second = await client.call(3, 12, M(topics=[], allow_auto_topic_creation=False))
+        await client.aclose()
+        assert [b.node_id for b in first.brokers] == [NODE_ID, 2]
+        assert [b.node_id for b in second.brokers] == [NODE_ID]
