@@ -522,7 +522,8 @@ def print_failover(console: Console, failover: FailoverReport | None) -> None:
         return
     console.print(
         f"  fail-over: node {failover.killed_node_id} (leader of partition 0"
-        f"{_ALSO_CONTROLLER if failover.was_controller else ''}) killed with SIGKILL at {failover.killed_at_records} records; partition 0 led by node "
+        f"{_ALSO_CONTROLLER if failover.was_controller else ''}) killed with SIGKILL at "
+        f"{failover.killed_at_records} records; partition 0 led by node "
         f"{failover.new_leader} after {_ms(failover.failover_ms)} (fail-over time); restarted "
         f"node ready after {_ms(failover.restart_ready_ms)}; every ISR full again after "
         f"{_ms(failover.isr_restored_ms)}; no acknowledged row lost, none duplicated"

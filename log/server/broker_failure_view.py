@@ -144,10 +144,10 @@ class BrokerFailureView:
                 if (broker_id, fenced_at) in shown:
                     continue
                 shown.add((broker_id, fenced_at))
-            listed.extend(_endpoints(broker_id, registration, listener))
+            listed.extend(listener_endpoints(broker_id, registration, listener))
         if not listed:  # every broker fenced: never none (see the module's docstring)
             for broker_id, registration in sorted(image.brokers.items()):
-                listed.extend(_endpoints(broker_id, registration, listener))
+                listed.extend(listener_endpoints(broker_id, registration, listener))
         return listed
 
     def observe(self, image: MetadataImage, now_ms: int) -> None:
@@ -171,9 +171,10 @@ class BrokerFailureView:
                     del self._fenced_at[broker_id]
 
 
-def _endpoints(
+def listener_endpoints(
     broker_id: int, registration: BrokerRegistration, listener: str
 ) -> list[tuple[int, str, int, str | None]]:
+    """(broker_id, host, port, rack) of each of the broker's endpoints on `listener`."""
     return [
         (broker_id, endpoint.host, endpoint.port, registration.rack)
         for endpoint in registration.endpoints

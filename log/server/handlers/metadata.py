@@ -36,6 +36,7 @@ from log.protocol.connection import Request
 from log.protocol.metadata import METADATA_RESPONSE
 from log.server.authorization import allowed, allowed_cluster, authorized_operations
 from log.server.broker_context import BrokerContext
+from log.server.broker_failure_view import listener_endpoints
 from quorum.controller import CreatableTopic, CreateTopicsRequest
 from quorum.features import SUPPORTED
 from quorum.image import MetadataImage, topic_name_error
@@ -70,10 +71,7 @@ def live_brokers(
     """(broker_id, host, port, rack) of every unfenced broker with an endpoint on `listener`."""
     brokers = []
     for broker_id in image.live_broker_ids():
-        registration = image.brokers[broker_id]
-        for endpoint in registration.endpoints:
-            if endpoint.name == listener:
-                brokers.append((broker_id, endpoint.host, endpoint.port, registration.rack))
+        brokers.extend(listener_endpoints(broker_id, image.brokers[broker_id], listener))
     return brokers
 
 
@@ -154,14 +152,15 @@ async def _await_new_leaders(ctx: BrokerContext, image: MetadataImage, body: Any
     this node's fetchers just lost (the controller is about to fence it and elect another),
     waited for up to the view's hold (log/server/broker_failure_view.py)."""
     fetchers, view = ctx.replica_manager.fetcher_manager, ctx.broker_failure_view
-    if view.hold_ms <= 0 or not fetchers.unreachable_brokers():
+    unreachable = fetchers.unreachable_brokers() if view.hold_ms > 0 else None
+    if not unreachable:
         return image
     names = None if body.topics is None else [
         t.name if t.name is not None else image.topics[t.topic_id].name
         for t in body.topics
         if t.name is not None or t.topic_id in image.topics
     ]  # fmt: skip
-    until_ms = view.hold_until_ms(image, names, fetchers.unreachable_brokers(), ctx.clock_ms())
+    until_ms = view.hold_until_ms(image, names, unreachable, ctx.clock_ms())
     if until_ms is None:
         return image
 
