@@ -52,7 +52,8 @@ journal; it applies only the tail after the checkpoint it loads.
 Latency: pysyncobj's default append batching makes a commit wait for the next 100 ms heartbeat.
 We use appendEntriesUseBatch=False (AppendEntries go out in the same tick) plus the group commit
 above; a commit on loopback takes ~2-6 ms (bench/metadata_commit.py). Elections: 300-600 ms
-randomized timeouts, 75 ms heartbeats: a new leader ~0.3-0.7 s after a kill -9.
+randomized timeouts, 75 ms heartbeats: a new leader ~0.3-0.7 s after a kill -9, in one round
+(idle connections are kept read from: _SyncingTransport.keep_alive).
 
 Idle cost: the tick thread sleeps until its next timed duty (a leader's heartbeat, a follower's
 election deadline), at most `tick_period_ms`, instead of waking every period: a follower wakes for
@@ -94,6 +95,7 @@ from pysyncobj import syncobj as _pysyncobj_module
 from pysyncobj.monotonic import monotonic  # pysyncobj's own clock, for its deadlines
 from pysyncobj.node import TCPNode
 from pysyncobj.poller import POLL_EVENT_TYPE
+from pysyncobj.tcp_connection import CONNECTION_STATE
 from pysyncobj.transport import TCPTransport
 
 from log.common.errors import (
@@ -306,6 +308,9 @@ def _create_journal(journalFile=None):  # noqa: N803 (pysyncobj's name)
 _pysyncobj_module.createJournal = _create_journal
 
 
+_KEEPALIVE = {"type": "quorumlog_keepalive"}  # see _SyncingTransport.keep_alive
+
+
 class _SyncingTransport(TCPTransport):
     """Group commit: outgoing Raft messages are held until the end of the current tick or poll
     round, then the journal is synced once and they all leave. No ack, vote or AppendEntries
@@ -314,12 +319,39 @@ class _SyncingTransport(TCPTransport):
 
     def __init__(self, syncObj, selfNode, otherNodes):  # noqa: N803 (pysyncobj's names)
         self._held: list[tuple[object, object]] = []
+        self._last_sent_s: dict[object, float] = {}  # per peer node, monotonic
+        self._keepalive_s = syncObj.conf.connectionTimeout / 4
         syncObj._quorum_transport = self  # pysyncobj keeps its transport private
         super().__init__(syncObj, selfNode, otherNodes)
 
     def send(self, node, message):
         self._held.append((node, message))
         return True
+
+    def keep_alive(self, now_s: float) -> None:
+        """Send a no-op on every connection to a voter that carried nothing for a quarter of the
+        connection timeout. pysyncobj drops a connection that read nothing for that timeout, at
+        its next send or receive event: two followers exchange no Raft messages while a leader
+        lives, so when it died, the first candidate's vote request was that event and was lost
+        (dropped before sending, or by the receiver before reading). The other survivor then
+        timed out itself and voted for itself in the same term, and a second round decided:
+        every controller kill cost two election timeouts (the Raft term rose by 2 each time).
+        The no-op is a dict pysyncobj 0.3.17 ignores (a peer without this code ignores it too);
+        _onMessageReceived drops it before pysyncobj sees it."""
+        for node in self._nodes:
+            if now_s - self._last_sent_s.get(node, 0.0) < self._keepalive_s:
+                continue
+            conn = self._connections.get(node)
+            if conn is None or conn.state != CONNECTION_STATE.CONNECTED:
+                continue
+            if self._syncObj.encryptor and not conn.sendRandKey:
+                continue  # the key exchange is not done: pysyncobj's own first message is next
+            self._last_sent_s[node] = now_s
+            super().send(node, _KEEPALIVE)
+
+    def _onMessageReceived(self, node, message):  # noqa: N802 (pysyncobj's name)
+        if message != _KEEPALIVE:  # reading it was the point: the connection's read time moved
+            super()._onMessageReceived(node, message)
 
     def _onNewIncomingConnection(self, conn):  # noqa: N802 (pysyncobj's name)
         super()._onNewIncomingConnection(conn)
@@ -332,7 +364,9 @@ class _SyncingTransport(TCPTransport):
         journal = getattr(self._syncObj, "_quorum_journal", None)
         if journal is not None and journal.dirty:
             journal.sync()
+        now_s = time.monotonic()
         for node, message in held:
+            self._last_sent_s[node] = now_s
             super().send(node, message)
 
 
@@ -688,6 +722,7 @@ class RaftNode:
                     if (now_s - last_tick_s) * 1000 > stall_ms:
                         self._on_stall(syncobj, (now_s - last_tick_s) * 1000)
                     last_tick_s = now_s
+                    syncobj._quorum_transport.keep_alive(now_s)
                     syncobj.doTick(self._poll_timeout_s(syncobj, period_s))
                     syncobj._quorum_transport.flush_held()  # replies made during the poll
                 except KafkaStorageError as e:
