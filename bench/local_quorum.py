@@ -63,6 +63,10 @@ class LocalQuorum:
         self._subscribers.append(send)
         return receive
 
+    def add_image_preparer(self, prepare) -> None:  # noqa: ANN001 - the Protocol's type
+        """Ignored: `commit` publishes each image at once (a broker then opens new logs as it
+        applies the image, which the contract allows)."""
+
     # -- committing -------------------------------------------------------------------------
     def commit(self, records: list) -> None:
         if not records:

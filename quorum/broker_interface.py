@@ -7,7 +7,8 @@ and coordinators use them. Two collaborators:
 * `MetadataSource`: the metadata image this broker has replayed (it follows the metadata log
   of the controller quorum). `image` is the latest applied image (immutable, replaced
   wholesale); `wait_for_image(min_offset)` returns once `image.last_offset >= min_offset`;
-  `subscribe()` returns a bounded trio receive channel that gets each newly applied image.
+  `subscribe()` returns a bounded trio receive channel that gets each newly applied image;
+  `add_image_preparer` adds work done before an image is published (`image` shows it).
   Contract for `subscribe`: the sender never blocks the metadata follower. Use a small
   bounded `trio.open_memory_channel` (MAX_PENDING_IMAGES) and `send_nowait`; on
   `trio.WouldBlock` skip that image -- the next one supersedes it, because a subscriber only
@@ -32,6 +33,7 @@ The node runtime (log/server/node.py) hands both to `KafkaServer`:
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -89,6 +91,17 @@ class MetadataSource(Protocol):
     def subscribe(self) -> trio.MemoryReceiveChannel[MetadataImage]:
         """A bounded channel receiving every newly applied image; images
         that do not fit are skipped (the next one supersedes them)."""
+        ...
+
+    def add_image_preparer(
+        self, prepare: Callable[[MetadataImage, MetadataImage], Awaitable[None]]
+    ) -> None:
+        """`await prepare(published, next)` runs before each new image is published (`image`
+        shows the older one until every preparer returned): work a new image needs done
+        before anything acts on it, off the event loop (the replica manager creates new
+        partitions' logs in a worker thread). A source may publish without them
+        (bench/local_quorum.py commits and publishes at once): nothing may depend on a
+        preparer having run."""
         ...
 
 

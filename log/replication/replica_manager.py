@@ -193,6 +193,7 @@ class ReplicaManager:
             props["replica.lag.time.max.ms"],
             on_batch_applied=self.report_replication,
         )
+        self._configs: tuple[MetadataImage | None, dict[str, LogConfig]] = (None, {})
         self._fetching = False  # follower partitions go to the fetchers once they run
         self._txn_completion_listeners: list[TransactionCompletionListener] = []
 
@@ -204,6 +205,7 @@ class ReplicaManager:
         self.failure_channel.on_offline = self._on_log_dir_offline
         if self.log_manager.is_offline:  # failed before we ran (recovery, a tick)
             self._on_log_dir_offline(str(self.log_manager.log_dir), "")
+        self.metadata.add_image_preparer(self.prepare_image)
         async with trio.open_nursery() as nursery:
             await nursery.start(self.fetcher_manager.run)
             await nursery.start(self.isr_manager.run)
@@ -222,6 +224,31 @@ class ReplicaManager:
         async with self.metadata.subscribe() as images:
             async for _image in images:
                 self.sync()  # applies the newest, whichever we were sent
+
+    async def prepare_image(self, published: MetadataImage, image: MetadataImage) -> None:
+        """Before `image` is published: open the logs of the partitions it gives this broker
+        that have none yet, in a worker thread (log_manager.open_logs), so that applying it
+        finds them. Opening a log costs ~0.5 ms; a topic of 2,000 partitions opened in
+        apply_image held each node's event loop for ~3 s, every client request waiting.
+        Nothing else opens these logs meanwhile: only the published image is applied."""
+        if self.log_manager.is_offline or self.log_manager.is_shut_down:
+            return
+        configs: dict[str, LogConfig] = {}
+        wanted = []
+        for change in partition_changes(published, image):
+            state, topic = change.new, change.topic_name
+            if state is None or self.broker_id not in state.replicas:
+                continue
+            if self.log_manager.get_log(topic, change.partition) is not None:
+                continue
+            if topic not in configs:
+                configs[topic] = self._config_for(image, topic)
+            wanted.append((topic, change.partition, configs[topic]))
+        if wanted:
+            opened = await trio.to_thread.run_sync(
+                self.log_manager.open_logs, wanted, self.clock_ms()
+            )
+            self.log_manager.adopt_logs(opened)
 
     def sync(self) -> MetadataImage:
         """Apply the newest metadata image to the hosted partitions (cheap when unchanged) and
@@ -599,7 +626,16 @@ class ReplicaManager:
         self.report_replication()
 
     def _config_for(self, image: MetadataImage, topic: str) -> LogConfig:
-        return topic_log_config(self._dynamic_defaults(image), image.topic_configs(topic))
+        """A topic's log config under `image` (computed once per image and topic: a new
+        topic's thousand partitions share it)."""
+        if self._configs[0] is not image:
+            self._configs = (image, {})
+        configs = self._configs[1]
+        config = configs.get(topic)
+        if config is None:
+            dynamic = self._dynamic_defaults(image)
+            config = configs[topic] = topic_log_config(dynamic, image.topic_configs(topic))
+        return config
 
     def _dynamic_defaults(self, image: MetadataImage) -> LogConfig:
         """The node's log defaults under the dynamic broker configs: cluster-wide, then ours."""

@@ -36,7 +36,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from log.common.errors import InvalidTopicError, KafkaStorageError
@@ -228,19 +228,50 @@ class LogManager:
         existing = self._logs.get(key)
         if existing is not None:
             return existing
+        if config is not None:
+            self.topic_configs[topic] = config
+        log = self._open_log(topic, partition, self.config_for(topic), now_ms)
+        self._logs[key] = log
+        return log
+
+    def _open_log(self, topic: str, partition: int, config: LogConfig, now_ms: int) -> UnifiedLog:
         check_topic_name(topic)
         if partition < 0:
             raise InvalidTopicError(f"negative partition {partition}")
-        if config is not None:
-            self.topic_configs[topic] = config
-        log = load_log(
+        return load_log(
             str(self.log_dir / partition_dir_name(topic, partition)),
-            self.config_for(topic),
+            config,
             had_clean_shutdown=True,
             now_ms=now_ms,
         )
-        self._logs[key] = log
-        return log
+
+    def open_logs(
+        self, wanted: Sequence[tuple[str, int, LogConfig]], now_ms: int
+    ) -> list[tuple[TopicPartition, LogConfig, UnifiedLog]]:
+        """Open (create) each `(topic, partition, config)`'s log without adding it to this
+        manager: safe in a worker thread while the event loop uses the manager, as long as
+        nothing else opens the same partitions meanwhile. `adopt_logs` adds them (creating a
+        topic's thousand logs costs ~0.5 ms each, too long for the event loop). A partition
+        that fails is left out: `get_or_create_log` meets the error again where it is
+        handled."""
+        opened = []
+        for topic, partition, config in wanted:
+            try:
+                log = self._open_log(topic, partition, config, now_ms)
+            except Exception as exc:  # noqa: BLE001 - see the docstring
+                logger.debug("opening %s-%d ahead failed: %s", topic, partition, exc)
+                continue
+            opened.append(((topic, partition), config, log))
+        return opened
+
+    def adopt_logs(self, opened: Sequence[tuple[TopicPartition, LogConfig, UnifiedLog]]) -> None:
+        """Add logs `open_logs` opened (on the thread that owns the manager)."""
+        for key, config, log in opened:
+            if key in self._logs or self.is_shut_down:
+                log.close()  # cannot happen while only the image's publisher opens ahead
+                continue
+            self.topic_configs[key[0]] = config
+            self._logs[key] = log
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the directory to `<name>.<hex>-delete` (atomic), then remove it."""
