@@ -66,13 +66,21 @@ class BrokerHeartbeatTracker:
         self._disconnected_since_ms: dict[int, int] = {}
 
     def on_activate(
-        self, image: MetadataImage, now_ms: int, previous_controller_id: int = -1
+        self,
+        image: MetadataImage,
+        now_ms: int,
+        previous_controller_id: int = -1,
+        previous_lost_ms: int | None = None,
     ) -> None:
+        """A new active controller has no heartbeat connections: every broker's session
+        starts now, except the previous (dead) controller's broker, whose disconnect grace
+        started when that controller's connection was lost (`previous_lost_ms`, if known)."""
         self.last_heartbeat_ms_by_broker = {b: now_ms for b in image.brokers}
         self._connection_by_broker = {}
         self._disconnected_since_ms = {}
         if self.disconnect_grace_ms and image.is_live(previous_controller_id):
-            self._disconnected_since_ms[previous_controller_id] = now_ms
+            since_ms = now_ms if previous_lost_ms is None else min(now_ms, previous_lost_ms)
+            self._disconnected_since_ms[previous_controller_id] = since_ms
 
     def touch(self, broker_id: int, now_ms: int, connection_id: int | None = None) -> None:
         """Call on every heartbeat and registration that passed the broker-epoch check, with

@@ -321,6 +321,8 @@ class _SyncingTransport(TCPTransport):
         self._held: list[tuple[object, object]] = []
         self._last_sent_s: dict[object, float] = {}  # per peer node, monotonic
         self._keepalive_s = syncObj.conf.connectionTimeout / 4
+        # Voters (addresses) whose connection is down, since when (monotonic): read by trio.
+        self.disconnected_since_s: dict[str, float] = {}
         syncObj._quorum_transport = self  # pysyncobj keeps its transport private
         super().__init__(syncObj, selfNode, otherNodes)
 
@@ -348,6 +350,15 @@ class _SyncingTransport(TCPTransport):
                 continue  # the key exchange is not done: pysyncobj's own first message is next
             self._last_sent_s[node] = now_s
             super().send(node, _KEEPALIVE)
+
+    def _onNodeConnected(self, node):  # noqa: N802 (pysyncobj's name)
+        self.disconnected_since_s.pop(str(node.id), None)
+        super()._onNodeConnected(node)
+
+    def _onNodeDisconnected(self, node):  # noqa: N802 (pysyncobj's name)
+        # The first loss counts: each failed reconnection attempt calls this again.
+        self.disconnected_since_s.setdefault(str(node.id), time.monotonic())
+        super()._onNodeDisconnected(node)
 
     def _onMessageReceived(self, node, message):  # noqa: N802 (pysyncobj's name)
         if message != _KEEPALIVE:  # reading it was the point: the connection's read time moved
@@ -1073,6 +1084,13 @@ class RaftNode:
         """Whether pysyncobj holds a connection to the voter at `host:port` now (a process
         that died has its sockets closed by the kernel; a paused one keeps them)."""
         return self.status().get(f"partner_node_status_server_{address}") == 2
+
+    def partner_disconnected_since(self, address: str) -> float | None:
+        """Since when (time.monotonic()) this node has had no connection to the voter at
+        `host:port` (lost, or never made: the first failed attempt); None while connected."""
+        syncobj = self._syncobj
+        transport = getattr(syncobj, "_quorum_transport", None) if syncobj else None
+        return None if transport is None else transport.disconnected_since_s.get(address)
 
     def _check_running(self) -> None:
         if self._fatal_error is not None:

@@ -687,6 +687,22 @@ def test_after_activation_only_the_previous_controllers_broker_gets_the_short_gr
     assert slow.fence_expired(cluster.image, 9999) == ([], [])
 
 
+def test_a_dead_previous_controllers_grace_runs_from_the_loss_of_its_connection():
+    """The new controller activates an election after the previous one's Raft connection
+    closed: its broker's grace started at that loss, so it is fenced at the activation, not a
+    grace later. A loss not known, or reported later than the activation, starts it then."""
+    cluster = Cluster()
+    for b in range(3):
+        cluster.add_broker(b)
+    tracker = BrokerHeartbeatTracker(session_timeout_ms=9000, disconnect_grace_ms=100)
+    tracker.on_activate(cluster.image, now_ms=1000, previous_controller_id=2, previous_lost_ms=600)
+    assert tracker.next_deadline_ms() == 700
+    assert tracker.fence_expired(cluster.image, 1000)[1] == [2]
+    later = BrokerHeartbeatTracker(session_timeout_ms=9000, disconnect_grace_ms=100)
+    later.on_activate(cluster.image, now_ms=1000, previous_controller_id=2, previous_lost_ms=1500)
+    assert later.next_deadline_ms() == 1100
+
+
 def test_an_operation_of_more_than_10000_records_fails_whole_before_any_is_built():
     """Kafka's MAX_RECORDS_PER_USER_OP: CreateTopics / CreatePartitions that would write more
     than 10,000 metadata records fail whole with POLICY_VIOLATION, so a small request (a
