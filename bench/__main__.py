@@ -34,6 +34,8 @@ BENCHMARKS = [
     ("replication: acks=all vs acks=1",
      ["-m", "bench.replication", "--count", "50000"]),
     ("fail-over on quorumlog up defaults", ["-m", "bench.failover", "--kills", "10"]),
+    ("fail-over of the active controller",
+     ["-m", "bench.failover", "--kills", "6", "--victim", "controller"]),
     ("Spark write", ["-m", "bench.spark_write", "--rows", "1000000", "--repeat", "2"]),
     ("partition scale",
      ["-m", "bench.partition_scale", "--partitions", "1000", "5000", "10000"]),
@@ -94,8 +96,9 @@ def main(argv: list[str]) -> int:
             target = command[1] if command[0] == "-m" else command[0]
             args = command[: 2 if command[0] == "-m" else 1]
             args += QUICK_ARGS[target] if quick else command[len(args) :]
-            if quick and "--producers" in command:  # the quick run keeps what the row is about
-                args += command[command.index("--producers") : command.index("--producers") + 2]
+            for kept in ("--producers", "--victim"):  # the quick run keeps what a row is about
+                if quick and kept in command:
+                    args += command[command.index(kept) : command.index(kept) + 2]
             print(f"\n## {title}\n", flush=True)
             start = time.monotonic()
             code = subprocess.call([sys.executable, *args], env=env)

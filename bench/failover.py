@@ -26,9 +26,15 @@ also the active controller adds a Raft election (pysyncobj, 300-600 ms timeouts)
 controller's wait for the brokers to heartbeat to it; those rounds are shown apart, with the
 step between: `new controller active`, when another node's controller activation was
 committed (the Raft election and the activation record), after which the new controller
-fences the dead broker within broker.disconnect.fence.ms.
+fences the dead broker (its disconnect grace ran from the loss of its Raft connection, so at
+once).
 
-    python -m bench.failover [--kills 10] [--keep DIR]
+`--victim controller` kills the active controller's node each round instead, whether or not it
+leads the partition: as a follower it still stalls `acks=all` until the new controller fences it
+out of the ISR (that commit is the `elected` step then). Its rows are the controller's whole
+fail-over, every round.
+
+    python -m bench.failover [--kills 10] [--victim leader|controller] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -125,8 +131,8 @@ async def wait_for_new_leader(
 ) -> None:
     """Follow a surviving controller's committed metadata; note in `steps` when another node's
     controller activation followed one of `victim`'s (`took_over`, a list: replaying the log
-    from its start passes earlier ones, stamped before the kill) and when a leader other than
-    `victim` is committed for the partition (`elected`)."""
+    from its start passes earlier ones, stamped before the kill) and when the partition's
+    leader and ISR without `victim` are committed (`elected`: a new leader when it led)."""
     client = cluster.client(survivors)
     machine = MetadataStateMachine()
     took_over = steps.setdefault("took_over", [])
@@ -141,7 +147,8 @@ async def wait_for_new_leader(
                 if before == victim and machine.image.controller_id not in (victim, -1):
                     took_over.append(time.monotonic())
             topic = machine.image.topic(TOPIC)
-            if topic is not None and topic.partitions[0].leader not in (victim, -1):
+            state = topic.partitions[0] if topic is not None else None
+            if state is not None and state.leader not in (victim, -1) and victim not in state.isr:
                 steps["elected"] = time.monotonic()
                 return
     finally:
@@ -167,7 +174,7 @@ def create_topic(bootstrap: str) -> None:
     admin.create_topics([topic])[TOPIC].result(30)
 
 
-async def run(workdir: Path, kills: int) -> list[dict]:
+async def run(workdir: Path, kills: int, kill_controller: bool = False) -> list[dict]:
     cluster = defaults_cluster(workdir, 3)
     await trio.to_thread.run_sync(cluster.start_all)
     rounds = []
@@ -182,7 +189,7 @@ async def run(workdir: Path, kills: int) -> list[dict]:
         for _ in range(kills):
             await trio.sleep(2)
             state, controller = await partition_and_controller(cluster, nodes)
-            victim = state.leader
+            victim = controller if kill_controller else state.leader
             survivors = [n for n in nodes if n != victim]
             async with trio.open_nursery() as nursery:
                 steps: dict[str, Any] = {}
@@ -201,6 +208,7 @@ async def run(workdir: Path, kills: int) -> list[dict]:
                         await trio.sleep(0.005)
             row = {
                 "victim_was_controller": victim == controller,
+                "victim_led": victim == state.leader,
                 "elected_s": steps["elected"] - killed_at,
                 "first_ack_s": {name: at - killed_at for name, at in acked_at.items()},
             }
@@ -211,10 +219,11 @@ async def run(workdir: Path, kills: int) -> list[dict]:
             acks = ", ".join(f"{name} {s * 1000:.0f} ms" for name, s in row["first_ack_s"].items())
             took_over = (f"new controller active {row['controller_s'] * 1000:.0f} ms; "
                          if row["victim_was_controller"] else "")  # fmt: skip
-            print(f"  kill {len(rounds)}: leader {victim}"
-                  f"{' (also the active controller)' if row['victim_was_controller'] else ''}: "
-                  f"{took_over}new leader committed {row['elected_s'] * 1000:.0f} ms; "
-                  f"first ack: {acks}", flush=True)  # fmt: skip
+            role = "leader" if row["victim_led"] else "follower"
+            also = " (also the active controller)" if row["victim_was_controller"] else ""
+            step = "new leader" if row["victim_led"] else "ISR without it"
+            print(f"  kill {len(rounds)}: {role} {victim}{also}: {took_over}{step} committed "
+                  f"{row['elected_s'] * 1000:.0f} ms; first ack: {acks}", flush=True)  # fmt: skip
             cluster.start(victim)
             await trio.to_thread.run_sync(cluster.wait_ready, victim)
             with trio.fail_after(60):
@@ -236,9 +245,11 @@ async def run(workdir: Path, kills: int) -> list[dict]:
 def summary(rounds: list[dict]) -> list[dict]:
     rows = []
     clients = list(rounds[0]["first_ack_s"]) if rounds else []
+    led = [r for r in rounds if r.get("victim_led", True)]
     for case, subset in (
-        ("leader only", [r for r in rounds if not r["victim_was_controller"]]),
-        ("leader and active controller", [r for r in rounds if r["victim_was_controller"]]),
+        ("leader only", [r for r in led if not r["victim_was_controller"]]),
+        ("leader and active controller", [r for r in led if r["victim_was_controller"]]),
+        ("active controller, a follower", [r for r in rounds if r not in led]),
         ("all kills", rounds),
     ):
         if not subset:
@@ -261,21 +272,26 @@ def summary(rounds: list[dict]) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--victim", choices=("leader", "controller"), default="leader",
+                        help="kill the partition leader (default) or the active controller")  # fmt: skip
     parser.add_argument("--keep", metavar="DIR", help="run in DIR and keep the node logs")
     args = parser.parse_args()
-    print("kill -9 of the partition leader, 3 nodes on `quorumlog up` defaults "
+    kill_controller = args.victim == "controller"
+    print(f"kill -9 of the {'active controller' if kill_controller else 'partition leader'}, 3 nodes on `quorumlog up` defaults "
           "(broker.session.timeout.ms 9000, broker.disconnect.fence.ms 100); producers at "
           "~1,000 records/s each: confluent-kafka (defaults but acks=all) and ours (defaults)",
           flush=True)  # fmt: skip
     if args.keep:
-        rounds = trio.run(run, Path(args.keep), args.kills)
+        rounds = trio.run(run, Path(args.keep), args.kills, kill_controller)
     else:
         with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp:
-            rounds = trio.run(run, Path(tmp), args.kills)
+            rounds = trio.run(run, Path(tmp), args.kills, kill_controller)
     rows = summary(rounds)
+    for row in rows:
+        row["killed"] = args.victim
     clients = list(rows[0]["first_ack_s"]) if rows else []
-    print("| case | kills | new controller active median / max (ms) | new leader committed "
-          "median / max (ms) | "
+    print("| case | kills | new controller active median / max (ms) | new leader (or ISR "
+          "without the follower) committed median / max (ms) | "
           + " | ".join(f"first ack, {c}: median / max (ms)" for c in clients)
           + " |\n|---|---|---|---|" + "---|" * len(clients))  # fmt: skip
     for row in rows:

@@ -150,18 +150,19 @@ def _consume(rows: Rows) -> str:
 def _failover(sections: dict[str, Rows]) -> str:
     body = []
     for row in sections.get("failover", []):
-        kills = f"{row['case']}, n={row['kills']}"
-        body.append([f"partition leader kill -9 ({kills}) -> new leader committed",
+        killed = "active controller" if row.get("killed") == "controller" else "partition leader"
+        kill = f"{killed} kill -9 ({row['case']}, n={row['kills']})"
+        body.append([f"{kill} -> new leader (or ISR without it) committed",
                      f"median {row['elected_median_s'] * 1000:,.0f} ms, "
                      f"max {row['elected_max_s'] * 1000:,.0f} ms"])  # fmt: skip
         if "controller_median_s" in row:
-            body.append([f"partition leader kill -9 ({kills}) -> new controller active",
+            body.append([f"{kill} -> new controller active",
                          f"median {row['controller_median_s'] * 1000:,.0f} ms, "
                          f"max {row['controller_max_s'] * 1000:,.0f} ms"])  # fmt: skip
         for client, (median_s, max_s) in row["first_ack_s"].items():
             body.append(
                 [
-                    f"partition leader kill -9 ({kills}) -> first acks=all ack, {client}",
+                    f"{kill} -> first acks=all ack, {client}",
                     f"median {median_s * 1000:,.0f} ms, max {max_s * 1000:,.0f} ms",
                 ]
             )

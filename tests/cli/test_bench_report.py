@@ -42,6 +42,13 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
         }
     )
     emit("failover", failover_summary(rounds))  # fmt: skip
+    # `--victim controller`: the active controller each round, a follower of the partition here
+    controller_rounds = [
+        {"victim_was_controller": True, "victim_led": False, "controller_s": 0.35,
+         "elected_s": 0.36, "first_ack_s": {"confluent-kafka": 0.4, "quorumlog": 0.41}},
+    ]  # fmt: skip
+    emit("failover", [{**row, "killed": "controller"}
+                      for row in failover_summary(controller_rounds)])  # fmt: skip
     log_row = (1070, "append", 50, 100.0, 400.0, 200.0)
     emit("log_throughput", [dict(zip(ROW_KEYS, log_row, strict=True))])
     emit("producer_clients", [
@@ -84,8 +91,10 @@ def test_report_from_emitted_rows(tmp_path, monkeypatch):
     assert (tmp_path / "results" / "e2e_latency.png").stat().st_size > 1000
     assert (tmp_path / "results" / "consume_throughput.png").stat().st_size > 1000
     assert "controller kill -9 -> first metadata commit | median 750 ms" in text
-    assert ("| partition leader kill -9 (leader only, n=3) -> new leader committed "
-            "| median 115 ms, max 127 ms |") in text  # fmt: skip
+    assert ("| partition leader kill -9 (leader only, n=3) -> new leader (or ISR without it) "
+            "committed | median 115 ms, max 127 ms |") in text  # fmt: skip
+    assert ("| active controller kill -9 (active controller, a follower, n=1) -> new controller "
+            "active | median 350 ms, max 350 ms |") in text  # fmt: skip
     assert ("(leader only, n=3) -> first acks=all ack, confluent-kafka | median 1,621 ms, "
             "max 1,704 ms |") in text  # fmt: skip
     assert "(leader only, n=3) -> first acks=all ack, quorumlog | median 200 ms" in text
