@@ -64,6 +64,23 @@ async def test_leadership_change_logs_one_structured_line(broker, caplog):
     assert any("partition=1 " in line for line in lines)
 
 
+async def test_a_wide_image_lists_some_state_changes_and_counts_the_rest(broker, caplog):
+    """An image that changes more partitions than LISTED_STATE_CHANGES (a new topic of many)
+    lists that many at INFO and counts the rest in one line; each is at DEBUG."""
+    from log.replication.replica_manager import LISTED_STATE_CHANGES
+
+    caplog.set_level(logging.DEBUG, logger="log.replication.replica_manager")
+    await broker.create_topic("wide", LISTED_STATE_CHANGES + 5)
+    changes = [r for r in caplog.records if "partition state change" in r.getMessage()]
+    info = [r.getMessage() for r in changes if r.levelno == logging.INFO]
+    debug = [r.getMessage() for r in changes if r.levelno == logging.DEBUG]
+    assert len(info) == LISTED_STATE_CHANGES + 1 and len(debug) == 5, info
+    assert info[-1] == (
+        f"partition state change node=1: 5 more partitions in this image, logged at DEBUG "
+        f"(all: {LISTED_STATE_CHANGES + 5} leader)"
+    )
+
+
 async def test_transaction_gauges(broker):
     from tests.broker.test_txn_markers import codes, markers_body, txn_batch
 

@@ -5,8 +5,8 @@ client).
 Opening a partition's log (directory, segment, indexes, checkpoints) costs ~0.5 ms; applying an
 image opened them on the event loop, so a topic of 2,000 partitions stopped every node for ~3 s
 (every request, the controller's heartbeats and sessions; 2026-11-28). Now the broker's replica
-manager opens them as an image preparer (BrokerLifecycle publishes the image after it), and
-applying the image finds them."""
+manager opens them as an image preparer (BrokerLifecycle publishes the image after it), with
+the first leader epoch of those it leads, and applying the image finds them."""
 
 from __future__ import annotations
 
@@ -18,13 +18,16 @@ from cluster_harness import free_base_port, one_node_config
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from log.server.node import Node
+from log.storage.leader_epoch_cache import LeaderEpochFileCache
 
 pytestmark = pytest.mark.timeout(90)
 
 PARTITIONS = 40
 
 
-async def test_a_new_topics_logs_open_in_a_worker_thread_before_its_image_shows_it(tmp_path):
+async def test_a_new_topics_logs_open_in_a_worker_thread_before_its_image_shows_it(
+    tmp_path, monkeypatch
+):
     base = free_base_port(1)
     node = Node(one_node_config(tmp_path, base))
     async with trio.open_nursery() as nursery:
@@ -53,6 +56,17 @@ async def test_a_new_topics_logs_open_in_a_worker_thread_before_its_image_shows_
             loop_ran.wait(timeout=20)
             return open_logs(wanted, now_ms)
 
+        # Where the leader epoch checkpoints of the new logs were written (make_leader's
+        # first epoch is started ahead, in the worker, for the partitions this node leads).
+        epoch_writes: list[bool] = []
+        flush = LeaderEpochFileCache._flush
+
+        def recording_flush(cache):
+            if "wide-" in str(getattr(cache._checkpoint, "path", "")):
+                epoch_writes.append(threading.current_thread() is not trio_thread)
+            flush(cache)
+
+        monkeypatch.setattr(LeaderEpochFileCache, "_flush", recording_flush)
         manager._open_log = recording_open_log  # type: ignore[method-assign]
         manager.open_logs = open_logs_once_the_loop_ran  # type: ignore[method-assign]
 
@@ -77,4 +91,5 @@ async def test_a_new_topics_logs_open_in_a_worker_thread_before_its_image_shows_
         assert not any(shown for _, shown in wide), "the image showed the topic before its logs"
         assert lifecycle.image.topic("wide") is not None
         assert all(manager.get_log("wide", p) is not None for p in range(PARTITIONS))
+        assert len(epoch_writes) == PARTITIONS and all(epoch_writes), epoch_writes
         nursery.cancel_scope.cancel()
