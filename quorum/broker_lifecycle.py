@@ -140,7 +140,11 @@ class BrokerLifecycle:
         node for ~3 s, 2026-11-28)."""
         before, after = self._published, self._state_machine.image
         for prepare in self._preparers:
-            await prepare(before, after)
+            try:
+                await prepare(before, after)
+            except Exception:  # preparing is ahead-of-time work: publish anyway, say why
+                logger.exception("node %d: preparing metadata image %d failed; publishing it",
+                                 self.broker_id, after.last_offset)  # fmt: skip
         self._published = after
         if after.controllers is not before.controllers:
             self._learn_controllers(after)

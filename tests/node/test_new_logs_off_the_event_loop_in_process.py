@@ -93,3 +93,31 @@ async def test_a_new_topics_logs_open_in_a_worker_thread_before_its_image_shows_
         assert all(manager.get_log("wide", p) is not None for p in range(PARTITIONS))
         assert len(epoch_writes) == PARTITIONS and all(epoch_writes), epoch_writes
         nursery.cancel_scope.cancel()
+
+
+async def test_an_image_is_published_even_when_a_preparer_fails(tmp_path, caplog):
+    """Preparing is work ahead of time: a preparer that raises is logged and the image is
+    published anyway (the logs it did not open are opened while the image is applied)."""
+    node = Node(one_node_config(tmp_path, free_base_port(1)))
+    async with trio.open_nursery() as nursery:
+        with trio.fail_after(30):
+            await nursery.start(node.run, lambda: None)
+        lifecycle = node.lifecycle
+        assert lifecycle is not None
+
+        async def failing(published, image):
+            raise OSError("no space left on device")
+
+        lifecycle._preparers.insert(0, failing)
+
+        def create() -> None:
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{node.kafka_port}"})
+            admin.create_topics([NewTopic("after", 3, 1)])["after"].result(timeout=60)
+
+        with trio.fail_after(60):
+            await trio.to_thread.run_sync(create)
+        assert lifecycle.image.topic("after") is not None
+        assert node.log_manager is not None
+        assert all(node.log_manager.get_log("after", p) is not None for p in range(3))
+        assert any("preparing metadata image" in r.getMessage() for r in caplog.records)
+        nursery.cancel_scope.cancel()
