@@ -76,6 +76,32 @@ class BrokerContext:
             return True
         return False
 
+    async def await_new_leaders(
+        self,
+        image: MetadataImage,
+        names: list[str] | None = None,
+        partitions: list[tuple[str, int]] | None = None,
+    ) -> MetadataImage:
+        """The image to act on: `image`, or a newer one when one of the topics `names` (None:
+        every topic), or of `partitions` when given, is led by a broker this node's replica
+        fetchers just lost: the controller is about to fence it and elect another (perhaps
+        this node), so the answer waits for that, for up to the failure view's hold
+        (log/server/broker_failure_view.py)."""
+        fetchers, view = self.replica_manager.fetcher_manager, self.broker_failure_view
+        unreachable = fetchers.unreachable_brokers() if view.hold_ms > 0 else None
+        if not unreachable:
+            return image
+        until_ms = view.hold_until_ms(image, names, unreachable, self.clock_ms(), partitions)
+        if until_ms is None:
+            return image
+
+        def settled(newer: MetadataImage) -> bool:
+            lost = fetchers.unreachable_brokers()
+            return view.hold_until_ms(newer, names, lost, self.clock_ms(), partitions) is None
+
+        await self.wait_until(settled, until_ms - self.clock_ms())
+        return self.replica_manager.sync()
+
     async def wait_for_partitions(
         self,
         partitions: list[tuple[str, int]],

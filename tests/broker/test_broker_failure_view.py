@@ -43,6 +43,10 @@ def test_an_answer_waits_while_a_leader_is_unreachable_and_not_longer_than_the_h
     assert view.hold_until_ms(before, ["t"], lost, 1000) == 3000
     assert view.hold_until_ms(before, None, lost, 1000) == 3000  # all topics
     assert view.hold_until_ms(before, ["other"], lost, 1000) is None
+    # only the partitions named, when named (Produce, a consumer's Fetch)
+    assert view.hold_until_ms(before, None, lost, 1000, partitions=[("t", 0)]) == 3000
+    assert view.hold_until_ms(before, None, lost, 1000, partitions=[("t", 1)]) is None
+    assert view.hold_until_ms(before, None, lost, 1000, partitions=[]) is None
     assert view.hold_until_ms(before, ["t"], lost, 3000) is None  # held long enough
     # the new leader, or the dead one fenced with no leader left: answer
     assert view.hold_until_ms(image(fenced=(1,), leader=2), ["t"], lost, 1000) is None

@@ -149,27 +149,13 @@ async def _auto_create(ctx: BrokerContext, names: list[str]) -> dict[str, ErrorC
 
 async def _await_new_leaders(ctx: BrokerContext, image: MetadataImage, body: Any) -> MetadataImage:
     """The image to answer from: a newer one where a partition asked about is led by a broker
-    this node's fetchers just lost (the controller is about to fence it and elect another),
-    waited for up to the view's hold (log/server/broker_failure_view.py)."""
-    fetchers, view = ctx.replica_manager.fetcher_manager, ctx.broker_failure_view
-    unreachable = fetchers.unreachable_brokers() if view.hold_ms > 0 else None
-    if not unreachable:
-        return image
+    this node's fetchers just lost (BrokerContext.await_new_leaders)."""
     names = None if body.topics is None else [
         t.name if t.name is not None else image.topics[t.topic_id].name
         for t in body.topics
         if t.name is not None or t.topic_id in image.topics
     ]  # fmt: skip
-    until_ms = view.hold_until_ms(image, names, unreachable, ctx.clock_ms())
-    if until_ms is None:
-        return image
-
-    def settled(newer: MetadataImage) -> bool:
-        unreachable = fetchers.unreachable_brokers()
-        return view.hold_until_ms(newer, names, unreachable, ctx.clock_ms()) is None
-
-    await ctx.wait_until(settled, until_ms - ctx.clock_ms())
-    return ctx.replica_manager.sync()
+    return await ctx.await_new_leaders(image, names)
 
 
 async def handle_metadata(ctx: BrokerContext, request: Request) -> object:
