@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import trio
 
@@ -80,7 +80,7 @@ class BrokerContext:
         self,
         image: MetadataImage,
         names: list[str] | None = None,
-        partitions: list[tuple[str, int]] | None = None,
+        partitions: Iterable[tuple[str, int]] | None = None,
     ) -> MetadataImage:
         """The image to act on: `image`, or a newer one when one of the topics `names` (None:
         every topic), or of `partitions` when given, is led by a broker this node's replica
@@ -90,7 +90,9 @@ class BrokerContext:
         fetchers, view = self.replica_manager.fetcher_manager, self.broker_failure_view
         unreachable = fetchers.unreachable_brokers() if view.hold_ms > 0 else None
         if not unreachable:
-            return image
+            return image  # (before `partitions` is iterated: it may be a generator)
+        if partitions is not None:
+            partitions = list(partitions)
         until_ms = view.hold_until_ms(image, names, unreachable, self.clock_ms(), partitions)
         if until_ms is None:
             return image

@@ -501,7 +501,7 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> object:
     image = ctx.replica_manager.sync()
     fetch = _Fetch.read(body, request.api_version, image)
     if fetch.replica_id < 0:  # a consumer: as Produce, wait for a dead leader's successor
-        named = [(name, fp.partition) for name, t in fetch.topics for fp in t.partitions]
+        named = ((name, fp.partition) for name, t in fetch.topics for fp in t.partitions)
         image = await ctx.await_new_leaders(image, partitions=named)
     refused = fetch.set_aside_unauthorized(ctx, request)
     if refused and fetch.replica_id >= 0:  # a replica without CLUSTER_ACTION: no session

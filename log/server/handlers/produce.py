@@ -71,7 +71,7 @@ async def append_produce(ctx: BrokerContext, request: Request) -> list[AppendRes
     if acks in (-1, 0, 1):
         # A partition led by a broker this node's fetchers just lost: wait for its new leader
         # (perhaps us) rather than answer NOT_LEADER naming the dead one (broker_failure_view.py)
-        named = [(topic, index) for topic, index, _ in entries_allowed if topic is not None]
+        named = ((topic, index) for topic, index, _ in entries_allowed if topic is not None)
         await ctx.await_new_leaders(ctx.replica_manager.sync(), partitions=named)
         appended = await _verify_and_append(ctx, request, acks, entries_allowed)
     else:
