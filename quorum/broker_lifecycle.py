@@ -12,8 +12,8 @@ Theory of operation
   published to subscribers (the MetadataSource contract of quorum/broker_interface.py), after
   the image preparers ran: the broker creates the logs of new partitions in a worker thread
   there, while it keeps answering from the image before.
-* Heartbeat every broker.heartbeat.interval.ms with the newest replayed offset: the
-  controller unfences the broker once it has replayed up to its own registration
+* Heartbeat every broker.heartbeat.interval.ms with the newest published offset: the
+  controller unfences the broker once it has published its own registration
   (`unfenced` is then set). Between heartbeats the connection is watched: when the
   controller closes it (it died or lost leadership) the next heartbeat goes out at once, to
   whichever controller is active now, since the active controller fences a broker whose

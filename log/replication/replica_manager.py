@@ -238,7 +238,6 @@ class ReplicaManager:
         Nothing else opens these logs meanwhile: only the published image is applied."""
         if self.log_manager.is_offline or self.log_manager.is_shut_down:
             return
-        configs: dict[str, LogConfig] = {}
         wanted = []
         leading: dict[tuple[str, int], int] = {}  # new logs this broker leads: their epoch
         for change in partition_changes(published, image):
@@ -247,9 +246,7 @@ class ReplicaManager:
                 continue
             if self.log_manager.get_log(topic, change.partition) is not None:
                 continue
-            if topic not in configs:
-                configs[topic] = self._config_for(image, topic)
-            wanted.append((topic, change.partition, configs[topic]))
+            wanted.append((topic, change.partition, self._config_for(image, topic)))
             if state.leader == self.broker_id:
                 leading[(topic, change.partition)] = state.leader_epoch
         if wanted:

@@ -79,7 +79,7 @@ class BrokerContext:
     async def await_new_leaders(
         self,
         image: MetadataImage,
-        names: list[str] | None = None,
+        names: Iterable[str] | None = None,
         partitions: Iterable[tuple[str, int]] | None = None,
     ) -> MetadataImage:
         """The image to act on: `image`, or a newer one when one of the topics `names` (None:
@@ -90,9 +90,9 @@ class BrokerContext:
         fetchers, view = self.replica_manager.fetcher_manager, self.broker_failure_view
         unreachable = fetchers.unreachable_brokers() if view.hold_ms > 0 else None
         if not unreachable:
-            return image  # (before `partitions` is iterated: it may be a generator)
-        if partitions is not None:
-            partitions = list(partitions)
+            return image  # before `names` or `partitions` is iterated: either may be a generator
+        names = None if names is None else list(names)
+        partitions = None if partitions is None else list(partitions)
         until_ms = view.hold_until_ms(image, names, unreachable, self.clock_ms(), partitions)
         if until_ms is None:
             return image

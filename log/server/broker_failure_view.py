@@ -105,24 +105,16 @@ class BrokerFailureView:
         }
         if not suspects:
             return None
-        until_ms = None
-        if partitions is not None:
-            for name, index in partitions:
-                topic = image.topic(name)
-                state = None if topic is None else topic.partitions.get(index)
-                held = None if state is None else suspects.get(state.leader)
-                if held is not None and (until_ms is None or held > until_ms):
-                    until_ms = held
-            return until_ms
-        for name in image.topic_ids_by_name if names is None else names:
-            topic = image.topic(name)
-            if topic is None:
-                continue
-            for state in topic.partitions.values():
-                held = suspects.get(state.leader)
-                if held is not None and (until_ms is None or held > until_ms):
-                    until_ms = held
-        return until_ms
+        if partitions is None:
+            named = image.topic_ids_by_name if names is None else names
+            topics = (image.topic(name) for name in named)
+            states = [s for t in topics if t is not None for s in t.partitions.values()]
+        else:
+            found = ((image.topic(name), index) for name, index in partitions)
+            states = [
+                s for t, i in found if t is not None and (s := t.partitions.get(i)) is not None
+            ]
+        return max((suspects[s.leader] for s in states if s.leader in suspects), default=None)
 
     def listed_brokers(
         self,

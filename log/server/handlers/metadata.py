@@ -149,12 +149,15 @@ async def _auto_create(ctx: BrokerContext, names: list[str]) -> dict[str, ErrorC
 
 async def _await_new_leaders(ctx: BrokerContext, image: MetadataImage, body: Any) -> MetadataImage:
     """The image to answer from: a newer one where a partition asked about is led by a broker
-    this node's fetchers just lost (BrokerContext.await_new_leaders)."""
-    names = None if body.topics is None else [
+    this node's fetchers just lost (BrokerContext.await_new_leaders). The names asked by id
+    are resolved only while a broker is lost: the usual answer pays nothing for this."""
+    if body.topics is None:
+        return await ctx.await_new_leaders(image)
+    names = (
         t.name if t.name is not None else image.topics[t.topic_id].name
         for t in body.topics
         if t.name is not None or t.topic_id in image.topics
-    ]  # fmt: skip
+    )
     return await ctx.await_new_leaders(image, names)
 
 
